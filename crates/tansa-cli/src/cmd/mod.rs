@@ -1,0 +1,4 @@
+//! One module per subcommand. Each has an `Args` (clap) and a `run(Args) -> Result<ExitCode>`.
+
+pub mod record;
+pub mod report;

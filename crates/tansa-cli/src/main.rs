@@ -1,0 +1,46 @@
+//! `tansa`: a Linux profiler and memory-diagnostics toolkit.
+//!
+//! This binary is the only crate that knows about command-line parsing and `anyhow`; every
+//! subcommand lives in its own module under [`cmd`] and calls into the library crates.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod cmd;
+mod output;
+
+/// Where does my memory go, why is it never freed, where does my CPU time go.
+#[derive(Debug, Parser)]
+#[command(name = "tansa", version, about, long_about = None, propagate_version = true)]
+#[command(after_help = "Run `tansa help <command>` for the options of a command.")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run a command under the heap recorder (every malloc-family call, with its stack).
+    Record(cmd::record::Args),
+    /// Report on a recording: memory per library, function, thread, call or interval.
+    Report(cmd::report::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Record(args) => cmd::record::run(args),
+        Command::Report(args) => cmd::report::run(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            if output::is_broken_pipe(&err) {
+                return ExitCode::SUCCESS;
+            }
+            eprintln!("tansa: error: {err:#}");
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,204 @@
+//! What recorders and annotators need to know about an ELF file.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use memmap2::Mmap;
+use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SymbolKind};
+
+use crate::SymbolError;
+
+/// A function symbol.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FunctionSymbol {
+    /// Raw (possibly mangled) name.
+    pub name: String,
+    /// Address in the file's address space.
+    pub address: u64,
+    /// Size in bytes (0 if the symbol table does not say).
+    pub size: u64,
+}
+
+/// A `PT_LOAD` segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Segment {
+    /// `p_vaddr`
+    pub address: u64,
+    /// `p_memsz`
+    pub size: u64,
+    /// `p_offset`
+    pub file_offset: u64,
+    /// `p_filesz`
+    pub file_size: u64,
+}
+
+/// A memory-mapped ELF file.
+#[derive(Debug)]
+pub struct ElfFile {
+    path: PathBuf,
+    map: Mmap,
+}
+
+impl ElfFile {
+    /// Maps `path` and checks that it parses as ELF.
+    pub fn open(path: impl AsRef<Path>) -> Result<ElfFile, SymbolError> {
+        let path = path.as_ref().to_path_buf();
+        let file = File::open(&path).map_err(|source| SymbolError::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
+        // SAFETY: the mapping is read-only and private; a concurrent truncation of the file
+        // by another process could fault, which is the accepted risk of mapping binaries
+        // (every symbolizer does it). We never hand out references past `self`.
+        let map = unsafe { Mmap::map(&file) }.map_err(|source| SymbolError::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
+        let elf = ElfFile { path, map };
+        elf.parse()?;
+        Ok(elf)
+    }
+
+    fn parse(&self) -> Result<object::File<'_>, SymbolError> {
+        object::File::parse(&*self.map).map_err(|e| SymbolError::NotElf {
+            path: self.path.display().to_string(),
+            reason: e.to_string(),
+        })
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The GNU build id, if the file has one.
+    pub fn build_id(&self) -> Option<Vec<u8>> {
+        self.parse().ok()?.build_id().ok().flatten().map(<[u8]>::to_vec)
+    }
+
+    /// The loadable segments.
+    pub fn segments(&self) -> Vec<Segment> {
+        let Ok(obj) = self.parse() else {
+            return Vec::new();
+        };
+        obj.segments()
+            .map(|s| {
+                let (file_offset, file_size) = s.file_range();
+                Segment {
+                    address: s.address(),
+                    size: s.size(),
+                    file_offset,
+                    file_size,
+                }
+            })
+            .collect()
+    }
+
+    /// Function symbols (from `.symtab`, or `.dynsym` when stripped), sorted by address.
+    pub fn functions(&self) -> Vec<FunctionSymbol> {
+        let Ok(obj) = self.parse() else {
+            return Vec::new();
+        };
+        let mut out: Vec<FunctionSymbol> = obj
+            .symbols()
+            .chain(obj.dynamic_symbols())
+            .filter(|s| s.kind() == SymbolKind::Text && s.is_definition() && s.address() != 0)
+            .filter_map(|s| {
+                Some(FunctionSymbol {
+                    name: s.name().ok()?.to_string(),
+                    address: s.address(),
+                    size: s.size(),
+                })
+            })
+            .collect();
+        out.sort_by(|a, b| (a.address, &a.name).cmp(&(b.address, &b.name)));
+        out.dedup_by(|a, b| a.address == b.address && a.name == b.name);
+        out
+    }
+
+    /// The function named `name` (raw or demangled spelling), if defined in this file.
+    pub fn function_by_name(&self, name: &str) -> Option<FunctionSymbol> {
+        self.functions().into_iter().find(|f| {
+            f.name == name || blazesym_demangle(&f.name).as_deref() == Some(name)
+        })
+    }
+
+    /// The function containing `address`, if any.
+    pub fn function_containing(&self, address: u64) -> Option<FunctionSymbol> {
+        let funcs = self.functions();
+        let i = funcs.partition_point(|f| f.address <= address);
+        let f = funcs.get(i.checked_sub(1)?)?;
+        (f.size == 0 || address < f.address + f.size).then(|| f.clone())
+    }
+
+    /// Reads `len` bytes of file-backed memory at `address` (in the file's address space),
+    /// or `None` if the range is not entirely inside one segment's file data.
+    pub fn read_at(&self, address: u64, len: u64) -> Option<&[u8]> {
+        let obj = self.parse().ok()?;
+        // Sections first: they are exact. Then segments.
+        for s in obj.sections() {
+            let start = s.address();
+            if address >= start && address + len <= start + s.size() {
+                let (off, size) = s.file_range()?;
+                let rel = address - start;
+                if rel + len <= size {
+                    return self.map.get((off + rel) as usize..(off + rel + len) as usize);
+                }
+            }
+        }
+        for seg in self.segments() {
+            if address >= seg.address && address + len <= seg.address + seg.file_size {
+                let off = seg.file_offset + (address - seg.address);
+                return self.map.get(off as usize..(off + len) as usize);
+            }
+        }
+        None
+    }
+
+    /// The bytes of the executable section containing `address`, with the section's start.
+    pub fn code_section_containing(&self, address: u64) -> Option<(u64, &[u8])> {
+        let obj = self.parse().ok()?;
+        let s = obj.sections().find(|s| {
+            s.kind() == object::SectionKind::Text
+                && address >= s.address()
+                && address < s.address() + s.size()
+        })?;
+        let (off, size) = s.file_range()?;
+        Some((s.address(), self.map.get(off as usize..(off + size) as usize)?))
+    }
+}
+
+fn blazesym_demangle(name: &str) -> Option<String> {
+    crate::resolve::demangle(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_test_binary_itself() {
+        let exe = std::env::current_exe().unwrap();
+        let elf = ElfFile::open(&exe).unwrap();
+        assert!(!elf.segments().is_empty());
+        assert!(!elf.functions().is_empty());
+        let main = elf.function_by_name("main").expect("test binaries define main");
+        assert!(elf.read_at(main.address, 4).is_some());
+        assert_eq!(
+            elf.function_containing(main.address).map(|f| f.name),
+            Some("main".to_string())
+        );
+    }
+
+    #[test]
+    fn not_elf_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x");
+        std::fs::write(&p, b"not an elf file at all").unwrap();
+        assert!(matches!(ElfFile::open(&p), Err(SymbolError::NotElf { .. })));
+        assert!(matches!(
+            ElfFile::open(dir.path().join("missing")),
+            Err(SymbolError::Io { .. })
+        ));
+    }
+}

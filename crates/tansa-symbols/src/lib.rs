@@ -1,0 +1,44 @@
+//! ELF inspection and symbolization for tansa.
+//!
+//! tansa splits address handling in two, as blazesym does: *normalization* happens while a
+//! process lives (the agent or the perf reader turns an absolute address into a module and
+//! an offset in that module's file), and *symbolization* happens afterwards, here, from the
+//! file alone. [`elf`] reads what recorders need from a binary (build id, load segments,
+//! functions by name, code bytes); [`resolve`] turns module offsets into function, source
+//! file, line and inlined frames and fills the recording's symbol table.
+
+pub mod elf;
+pub mod resolve;
+
+pub use elf::{ElfFile, FunctionSymbol};
+pub use resolve::{Resolved, ResolvedFrame, Resolver};
+
+/// Errors reading binaries.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SymbolError {
+    /// The file could not be opened or mapped.
+    #[error("cannot read {path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// The file is not an ELF file we can parse.
+    #[error("{path} is not a readable ELF file: {reason}")]
+    NotElf {
+        /// The file.
+        path: String,
+        /// The parser's complaint.
+        reason: String,
+    },
+    /// The symbolizer failed.
+    #[error("symbolizing {path} failed: {reason}")]
+    Symbolize {
+        /// The file.
+        path: String,
+        /// The cause.
+        reason: String,
+    },
+}

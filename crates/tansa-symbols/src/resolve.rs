@@ -1,0 +1,240 @@
+//! Turning module offsets into functions, source lines and inlined frames.
+
+use std::path::Path;
+
+use blazesym::symbolize::source::{Elf, Source};
+use blazesym::symbolize::{CodeInfo, Input, Symbolized, Symbolizer};
+use tansa_format::symtab::{
+    AddrSymbols, ModuleStatus, ModuleSymbols, NO_STRING, SymFrame, SymbolTableBuilder,
+};
+
+use crate::SymbolError;
+use crate::elf::ElfFile;
+
+/// One source-level frame.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ResolvedFrame {
+    /// Demangled function name.
+    pub function: Option<String>,
+    /// Source file path.
+    pub file: Option<String>,
+    /// Line, 0 if unknown.
+    pub line: u32,
+    /// Column, 0 if unknown.
+    pub column: u32,
+}
+
+/// What an address resolves to.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Resolved {
+    /// Frames, innermost inlined function first; the last one is the function that
+    /// physically contains the address. Empty when nothing is known.
+    pub frames: Vec<ResolvedFrame>,
+    /// Start address of the containing function.
+    pub function_start: Option<u64>,
+}
+
+/// Resolves addresses of ELF files using their symbol tables and DWARF debug information
+/// (including separate debug files found through build id or debug link).
+#[derive(Debug)]
+pub struct Resolver {
+    symbolizer: Symbolizer,
+}
+
+impl Default for Resolver {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn code_info_path(ci: &CodeInfo<'_>) -> String {
+    let file = Path::new(&*ci.file);
+    match &ci.dir {
+        Some(dir) if !file.is_absolute() && !dir.as_os_str().is_empty() => {
+            dir.join(file).display().to_string()
+        }
+        _ => file.display().to_string(),
+    }
+}
+
+fn frame(name: &str, ci: Option<&CodeInfo<'_>>) -> ResolvedFrame {
+    ResolvedFrame {
+        function: Some(name.to_string()),
+        file: ci.map(code_info_path),
+        line: ci.and_then(|c| c.line).unwrap_or(0),
+        column: ci.and_then(|c| c.column).map_or(0, u32::from),
+    }
+}
+
+impl Resolver {
+    /// A resolver with line information, inlined frames and demangling enabled.
+    pub fn new() -> Self {
+        Resolver {
+            symbolizer: Symbolizer::builder()
+                .enable_code_info(true)
+                .enable_inlined_fns(true)
+                .enable_demangling(true)
+                .build(),
+        }
+    }
+
+    /// Resolves file addresses of the ELF file at `path`. For return addresses, pass the
+    /// address minus one so that the call instruction is looked up.
+    pub fn resolve(&self, path: &Path, addresses: &[u64]) -> Result<Vec<Resolved>, SymbolError> {
+        if addresses.is_empty() {
+            return Ok(Vec::new());
+        }
+        let src = Source::Elf(Elf::new(path));
+        let syms = self
+            .symbolizer
+            .symbolize(&src, Input::VirtOffset(addresses))
+            .map_err(|e| SymbolError::Symbolize {
+                path: path.display().to_string(),
+                reason: e.to_string(),
+            })?;
+        Ok(syms
+            .into_iter()
+            .map(|s| match s {
+                Symbolized::Sym(sym) => {
+                    // blazesym lists inlined functions outermost first and attaches to each
+                    // the location inside it; `sym.code_info` is the location inside the
+                    // physical function. We want innermost first.
+                    let mut frames: Vec<ResolvedFrame> = sym
+                        .inlined
+                        .iter()
+                        .rev()
+                        .map(|f| frame(&f.name, f.code_info.as_ref()))
+                        .collect();
+                    frames.push(frame(&sym.name, sym.code_info.as_deref()));
+                    Resolved {
+                        frames,
+                        function_start: Some(sym.addr),
+                    }
+                }
+                Symbolized::Unknown(_) => Resolved::default(),
+            })
+            .collect())
+    }
+
+    /// Resolves the offsets a recording uses in one module and builds its symbol-table
+    /// entry. `lookups` pairs each offset to store with the address to look up (the same
+    /// address, or one less for a return address). A missing file or a build id that
+    /// differs from `expected_build_id` is recorded in the entry's status, not returned as
+    /// an error: the report still shows the module, just without function names.
+    pub fn module_symbols(
+        &self,
+        builder: &mut SymbolTableBuilder,
+        key: u64,
+        path: &str,
+        expected_build_id: &[u8],
+        lookups: &[(u64, u64)],
+    ) -> ModuleSymbols {
+        let unresolved = |status| ModuleSymbols {
+            key,
+            path: path.to_string(),
+            build_id: expected_build_id.to_vec(),
+            status,
+            addrs: lookups
+                .iter()
+                .map(|&(offset, _)| AddrSymbols {
+                    offset,
+                    frames: Vec::new(),
+                    function_start: None,
+                })
+                .collect(),
+            code: Vec::new(),
+        };
+        if path.is_empty() || path.starts_with('[') || path == "linux-vdso.so.1" {
+            return unresolved(ModuleStatus::NoFile);
+        }
+        let elf = match ElfFile::open(path) {
+            Ok(elf) => elf,
+            Err(SymbolError::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::NotFound =>
+            {
+                return unresolved(ModuleStatus::FileMissing);
+            }
+            Err(e) => return unresolved(ModuleStatus::Failed(e.to_string())),
+        };
+        if !expected_build_id.is_empty()
+            && elf.build_id().as_deref().is_some_and(|b| b != expected_build_id)
+        {
+            return unresolved(ModuleStatus::BuildIdMismatch);
+        }
+        let addrs: Vec<u64> = lookups.iter().map(|&(_, a)| a).collect();
+        let resolved = match self.resolve(Path::new(path), &addrs) {
+            Ok(r) => r,
+            Err(e) => return unresolved(ModuleStatus::Failed(e.to_string())),
+        };
+        let addrs = lookups
+            .iter()
+            .zip(resolved)
+            .map(|(&(offset, _), r)| AddrSymbols {
+                offset,
+                frames: r
+                    .frames
+                    .iter()
+                    .map(|f| SymFrame {
+                        function: f.function.as_deref().map_or(NO_STRING, |s| builder.intern(s)),
+                        file: f.file.as_deref().map_or(NO_STRING, |s| builder.intern(s)),
+                        line: f.line,
+                        column: f.column,
+                    })
+                    .collect(),
+                function_start: r.function_start,
+            })
+            .collect();
+        ModuleSymbols {
+            key,
+            path: path.to_string(),
+            build_id: elf.build_id().unwrap_or_default(),
+            status: ModuleStatus::Resolved,
+            addrs,
+            code: Vec::new(),
+        }
+    }
+}
+
+/// Demangles a C++ or Rust symbol name; `None` if it is not mangled.
+pub fn demangle(name: &str) -> Option<String> {
+    if let Ok(d) = rustc_demangle::try_demangle(name) {
+        return Some(format!("{d:#}"));
+    }
+    if name.starts_with("_Z") {
+        let sym = cpp_demangle::Symbol::new(name).ok()?;
+        return sym.demangle().ok();
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn demangles_cpp_and_rust_and_leaves_c_alone() {
+        assert_eq!(demangle("_Znwm").as_deref(), Some("operator new(unsigned long)"));
+        assert_eq!(demangle("main"), None);
+        assert!(demangle("_ZN4core3fmt5write17h0123456789abcdefE").is_some());
+    }
+
+    #[test]
+    fn resolves_a_function_of_this_test_binary() {
+        let exe = std::env::current_exe().unwrap();
+        let elf = ElfFile::open(&exe).unwrap();
+        let main = elf.function_by_name("main").unwrap();
+        let r = Resolver::new().resolve(&exe, &[main.address]).unwrap();
+        assert_eq!(r.len(), 1);
+        assert_eq!(r[0].function_start, Some(main.address));
+        assert_eq!(r[0].frames.last().unwrap().function.as_deref(), Some("main"));
+    }
+
+    #[test]
+    fn missing_file_is_a_status_not_an_error() {
+        let mut b = SymbolTableBuilder::default();
+        let m = Resolver::new().module_symbols(&mut b, 7, "/nonexistent/libx.so", &[1, 2], &[(10, 9)]);
+        assert_eq!(m.status, ModuleStatus::FileMissing);
+        assert_eq!(m.addrs.len(), 1);
+        assert!(m.addrs[0].frames.is_empty());
+    }
+}

@@ -1,0 +1,119 @@
+//! Messages on the control socket.
+//!
+//! The collector passes one end of a `SOCK_SEQPACKET` socket pair to the target through
+//! the `TANSA_FD` environment variable; every process of the tree inherits it. An agent
+//! announces its session with a [`Hello`] of kind [`HELLO_SESSION`] carrying two file
+//! descriptors (`SCM_RIGHTS`): the memfd of segment 0 and one end of a private socket pair
+//! whose other end the agent keeps (close-on-exec). The collector learns that the process
+//! image is gone when that private socket reports end-of-file. Later segments are
+//! announced on the private socket with a [`Hello`] of kind [`HELLO_SEGMENT`] carrying the
+//! segment's memfd.
+
+/// Magic number of a [`Hello`] (`"TNSA"`).
+pub const HELLO_MAGIC: u32 = u32::from_le_bytes(*b"TNSA");
+/// A new session: segment 0 memfd + private socket.
+pub const HELLO_SESSION: u32 = 1;
+/// A further segment of an existing session: its memfd.
+pub const HELLO_SEGMENT: u32 = 2;
+
+/// Name of the environment variable holding the control socket's descriptor number.
+pub const ENV_FD: &str = "TANSA_FD";
+/// Name of the environment variable selecting online mode (`1`).
+pub const ENV_ONLINE: &str = "TANSA_ONLINE";
+/// Name of the environment variable enabling free-site stacks (`1`, the default) or not (`0`).
+pub const ENV_FREE_STACKS: &str = "TANSA_FREE_STACKS";
+/// Name of the environment variable choosing the clock (`tsc` or `monotonic`).
+pub const ENV_CLOCK: &str = "TANSA_CLOCK";
+/// Name of the environment variable giving the ring size in KiB (a power of two).
+pub const ENV_RING_KB: &str = "TANSA_RING_KB";
+/// Name of the environment variable giving the maximum number of frames per stack.
+pub const ENV_MAX_FRAMES: &str = "TANSA_MAX_FRAMES";
+
+/// The fixed-size announcement message.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hello {
+    /// [`HELLO_MAGIC`].
+    pub magic: u32,
+    /// [`crate::PROTOCOL_VERSION`].
+    pub version: u32,
+    /// [`HELLO_SESSION`] or [`HELLO_SEGMENT`].
+    pub kind: u32,
+    /// Process id of the sender.
+    pub pid: u32,
+    /// Index of the segment being announced.
+    pub segment_index: u32,
+    /// Rings in the segment.
+    pub ring_count: u32,
+    /// Ring data size of the segment.
+    pub ring_data_size: u32,
+    /// Reserved, zero.
+    pub reserved: u32,
+}
+
+impl Hello {
+    /// Size of the message on the wire.
+    pub const SIZE: usize = core::mem::size_of::<Hello>();
+
+    /// The message as bytes.
+    pub fn to_bytes(&self) -> [u8; Self::SIZE] {
+        let mut out = [0u8; Self::SIZE];
+        let fields = [
+            self.magic,
+            self.version,
+            self.kind,
+            self.pid,
+            self.segment_index,
+            self.ring_count,
+            self.ring_data_size,
+            self.reserved,
+        ];
+        for (chunk, v) in out.chunks_exact_mut(4).zip(fields) {
+            chunk.copy_from_slice(&v.to_le_bytes());
+        }
+        out
+    }
+
+    /// Parses a message; `None` if it is too short or its magic is wrong.
+    pub fn from_bytes(bytes: &[u8]) -> Option<Hello> {
+        if bytes.len() < Self::SIZE {
+            return None;
+        }
+        let f = |i: usize| u32::from_le_bytes([bytes[i], bytes[i + 1], bytes[i + 2], bytes[i + 3]]);
+        let h = Hello {
+            magic: f(0),
+            version: f(4),
+            kind: f(8),
+            pid: f(12),
+            segment_index: f(16),
+            ring_count: f(20),
+            ring_data_size: f(24),
+            reserved: f(28),
+        };
+        (h.magic == HELLO_MAGIC).then_some(h)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hello_round_trips() {
+        let h = Hello {
+            magic: HELLO_MAGIC,
+            version: crate::PROTOCOL_VERSION,
+            kind: HELLO_SEGMENT,
+            pid: 1234,
+            segment_index: 2,
+            ring_count: 8,
+            ring_data_size: 1 << 20,
+            reserved: 0,
+        };
+        assert_eq!(Hello::from_bytes(&h.to_bytes()), Some(h));
+        assert_eq!(Hello::from_bytes(&h.to_bytes()[..10]), None);
+        let mut bad = h.to_bytes();
+        bad[0] ^= 1;
+        assert_eq!(Hello::from_bytes(&bad), None);
+    }
+}

@@ -1,0 +1,277 @@
+//! Layout of the shared-memory segments and the byte-ring protocol.
+//!
+//! A *session* is one agent instance, i.e. one process image (a fork or an exec starts a
+//! new session). Its memory is one or more *segments*, each a `memfd` created by the agent
+//! and handed to the collector over the control socket. Every segment starts with a
+//! [`SegmentHeader`] page followed by `ring_count` rings. Ring 0 of segment 0 is the
+//! *meta ring* (stack definitions and module loads, written by any thread under the
+//! ring's spin lock); every other ring is a *thread ring* owned by one thread at a time.
+//!
+//! A ring is a byte ring of `ring_data_size` bytes (a power of two). The writer appends
+//! encoded records (see [`crate::event`]) at `head`, wrapping at the end of the data area,
+//! and publishes them by storing the new `head` with release ordering. The collector copies
+//! `[tail, head)` out and stores the new `tail`. Both counters grow without bound; positions
+//! in the data area are taken modulo the ring size. A record is never visible half-written,
+//! so a target that dies at any instant leaves only complete records behind.
+
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+/// Magic number at the start of every segment (`"TANSASG1"`).
+pub const SEGMENT_MAGIC: u64 = u64::from_le_bytes(*b"TANSASG1");
+/// Size of the segment header area; rings start at this offset.
+pub const SEGMENT_HEADER_SIZE: usize = 4096;
+/// Size of a ring header; the ring's data follows it.
+pub const RING_HEADER_SIZE: usize = 128;
+/// Capacity of the executable path stored in the session header.
+pub const EXE_CAPACITY: usize = 1024;
+/// Capacity of the command line stored in the session header.
+pub const CMDLINE_CAPACITY: usize = 2048;
+
+/// Ring state: not owned by any thread; the agent may claim it.
+pub const RING_FREE: u32 = 0;
+/// Ring state: owned by the thread whose id is in [`RingHeader::tid`].
+pub const RING_ACTIVE: u32 = 1;
+/// Ring state: its thread is done; the collector drains it and sets it back to free.
+pub const RING_CLOSED: u32 = 2;
+
+/// How timestamps in a session are expressed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub enum ClockKind {
+    /// Nanoseconds of `CLOCK_MONOTONIC`.
+    Monotonic = 0,
+    /// Raw time-stamp counter ticks; the collector stores calibration points that map them
+    /// to `CLOCK_MONOTONIC` nanoseconds.
+    Tsc = 1,
+}
+
+impl ClockKind {
+    /// Parses the value stored in a header.
+    pub fn from_raw(raw: u32) -> Option<Self> {
+        match raw {
+            0 => Some(Self::Monotonic),
+            1 => Some(Self::Tsc),
+            _ => None,
+        }
+    }
+}
+
+/// Session flag: the collector aggregates online; the agent keeps a table of live blocks and
+/// refuses to pass unknown pointers to the real `free`/`realloc`.
+pub const FLAG_ONLINE: u32 = 1 << 0;
+/// Session flag: free events carry their call stack.
+pub const FLAG_FREE_STACKS: u32 = 1 << 1;
+
+/// The header page at the start of every segment. Fields after `first_thread_ring` are only
+/// meaningful in segment 0, where they describe the session.
+#[repr(C)]
+#[derive(Debug)]
+pub struct SegmentHeader {
+    /// [`SEGMENT_MAGIC`].
+    pub magic: u64,
+    /// [`crate::PROTOCOL_VERSION`].
+    pub version: u32,
+    /// Index of this segment within its session (0 for the first).
+    pub segment_index: u32,
+    /// Number of rings in this segment.
+    pub ring_count: u32,
+    /// Size in bytes of each ring's data area (a power of two).
+    pub ring_data_size: u32,
+    /// Index of the first thread ring (1 in segment 0, whose ring 0 is the meta ring).
+    pub first_thread_ring: u32,
+    /// Reserved, zero.
+    pub reserved: u32,
+    /// Process id of the session's process.
+    pub pid: u32,
+    /// Parent process id at session start.
+    pub ppid: u32,
+    /// [`ClockKind`] of every timestamp in the session.
+    pub clock: u32,
+    /// `FLAG_*` bits.
+    pub flags: u32,
+    /// Timestamp taken when the session started.
+    pub start_ticks: u64,
+    /// Incremented by the collector while it is alive; the agent watches it when a ring
+    /// is full to tell a slow collector from a dead one.
+    pub heartbeat: AtomicU64,
+    /// Set to 1 by the agent when the process runs its exit handlers (a normal `exit`).
+    pub exited_normally: AtomicU32,
+    /// Process id of the collector.
+    pub collector_pid: u32,
+    /// Events the agent could not record (nested signal-handler events beyond the side
+    /// buffer, or events after the collector died).
+    pub lost_events: AtomicU64,
+    /// Bytes used in `exe`.
+    pub exe_len: u32,
+    /// Bytes used in `cmdline`.
+    pub cmdline_len: u32,
+    /// Path of the executable, as read from `/proc/self/exe`.
+    pub exe: [u8; EXE_CAPACITY],
+    /// NUL-separated command line, as read from `/proc/self/cmdline` (possibly truncated).
+    pub cmdline: [u8; CMDLINE_CAPACITY],
+}
+
+const _: () = assert!(core::mem::size_of::<SegmentHeader>() <= SEGMENT_HEADER_SIZE);
+
+/// Header of one ring. The first cache line is written by the producer, the second by the
+/// collector, so they never share a line.
+#[repr(C, align(64))]
+#[derive(Debug)]
+pub struct RingHeader {
+    /// Bytes published so far (monotonic).
+    pub head: AtomicU64,
+    /// `RING_FREE`, `RING_ACTIVE` or `RING_CLOSED`.
+    pub state: AtomicU32,
+    /// Thread id of the owner while active.
+    pub tid: AtomicU32,
+    /// Non-zero while the owner is between taking an event's timestamp and publishing it:
+    /// a lower bound of that timestamp. The online collector never emits events at or
+    /// after a pending bound, which keeps its merge of thread rings in time order.
+    pub pending: AtomicU64,
+    /// Spin lock serialising writers of the meta ring (unused by thread rings).
+    pub lock: AtomicU32,
+    /// Incremented each time the ring is claimed.
+    pub generation: AtomicU32,
+    padding0: [u8; 32],
+    /// Bytes consumed by the collector (monotonic).
+    pub tail: AtomicU64,
+    padding1: [u8; 56],
+}
+
+const _: () = assert!(core::mem::size_of::<RingHeader>() == RING_HEADER_SIZE);
+
+/// Geometry of a segment, computed identically by both sides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Geometry {
+    /// Number of rings.
+    pub ring_count: u32,
+    /// Bytes of data per ring (a power of two).
+    pub ring_data_size: u32,
+}
+
+impl Geometry {
+    /// Distance between consecutive ring headers.
+    pub const fn ring_stride(&self) -> usize {
+        RING_HEADER_SIZE + self.ring_data_size as usize
+    }
+
+    /// Offset of ring `index`'s header from the start of the segment.
+    pub const fn ring_offset(&self, index: u32) -> usize {
+        SEGMENT_HEADER_SIZE + index as usize * self.ring_stride()
+    }
+
+    /// Total size of the segment in bytes.
+    pub const fn segment_size(&self) -> usize {
+        self.ring_offset(self.ring_count)
+    }
+
+    /// Whether the geometry is one both sides accept.
+    pub const fn is_valid(&self) -> bool {
+        self.ring_count > 0
+            && self.ring_count <= 4096
+            && self.ring_data_size.is_power_of_two()
+            && self.ring_data_size >= 4096
+            && self.ring_data_size <= (1 << 28)
+    }
+}
+
+/// A view of one ring inside a mapped segment.
+#[derive(Debug, Clone, Copy)]
+pub struct Ring {
+    header: *const RingHeader,
+    data: *mut u8,
+    size: u64,
+}
+
+// SAFETY: a `Ring` is a pair of pointers into a shared mapping whose contents are only
+// accessed through atomics (header) or under the ring protocol (data); it may move between
+// threads like the mapping itself.
+unsafe impl Send for Ring {}
+// SAFETY: see above; concurrent use follows the single-producer/single-consumer protocol.
+unsafe impl Sync for Ring {}
+
+impl Ring {
+    /// Returns the view of ring `index` of the segment mapped at `base`.
+    ///
+    /// # Safety
+    ///
+    /// `base` must point to a mapping of at least `geometry.segment_size()` bytes, aligned to
+    /// 64 bytes, that stays mapped for as long as the returned value is used; `index` must
+    /// be below `geometry.ring_count`.
+    pub unsafe fn at(base: *mut u8, geometry: Geometry, index: u32) -> Ring {
+        debug_assert!(index < geometry.ring_count);
+        let offset = geometry.ring_offset(index);
+        // SAFETY: the caller guarantees the mapping covers the ring.
+        let header = unsafe { base.add(offset) } as *const RingHeader;
+        // SAFETY: as above; the data area directly follows the header.
+        let data = unsafe { base.add(offset + RING_HEADER_SIZE) };
+        Ring {
+            header,
+            data,
+            size: u64::from(geometry.ring_data_size),
+        }
+    }
+
+    /// The ring's header.
+    pub fn header(&self) -> &RingHeader {
+        // SAFETY: `Ring::at` requires the mapping to outlive the view.
+        unsafe { &*self.header }
+    }
+
+    /// Size of the data area in bytes.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// Copies `bytes` into the data area at stream position `pos` (wrapping).
+    ///
+    /// # Safety
+    ///
+    /// Only the ring's producer may call this, for positions in `[head, tail + size)` that it
+    /// has not yet published.
+    pub unsafe fn write_at(&self, pos: u64, bytes: &[u8]) {
+        let start = (pos & (self.size - 1)) as usize;
+        let first = bytes.len().min(self.size as usize - start);
+        // SAFETY: `start + first <= size`, and the caller owns this unpublished range.
+        unsafe {
+            core::ptr::copy_nonoverlapping(bytes.as_ptr(), self.data.add(start), first);
+        }
+        if first < bytes.len() {
+            // SAFETY: the remainder wraps to the start of the data area and is shorter than
+            // the ring because the caller reserved space for the whole record.
+            unsafe {
+                core::ptr::copy_nonoverlapping(
+                    bytes.as_ptr().add(first),
+                    self.data,
+                    bytes.len() - first,
+                );
+            }
+        }
+    }
+
+    /// Returns the published but unconsumed bytes as at most two slices, oldest first.
+    ///
+    /// # Safety
+    ///
+    /// Only the ring's consumer may call this; the slices stay valid until it advances
+    /// `tail` past them.
+    pub unsafe fn readable(&self, tail: u64, head: u64) -> (&[u8], &[u8]) {
+        let len = head.wrapping_sub(tail).min(self.size) as usize;
+        let start = (tail & (self.size - 1)) as usize;
+        let first = len.min(self.size as usize - start);
+        // SAFETY: both ranges lie inside the data area and were published by the producer
+        // (release store of `head`, paired with the caller's acquire load).
+        unsafe {
+            (
+                core::slice::from_raw_parts(self.data.add(start), first),
+                core::slice::from_raw_parts(self.data, len - first),
+            )
+        }
+    }
+
+    /// Free space from the producer's point of view, given its current `head`.
+    pub fn free_space(&self, head: u64) -> u64 {
+        let tail = self.header().tail.load(Ordering::Acquire);
+        self.size - head.wrapping_sub(tail)
+    }
+}
