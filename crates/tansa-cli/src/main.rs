@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod cmd;
+mod online;
 mod output;
 
 /// Where does my memory go, why is it never freed, where does my CPU time go.
@@ -25,6 +26,8 @@ enum Command {
     Record(cmd::record::Args),
     /// Report on a recording: memory per library, function, thread, call or interval.
     Report(cmd::report::Args),
+    /// Print a recording's raw contents (sessions, modules, stacks, events).
+    Dump(cmd::dump::Args),
 }
 
 fn main() -> ExitCode {
@@ -32,6 +35,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Record(args) => cmd::record::run(args),
         Command::Report(args) => cmd::report::run(args),
+        Command::Dump(args) => cmd::dump::run(args),
     };
     match result {
         Ok(code) => code,

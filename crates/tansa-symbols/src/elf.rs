@@ -116,6 +116,22 @@ impl ElfFile {
         out
     }
 
+    /// Exported (dynamic-symbol) function names by address, for choosing the public alias
+    /// of a function that also has internal names (glibc's `__GI___strdup` is `strdup`).
+    pub fn exported_names(&self) -> std::collections::HashMap<u64, Vec<String>> {
+        let mut out: std::collections::HashMap<u64, Vec<String>> = std::collections::HashMap::new();
+        if let Ok(obj) = self.parse() {
+            for s in obj.dynamic_symbols() {
+                if s.kind() == SymbolKind::Text && s.is_definition() && s.address() != 0 {
+                    if let Ok(name) = s.name() {
+                        out.entry(s.address()).or_default().push(name.to_string());
+                    }
+                }
+            }
+        }
+        out
+    }
+
     /// The function named `name` (raw or demangled spelling), if defined in this file.
     pub fn function_by_name(&self, name: &str) -> Option<FunctionSymbol> {
         self.functions().into_iter().find(|f| {

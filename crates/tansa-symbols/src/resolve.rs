@@ -162,10 +162,20 @@ impl Resolver {
             return unresolved(ModuleStatus::BuildIdMismatch);
         }
         let addrs: Vec<u64> = lookups.iter().map(|&(_, a)| a).collect();
-        let resolved = match self.resolve(Path::new(path), &addrs) {
+        let mut resolved = match self.resolve(Path::new(path), &addrs) {
             Ok(r) => r,
             Err(e) => return unresolved(ModuleStatus::Failed(e.to_string())),
         };
+        let exported = elf.exported_names();
+        for r in &mut resolved {
+            if let (Some(start), Some(outer)) = (r.function_start, r.frames.last_mut()) {
+                if let (Some(name), Some(aliases)) = (outer.function.as_ref(), exported.get(&start)) {
+                    if let Some(better) = public_alias(name, aliases) {
+                        outer.function = Some(better);
+                    }
+                }
+            }
+        }
         let addrs = lookups
             .iter()
             .zip(resolved)
@@ -195,6 +205,15 @@ impl Resolver {
     }
 }
 
+/// The public spelling of a function known by an internal alias: among the exported names
+/// at the function's address, the one with the fewest leading underscores (then the
+/// shortest), if it is better than `name`.
+pub fn public_alias(name: &str, exported: &[String]) -> Option<String> {
+    let score = |n: &str| (n.starts_with("__GI_"), n.len() - n.trim_start_matches('_').len(), n.len());
+    let best = exported.iter().min_by_key(|n| score(n))?;
+    (score(best) < score(name) && !exported.iter().any(|n| n == name)).then(|| best.clone())
+}
+
 /// Demangles a C++ or Rust symbol name; `None` if it is not mangled.
 pub fn demangle(name: &str) -> Option<String> {
     if let Ok(d) = rustc_demangle::try_demangle(name) {
@@ -216,6 +235,18 @@ mod tests {
         assert_eq!(demangle("_Znwm").as_deref(), Some("operator new(unsigned long)"));
         assert_eq!(demangle("main"), None);
         assert!(demangle("_ZN4core3fmt5write17h0123456789abcdefE").is_some());
+    }
+
+    #[test]
+    fn public_aliases_replace_internal_names_only() {
+        let ex = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(public_alias("__GI___strdup", &ex(&["__strdup", "strdup"])).as_deref(), Some("strdup"));
+        assert_eq!(
+            public_alias("__GI__IO_file_doallocate", &ex(&["_IO_file_doallocate"])).as_deref(),
+            Some("_IO_file_doallocate")
+        );
+        assert_eq!(public_alias("malloc", &ex(&["malloc", "__libc_malloc"])), None);
+        assert_eq!(public_alias("func_a0", &ex(&[])), None);
     }
 
     #[test]

@@ -28,6 +28,8 @@ pub const ENV_CLOCK: &str = "TANSA_CLOCK";
 pub const ENV_RING_KB: &str = "TANSA_RING_KB";
 /// Name of the environment variable giving the maximum number of frames per stack.
 pub const ENV_MAX_FRAMES: &str = "TANSA_MAX_FRAMES";
+/// Name of the environment variable holding the collector's process id.
+pub const ENV_COLLECTOR_PID: &str = "TANSA_COLLECTOR_PID";
 
 /// The fixed-size announcement message.
 #[repr(C)]

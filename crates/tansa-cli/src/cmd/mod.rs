@@ -1,4 +1,6 @@
 //! One module per subcommand. Each has an `Args` (clap) and a `run(Args) -> Result<ExitCode>`.
 
+pub mod dump;
+pub mod memopts;
 pub mod record;
 pub mod report;

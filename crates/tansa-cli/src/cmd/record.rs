@@ -1,16 +1,268 @@
-//! `tansa record` (being built).
+//! `tansa record`: run a command under the heap agent.
 
+use std::ffi::OsString;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use tansa_collect::file::FileSink;
+use tansa_collect::{Config as CollectConfig, Outcome};
+use tansa_format::meta::{ClockSource, ExitStatus, RecordingMeta};
+
+use super::memopts::{self, ByArg, ChargeArg, FormatArg, FreeToArg};
+use crate::online::OnlineSink;
 
 /// Options of `tansa record`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Examples:
+  tansa record -- ./server --port 8080         record to tansa-server-<pid>.tansa
+  tansa record -o run.tansa -- make -j2        record a whole process tree
+  tansa record --online --by function -- ./a   print a per-function table at exit
+
+tansa record exits with the command's exit status (128 + N if a signal N killed it).")]
 pub struct Args {
-    /// The command to run.
-    #[arg(trailing_var_arg = true, required = true)]
-    command: Vec<String>,
+    /// Recording file to write (default: tansa-<command>-<pid>.tansa in the current
+    /// directory). With --online, the report is written there instead of to stderr.
+    #[arg(short, long, value_name = "FILE")]
+    output: Option<PathBuf>,
+
+    /// Aggregate while the program runs and print the per-unit table when it ends (also
+    /// when a signal kills it); write no event log. A free or realloc of a pointer that was
+    /// never allocated is reported as improper use and not passed on.
+    #[arg(long)]
+    online: bool,
+
+    /// Unit of the online table.
+    #[arg(long, value_enum, default_value = "library", requires = "online")]
+    by: ByArg,
+
+    /// Which frame of a stack is charged (online).
+    #[arg(long, value_enum, default_value = "first", requires = "online")]
+    charge: ChargeArg,
+
+    /// Who releases are charged to (online).
+    #[arg(long, value_enum, default_value = "owner", requires = "online")]
+    free_to: FreeToArg,
+
+    /// Interval length for --by interval (online), e.g. 100ms, 1s.
+    #[arg(long, default_value = "100ms", value_parser = memopts::parse_duration, requires = "online")]
+    interval: Duration,
+
+    /// Format of the online report.
+    #[arg(long, value_enum, default_value = "table", requires = "online")]
+    format: FormatArg,
+
+    /// Do not record the call stacks of free (lower overhead; `--free-to caller` reports then
+    /// charge releases to [unknown]).
+    #[arg(long)]
+    no_free_stacks: bool,
+
+    /// Deepest stack recorded, in frames (1 to 256).
+    #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=256))]
+    max_frames: u32,
+
+    /// Size of each thread's ring buffer in KiB (a power of two, 64 to 262144).
+    #[arg(long, value_name = "KIB", value_parser = parse_ring_kb)]
+    ring_kb: Option<u32>,
+
+    /// The command to run, with its arguments (put it after `--`).
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "COMMAND")]
+    command: Vec<OsString>,
+}
+
+fn parse_ring_kb(s: &str) -> Result<u32, String> {
+    let v: u32 = s.parse().map_err(|_| format!("`{s}` is not a number"))?;
+    if !v.is_power_of_two() || !(64..=262_144).contains(&v) {
+        return Err("the ring size must be a power of two between 64 and 262144 KiB".into());
+    }
+    Ok(v)
+}
+
+/// Finds `libtansa_agent.so`: `$TANSA_AGENT`, next to the `tansa` executable, or in
+/// `../lib/tansa/` relative to it.
+pub fn find_agent() -> anyhow::Result<PathBuf> {
+    if let Some(p) = std::env::var_os("TANSA_AGENT") {
+        return Ok(PathBuf::from(p));
+    }
+    let exe = std::env::current_exe().context("cannot locate the tansa executable")?;
+    let dir = exe.parent().unwrap_or(Path::new("."));
+    let candidates = [
+        dir.join("libtansa_agent.so"),
+        dir.join("../lib/tansa/libtansa_agent.so"),
+        dir.join("../libtansa_agent.so"),
+    ];
+    for c in &candidates {
+        if c.is_file() {
+            return Ok(c.canonicalize().unwrap_or_else(|_| c.clone()));
+        }
+    }
+    bail!(
+        "cannot find libtansa_agent.so next to {} (build it with `cargo build --workspace`, \
+         or point TANSA_AGENT at it)",
+        exe.display()
+    )
+}
+
+fn exit_code(status: ExitStatus) -> ExitCode {
+    match status {
+        ExitStatus::Exited { code } => ExitCode::from(code.clamp(0, 255) as u8),
+        ExitStatus::Signaled { signal, .. } => ExitCode::from((128 + signal).clamp(0, 255) as u8),
+        _ => ExitCode::from(1),
+    }
+}
+
+fn command_name(command: &[OsString]) -> String {
+    let first = command.first().map(|c| c.to_string_lossy().into_owned()).unwrap_or_default();
+    let base = first.rsplit('/').next().unwrap_or(&first).to_string();
+    let clean: String = base
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' })
+        .collect();
+    if clean.is_empty() { "command".into() } else { clean }
+}
+
+fn now_unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
 }
 
 /// Runs `tansa record`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("record is not built yet: {:?}", args.command)
+    let agent = find_agent()?;
+    let config = CollectConfig {
+        command: args.command.clone(),
+        agent,
+        online: args.online,
+        free_stacks: !args.no_free_stacks,
+        ring_kb: args.ring_kb,
+        max_frames: Some(args.max_frames),
+        // Online intervals need nanoseconds as events arrive; the TSC needs calibration first.
+        monotonic_clock: args.online,
+    };
+    if args.online {
+        return run_online(&args, &config);
+    }
+    let clock = if tansa_collect::tsc_is_reliable() {
+        ClockSource::Tsc
+    } else {
+        ClockSource::Monotonic
+    };
+    let name = command_name(&args.command);
+    let (path, rename) = match &args.output {
+        Some(p) => (p.clone(), false),
+        None => (PathBuf::from(format!("tansa-{name}-{}.tansa.partial", std::process::id())), true),
+    };
+    let meta = RecordingMeta {
+        tool: format!("tansa {}", env!("CARGO_PKG_VERSION")),
+        started_unix_ms: now_unix_ms(),
+        hostname: hostname(),
+        command: args.command.iter().map(|c| c.to_string_lossy().into_owned()).collect(),
+        options: vec![
+            ("free_stacks".into(), (!args.no_free_stacks).to_string()),
+            ("max_frames".into(), args.max_frames.to_string()),
+        ],
+    };
+    let mut sink = FileSink::create(&path, &meta, clock)?;
+    let started = Instant::now();
+    let outcome: Outcome = match tansa_collect::record(&config, &mut sink) {
+        Ok(o) => o,
+        Err(e) => {
+            // Keep what was recorded, if anything: finish the file.
+            let _ = sink.finish(&mut |_, _, _| {});
+            if rename {
+                let _ = std::fs::remove_file(&path);
+            }
+            return Err(e.into());
+        }
+    };
+    let elapsed = started.elapsed();
+    let raw = sink.raw_bytes();
+    let progress = symbolize_progress();
+    let size = sink.finish(&mut |i, n, module| {
+        if let Some(p) = &progress {
+            p.set_length(n as u64);
+            p.set_position(i as u64);
+            p.set_message(module.rsplit('/').next().unwrap_or(module).to_string());
+        }
+    })?;
+    if let Some(p) = progress {
+        p.finish_and_clear();
+    }
+    let final_path = if rename {
+        let target = PathBuf::from(format!("tansa-{name}-{}.tansa", outcome.pid));
+        std::fs::rename(&path, &target)
+            .with_context(|| format!("cannot rename {} to {}", path.display(), target.display()))?;
+        target
+    } else {
+        path
+    };
+    eprintln!(
+        "tansa: {} {}; recorded {} process image(s) in {:.2} s: {} of events, written to {} ({})",
+        command_name(&args.command),
+        outcome.exit.describe(),
+        outcome.sessions,
+        elapsed.as_secs_f64(),
+        human_bytes(raw),
+        final_path.display(),
+        human_bytes(size),
+    );
+    if outcome.sessions == 0 {
+        eprintln!(
+            "tansa: warning: no process ran under the agent (is the program statically linked, \
+             or does it clear LD_PRELOAD?)"
+        );
+    } else {
+        eprintln!("tansa: report with: tansa report {}", final_path.display());
+    }
+    Ok(exit_code(outcome.exit))
 }
+
+fn run_online(args: &Args, config: &CollectConfig) -> anyhow::Result<ExitCode> {
+    let analysis = memopts::config(args.by, args.charge, args.free_to, args.interval, None);
+    let mut sink = OnlineSink::new(analysis, ClockSource::Monotonic);
+    let outcome = tansa_collect::record(config, &mut sink)?;
+    let report = sink.finish();
+    let mut out: Box<dyn std::io::Write> = match &args.output {
+        Some(p) => crate::output::open(Some(p))?,
+        None => Box::new(std::io::stderr().lock()),
+    };
+    memopts::render(&report, args.format, &mut out)?;
+    out.flush()?;
+    Ok(exit_code(outcome.exit))
+}
+
+fn symbolize_progress() -> Option<indicatif::ProgressBar> {
+    if !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let p = indicatif::ProgressBar::new(0);
+    p.set_style(
+        indicatif::ProgressStyle::with_template("symbolizing {bar:30} {pos}/{len} modules {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    Some(p)
+}
+
+/// Formats a byte count for people.
+pub fn human_bytes(b: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 { format!("{b} B") } else { format!("{v:.1} {}", UNITS[u]) }
+}
+
+use std::io::Write as _;

@@ -1,16 +1,129 @@
-//! `tansa report` (being built).
+//! `tansa report`: analyse a recording.
 
+use std::fs::File;
+use std::io::{BufReader, IsTerminal};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use tansa_analysis::memory::Aggregator;
+use tansa_analysis::memory::aggregate::SessionMeta;
+use tansa_analysis::memory::recording::{MemoryRecording, RecordingError};
+
+use super::memopts::{self, ByArg, ChargeArg, FormatArg, FreeToArg};
 
 /// Options of `tansa report`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Examples:
+  tansa report run.tansa                          heap per shared library
+  tansa report run.tansa --by function --charge last
+  tansa report run.tansa --by thread
+  tansa report run.tansa --by interval --interval 1s --format csv
+  tansa report run.tansa --format json | jq '.units[0]'
+
+JSON output follows the schema tansa.memory-report.v1 (docs/json/memory-report.v1.md).")]
 pub struct Args {
-    /// The recording.
+    /// The recording (from `tansa record`).
+    #[arg(value_name = "FILE")]
     file: PathBuf,
+
+    /// Unit of aggregation.
+    #[arg(long, value_enum, default_value = "library")]
+    by: ByArg,
+
+    /// Which frame of each stack is charged.
+    #[arg(long, value_enum, default_value = "first")]
+    charge: ChargeArg,
+
+    /// Who releases are charged to.
+    #[arg(long, value_enum, default_value = "owner")]
+    free_to: FreeToArg,
+
+    /// Interval length for --by interval, e.g. 100ms, 1s.
+    #[arg(long, default_value = "100ms", value_parser = memopts::parse_duration)]
+    interval: Duration,
+
+    /// Output format.
+    #[arg(long, value_enum, default_value = "table")]
+    format: FormatArg,
+
+    /// Report on one process of a recorded process tree (default: all merged).
+    #[arg(long, value_name = "PID")]
+    pid: Option<u32>,
+
+    /// Write the report to FILE instead of standard output.
+    #[arg(short, long, value_name = "FILE")]
+    output: Option<PathBuf>,
 }
 
 /// Runs `tansa report`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("report is not built yet: {}", args.file.display())
+    let file = File::open(&args.file).with_context(|| format!("cannot open {}", args.file.display()))?;
+    let recording = MemoryRecording::open(BufReader::with_capacity(1 << 20, file));
+    let recording = match recording {
+        Ok(r) => r,
+        Err(RecordingError::WrongKind { found }) => {
+            anyhow::bail!("{} is a {found}; `tansa report` reads memory recordings", args.file.display())
+        }
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", args.file.display())),
+    };
+    if let Some(pid) = args.pid {
+        if !recording.sessions.iter().any(|s| s.pid == pid) {
+            let pids: Vec<String> = recording.sessions.iter().map(|s| s.pid.to_string()).collect();
+            anyhow::bail!(
+                "process {pid} is not in {} (it has: {})",
+                args.file.display(),
+                if pids.is_empty() { "none".to_string() } else { pids.join(", ") }
+            );
+        }
+    }
+    let config = memopts::config(args.by, args.charge, args.free_to, args.interval, args.pid);
+    let mut agg = Aggregator::new(config, recording.calibration.clone());
+    for s in &recording.sessions {
+        agg.add_session(
+            s.session,
+            SessionMeta {
+                pid: s.pid,
+                ppid: s.ppid,
+                exe: s.exe.clone(),
+                cmdline: s.cmdline.clone(),
+                start_ticks: s.start_ticks,
+            },
+        );
+    }
+    for e in &recording.ends {
+        agg.end_session(e.session, e.exit, e.lost_events);
+    }
+    let progress = (std::io::stderr().is_terminal()).then(|| {
+        let p = indicatif::ProgressBar::new_spinner();
+        p.set_message("reading events");
+        p
+    });
+    let mut n = 0u64;
+    for e in recording.events() {
+        agg.event(&recording.registry, &e);
+        n += 1;
+        if n % (1 << 20) == 0 {
+            if let Some(p) = &progress {
+                p.set_message(format!("{} million events", n >> 20));
+                p.tick();
+            }
+        }
+    }
+    if let Some(p) = progress {
+        p.finish_and_clear();
+    }
+    let mut report = agg.finish(&recording.registry);
+    let mut warnings = recording.warnings.clone();
+    warnings.extend(recording.stream_warnings());
+    warnings.append(&mut report.warnings);
+    report.warnings = warnings;
+    let mut out = crate::output::open(args.output.as_deref())?;
+    memopts::render(&report, args.format, &mut out)?;
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
 }
+
+use std::io::Write as _;

@@ -1,0 +1,274 @@
+//! tansa's in-process heap agent (`libtansa_agent.so`).
+//!
+//! `tansa record` starts the measured program with this library in `LD_PRELOAD`. The agent
+//! interposes `malloc`, `calloc`, `realloc`, `reallocarray`, `free`, `memalign`,
+//! `posix_memalign`, `aligned_alloc`, `valloc` and `pvalloc` (C++ `new`/`delete` reach them
+//! through libstdc++), forwards each call to the next definition (normally glibc's), and
+//! records it with a timestamp, the thread, the address, the size and the call stack. Stacks
+//! are unwound in-process from DWARF CFI (`.eh_frame`, with framehop), so code without frame
+//! pointers unwinds correctly; each distinct stack is sent once. Records go into
+//! shared-memory rings that the collector drains from another process (`tansa-wire`), so a
+//! crash or a `SIGKILL` of the program loses nothing the hooks had already recorded.
+//!
+//! # Invariants of the hook path
+//!
+//! These hold for every hooked call, and each has a test in `tansa-cli/tests/agent_*.rs`:
+//!
+//! 1. **No allocation through the hooked allocator.** The agent's own heap objects come from
+//!    its own `mmap`-backed allocator ([`heap`]); its records go to shared memory. The only
+//!    calls into the real allocator are the forwarded program calls, and C library calls that
+//!    may allocate internally run with the thread marked "inside the real allocator" so that
+//!    their allocations pass through unrecorded. (Test: a spy allocator preloaded behind the
+//!    agent sees exactly the program's calls.)
+//! 2. **No lock the program might hold.** The hook path takes only the agent's own spin
+//!    locks ([`spin`]), never while calling the program or the allocator; readers of the
+//!    module map wait a bounded time and record the event without a stack rather than wait
+//!    longer. No pthread cancellation point is called (system calls go through `syscall(2)`).
+//! 3. **Re-entrancy is decided without allocation or TLS lookups.** A per-thread depth flag in
+//!    static TLS, reached from `%fs:0` ([`thread`]), tells internal calls (pass through),
+//!    signal handlers that interrupted a hook (recorded, queued, written when the interrupted
+//!    hook finishes) and ordinary calls apart. (Test: `malloc` and `free` from a signal
+//!    handler firing continuously during an allocation loop.)
+//! 4. **`fork` is safe in any state.** `pthread_atfork` handlers hold every agent lock across
+//!    `fork`; the child starts its own session (its own stream) and re-announces the module
+//!    map. (Test: `fork` while other threads allocate, child records its own events.)
+//! 5. **Modules may come and go.** The module map follows `dlopen`/`dlclose`; unwind data of
+//!    libraries that can be unloaded is copied, so unwinding never reads unmapped memory.
+//!    (Test: a `dlopen`/`dlclose` storm while other threads allocate inside the library.)
+//! 6. **Threads may exit at any time.** A thread's ring is released by a pthread key
+//!    destructor; a thread that allocates after that claims a new one. (Test: threads exiting
+//!    while others allocate, including frees in TLS destructors.)
+//! 7. **Nothing is lost on a crash.** Records are published one at a time in shared memory;
+//!    the collector drains them after the process died. (Test: `SIGKILL` and `SIGSEGV`
+//!    midway.)
+
+pub mod clock;
+pub mod heap;
+pub mod hooks;
+pub mod livetable;
+pub mod modules;
+pub mod real;
+pub mod recorder;
+pub mod session;
+pub mod spin;
+pub mod stacks;
+pub mod sys;
+pub mod thread;
+pub mod unwind;
+
+use core::ffi::c_void;
+use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+
+use tansa_wire::control::{ENV_CLOCK, ENV_FD, ENV_FREE_STACKS, ENV_MAX_FRAMES, ENV_ONLINE, ENV_RING_KB};
+use tansa_wire::layout::{FLAG_FREE_STACKS, FLAG_ONLINE};
+
+pub use recorder::ThreadCtx;
+
+#[global_allocator]
+static ALLOC: heap::AgentAllocator = heap::AgentAllocator::new();
+
+const UNINIT: u32 = 0;
+const INITIALIZING: u32 = 1;
+const READY: u32 = 2;
+const PASSTHROUGH: u32 = 3;
+
+static STATE: AtomicU32 = AtomicU32::new(UNINIT);
+static INIT_THREAD: AtomicUsize = AtomicUsize::new(0);
+static KEY: AtomicU32 = AtomicU32::new(u32::MAX);
+static MAX_FRAMES: AtomicUsize = AtomicUsize::new(unwind::MAX_FRAMES);
+
+/// Whether hooks record.
+#[derive(Debug, Clone, Copy)]
+pub enum State {
+    /// Recording.
+    Ready,
+    /// Forwarding only.
+    Pass,
+}
+
+/// The agent's state, initializing it on first use.
+#[inline]
+pub fn state() -> State {
+    match STATE.load(Ordering::Acquire) {
+        READY => State::Ready,
+        PASSTHROUGH => State::Pass,
+        _ => slow_state(),
+    }
+}
+
+#[cold]
+fn slow_state() -> State {
+    loop {
+        match STATE.load(Ordering::Acquire) {
+            READY => return State::Ready,
+            PASSTHROUGH => return State::Pass,
+            UNINIT => {
+                if STATE
+                    .compare_exchange(UNINIT, INITIALIZING, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok()
+                {
+                    INIT_THREAD.store(sys::thread_pointer(), Ordering::Release);
+                    let ok = initialize();
+                    STATE.store(if ok { READY } else { PASSTHROUGH }, Ordering::Release);
+                    return if ok { State::Ready } else { State::Pass };
+                }
+            }
+            _ => {
+                // Initialization in progress: re-entrant calls from the initializing thread
+                // pass through; other threads wait for it.
+                if INIT_THREAD.load(Ordering::Acquire) == sys::thread_pointer() {
+                    return State::Pass;
+                }
+                sys::yield_now();
+            }
+        }
+    }
+}
+
+/// The configured frame limit.
+pub fn max_frames() -> usize {
+    MAX_FRAMES.load(Ordering::Relaxed)
+}
+
+fn env_flag(name: &core::ffi::CStr, default: bool) -> bool {
+    match sys::getenv(name) {
+        Some(b"1") | Some(b"yes") | Some(b"true") => true,
+        Some(b"0") | Some(b"no") | Some(b"false") => false,
+        _ => default,
+    }
+}
+
+fn cstr(s: &str) -> std::ffi::CString {
+    std::ffi::CString::new(s).unwrap_or_default()
+}
+
+fn initialize() -> bool {
+    if !real::resolve() {
+        sys::write_stderr(b"tansa agent: cannot find the real malloc/free; not recording\n");
+        return false;
+    }
+    thread::init_fast_access();
+    let Some(fd) = sys::getenv(&cstr(ENV_FD)).and_then(sys::parse_u64) else {
+        // Preloaded without a collector (e.g. the variable was cleared): just forward.
+        return false;
+    };
+    clock::set_tsc(sys::getenv(&cstr(ENV_CLOCK)) == Some(b"tsc"));
+    let ring_kb = sys::getenv(&cstr(ENV_RING_KB))
+        .and_then(sys::parse_u64)
+        .filter(|k| k.is_power_of_two() && (4..=262_144).contains(k))
+        .unwrap_or(2048);
+    if let Some(n) = sys::getenv(&cstr(ENV_MAX_FRAMES)).and_then(sys::parse_u64) {
+        MAX_FRAMES.store((n as usize).clamp(1, unwind::MAX_FRAMES), Ordering::Relaxed);
+    }
+    let mut flags = 0;
+    if env_flag(&cstr(ENV_ONLINE), false) {
+        flags |= FLAG_ONLINE;
+    }
+    if env_flag(&cstr(ENV_FREE_STACKS), true) {
+        flags |= FLAG_FREE_STACKS;
+    }
+    let settings = session::Settings {
+        listener: fd as i32,
+        flags,
+        ring_size: (ring_kb * 1024) as u32,
+        ring_count: 8,
+    };
+    if !session::SESSION.start(settings) {
+        return false;
+    }
+    modules::rescan();
+    {
+        let _r = thread::InReal::enter();
+        if let Some(key) = sys::key_create(thread_exit) {
+            KEY.store(key, Ordering::Release);
+        }
+        sys::atfork(fork_prepare, fork_parent, fork_child);
+    }
+    true
+}
+
+/// Arranges for `ctx` to be finished when the calling thread exits.
+pub(crate) fn register_thread_exit(ctx: *mut c_void) {
+    let key = KEY.load(Ordering::Acquire);
+    if key != u32::MAX {
+        let _r = thread::InReal::enter();
+        sys::key_set(key, ctx);
+    }
+}
+
+unsafe extern "C" fn thread_exit(value: *mut c_void) {
+    let st = thread::current();
+    let ctx = st.ctx.get();
+    if ctx.is_null() || ctx as *mut c_void != value {
+        return;
+    }
+    // SAFETY: `ctx` is this exiting thread's context and is not used after this.
+    unsafe { recorder::finish_thread(st, ctx) };
+}
+
+/// Locks held across `fork` (taken in this order, released in reverse).
+unsafe extern "C" fn fork_prepare() {
+    if !matches!(state(), State::Ready) {
+        return;
+    }
+    core::mem::forget(modules::MODULES.write());
+    for l in session::SESSION.locks() {
+        l.lock();
+    }
+    for l in livetable::LIVE.locks() {
+        l.lock();
+    }
+    ALLOC.lock().lock();
+}
+
+unsafe extern "C" fn fork_parent() {
+    if !matches!(state(), State::Ready) {
+        return;
+    }
+    ALLOC.lock().unlock();
+    for l in livetable::LIVE.locks() {
+        l.unlock();
+    }
+    for l in session::SESSION.locks() {
+        l.unlock();
+    }
+    // SAFETY: `fork_prepare` took the write lock on this thread.
+    unsafe { modules::MODULES.force_write_unlock() };
+}
+
+unsafe extern "C" fn fork_child() {
+    if !matches!(state(), State::Ready) {
+        return;
+    }
+    ALLOC.lock().reset();
+    for l in livetable::LIVE.locks() {
+        l.reset();
+    }
+    for l in session::SESSION.locks() {
+        l.reset();
+    }
+    modules::MODULES.reset();
+    // The child is a new process: a new session, new stack ids, the same modules.
+    stacks::STACKS.reset();
+    if session::SESSION.restart_in_child() {
+        if let Some(map) = modules::MODULES.try_read_for(1_000_000) {
+            map.announce_all();
+        }
+    }
+}
+
+extern "C" fn on_load() {
+    let _ = state();
+}
+
+extern "C" fn on_unload() {
+    session::SESSION.mark_exit();
+}
+
+#[used]
+#[unsafe(link_section = ".init_array")]
+static INIT: extern "C" fn() = on_load;
+
+#[used]
+#[unsafe(link_section = ".fini_array")]
+static FINI: extern "C" fn() = on_unload;

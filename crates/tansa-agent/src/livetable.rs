@@ -1,0 +1,189 @@
+//! Online mode's table of live blocks (seed 000's size table, reduced to membership: the
+//! collector keeps the sizes).
+//!
+//! In online mode the agent refuses to pass a pointer it never saw allocated to the real
+//! `free` or `realloc`: the call is reported as improper use and the program goes on, as seed
+//! 000 prescribes. The table is split into shards, each an open-addressing set of addresses
+//! in its own mapping under its own spin lock.
+
+use core::cell::UnsafeCell;
+
+use crate::spin::SpinLock;
+use crate::sys;
+
+const SHARDS: usize = 64;
+const EMPTY: u64 = 0;
+const TOMB: u64 = 1;
+
+#[derive(Debug)]
+struct Inner {
+    keys: *mut u64,
+    cap: usize,
+    used: usize,
+    tombs: usize,
+}
+
+#[derive(Debug)]
+struct Shard {
+    lock: SpinLock,
+    inner: UnsafeCell<Inner>,
+}
+
+/// The table.
+#[derive(Debug)]
+pub struct LiveTable {
+    shards: [Shard; SHARDS],
+}
+
+// SAFETY: each shard's `inner` is only touched with its lock held.
+unsafe impl Sync for LiveTable {}
+
+/// The process-wide table.
+pub static LIVE: LiveTable = LiveTable {
+    shards: [const {
+        Shard {
+            lock: SpinLock::new(),
+            inner: UnsafeCell::new(Inner {
+                keys: core::ptr::null_mut(),
+                cap: 0,
+                used: 0,
+                tombs: 0,
+            }),
+        }
+    }; SHARDS],
+};
+
+#[inline]
+fn mix(p: u64) -> u64 {
+    (p >> 4).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+}
+
+impl Inner {
+    fn slot(&self, p: u64) -> (usize, bool) {
+        // Returns the index of `p` (true) or of the first free slot on its probe path (false).
+        let mask = self.cap - 1;
+        let mut i = (mix(p) >> 16) as usize & mask;
+        let mut first_tomb = None;
+        loop {
+            // SAFETY: `i < cap` and `keys` maps `cap` entries.
+            let k = unsafe { *self.keys.add(i) };
+            if k == p {
+                return (i, true);
+            }
+            if k == EMPTY {
+                return (first_tomb.unwrap_or(i), false);
+            }
+            if k == TOMB && first_tomb.is_none() {
+                first_tomb = Some(i);
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    fn grow(&mut self) -> bool {
+        let new_cap = if self.used * 2 >= self.cap { (self.cap * 2).max(1024) } else { self.cap.max(1024) };
+        let Some(mem) = sys::map_anonymous(new_cap * 8) else {
+            return false;
+        };
+        let old = Inner {
+            keys: self.keys,
+            cap: self.cap,
+            used: self.used,
+            tombs: self.tombs,
+        };
+        self.keys = mem as *mut u64;
+        self.cap = new_cap;
+        self.used = 0;
+        self.tombs = 0;
+        for i in 0..old.cap {
+            // SAFETY: `i < old.cap`.
+            let k = unsafe { *old.keys.add(i) };
+            if k != EMPTY && k != TOMB {
+                let (j, _) = self.slot(k);
+                // SAFETY: `j < cap`.
+                unsafe { *self.keys.add(j) = k };
+                self.used += 1;
+            }
+        }
+        if !old.keys.is_null() {
+            // SAFETY: the old array is no longer referenced.
+            unsafe { sys::unmap(old.keys as *mut u8, old.cap * 8) };
+        }
+        true
+    }
+}
+
+impl LiveTable {
+    fn shard(&self, p: u64) -> &Shard {
+        &self.shards[(mix(p) >> 58) as usize % SHARDS]
+    }
+
+    /// Adds a live block.
+    pub fn insert(&self, p: u64) {
+        if p <= TOMB {
+            return;
+        }
+        let s = self.shard(p);
+        s.lock.lock();
+        // SAFETY: the shard lock is held.
+        let inner = unsafe { &mut *s.inner.get() };
+        if (inner.used + inner.tombs + 1) * 4 > inner.cap * 3 && !inner.grow() {
+            s.lock.unlock();
+            return;
+        }
+        let (i, found) = inner.slot(p);
+        if !found {
+            // SAFETY: `i < cap`.
+            unsafe {
+                if *inner.keys.add(i) == TOMB {
+                    inner.tombs -= 1;
+                }
+                *inner.keys.add(i) = p;
+            }
+            inner.used += 1;
+        }
+        s.lock.unlock();
+    }
+
+    /// Removes a block; false if it was not live.
+    pub fn remove(&self, p: u64) -> bool {
+        if p <= TOMB {
+            return false;
+        }
+        let s = self.shard(p);
+        s.lock.lock();
+        // SAFETY: the shard lock is held.
+        let inner = unsafe { &mut *s.inner.get() };
+        let found = inner.cap > 0 && {
+            let (i, found) = inner.slot(p);
+            if found {
+                // SAFETY: `i < cap`.
+                unsafe { *inner.keys.add(i) = TOMB };
+                inner.used -= 1;
+                inner.tombs += 1;
+            }
+            found
+        };
+        s.lock.unlock();
+        found
+    }
+
+    /// Whether a block is live.
+    pub fn contains(&self, p: u64) -> bool {
+        if p <= TOMB {
+            return false;
+        }
+        let s = self.shard(p);
+        s.lock.lock();
+        // SAFETY: the shard lock is held.
+        let inner = unsafe { &*s.inner.get() };
+        let found = inner.cap > 0 && inner.slot(p).1;
+        s.lock.unlock();
+        found
+    }
+
+    /// Every shard lock, for the fork handlers.
+    pub fn locks(&self) -> impl Iterator<Item = &SpinLock> {
+        self.shards.iter().map(|s| &s.lock)
+    }
+}

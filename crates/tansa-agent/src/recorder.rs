@@ -1,0 +1,530 @@
+//! Turning one hooked call into records: entering and leaving a hook, the per-thread
+//! context, stack capture, and writing events.
+
+use core::ffi::c_void;
+use core::sync::atomic::Ordering;
+
+use tansa_wire::event::{
+    AllocEvent, AllocOp, CountingSink, EventBuf, Frame, FreeEvent, ImproperEvent, ImproperOp,
+    ReallocEvent, StreamState, encode_stack_def, encode_thread_name, encode_thread_start,
+};
+use tansa_wire::layout::{FLAG_FREE_STACKS, FLAG_ONLINE};
+
+use crate::livetable::LIVE;
+use crate::modules::{MODULES, rescan};
+use crate::session::{RingWriter, SESSION};
+use crate::stacks::{STACKS, hash};
+use crate::thread::{InReal, ThreadState, current};
+use crate::unwind::{CallerRegs, MAX_FRAMES, UnwindCache, unwind};
+use crate::{State, clock, state, sys};
+
+/// Events recorded by a signal handler that interrupted this thread inside a hook; the
+/// interrupted hook writes them when it finishes.
+const NESTED_CAPACITY: usize = 16;
+
+#[derive(Debug, Clone, Copy)]
+enum Nested {
+    Alloc(AllocEvent),
+    Realloc(ReallocEvent),
+    Free(FreeEvent),
+}
+
+/// Everything a thread needs to record events.
+pub struct ThreadCtx {
+    tid: u32,
+    writer: Option<RingWriter>,
+    stream: StreamState,
+    cache: UnwindCache,
+    stack_lo: u64,
+    stack_hi: u64,
+    frames: [u64; MAX_FRAMES],
+    nested: [Option<Nested>; NESTED_CAPACITY],
+    nested_len: usize,
+    lost: u64,
+}
+
+impl core::fmt::Debug for ThreadCtx {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("ThreadCtx")
+            .field("tid", &self.tid)
+            .field("writer", &self.writer)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How a hook should behave.
+#[derive(Debug)]
+pub enum Mode {
+    /// Call the real function and record nothing (internal call, initialization, or
+    /// recording is off).
+    Pass,
+    /// A signal handler interrupted a hook of this thread: call the real function and
+    /// queue the event without a stack.
+    Nested(&'static ThreadState),
+    /// Record the event.
+    Record(Active),
+}
+
+/// A recording hook in progress; leaving it writes queued nested events.
+#[derive(Debug)]
+pub struct Active {
+    st: &'static ThreadState,
+    ctx: *mut ThreadCtx,
+}
+
+/// Decides how the current hook behaves.
+#[inline]
+pub fn enter() -> Mode {
+    match state() {
+        State::Ready => {}
+        State::Pass => return Mode::Pass,
+    }
+    let st = current();
+    if st.in_real.get() != 0 {
+        return Mode::Pass;
+    }
+    if st.depth.get() != 0 {
+        return Mode::Nested(st);
+    }
+    if !SESSION.is_active() {
+        return Mode::Pass;
+    }
+    st.depth.set(1);
+    match context(st) {
+        Some(ctx) => Mode::Record(Active { st, ctx }),
+        None => {
+            st.depth.set(0);
+            Mode::Pass
+        }
+    }
+}
+
+fn name_of_thread(tid: u32, buf: &mut [u8; 64]) -> usize {
+    let mut path = sys::PathBuf64::new();
+    path.push(b"/proc/self/task/").push_u64(u64::from(tid)).push(b"/comm");
+    let n = sys::read_file(path.as_cstr(), buf);
+    // Drop the trailing newline.
+    if n > 0 && buf[n - 1] == b'\n' { n - 1 } else { n }
+}
+
+/// The calling thread's context, created on first use; reclaims a ring when the thread has
+/// none or its ring belongs to a previous session (the parent's, after `fork`).
+fn context(st: &'static ThreadState) -> Option<*mut ThreadCtx> {
+    let mut p = st.ctx.get();
+    if p.is_null() {
+        let (lo, hi) = {
+            let _r = InReal::enter();
+            sys::thread_stack_bounds().unwrap_or((0, 0))
+        };
+        let ctx = Box::new(ThreadCtx {
+            tid: sys::gettid(),
+            writer: None,
+            stream: StreamState::default(),
+            cache: UnwindCache::new_in(),
+            stack_lo: lo,
+            stack_hi: hi,
+            frames: [0; MAX_FRAMES],
+            nested: [None; NESTED_CAPACITY],
+            nested_len: 0,
+            lost: 0,
+        });
+        p = Box::into_raw(ctx);
+        st.ctx.set(p);
+        crate::register_thread_exit(p as *mut c_void);
+    }
+    // SAFETY: `p` is this thread's context, only ever used by this thread.
+    let ctx = unsafe { &mut *p };
+    let generation = SESSION.generation();
+    if ctx.writer.as_ref().is_none_or(|w| w.generation != generation) {
+        if let Some(old) = ctx.writer.take() {
+            SESSION.release_ring(&old);
+        }
+        ctx.tid = sys::gettid();
+        let mut w = SESSION.acquire_ring(ctx.tid)?;
+        let mut name = [0u8; 64];
+        let n = name_of_thread(ctx.tid, &mut name);
+        let ts = clock::now();
+        let pid = sys::getpid();
+        let mut count = CountingSink::default();
+        let mut scratch = StreamState::default();
+        encode_thread_start(&mut count, &mut scratch, pid, ctx.tid, ts, &name[..n]);
+        let stream = &mut ctx.stream;
+        let ok = SESSION.write_streamed(&mut w, count.0, |sink| {
+            encode_thread_start(&mut &mut *sink, stream, pid, ctx.tid, ts, &name[..n]);
+        });
+        if !ok {
+            return None;
+        }
+        ctx.writer = Some(w);
+    }
+    Some(p)
+}
+
+/// Ends a thread's recording (its exit): writes its final name and end record and gives
+/// the ring back.
+///
+/// # Safety
+///
+/// `ctx` must be the calling thread's context, not used afterwards.
+pub unsafe fn finish_thread(st: &'static ThreadState, ctx: *mut ThreadCtx) {
+    st.depth.set(st.depth.get() + 1);
+    // SAFETY: guaranteed by the caller.
+    let mut ctx = unsafe { Box::from_raw(ctx) };
+    if let Some(mut w) = ctx.writer.take() {
+        if w.generation == SESSION.generation() {
+            let mut name = [0u8; 64];
+            let n = name_of_thread(ctx.tid, &mut name);
+            let mut count = CountingSink::default();
+            encode_thread_name(&mut count, &name[..n]);
+            SESSION.write_streamed(&mut w, count.0, |sink| {
+                encode_thread_name(&mut &mut *sink, &name[..n]);
+            });
+            let mut buf = EventBuf::new();
+            ctx.stream.encode_thread_end(clock::now(), &mut buf);
+            SESSION.write(&mut w, buf.as_bytes());
+            SESSION.release_ring(&w);
+        }
+    }
+    if ctx.lost > 0 {
+        SESSION.add_lost(ctx.lost);
+    }
+    st.ctx.set(core::ptr::null_mut());
+    drop(ctx);
+    st.depth.set(st.depth.get() - 1);
+}
+
+impl Drop for Active {
+    fn drop(&mut self) {
+        // SAFETY: the context belongs to this thread and lives while the hook runs.
+        let ctx = unsafe { &mut *self.ctx };
+        if ctx.nested_len > 0 {
+            flush_nested(ctx);
+        }
+        self.st.depth.set(0);
+    }
+}
+
+fn flush_nested(ctx: &mut ThreadCtx) {
+    let online = SESSION.flags() & FLAG_ONLINE != 0;
+    for i in 0..ctx.nested_len {
+        let Some(ev) = ctx.nested[i].take() else {
+            continue;
+        };
+        let mut buf = EventBuf::new();
+        match ev {
+            Nested::Alloc(a) => {
+                if online {
+                    LIVE.insert(a.ptr);
+                }
+                ctx.stream.encode_alloc(&a, &mut buf);
+            }
+            Nested::Realloc(r) => {
+                if online {
+                    LIVE.remove(r.old_ptr);
+                    LIVE.insert(r.new_ptr);
+                }
+                ctx.stream.encode_realloc(&r, &mut buf);
+            }
+            Nested::Free(f) => {
+                if online {
+                    LIVE.remove(f.ptr);
+                }
+                ctx.stream.encode_free(&f, &mut buf);
+            }
+        }
+        write_event(ctx, &buf);
+    }
+    ctx.nested_len = 0;
+}
+
+fn write_event(ctx: &mut ThreadCtx, buf: &EventBuf) {
+    let written = match ctx.writer.as_mut() {
+        Some(w) => SESSION.write(w, buf.as_bytes()),
+        None => false,
+    };
+    if !written {
+        ctx.lost += 1;
+    }
+}
+
+/// Queues an event recorded in a signal handler that interrupted a hook.
+fn queue_nested(st: &'static ThreadState, ev: Nested) {
+    let p = st.ctx.get();
+    if p.is_null() {
+        SESSION.add_lost(1);
+        return;
+    }
+    // SAFETY: the interrupted hook of this same thread is suspended while the handler runs,
+    // so nothing else touches the context; the queue is only appended to here.
+    let ctx = unsafe { &mut *p };
+    if ctx.nested_len < NESTED_CAPACITY {
+        ctx.nested[ctx.nested_len] = Some(ev);
+        ctx.nested_len += 1;
+    } else {
+        ctx.lost += 1;
+    }
+}
+
+/// Records an allocation made in a signal handler that interrupted a hook.
+pub fn nested_alloc(st: &'static ThreadState, op: AllocOp, ptr: *mut c_void, size: usize, align: usize) {
+    queue_nested(
+        st,
+        Nested::Alloc(AllocEvent {
+            op,
+            ts: clock::now(),
+            ptr: ptr as u64,
+            size: size as u64,
+            align: align as u64,
+            stack: 0,
+        }),
+    );
+}
+
+/// Records a release made in a signal handler that interrupted a hook.
+pub fn nested_free(st: &'static ThreadState, ptr: *mut c_void) {
+    queue_nested(
+        st,
+        Nested::Free(FreeEvent {
+            ts: clock::now(),
+            ptr: ptr as u64,
+            stack: 0,
+        }),
+    );
+}
+
+/// Records a reallocation made in a signal handler that interrupted a hook.
+pub fn nested_realloc(
+    st: &'static ThreadState,
+    array: bool,
+    old: *mut c_void,
+    new: *mut c_void,
+    size: usize,
+) {
+    let ts = clock::now();
+    queue_nested(
+        st,
+        Nested::Realloc(ReallocEvent {
+            array,
+            ts_begin: ts,
+            ts_end: ts,
+            old_ptr: old as u64,
+            new_ptr: new as u64,
+            size: size as u64,
+            stack: 0,
+        }),
+    );
+}
+
+impl Active {
+    fn ctx(&mut self) -> &mut ThreadCtx {
+        // SAFETY: the context belongs to this thread and lives while the hook runs.
+        unsafe { &mut *self.ctx }
+    }
+
+    /// Whether the session runs online.
+    #[inline]
+    pub fn online(&self) -> bool {
+        SESSION.flags() & FLAG_ONLINE != 0
+    }
+
+    /// Unwinds the caller's stack and returns its id (0 when it cannot be had).
+    pub fn capture(&mut self, regs: CallerRegs) -> u32 {
+        let ctx = self.ctx();
+        let hi = stack_top(ctx, regs.sp);
+        for attempt in 0..2 {
+            let Some(map) = MODULES.try_read_for(20_000) else {
+                return 0;
+            };
+            let Some(unwinder) = map.unwinder.as_ref() else {
+                return 0;
+            };
+            let n = unwind(unwinder, &mut ctx.cache, regs, hi, &mut ctx.frames[..crate::max_frames()]);
+            let frames = &ctx.frames[..n];
+            let key = hash(frames, map.epoch);
+            if let Some(id) = STACKS.lookup(key) {
+                return id;
+            }
+            // A new stack. If it runs through code no module covers and the loader changed,
+            // a library was loaded since the last scan: rescan and unwind again.
+            if attempt == 0 && frames.iter().any(|&f| map.find(f).is_none()) && map.loader_changed() {
+                drop(map);
+                rescan();
+                continue;
+            }
+            let id = STACKS.next_id();
+            let normalized = frames.iter().map(|&f| match map.find(f) {
+                Some(m) => Frame {
+                    module: m.id,
+                    offset: f - m.bias,
+                },
+                None => Frame {
+                    module: 0,
+                    offset: f,
+                },
+            });
+            let mut count = CountingSink::default();
+            encode_stack_def(&mut count, id, normalized.clone());
+            if SESSION.write_meta(count.0, |sink| encode_stack_def(&mut &mut *sink, id, normalized)) {
+                STACKS.insert(key, id);
+                return id;
+            }
+            return 0;
+        }
+        0
+    }
+
+    #[inline]
+    fn begin_pending(&mut self) {
+        if self.online() {
+            let ctx = self.ctx();
+            if let Some(w) = ctx.writer.as_ref() {
+                w.ring
+                    .header()
+                    .pending
+                    .store(ctx.stream.prev_ts.max(1), Ordering::SeqCst);
+            }
+        }
+    }
+
+    #[inline]
+    fn end_pending(&mut self) {
+        if self.online() {
+            if let Some(w) = self.ctx().writer.as_ref() {
+                w.ring.header().pending.store(0, Ordering::Release);
+            }
+        }
+    }
+
+    /// Records an allocation that succeeded.
+    pub fn alloc(&mut self, op: AllocOp, ptr: *mut c_void, size: usize, align: usize, regs: CallerRegs) {
+        let stack = self.capture(regs);
+        if self.online() {
+            LIVE.insert(ptr as u64);
+        }
+        self.begin_pending();
+        let ev = AllocEvent {
+            op,
+            ts: clock::now(),
+            ptr: ptr as u64,
+            size: size as u64,
+            align: align as u64,
+            stack,
+        };
+        let ctx = self.ctx();
+        let mut buf = EventBuf::new();
+        ctx.stream.encode_alloc(&ev, &mut buf);
+        write_event(ctx, &buf);
+        self.end_pending();
+    }
+
+    /// Checks a pointer about to be released or reallocated in online mode; returns false
+    /// (after recording the improper use) if it was never allocated.
+    pub fn check_live(&mut self, op: ImproperOp, ptr: *mut c_void, size: usize, regs: CallerRegs) -> bool {
+        if !self.online() || ptr.is_null() || LIVE.contains(ptr as u64) {
+            return true;
+        }
+        let stack = self.capture(regs);
+        self.begin_pending();
+        let ev = ImproperEvent {
+            op,
+            ts: clock::now(),
+            ptr: ptr as u64,
+            size: size as u64,
+            stack,
+        };
+        let ctx = self.ctx();
+        let mut buf = EventBuf::new();
+        ctx.stream.encode_improper(&ev, &mut buf);
+        write_event(ctx, &buf);
+        self.end_pending();
+        false
+    }
+
+    /// Records a release around the call of the real `free` (`release` performs it).
+    pub fn free(&mut self, ptr: *mut c_void, regs: CallerRegs, release: impl FnOnce()) {
+        let stack = if SESSION.flags() & FLAG_FREE_STACKS != 0 {
+            self.capture(regs)
+        } else {
+            0
+        };
+        if self.online() && !ptr.is_null() {
+            LIVE.remove(ptr as u64);
+        }
+        self.begin_pending();
+        let ts = clock::now();
+        {
+            let _r = InReal::enter();
+            release();
+        }
+        let ev = FreeEvent {
+            ts,
+            ptr: ptr as u64,
+            stack,
+        };
+        let ctx = self.ctx();
+        let mut buf = EventBuf::new();
+        ctx.stream.encode_free(&ev, &mut buf);
+        write_event(ctx, &buf);
+        self.end_pending();
+    }
+
+    /// Records a reallocation around the call of the real function (`call` performs it and
+    /// returns the new block). Returns the new block.
+    pub fn realloc(
+        &mut self,
+        array: bool,
+        old: *mut c_void,
+        size: usize,
+        regs: CallerRegs,
+        call: impl FnOnce() -> *mut c_void,
+    ) -> *mut c_void {
+        let stack = self.capture(regs);
+        self.begin_pending();
+        let ts_begin = clock::now();
+        let new = {
+            let _r = InReal::enter();
+            call()
+        };
+        let ts_end = clock::now();
+        if new.is_null() && size != 0 {
+            // Failed: the old block is untouched; nothing happened.
+            self.end_pending();
+            return new;
+        }
+        if self.online() {
+            if !old.is_null() {
+                LIVE.remove(old as u64);
+            }
+            if !new.is_null() {
+                LIVE.insert(new as u64);
+            }
+        }
+        let ev = ReallocEvent {
+            array,
+            ts_begin,
+            ts_end,
+            old_ptr: old as u64,
+            new_ptr: new as u64,
+            size: size as u64,
+            stack,
+        };
+        let ctx = self.ctx();
+        let mut buf = EventBuf::new();
+        ctx.stream.encode_realloc(&ev, &mut buf);
+        write_event(ctx, &buf);
+        self.end_pending();
+        new
+    }
+}
+
+/// The top of the stack `sp` is on: the thread's stack, or the alternate signal stack.
+fn stack_top(ctx: &ThreadCtx, sp: u64) -> u64 {
+    if sp >= ctx.stack_lo && sp < ctx.stack_hi {
+        return ctx.stack_hi;
+    }
+    match sys::altstack_bounds() {
+        Some((lo, hi)) if sp >= lo && sp < hi => hi,
+        // Unknown stack (a coroutine, say): do not read beyond the caller's own frame.
+        _ => sp,
+    }
+}

@@ -1,0 +1,486 @@
+//! The session: this process image's shared-memory segments, rings and control socket.
+//!
+//! See `tansa_wire::layout` for the memory layout and `tansa_wire::control` for the
+//! messages. Everything here is built from system calls and the agent's own allocator; the
+//! hook path only claims rings, writes records and publishes ring heads.
+
+use core::ffi::c_int;
+use core::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, Ordering};
+
+use tansa_wire::control::{HELLO_MAGIC, HELLO_SEGMENT, HELLO_SESSION, Hello};
+use tansa_wire::event::Sink;
+use tansa_wire::layout::{
+    CMDLINE_CAPACITY, ClockKind, EXE_CAPACITY, Geometry, RING_ACTIVE, RING_CLOSED, RING_FREE, Ring,
+    SEGMENT_MAGIC, SegmentHeader,
+};
+
+use crate::spin::SpinLock;
+use crate::{clock, sys};
+
+/// Most segments a session may create.
+pub const MAX_SEGMENTS: usize = 64;
+
+/// Session settings read from the environment at start.
+#[derive(Debug, Clone, Copy)]
+pub struct Settings {
+    /// The inherited control socket.
+    pub listener: c_int,
+    /// `FLAG_*` bits for the header.
+    pub flags: u32,
+    /// Ring data size.
+    pub ring_size: u32,
+    /// Rings per segment.
+    pub ring_count: u32,
+}
+
+/// The process-wide session.
+#[derive(Debug)]
+pub struct Session {
+    generation: AtomicU32,
+    active: AtomicBool,
+    listener: AtomicI32,
+    private: AtomicI32,
+    ring_size: AtomicU32,
+    ring_count: AtomicU32,
+    flags: AtomicU32,
+    seg_base: [AtomicPtr<u8>; MAX_SEGMENTS],
+    seg_count: AtomicU32,
+    seg_lock: SpinLock,
+    meta_lock: SpinLock,
+    meta_head: AtomicU64,
+    collector_pid: AtomicU32,
+}
+
+/// The session of this process image.
+pub static SESSION: Session = Session {
+    generation: AtomicU32::new(0),
+    active: AtomicBool::new(false),
+    listener: AtomicI32::new(-1),
+    private: AtomicI32::new(-1),
+    ring_size: AtomicU32::new(0),
+    ring_count: AtomicU32::new(0),
+    flags: AtomicU32::new(0),
+    seg_base: [const { AtomicPtr::new(core::ptr::null_mut()) }; MAX_SEGMENTS],
+    seg_count: AtomicU32::new(0),
+    seg_lock: SpinLock::new(),
+    meta_lock: SpinLock::new(),
+    meta_head: AtomicU64::new(0),
+    collector_pid: AtomicU32::new(0),
+};
+
+/// A thread's claim on a ring, with its private copy of the head.
+#[derive(Debug)]
+pub struct RingWriter {
+    /// The ring.
+    pub ring: Ring,
+    /// Bytes written (and published) so far.
+    pub head: u64,
+    /// Session generation the ring belongs to.
+    pub generation: u32,
+}
+
+struct RingSink<'a> {
+    ring: &'a Ring,
+    pos: u64,
+}
+
+impl Sink for RingSink<'_> {
+    fn put(&mut self, bytes: &[u8]) {
+        // SAFETY: the writer reserved `[pos, pos + len)` before streaming into it and holds
+        // the ring (thread ring owner, or meta lock holder).
+        unsafe { self.ring.write_at(self.pos, bytes) };
+        self.pos += bytes.len() as u64;
+    }
+}
+
+impl Session {
+    fn geometry(&self) -> Geometry {
+        Geometry {
+            ring_count: self.ring_count.load(Ordering::Relaxed),
+            ring_data_size: self.ring_size.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Whether events can be recorded.
+    #[inline]
+    pub fn is_active(&self) -> bool {
+        self.active.load(Ordering::Acquire)
+    }
+
+    /// The current session generation (changes in a forked child).
+    #[inline]
+    pub fn generation(&self) -> u32 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// The session's `FLAG_*` bits.
+    #[inline]
+    pub fn flags(&self) -> u32 {
+        self.flags.load(Ordering::Relaxed)
+    }
+
+    /// Stops recording for good (the collector is gone).
+    pub fn disable(&self) {
+        self.active.store(false, Ordering::Release);
+    }
+
+    /// Segment 0's header.
+    pub fn header(&self) -> Option<&SegmentHeader> {
+        let base = self.seg_base[0].load(Ordering::Acquire);
+        // SAFETY: segment 0 stays mapped for the life of the session.
+        (!base.is_null()).then(|| unsafe { &*(base as *const SegmentHeader) })
+    }
+
+    /// Starts a session: creates segment 0, fills its header and announces it to the
+    /// collector. Returns false if the collector cannot be reached.
+    pub fn start(&self, settings: Settings) -> bool {
+        let geometry = Geometry {
+            ring_count: settings.ring_count,
+            ring_data_size: settings.ring_size,
+        };
+        if !geometry.is_valid() {
+            return false;
+        }
+        self.listener.store(settings.listener, Ordering::Relaxed);
+        self.ring_size.store(settings.ring_size, Ordering::Relaxed);
+        self.ring_count.store(settings.ring_count, Ordering::Relaxed);
+        self.flags.store(settings.flags, Ordering::Relaxed);
+        self.seg_count.store(0, Ordering::Relaxed);
+        self.meta_head.store(0, Ordering::Relaxed);
+        let Some((fd, base)) = sys::create_shared(c"tansa-session", geometry.segment_size()) else {
+            return false;
+        };
+        // SAFETY: `base` is a fresh, zeroed, page-aligned mapping of the segment size.
+        unsafe { init_header(base, geometry, 0, settings.flags) };
+        let Some((mine, theirs)) = sys::seqpacket_pair() else {
+            sys::close(fd);
+            return false;
+        };
+        let hello = Hello {
+            magic: HELLO_MAGIC,
+            version: tansa_wire::PROTOCOL_VERSION,
+            kind: HELLO_SESSION,
+            pid: sys::getpid(),
+            segment_index: 0,
+            ring_count: geometry.ring_count,
+            ring_data_size: geometry.ring_data_size,
+            reserved: 0,
+        };
+        self.seg_base[0].store(base, Ordering::Release);
+        self.seg_count.store(1, Ordering::Release);
+        let sent = sys::send_with_fds(settings.listener, &hello.to_bytes(), &[fd, theirs]);
+        sys::close(fd);
+        sys::close(theirs);
+        if !sent {
+            sys::close(mine);
+            return false;
+        }
+        self.private.store(mine, Ordering::Relaxed);
+        if let Some(h) = self.header() {
+            self.collector_pid.store(h.collector_pid, Ordering::Relaxed);
+        }
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        self.active.store(true, Ordering::Release);
+        true
+    }
+
+    /// Forgets the parent's session in a forked child (without touching its shared memory)
+    /// and starts a new one.
+    pub fn restart_in_child(&self) -> bool {
+        self.active.store(false, Ordering::Release);
+        let old_private = self.private.swap(-1, Ordering::Relaxed);
+        if old_private >= 0 {
+            sys::close(old_private);
+        }
+        let geometry = self.geometry();
+        let count = self.seg_count.swap(0, Ordering::AcqRel) as usize;
+        for slot in &self.seg_base[..count.min(MAX_SEGMENTS)] {
+            let p = slot.swap(core::ptr::null_mut(), Ordering::AcqRel);
+            if !p.is_null() {
+                // SAFETY: the child no longer uses the parent's segments; every ring view
+                // into them is dropped when thread contexts see the new generation.
+                unsafe { sys::unmap(p, geometry.segment_size()) };
+            }
+        }
+        self.seg_lock.reset();
+        self.meta_lock.reset();
+        let settings = Settings {
+            listener: self.listener.load(Ordering::Relaxed),
+            flags: self.flags(),
+            ring_size: geometry.ring_data_size,
+            ring_count: geometry.ring_count,
+        };
+        self.start(settings)
+    }
+
+    /// The locks the fork handlers must hold across `fork`.
+    pub fn locks(&self) -> [&SpinLock; 2] {
+        [&self.seg_lock, &self.meta_lock]
+    }
+
+    /// Claims a free thread ring for thread `tid`, creating a segment if all are in use.
+    pub fn acquire_ring(&self, tid: u32) -> Option<RingWriter> {
+        if !self.is_active() {
+            return None;
+        }
+        let geometry = self.geometry();
+        let generation = self.generation();
+        loop {
+            let count = self.seg_count.load(Ordering::Acquire) as usize;
+            for (index, slot) in self.seg_base[..count].iter().enumerate() {
+                let base = slot.load(Ordering::Acquire);
+                if base.is_null() {
+                    continue;
+                }
+                let first = if index == 0 { 1 } else { 0 };
+                for r in first..geometry.ring_count {
+                    // SAFETY: `base` maps a whole segment of this geometry for the session.
+                    let ring = unsafe { Ring::at(base, geometry, r) };
+                    let h = ring.header();
+                    if h.state.load(Ordering::Relaxed) == RING_FREE
+                        && h.state
+                            .compare_exchange(RING_FREE, RING_ACTIVE, Ordering::Acquire, Ordering::Relaxed)
+                            .is_ok()
+                    {
+                        h.tid.store(tid, Ordering::Relaxed);
+                        h.generation.fetch_add(1, Ordering::Relaxed);
+                        let head = h.head.load(Ordering::Relaxed);
+                        return Some(RingWriter {
+                            ring,
+                            head,
+                            generation,
+                        });
+                    }
+                }
+            }
+            if !self.add_segment(count) {
+                return None;
+            }
+        }
+    }
+
+    /// Creates segment number `expected` unless another thread already did.
+    fn add_segment(&self, expected: usize) -> bool {
+        self.seg_lock.lock();
+        let count = self.seg_count.load(Ordering::Acquire) as usize;
+        if count != expected {
+            self.seg_lock.unlock();
+            return true;
+        }
+        if count >= MAX_SEGMENTS {
+            self.seg_lock.unlock();
+            return false;
+        }
+        let geometry = self.geometry();
+        let ok = match sys::create_shared(c"tansa-segment", geometry.segment_size()) {
+            Some((fd, base)) => {
+                // SAFETY: fresh zeroed mapping of the segment size.
+                unsafe { init_header(base, geometry, count as u32, self.flags()) };
+                let hello = Hello {
+                    magic: HELLO_MAGIC,
+                    version: tansa_wire::PROTOCOL_VERSION,
+                    kind: HELLO_SEGMENT,
+                    pid: sys::getpid(),
+                    segment_index: count as u32,
+                    ring_count: geometry.ring_count,
+                    ring_data_size: geometry.ring_data_size,
+                    reserved: 0,
+                };
+                let sent = sys::send_with_fds(
+                    self.private.load(Ordering::Relaxed),
+                    &hello.to_bytes(),
+                    &[fd],
+                );
+                sys::close(fd);
+                if sent {
+                    self.seg_base[count].store(base, Ordering::Release);
+                    self.seg_count.store(count as u32 + 1, Ordering::Release);
+                } else {
+                    // SAFETY: nobody else saw this mapping.
+                    unsafe { sys::unmap(base, geometry.segment_size()) };
+                    self.disable();
+                }
+                sent
+            }
+            None => false,
+        };
+        self.seg_lock.unlock();
+        ok
+    }
+
+    /// Gives a thread ring back: the collector drains it and frees it.
+    pub fn release_ring(&self, writer: &RingWriter) {
+        if writer.generation == self.generation() {
+            writer.ring.header().state.store(RING_CLOSED, Ordering::Release);
+        }
+    }
+
+    /// Waits until `len` bytes are free in `ring` after `head`. Returns false if the
+    /// collector is gone (recording is then disabled).
+    pub fn wait_for_space(&self, ring: &Ring, head: u64, len: u64) -> bool {
+        if len > ring.size() / 2 {
+            return false;
+        }
+        let mut spins = 0u32;
+        let mut waited_us = 0u64;
+        let mut last_beat = u64::MAX;
+        loop {
+            if ring.free_space(head) >= len {
+                return true;
+            }
+            if !self.is_active() {
+                return false;
+            }
+            spins += 1;
+            if spins < 64 {
+                core::hint::spin_loop();
+            } else if spins < 128 {
+                sys::yield_now();
+            } else {
+                sys::sleep_us(50);
+                waited_us += 50;
+                if waited_us >= 1_000_000 {
+                    waited_us = 0;
+                    let beat = self.header().map_or(0, |h| h.heartbeat.load(Ordering::Relaxed));
+                    if beat == last_beat
+                        && !sys::process_alive(self.collector_pid.load(Ordering::Relaxed))
+                    {
+                        self.disable();
+                        return false;
+                    }
+                    last_beat = beat;
+                }
+            }
+        }
+    }
+
+    /// Appends `bytes` to a thread ring and publishes them.
+    #[inline]
+    pub fn write(&self, w: &mut RingWriter, bytes: &[u8]) -> bool {
+        let len = bytes.len() as u64;
+        if w.ring.free_space(w.head) < len && !self.wait_for_space(&w.ring, w.head, len) {
+            return false;
+        }
+        // SAFETY: this thread owns the ring and reserved the range above.
+        unsafe { w.ring.write_at(w.head, bytes) };
+        w.head += len;
+        w.ring.header().head.store(w.head, Ordering::Release);
+        true
+    }
+
+    /// Streams a record of `len` bytes into a thread ring (for records built with a
+    /// [`Sink`]) and publishes it.
+    pub fn write_streamed(
+        &self,
+        w: &mut RingWriter,
+        len: usize,
+        encode: impl FnOnce(&mut dyn SinkDyn),
+    ) -> bool {
+        let len64 = len as u64;
+        if !self.wait_for_space(&w.ring, w.head, len64) {
+            return false;
+        }
+        let mut sink = RingSink {
+            ring: &w.ring,
+            pos: w.head,
+        };
+        encode(&mut sink);
+        debug_assert_eq!(sink.pos - w.head, len64);
+        w.head += len64;
+        w.ring.header().head.store(w.head, Ordering::Release);
+        true
+    }
+
+    /// Appends a record of `len` bytes, produced by `encode`, to the meta ring.
+    pub fn write_meta(&self, len: usize, encode: impl FnOnce(&mut dyn SinkDyn)) -> bool {
+        let base = self.seg_base[0].load(Ordering::Acquire);
+        if base.is_null() || !self.is_active() {
+            return false;
+        }
+        // SAFETY: segment 0 is mapped with the session geometry; ring 0 is the meta ring.
+        let ring = unsafe { Ring::at(base, self.geometry(), 0) };
+        self.meta_lock.lock();
+        let head = self.meta_head.load(Ordering::Relaxed);
+        let ok = self.wait_for_space(&ring, head, len as u64);
+        if ok {
+            let mut sink = RingSink { ring: &ring, pos: head };
+            encode(&mut sink);
+            debug_assert_eq!(sink.pos - head, len as u64);
+            let new_head = head + len as u64;
+            self.meta_head.store(new_head, Ordering::Relaxed);
+            ring.header().head.store(new_head, Ordering::Release);
+        }
+        self.meta_lock.unlock();
+        ok
+    }
+
+    /// Marks that the process is running its exit handlers.
+    pub fn mark_exit(&self) {
+        if let Some(h) = self.header() {
+            h.exited_normally.store(1, Ordering::Release);
+        }
+    }
+
+    /// Adds to the count of events that could not be recorded.
+    pub fn add_lost(&self, n: u64) {
+        if let Some(h) = self.header() {
+            h.lost_events.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Object-safe view of a [`Sink`], so record encoders can stream into rings.
+pub trait SinkDyn {
+    /// Appends bytes.
+    fn put_bytes(&mut self, bytes: &[u8]);
+}
+
+impl<T: Sink> SinkDyn for T {
+    fn put_bytes(&mut self, bytes: &[u8]) {
+        self.put(bytes);
+    }
+}
+
+impl Sink for &mut dyn SinkDyn {
+    fn put(&mut self, bytes: &[u8]) {
+        // Call the trait object's method, not this impl's blanket `SinkDyn` (recursion).
+        (**self).put_bytes(bytes);
+    }
+}
+
+/// Fills a new segment's header.
+///
+/// # Safety
+///
+/// `base` must be a zeroed, writable mapping of at least one page that nobody else uses yet.
+unsafe fn init_header(base: *mut u8, geometry: Geometry, index: u32, flags: u32) {
+    // SAFETY: guaranteed by the caller; the header fits in the first page.
+    let h = unsafe { &mut *(base as *mut SegmentHeader) };
+    h.magic = SEGMENT_MAGIC;
+    h.version = tansa_wire::PROTOCOL_VERSION;
+    h.segment_index = index;
+    h.ring_count = geometry.ring_count;
+    h.ring_data_size = geometry.ring_data_size;
+    h.first_thread_ring = u32::from(index == 0);
+    h.pid = sys::getpid();
+    h.ppid = sys::getppid();
+    h.clock = if clock::is_tsc() {
+        ClockKind::Tsc as u32
+    } else {
+        ClockKind::Monotonic as u32
+    };
+    h.flags = flags;
+    h.start_ticks = clock::now();
+    if index == 0 {
+        let mut exe = [0u8; EXE_CAPACITY];
+        let n = sys::readlink(c"/proc/self/exe", &mut exe);
+        h.exe[..n].copy_from_slice(&exe[..n]);
+        h.exe_len = n as u32;
+        let mut cmd = [0u8; CMDLINE_CAPACITY];
+        let n = sys::read_file(c"/proc/self/cmdline", &mut cmd);
+        h.cmdline[..n].copy_from_slice(&cmd[..n]);
+        h.cmdline_len = n as u32;
+        let pid_text = sys::getenv(c"TANSA_COLLECTOR_PID").and_then(sys::parse_u64);
+        h.collector_pid = pid_text.unwrap_or(0) as u32;
+    }
+}

@@ -1,0 +1,463 @@
+//! Every system call and C library call the agent makes, in one place.
+//!
+//! Rules for this module: nothing here allocates through `malloc`, and nothing here is a
+//! pthread cancellation point (plain `read`, `write`, `open`, `close`, `nanosleep` and
+//! `sendmsg` are; we go through `syscall(2)`, which is not), so a thread can never be
+//! cancelled inside a hook.
+
+use core::ffi::{CStr, c_char, c_int, c_long, c_void};
+
+/// Thread id of the calling thread.
+#[inline]
+pub fn gettid() -> u32 {
+    // SAFETY: SYS_gettid takes no arguments and cannot fail.
+    unsafe { libc::syscall(libc::SYS_gettid) as u32 }
+}
+
+/// Process id of the calling process.
+#[inline]
+pub fn getpid() -> u32 {
+    // SAFETY: getpid cannot fail and touches no memory.
+    unsafe { libc::getpid() as u32 }
+}
+
+/// Parent process id.
+#[inline]
+pub fn getppid() -> u32 {
+    // SAFETY: getppid cannot fail and touches no memory.
+    unsafe { libc::getppid() as u32 }
+}
+
+/// The thread pointer (`%fs:0`, the TCB's self pointer on x86-64 glibc): a per-thread
+/// constant that needs no TLS lookup to read.
+#[inline]
+pub fn thread_pointer() -> usize {
+    let tp: usize;
+    // SAFETY: on x86-64 Linux, %fs points at the thread control block whose first word is
+    // its own address; the load has no side effects.
+    unsafe {
+        core::arch::asm!("mov {}, qword ptr fs:[0]", out(reg) tp, options(nostack, readonly, preserves_flags));
+    }
+    tp
+}
+
+/// The time-stamp counter, read after all earlier instructions completed (`lfence; rdtsc`),
+/// so that a timestamp taken after a call is never earlier than the call's work.
+#[inline]
+pub fn rdtsc_ordered() -> u64 {
+    let lo: u32;
+    let hi: u32;
+    // SAFETY: lfence and rdtsc are unprivileged and only write eax/edx.
+    unsafe {
+        core::arch::asm!("lfence", "rdtsc", out("eax") lo, out("edx") hi, options(nostack, nomem, preserves_flags));
+    }
+    (u64::from(hi) << 32) | u64::from(lo)
+}
+
+/// `CLOCK_MONOTONIC` in nanoseconds (through the vDSO; async-signal-safe).
+#[inline]
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid out-pointer; clock_gettime is async-signal-safe.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Maps `len` bytes of zeroed private anonymous memory.
+pub fn map_anonymous(len: usize) -> Option<*mut u8> {
+    // SAFETY: an anonymous private mapping with no address hint has no preconditions.
+    let p = unsafe {
+        libc::mmap(
+            core::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    (p != libc::MAP_FAILED).then_some(p as *mut u8)
+}
+
+/// Unmaps memory obtained from this module.
+///
+/// # Safety
+///
+/// `p` and `len` must describe a mapping made here that nothing references any more.
+pub unsafe fn unmap(p: *mut u8, len: usize) {
+    // SAFETY: guaranteed by the caller.
+    unsafe { libc::munmap(p as *mut c_void, len) };
+}
+
+/// Creates a close-on-exec memfd of `len` bytes and maps it shared. Returns the fd and the
+/// mapping.
+pub fn create_shared(name: &CStr, len: usize) -> Option<(c_int, *mut u8)> {
+    // SAFETY: `name` is a valid C string; MFD_CLOEXEC is a valid flag.
+    let fd = unsafe { libc::syscall(libc::SYS_memfd_create, name.as_ptr(), libc::MFD_CLOEXEC) }
+        as c_int;
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: `fd` is the memfd just created.
+    if unsafe { libc::ftruncate(fd, len as libc::off_t) } != 0 {
+        close(fd);
+        return None;
+    }
+    // SAFETY: mapping `len` bytes of a memfd of exactly that size.
+    let p = unsafe {
+        libc::mmap(
+            core::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            fd,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        close(fd);
+        return None;
+    }
+    Some((fd, p as *mut u8))
+}
+
+/// Closes a descriptor (not a cancellation point).
+pub fn close(fd: c_int) {
+    // SAFETY: closing a descriptor has no memory-safety preconditions.
+    unsafe { libc::syscall(libc::SYS_close, fd as c_long) };
+}
+
+/// Creates a close-on-exec `SOCK_SEQPACKET` socket pair.
+pub fn seqpacket_pair() -> Option<(c_int, c_int)> {
+    let mut fds = [0 as c_int; 2];
+    // SAFETY: `fds` is a valid out-array of two ints.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_socketpair,
+            libc::AF_UNIX as c_long,
+            (libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC) as c_long,
+            0 as c_long,
+            fds.as_mut_ptr(),
+        )
+    };
+    (r == 0).then_some((fds[0], fds[1]))
+}
+
+/// Sends `bytes` with up to two descriptors attached (`SCM_RIGHTS`).
+pub fn send_with_fds(sock: c_int, bytes: &[u8], fds: &[c_int]) -> bool {
+    debug_assert!(fds.len() <= 2);
+    // Room for a cmsghdr plus two ints, 8-byte aligned.
+    let mut control = [0u64; 4];
+    let mut iov = libc::iovec {
+        iov_base: bytes.as_ptr() as *mut c_void,
+        iov_len: bytes.len(),
+    };
+    // SAFETY: msghdr is a plain C struct; zero is a valid initial value.
+    let mut msg: libc::msghdr = unsafe { core::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    if !fds.is_empty() {
+        let fd_bytes = core::mem::size_of_val(fds) as u32;
+        // SAFETY: CMSG_SPACE is a pure computation.
+        let space = unsafe { libc::CMSG_SPACE(fd_bytes) } as usize;
+        debug_assert!(space <= core::mem::size_of_val(&control));
+        msg.msg_control = control.as_mut_ptr() as *mut c_void;
+        msg.msg_controllen = space;
+        // SAFETY: msg_control points to `space` writable, aligned bytes, enough for one
+        // cmsghdr carrying `fds`.
+        unsafe {
+            let cmsg = libc::CMSG_FIRSTHDR(&msg);
+            (*cmsg).cmsg_level = libc::SOL_SOCKET;
+            (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+            (*cmsg).cmsg_len = libc::CMSG_LEN(fd_bytes) as usize;
+            core::ptr::copy_nonoverlapping(
+                fds.as_ptr() as *const u8,
+                libc::CMSG_DATA(cmsg),
+                fd_bytes as usize,
+            );
+        }
+    }
+    loop {
+        // SAFETY: `msg` describes valid buffers for the duration of the call.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_sendmsg,
+                sock as c_long,
+                &msg as *const libc::msghdr,
+                libc::MSG_NOSIGNAL as c_long,
+            )
+        };
+        if r >= 0 {
+            return true;
+        }
+        if errno() != libc::EINTR {
+            return false;
+        }
+    }
+}
+
+/// The calling thread's `errno`.
+pub fn errno() -> c_int {
+    // SAFETY: __errno_location returns the thread's errno slot; reading it is always valid.
+    unsafe { *libc::__errno_location() }
+}
+
+/// Sets the calling thread's `errno`.
+pub fn set_errno(value: c_int) {
+    // SAFETY: as in `errno`.
+    unsafe { *libc::__errno_location() = value };
+}
+
+/// Reads up to `buf.len()` bytes of a file; returns the number read (0 on any error).
+pub fn read_file(path: &CStr, buf: &mut [u8]) -> usize {
+    // SAFETY: `path` is a valid C string.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat,
+            libc::AT_FDCWD as c_long,
+            path.as_ptr(),
+            (libc::O_RDONLY | libc::O_CLOEXEC) as c_long,
+        )
+    } as c_int;
+    if fd < 0 {
+        return 0;
+    }
+    let mut total = 0;
+    while total < buf.len() {
+        // SAFETY: the destination range lies inside `buf`.
+        let n = unsafe {
+            libc::syscall(
+                libc::SYS_read,
+                fd as c_long,
+                buf.as_mut_ptr().add(total),
+                (buf.len() - total) as c_long,
+            )
+        };
+        if n <= 0 {
+            break;
+        }
+        total += n as usize;
+    }
+    close(fd);
+    total
+}
+
+/// Reads a symbolic link; returns the number of bytes stored (0 on error).
+pub fn readlink(path: &CStr, buf: &mut [u8]) -> usize {
+    // SAFETY: `path` is a valid C string and `buf` a writable buffer of the given length.
+    let n = unsafe {
+        libc::syscall(
+            libc::SYS_readlinkat,
+            libc::AT_FDCWD as c_long,
+            path.as_ptr(),
+            buf.as_mut_ptr(),
+            buf.len() as c_long,
+        )
+    };
+    if n < 0 { 0 } else { n as usize }
+}
+
+/// Writes a message to standard error (best effort).
+pub fn write_stderr(msg: &[u8]) {
+    // SAFETY: `msg` is a valid buffer; a failed write is ignored.
+    unsafe { libc::syscall(libc::SYS_write, 2 as c_long, msg.as_ptr(), msg.len() as c_long) };
+}
+
+/// Gives up the CPU.
+pub fn yield_now() {
+    // SAFETY: sched_yield has no preconditions.
+    unsafe { libc::syscall(libc::SYS_sched_yield) };
+}
+
+/// Sleeps for `us` microseconds (not a cancellation point).
+pub fn sleep_us(us: u64) {
+    let ts = libc::timespec {
+        tv_sec: (us / 1_000_000) as libc::time_t,
+        tv_nsec: ((us % 1_000_000) * 1000) as c_long,
+    };
+    // SAFETY: `ts` is a valid timespec; the remaining-time pointer may be null.
+    unsafe {
+        libc::syscall(
+            libc::SYS_nanosleep,
+            &ts as *const libc::timespec,
+            core::ptr::null_mut::<libc::timespec>(),
+        )
+    };
+}
+
+/// Whether process `pid` exists.
+pub fn process_alive(pid: u32) -> bool {
+    // SAFETY: signal 0 only checks for existence and permission.
+    let r = unsafe { libc::syscall(libc::SYS_kill, pid as c_long, 0 as c_long) };
+    r == 0 || errno() != libc::ESRCH
+}
+
+/// The value of an environment variable, without copying.
+pub fn getenv(name: &CStr) -> Option<&'static [u8]> {
+    // SAFETY: getenv reads the environment without allocating; the returned string lives
+    // until the variable is changed, and we only read it during initialization.
+    let p = unsafe { libc::getenv(name.as_ptr()) };
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: getenv returned a valid NUL-terminated string.
+    Some(unsafe { CStr::from_ptr(p) }.to_bytes())
+}
+
+/// Parses a decimal number.
+pub fn parse_u64(s: &[u8]) -> Option<u64> {
+    if s.is_empty() {
+        return None;
+    }
+    s.iter().try_fold(0u64, |acc, &c| {
+        c.is_ascii_digit()
+            .then(|| acc.checked_mul(10)?.checked_add(u64::from(c - b'0')))
+            .flatten()
+    })
+}
+
+/// Looks up the next definition of `name` after this library (`dlsym(RTLD_NEXT, name)`).
+pub fn dlsym_next(name: &CStr) -> *mut c_void {
+    // SAFETY: RTLD_NEXT and a valid symbol name; dlsym may call calloc, which our hooks
+    // serve from the bootstrap arena during initialization.
+    unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) }
+}
+
+/// The `[low, high)` bounds of the calling thread's stack, if glibc knows them.
+///
+/// glibc's `pthread_getattr_np` allocates (it reads `/proc/self/maps` for the main thread and
+/// an affinity mask for every thread); callers must have marked the thread as inside the real
+/// allocator so that those allocations pass through the hooks unrecorded.
+pub fn thread_stack_bounds() -> Option<(u64, u64)> {
+    // SAFETY: attr is initialised by pthread_getattr_np before use and destroyed after.
+    unsafe {
+        let mut attr: libc::pthread_attr_t = core::mem::zeroed();
+        if libc::pthread_getattr_np(libc::pthread_self(), &mut attr) != 0 {
+            return None;
+        }
+        let mut addr: *mut c_void = core::ptr::null_mut();
+        let mut size: libc::size_t = 0;
+        let r = libc::pthread_attr_getstack(&attr, &mut addr, &mut size);
+        libc::pthread_attr_destroy(&mut attr);
+        (r == 0).then(|| (addr as u64, addr as u64 + size as u64))
+    }
+}
+
+/// The `[low, high)` bounds of the alternate signal stack, if one is installed.
+pub fn altstack_bounds() -> Option<(u64, u64)> {
+    // SAFETY: querying the alternate stack with a null new-stack pointer.
+    unsafe {
+        let mut ss: libc::stack_t = core::mem::zeroed();
+        if libc::sigaltstack(core::ptr::null(), &mut ss) != 0 || ss.ss_flags & libc::SS_DISABLE != 0
+        {
+            return None;
+        }
+        Some((ss.ss_sp as u64, ss.ss_sp as u64 + ss.ss_size as u64))
+    }
+}
+
+/// Formats `value` in decimal into `buf`, returning the digits.
+pub fn fmt_u64(mut value: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (value % 10) as u8;
+        value /= 10;
+        if value == 0 {
+            return &buf[i..];
+        }
+    }
+}
+
+/// Builds a NUL-terminated path from parts in a fixed buffer.
+#[derive(Debug)]
+pub struct PathBuf64 {
+    buf: [u8; 64],
+    len: usize,
+}
+
+impl PathBuf64 {
+    /// An empty path.
+    pub fn new() -> Self {
+        PathBuf64 {
+            buf: [0; 64],
+            len: 0,
+        }
+    }
+
+    /// Appends bytes (silently truncated at 63 bytes).
+    pub fn push(&mut self, part: &[u8]) -> &mut Self {
+        let n = part.len().min(63 - self.len);
+        self.buf[self.len..self.len + n].copy_from_slice(&part[..n]);
+        self.len += n;
+        self
+    }
+
+    /// Appends a decimal number.
+    pub fn push_u64(&mut self, v: u64) -> &mut Self {
+        let mut tmp = [0u8; 20];
+        let digits = fmt_u64(v, &mut tmp);
+        let mut copy = [0u8; 20];
+        copy[..digits.len()].copy_from_slice(digits);
+        self.push(&copy[..digits.len()])
+    }
+
+    /// The path as a C string.
+    pub fn as_cstr(&self) -> &CStr {
+        CStr::from_bytes_until_nul(&self.buf[..=self.len]).unwrap_or(c"")
+    }
+}
+
+/// Signature of a `pthread_atfork` handler.
+pub type ForkHandler = unsafe extern "C" fn();
+
+/// Registers fork handlers.
+pub fn atfork(prepare: ForkHandler, parent: ForkHandler, child: ForkHandler) -> bool {
+    // SAFETY: the handlers are valid functions for the life of the process (this library
+    // is never unloaded).
+    unsafe { libc::pthread_atfork(Some(prepare), Some(parent), Some(child)) == 0 }
+}
+
+/// Creates a pthread key with a destructor.
+pub fn key_create(dtor: unsafe extern "C" fn(*mut c_void)) -> Option<libc::pthread_key_t> {
+    let mut key: libc::pthread_key_t = 0;
+    // SAFETY: `key` is a valid out-pointer and `dtor` a valid function.
+    (unsafe { libc::pthread_key_create(&mut key, Some(dtor)) } == 0).then_some(key)
+}
+
+/// Sets the calling thread's value of `key`.
+pub fn key_set(key: libc::pthread_key_t, value: *mut c_void) {
+    // SAFETY: `key` was created by `key_create`.
+    unsafe { libc::pthread_setspecific(key, value) };
+}
+
+/// `dl_iterate_phdr` callback type.
+pub type PhdrCallback =
+    unsafe extern "C" fn(info: *mut libc::dl_phdr_info, size: libc::size_t, data: *mut c_void) -> c_int;
+
+/// Walks the loaded modules.
+///
+/// # Safety
+///
+/// `data` must be what `callback` expects.
+pub unsafe fn iterate_phdr(callback: PhdrCallback, data: *mut c_void) {
+    // SAFETY: guaranteed by the caller; dl_iterate_phdr does not allocate.
+    unsafe { libc::dl_iterate_phdr(Some(callback), data) };
+}
+
+/// A C string pointer as bytes (empty for null).
+///
+/// # Safety
+///
+/// `p` must be null or a valid NUL-terminated string that outlives the returned slice.
+pub unsafe fn c_bytes<'a>(p: *const c_char) -> &'a [u8] {
+    if p.is_null() {
+        &[]
+    } else {
+        // SAFETY: guaranteed by the caller.
+        unsafe { CStr::from_ptr(p) }.to_bytes()
+    }
+}

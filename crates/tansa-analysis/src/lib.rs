@@ -1,0 +1,7 @@
+//! tansa's analyses.
+//!
+//! Everything here is a pure function of recorded data: no file paths, no `/proc`, no
+//! system calls. Recordings are read from any `Read + Seek`; online aggregation is fed the
+//! same events by the collector.
+
+pub mod memory;

@@ -1,0 +1,269 @@
+//! Which unit a stack is charged to (seed 000 §4, Fig. 8, and the policies).
+//!
+//! The *root* of a stack is `main`, or a thread's start routine; frames outside the root
+//! (process start-up and thread start-up, all in the C library or the dynamic loader) are
+//! never units, nor are the allocator entry points (C++ `operator new`, the standard
+//! allocator templates, Rust's allocator shims) at the inner end. Among the remaining
+//! frames:
+//!
+//! * `first`: the outermost frame that lies in a shared library;
+//! * `last`: the innermost such frame;
+//! * `all`: every distinct shared library (or function in one);
+//! * no frame in a shared library: the main executable (by library) or the allocating
+//!   function, the innermost remaining frame (by function).
+
+use std::sync::Arc;
+
+use super::model::{LogicalFrame, ModuleInfo, Registry, Stack};
+
+/// The unit of aggregation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum By {
+    /// Per shared library (default).
+    Library,
+    /// Per function, named `module!function`.
+    Function,
+    /// Per thread.
+    Thread,
+    /// Per call of a library: a maximal run of consecutive events charged to the same
+    /// library.
+    Call,
+    /// Per library per fixed time interval.
+    Interval,
+}
+
+impl By {
+    /// Name used on the command line and in JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            By::Library => "library",
+            By::Function => "function",
+            By::Thread => "thread",
+            By::Call => "call",
+            By::Interval => "interval",
+        }
+    }
+}
+
+/// Which frame of a stack is charged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Charge {
+    /// The outermost frame below the root that lies in a shared library (default).
+    First,
+    /// The innermost such frame.
+    Last,
+    /// Every distinct shared library (or function) on the path, once each.
+    All,
+}
+
+impl Charge {
+    /// Name used on the command line and in JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Charge::First => "first",
+            Charge::Last => "last",
+            Charge::All => "all",
+        }
+    }
+}
+
+/// Who a release is charged to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FreeTo {
+    /// The unit charged for the block's allocation: net bytes are live bytes (default).
+    Owner,
+    /// The unit found from the release's own stack, as seed 000 does literally.
+    Caller,
+}
+
+impl FreeTo {
+    /// Name used on the command line and in JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            FreeTo::Owner => "owner",
+            FreeTo::Caller => "caller",
+        }
+    }
+}
+
+/// What a stack is charged to.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Target {
+    /// A module, by file name.
+    Library(Arc<str>),
+    /// A function, as `module!function`.
+    Function(Arc<str>),
+    /// Nothing is known about the stack.
+    Unknown,
+}
+
+impl Target {
+    /// The unit's name.
+    pub fn name(&self) -> &str {
+        match self {
+            Target::Library(n) | Target::Function(n) => n,
+            Target::Unknown => "[unknown]",
+        }
+    }
+}
+
+const STARTUP: &[&str] = &[
+    "_start",
+    "__libc_start_main",
+    "__libc_start_main_impl",
+    "__libc_start_call_main",
+    "_dl_start_user",
+    "_dl_start",
+    "_dl_init",
+    "call_init",
+    "__libc_csu_init",
+    "_init",
+    "start_thread",
+    "clone",
+    "clone3",
+    "__clone",
+    "__clone3",
+    "__GI___clone",
+    "__GI___clone3",
+    "exit",
+    "__run_exit_handlers",
+    "_dl_fini",
+    "__libc_init_first",
+];
+
+/// Prefixes of allocator entry points and allocator plumbing, skipped at the inner end.
+const ALLOCATOR: &[&str] = &[
+    "operator new",
+    "operator delete",
+    "__rust_alloc",
+    "__rust_realloc",
+    "__rust_dealloc",
+    "__rdl_",
+    "__rg_",
+    "alloc::alloc::",
+    "std::alloc::",
+    "<std::alloc::System",
+    "std::sys::alloc::",
+    "__gnu_cxx::new_allocator",
+    "__gnu_cxx::__new_allocator",
+    "std::__new_allocator",
+    "std::allocator<",
+    "std::allocator_traits",
+    "__gnu_cxx::__alloc_traits",
+];
+
+fn is_c_library(m: &ModuleInfo) -> bool {
+    m.name.starts_with("libc.so") || m.name.starts_with("libc-") || m.name.starts_with("libc.musl")
+}
+
+fn is_loader(m: &ModuleInfo) -> bool {
+    m.name.starts_with("ld-linux") || m.name.starts_with("ld.so") || m.name.starts_with("ld-musl")
+}
+
+fn function_is(f: &LogicalFrame, names: &[&str]) -> bool {
+    f.function.as_deref().is_some_and(|n| names.contains(&n))
+}
+
+fn is_allocator_entry(f: &LogicalFrame) -> bool {
+    f.function
+        .as_deref()
+        .is_some_and(|n| ALLOCATOR.iter().any(|p| n.starts_with(p)))
+}
+
+/// The frames that may be charged: inside the root, without the allocator entry points.
+pub fn eligible<'s>(stack: &'s Stack, reg: &Registry) -> &'s [LogicalFrame] {
+    let frames = &stack.frames[..];
+    let module = |f: &LogicalFrame| f.module.map(|m| reg.module(m));
+    // The root: `main` of the main executable, if the stack reaches it.
+    let mut end = frames
+        .iter()
+        .rposition(|f| {
+            f.function.as_deref() == Some("main") && module(f).is_some_and(|m| m.main)
+        })
+        .map_or(frames.len(), |r| r + 1);
+    // Without `main` (a thread, an exit handler, a stripped executable): drop the run of
+    // start-up frames at the outer end (C library, dynamic loader, named start-up code).
+    if end == frames.len() {
+        while end > 0 {
+            let f = &frames[end - 1];
+            let startup = function_is(f, STARTUP)
+                || module(f).is_some_and(|m| is_c_library(m) || is_loader(m));
+            let unnamed_entry = end == frames.len()
+                && f.function.is_none()
+                && module(f).is_some_and(|m| m.main)
+                && end >= 2
+                && module(&frames[end - 2]).is_some_and(is_c_library);
+            if startup || unnamed_entry {
+                end -= 1;
+            } else {
+                break;
+            }
+        }
+    }
+    let mut start = 0;
+    while start < end && is_allocator_entry(&frames[start]) {
+        start += 1;
+    }
+    &frames[start..end]
+}
+
+fn function_name(f: &LogicalFrame, m: Option<&ModuleInfo>) -> String {
+    let module = m.map_or("[unknown]", |m| m.name.as_str());
+    match f.function.as_deref() {
+        Some(func) => format!("{module}!{func}"),
+        None => format!("{module}!0x{:x}", f.function_start.unwrap_or(f.offset)),
+    }
+}
+
+/// Chooses what a stack is charged to. `main_name` names the main executable of the
+/// stack's process, for stacks with no frame in any module.
+pub fn targets(
+    stack: Option<&Stack>,
+    reg: &Registry,
+    by_function: bool,
+    charge: Charge,
+    main_name: &str,
+    intern: &mut dyn FnMut(String) -> Arc<str>,
+) -> Vec<Target> {
+    let Some(stack) = stack else {
+        return vec![Target::Unknown];
+    };
+    let frames = eligible(stack, reg);
+    if frames.is_empty() {
+        return vec![Target::Unknown];
+    }
+    let module = |f: &LogicalFrame| f.module.map(|m| reg.module(m));
+    let in_shared = |f: &&LogicalFrame| module(f).is_some_and(ModuleInfo::is_shared_library);
+    let to_target = |f: &LogicalFrame, intern: &mut dyn FnMut(String) -> Arc<str>| {
+        let m = module(f);
+        if by_function {
+            Target::Function(intern(function_name(f, m)))
+        } else {
+            Target::Library(intern(m.map_or_else(|| "[unknown]".to_string(), |m| m.name.clone())))
+        }
+    };
+    let chosen: Vec<&LogicalFrame> = match charge {
+        Charge::First => frames.iter().rev().find(in_shared).into_iter().collect(),
+        Charge::Last => frames.iter().find(in_shared).into_iter().collect(),
+        Charge::All => frames.iter().rev().filter(in_shared).collect(),
+    };
+    if chosen.is_empty() {
+        return vec![if by_function {
+            Target::Function(intern(function_name(&frames[0], module(&frames[0]))))
+        } else {
+            let name = frames
+                .iter()
+                .find_map(|f| module(f).filter(|m| m.main))
+                .map_or(main_name, |m| m.name.as_str());
+            Target::Library(intern(name.to_string()))
+        }];
+    }
+    let mut out: Vec<Target> = Vec::with_capacity(chosen.len());
+    for f in chosen {
+        let t = to_target(f, intern);
+        if !out.contains(&t) {
+            out.push(t);
+        }
+    }
+    out
+}

@@ -1,0 +1,439 @@
+//! From thread streams to one time-ordered sequence of events.
+//!
+//! Each thread writes its own stream; causality between threads (a block freed by one
+//! thread and handed out again to another) is only visible in timestamps. The agent takes
+//! the timestamp of a release before the release and that of an allocation after it, so
+//! ordering all events by timestamp puts every release before the allocation that reuses
+//! its address. A `realloc` is split in two events for that reason: its release at the
+//! time the call began and its allocation at the time it returned.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+use tansa_wire::event::{AllocOp, DecodeError, Decoder, ImproperEvent, Record, StreamState};
+
+/// What happened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EventKind {
+    /// An allocation.
+    Alloc {
+        /// Function.
+        op: AllocOp,
+        /// Block.
+        ptr: u64,
+        /// Bytes requested.
+        size: u64,
+        /// Stack id.
+        stack: u32,
+    },
+    /// A `free`.
+    Free {
+        /// Block (0 for `free(NULL)`).
+        ptr: u64,
+        /// Stack id (0 if free stacks were not recorded).
+        stack: u32,
+    },
+    /// The release half of a `realloc` (also the whole of `realloc(p, 0)`).
+    ReallocRelease {
+        /// Old block (0 for `realloc(NULL, n)`).
+        old: u64,
+        /// New block (0 when the call freed the old block).
+        new: u64,
+        /// Stack id.
+        stack: u32,
+    },
+    /// The allocation half of a `realloc` (only when it returned a block).
+    ReallocAlloc {
+        /// Old block.
+        old: u64,
+        /// New block.
+        new: u64,
+        /// Bytes requested.
+        size: u64,
+        /// Stack id.
+        stack: u32,
+    },
+    /// A call refused because its pointer was never allocated (online mode).
+    Improper(ImproperEvent),
+    /// The thread's name (when it started writing, or changed).
+    ThreadName(String),
+    /// The agent could not record this many events.
+    Lost(u64),
+}
+
+/// An event of one thread of one session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    /// Timestamp (recording clock).
+    pub ts: u64,
+    /// Session.
+    pub session: u32,
+    /// Thread id.
+    pub tid: u32,
+    /// What happened.
+    pub kind: EventKind,
+}
+
+/// Decodes one thread stream delivered in arbitrary pieces.
+#[derive(Debug)]
+pub struct StreamDecoder {
+    session: u32,
+    tid: u32,
+    state: StreamState,
+    carry: Vec<u8>,
+    error: Option<DecodeError>,
+}
+
+impl StreamDecoder {
+    /// A decoder for a stream of `session`.
+    pub fn new(session: u32) -> Self {
+        StreamDecoder {
+            session,
+            tid: 0,
+            state: StreamState::default(),
+            carry: Vec::new(),
+            error: None,
+        }
+    }
+
+    /// Decodes the complete records in `bytes` (after any carried partial record), handing
+    /// each event to `out`. A partial record at the end is kept for the next call.
+    pub fn push(&mut self, bytes: &[u8], out: &mut dyn FnMut(Event)) {
+        if self.error.is_some() {
+            return;
+        }
+        if self.carry.is_empty() {
+            let used = self.decode(bytes, out);
+            self.carry.extend_from_slice(&bytes[used..]);
+        } else {
+            let mut joined = std::mem::take(&mut self.carry);
+            joined.extend_from_slice(bytes);
+            let used = self.decode(&joined, out);
+            joined.drain(..used);
+            self.carry = joined;
+        }
+    }
+
+    /// Ends the stream: an incomplete record left over is reported.
+    pub fn finish(&mut self) -> Option<DecodeError> {
+        if self.error.is_none() && !self.carry.is_empty() {
+            self.error = Some(DecodeError::Truncated { offset: 0 });
+        }
+        self.error
+    }
+
+    /// The decoding error that stopped this stream, if any.
+    pub fn error(&self) -> Option<DecodeError> {
+        self.error
+    }
+
+    fn decode(&mut self, bytes: &[u8], out: &mut dyn FnMut(Event)) -> usize {
+        let mut d = Decoder::with_state(bytes, self.state);
+        let mut used = 0;
+        let session = self.session;
+        while let Some(r) = d.next() {
+            let rec = match r {
+                Ok(rec) => rec,
+                Err(DecodeError::Truncated { .. }) => break,
+                Err(e) => {
+                    self.error = Some(e);
+                    used = bytes.len();
+                    return used;
+                }
+            };
+            used = d.position();
+            self.state = d.state();
+            let mut emit = |ts, kind| {
+                out(Event {
+                    ts,
+                    session,
+                    tid: self.tid,
+                    kind,
+                })
+            };
+            match rec {
+                Record::ThreadStart { tid, ts, name, .. } => {
+                    self.tid = tid;
+                    out(Event {
+                        ts,
+                        session,
+                        tid,
+                        kind: EventKind::ThreadName(String::from_utf8_lossy(name).into_owned()),
+                    });
+                }
+                Record::ThreadName { name } => emit(
+                    self.state.prev_ts,
+                    EventKind::ThreadName(String::from_utf8_lossy(name).into_owned()),
+                ),
+                Record::ThreadEnd { .. } => {}
+                Record::Alloc(a) => emit(
+                    a.ts,
+                    EventKind::Alloc {
+                        op: a.op,
+                        ptr: a.ptr,
+                        size: a.size,
+                        stack: a.stack,
+                    },
+                ),
+                Record::Realloc(r) => {
+                    if r.old_ptr != 0 || r.new_ptr == 0 {
+                        emit(
+                            r.ts_begin,
+                            EventKind::ReallocRelease {
+                                old: r.old_ptr,
+                                new: r.new_ptr,
+                                stack: r.stack,
+                            },
+                        );
+                    }
+                    if r.new_ptr != 0 {
+                        emit(
+                            r.ts_end,
+                            EventKind::ReallocAlloc {
+                                old: r.old_ptr,
+                                new: r.new_ptr,
+                                size: r.size,
+                                stack: r.stack,
+                            },
+                        );
+                    }
+                }
+                Record::Free(f) => emit(
+                    f.ts,
+                    EventKind::Free {
+                        ptr: f.ptr,
+                        stack: f.stack,
+                    },
+                ),
+                Record::Improper(i) => emit(i.ts, EventKind::Improper(i)),
+                Record::Lost { count } => emit(self.state.prev_ts, EventKind::Lost(count)),
+                // Meta records never appear in thread streams.
+                Record::StackDef { .. } | Record::ModuleLoad(_) | Record::ModuleUnload { .. } => {}
+            }
+        }
+        used
+    }
+}
+
+/// A source of one stream's events, in stream order.
+pub trait EventSource {
+    /// Appends the next batch of events to `out`; false when the stream is exhausted.
+    fn refill(&mut self, out: &mut VecDeque<Event>) -> bool;
+}
+
+/// Merges streams by timestamp (a k-way merge over per-stream buffers).
+#[derive(Debug)]
+pub struct Merger<S> {
+    sources: Vec<S>,
+    buffers: Vec<VecDeque<Event>>,
+    heap: BinaryHeap<Reverse<(u64, usize)>>,
+    primed: bool,
+}
+
+impl<S: EventSource> Merger<S> {
+    /// A merger over `sources`.
+    pub fn new(sources: Vec<S>) -> Self {
+        let n = sources.len();
+        Merger {
+            sources,
+            buffers: (0..n).map(|_| VecDeque::new()).collect(),
+            heap: BinaryHeap::with_capacity(n),
+            primed: false,
+        }
+    }
+
+    fn fill(&mut self, i: usize) {
+        while self.buffers[i].is_empty() {
+            if !self.sources[i].refill(&mut self.buffers[i]) {
+                break;
+            }
+        }
+        if let Some(e) = self.buffers[i].front() {
+            self.heap.push(Reverse((e.ts, i)));
+        }
+    }
+}
+
+impl<S: EventSource> Iterator for Merger<S> {
+    type Item = Event;
+
+    fn next(&mut self) -> Option<Event> {
+        if !self.primed {
+            self.primed = true;
+            for i in 0..self.sources.len() {
+                self.fill(i);
+            }
+        }
+        let Reverse((_, i)) = self.heap.pop()?;
+        let e = self.buffers[i].pop_front()?;
+        self.fill(i);
+        Some(e)
+    }
+}
+
+/// Orders events that arrive incrementally (online mode): events are held until the
+/// collector's watermark says nothing earlier can still arrive.
+#[derive(Debug, Default)]
+pub struct OnlineOrder {
+    heap: BinaryHeap<Reverse<(u64, u64)>>,
+    events: rustc_hash::FxHashMap<u64, Event>,
+    seq: u64,
+}
+
+impl OnlineOrder {
+    /// Adds an event.
+    pub fn push(&mut self, e: Event) {
+        self.seq += 1;
+        self.heap.push(Reverse((e.ts, self.seq)));
+        self.events.insert(self.seq, e);
+    }
+
+    /// The earliest held event if its timestamp is below `watermark`.
+    pub fn peek_before(&self, watermark: u64) -> Option<&Event> {
+        let Reverse((ts, seq)) = self.heap.peek()?;
+        (*ts < watermark).then(|| &self.events[seq])
+    }
+
+    /// Removes the earliest held event.
+    pub fn pop(&mut self) -> Option<Event> {
+        let Reverse((_, seq)) = self.heap.pop()?;
+        self.events.remove(&seq)
+    }
+
+    /// Number of events held.
+    pub fn len(&self) -> usize {
+        self.heap.len()
+    }
+
+    /// Whether no event is held.
+    pub fn is_empty(&self) -> bool {
+        self.heap.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tansa_wire::event::{AllocEvent, EventBuf, FreeEvent, ReallocEvent, Sink, encode_thread_start};
+
+    struct V(Vec<u8>);
+    impl Sink for V {
+        fn put(&mut self, b: &[u8]) {
+            self.0.extend_from_slice(b);
+        }
+    }
+
+    fn stream(tid: u32, events: &[(u64, u64, bool)]) -> Vec<u8> {
+        // (ts, ptr, is_alloc)
+        let mut v = V(Vec::new());
+        let mut st = StreamState::default();
+        encode_thread_start(&mut v, &mut st, 1, tid, 0, b"t");
+        for &(ts, ptr, alloc) in events {
+            let mut b = EventBuf::new();
+            if alloc {
+                st.encode_alloc(
+                    &AllocEvent {
+                        op: AllocOp::Malloc,
+                        ts,
+                        ptr,
+                        size: 8,
+                        align: 0,
+                        stack: 1,
+                    },
+                    &mut b,
+                );
+            } else {
+                st.encode_free(&FreeEvent { ts, ptr, stack: 1 }, &mut b);
+            }
+            v.put(b.as_bytes());
+        }
+        v.0
+    }
+
+    struct Chunks(VecDeque<Vec<u8>>, StreamDecoder);
+    impl EventSource for Chunks {
+        fn refill(&mut self, out: &mut VecDeque<Event>) -> bool {
+            match self.0.pop_front() {
+                Some(c) => {
+                    self.1.push(&c, &mut |e| out.push_back(e));
+                    true
+                }
+                None => false,
+            }
+        }
+    }
+
+    #[test]
+    fn split_chunks_decode_like_whole_streams_and_merge_in_time_order() {
+        let a = stream(10, &[(5, 0x1000, true), (20, 0x1000, false), (40, 0x3000, true)]);
+        let b = stream(11, &[(10, 0x2000, true), (30, 0x1000, true), (35, 0x2000, false)]);
+        // Cut each stream at every position into two chunks: the merged order is the same.
+        for cut_a in 0..a.len() {
+            let cut_b = cut_a % b.len();
+            let sources = vec![
+                Chunks(
+                    VecDeque::from(vec![a[..cut_a].to_vec(), a[cut_a..].to_vec()]),
+                    StreamDecoder::new(0),
+                ),
+                Chunks(
+                    VecDeque::from(vec![b[..cut_b].to_vec(), b[cut_b..].to_vec()]),
+                    StreamDecoder::new(0),
+                ),
+            ];
+            let ts: Vec<u64> = Merger::new(sources)
+                .filter(|e| !matches!(e.kind, EventKind::ThreadName(_)))
+                .map(|e| e.ts)
+                .collect();
+            assert_eq!(ts, vec![5, 10, 20, 30, 35, 40], "cut {cut_a}");
+        }
+    }
+
+    #[test]
+    fn realloc_is_split_into_release_and_allocation() {
+        let mut v = V(Vec::new());
+        let mut st = StreamState::default();
+        encode_thread_start(&mut v, &mut st, 1, 7, 0, b"t");
+        let mut b = EventBuf::new();
+        st.encode_realloc(
+            &ReallocEvent {
+                array: false,
+                ts_begin: 100,
+                ts_end: 150,
+                old_ptr: 0x10,
+                new_ptr: 0x20,
+                size: 64,
+                stack: 3,
+            },
+            &mut b,
+        );
+        v.put(b.as_bytes());
+        let mut events = Vec::new();
+        let mut d = StreamDecoder::new(2);
+        d.push(&v.0, &mut |e| events.push(e));
+        assert!(d.finish().is_none());
+        assert_eq!(events.len(), 3);
+        assert_eq!(events[1].ts, 100);
+        assert!(matches!(events[1].kind, EventKind::ReallocRelease { old: 0x10, new: 0x20, .. }));
+        assert_eq!(events[2].ts, 150);
+        assert!(matches!(events[2].kind, EventKind::ReallocAlloc { size: 64, .. }));
+        assert!(events.iter().all(|e| e.tid == 7 && e.session == 2));
+    }
+
+    #[test]
+    fn online_order_holds_events_until_the_watermark() {
+        let mut o = OnlineOrder::default();
+        for ts in [30, 10, 20] {
+            o.push(Event {
+                ts,
+                session: 0,
+                tid: 1,
+                kind: EventKind::Lost(1),
+            });
+        }
+        assert!(o.peek_before(10).is_none());
+        assert_eq!(o.peek_before(11).map(|e| e.ts), Some(10));
+        o.pop();
+        assert_eq!(o.pop().map(|e| e.ts), Some(20));
+        assert_eq!(o.len(), 1);
+    }
+}

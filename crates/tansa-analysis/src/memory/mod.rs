@@ -1,0 +1,22 @@
+//! Heap accounting per unit smaller than a process (seed 000).
+//!
+//! * [`model`]: modules, resolved stacks and the registry that builds them from a
+//!   session's meta stream;
+//! * [`classify`]: which unit a stack is charged to under each policy;
+//! * [`merge`]: decoding thread streams and merging them into one time-ordered event
+//!   sequence;
+//! * [`aggregate`]: the accounting itself (net, maximum, minimum, allocated, call counts)
+//!   per library, function, thread, library call or time interval;
+//! * [`recording`]: reading a recording file in two passes;
+//! * [`report`]: the result, the model every renderer consumes.
+
+pub mod aggregate;
+pub mod classify;
+pub mod merge;
+pub mod model;
+pub mod recording;
+pub mod report;
+
+pub use aggregate::{Aggregator, Config};
+pub use classify::{By, Charge, FreeTo};
+pub use report::MemoryReport;

@@ -1,0 +1,257 @@
+//! Reading a memory recording, in two passes.
+//!
+//! Pass one reads every frame but the event chunks' contents: sessions, how they ended,
+//! calibration, symbols, the meta streams (modules and stacks), and the position of every
+//! thread chunk. Pass two merges the thread streams by time, decompressing each chunk when
+//! its stream needs it. A damaged or truncated file is read up to the damage; what was
+//! lost is reported as a warning.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, VecDeque};
+use std::io::{Read, Seek};
+
+use tansa_format::container::{FrameType, Kind, Reader};
+use tansa_format::memory::{
+    self, SessionEnd, SessionInfo, split_meta_chunk, split_thread_chunk,
+};
+use tansa_format::meta::{Calibration, RecordingMeta};
+use tansa_format::symtab::SymbolTable;
+use tansa_format::FormatError;
+use tansa_wire::event::{Decoder, Record};
+
+use super::merge::{Event, EventSource, Merger, StreamDecoder};
+use super::model::{AddressResolver, ModuleInfo, Registry, Resolution, SourceFrame};
+
+/// Errors opening a memory recording.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RecordingError {
+    /// The container could not be read at all.
+    #[error(transparent)]
+    Format(#[from] FormatError),
+    /// The file is a recording of another kind.
+    #[error("this is a {found}, not a memory recording")]
+    WrongKind {
+        /// What it is.
+        found: &'static str,
+    },
+}
+
+/// A memory recording after pass one.
+#[derive(Debug)]
+pub struct MemoryRecording<R> {
+    reader: RefCell<Reader<R>>,
+    stream_warnings: RefCell<Vec<String>>,
+    /// Who recorded what.
+    pub meta: Option<RecordingMeta>,
+    /// The sessions in order.
+    pub sessions: Vec<SessionInfo>,
+    /// How sessions ended.
+    pub ends: Vec<SessionEnd>,
+    /// Clock calibration.
+    pub calibration: Calibration,
+    /// Resolved modules and stacks.
+    pub registry: Registry,
+    /// Problems found while reading.
+    pub warnings: Vec<String>,
+    chunks: BTreeMap<(u32, u32), Vec<u64>>,
+    symbols_present: bool,
+}
+
+/// Resolves from a recording's symbol table.
+#[derive(Debug)]
+pub struct TableResolver {
+    table: SymbolTable,
+    index: rustc_hash::FxHashMap<(String, Vec<u8>), usize>,
+}
+
+impl TableResolver {
+    /// A resolver over `table`.
+    pub fn new(table: SymbolTable) -> Self {
+        let index = table
+            .modules
+            .iter()
+            .enumerate()
+            .map(|(i, m)| ((m.path.clone(), m.build_id.clone()), i))
+            .collect();
+        TableResolver { table, index }
+    }
+}
+
+impl AddressResolver for TableResolver {
+    fn resolve(&mut self, module: &ModuleInfo, offset: u64) -> Resolution {
+        let key = (module.path.clone(), module.build_id.clone());
+        let Some(&i) = self.index.get(&key) else {
+            return Resolution::default();
+        };
+        let m = &self.table.modules[i];
+        let Some(a) = m.lookup(offset) else {
+            return Resolution::default();
+        };
+        Resolution {
+            frames: a
+                .frames
+                .iter()
+                .map(|f| SourceFrame {
+                    function: self.table.string(f.function).map(str::to_string),
+                    file: self.table.string(f.file).map(str::to_string),
+                    line: f.line,
+                })
+                .collect(),
+            function_start: a.function_start,
+        }
+    }
+}
+
+impl<R: Read + Seek> MemoryRecording<R> {
+    /// Reads pass one.
+    pub fn open(input: R) -> Result<Self, RecordingError> {
+        let reader = Reader::new(input)?;
+        match reader.kind() {
+            Kind::Memory => {}
+            other => return Err(RecordingError::WrongKind { found: other.describe() }),
+        }
+        let mut rec = MemoryRecording {
+            reader: RefCell::new(reader),
+            stream_warnings: RefCell::new(Vec::new()),
+            meta: None,
+            sessions: Vec::new(),
+            ends: Vec::new(),
+            calibration: Calibration::monotonic(),
+            registry: Registry::default(),
+            warnings: Vec::new(),
+            chunks: BTreeMap::new(),
+            symbols_present: false,
+        };
+        let mut metas: BTreeMap<u32, Vec<u8>> = BTreeMap::new();
+        let mut symbols = SymbolTable::default();
+        loop {
+            let next = rec.reader.get_mut().next_frame();
+            let frame = match next {
+                Ok(Some(f)) => f,
+                Ok(None) => break,
+                Err(e) if e.is_damage() => {
+                    rec.warnings.push(format!("{e}; reporting what was recorded before it"));
+                    break;
+                }
+                Err(e) => return Err(e.into()),
+            };
+            let decoded: Result<(), FormatError> = (|| {
+                match frame.ty {
+                    FrameType::META => rec.meta = Some(frame.decode()?),
+                    FrameType::CALIBRATION => rec.calibration = frame.decode()?,
+                    FrameType::SYMBOLS => {
+                        symbols = frame.decode()?;
+                        rec.symbols_present = true;
+                    }
+                    memory::SESSION => rec.sessions.push(frame.decode()?),
+                    memory::SESSION_END => rec.ends.push(frame.decode()?),
+                    memory::META_CHUNK => {
+                        if let Some((s, bytes)) = split_meta_chunk(&frame.payload) {
+                            metas.entry(s).or_default().extend_from_slice(bytes);
+                        }
+                    }
+                    memory::THREAD_CHUNK => {
+                        if let Some((s, stream, _)) = split_thread_chunk(&frame.payload) {
+                            rec.chunks.entry((s, stream)).or_default().push(frame.offset);
+                        }
+                    }
+                    _ => {}
+                }
+                Ok(())
+            })();
+            if let Err(e) = decoded {
+                rec.warnings.push(format!("{e}; skipped"));
+            }
+        }
+        if !rec.reader.get_mut().is_complete() && rec.warnings.is_empty() {
+            rec.warnings.push("the recording is incomplete (tansa record did not finish writing it)".into());
+        }
+        if !rec.symbols_present {
+            rec.warnings.push(
+                "the recording has no symbol table: functions are shown as addresses".into(),
+            );
+        }
+        let mut resolver = TableResolver::new(symbols);
+        for (session, bytes) in &metas {
+            let mut stacks = Vec::new();
+            for r in Decoder::new(bytes) {
+                match r {
+                    Ok(Record::ModuleLoad(m)) => rec.registry.add_module(*session, &m),
+                    Ok(Record::StackDef { id, frames }) => stacks.push((id, frames)),
+                    Ok(_) => {}
+                    Err(_) => break,
+                }
+            }
+            for (id, frames) in stacks {
+                rec.registry.add_stack(*session, id, frames, &mut resolver);
+            }
+        }
+        rec.registry.resolve_pending(&mut resolver, true);
+        Ok(rec)
+    }
+
+    /// The events of every thread stream, merged in time order (pass two). Problems met
+    /// while reading them are added to [`MemoryRecording::stream_warnings`].
+    pub fn events(&self) -> Merger<ChunkSource<'_, R>> {
+        let sources = self
+            .chunks
+            .iter()
+            .map(|(&(session, _), offsets)| ChunkSource {
+                reader: &self.reader,
+                warnings: &self.stream_warnings,
+                offsets: offsets.iter().copied().collect(),
+                decoder: StreamDecoder::new(session),
+            })
+            .collect();
+        Merger::new(sources)
+    }
+
+    /// Problems met while reading events (after [`MemoryRecording::events`]).
+    pub fn stream_warnings(&self) -> Vec<String> {
+        self.stream_warnings.borrow().clone()
+    }
+}
+
+/// One thread stream read chunk by chunk from the file.
+pub struct ChunkSource<'a, R> {
+    reader: &'a RefCell<Reader<R>>,
+    warnings: &'a RefCell<Vec<String>>,
+    offsets: VecDeque<u64>,
+    decoder: StreamDecoder,
+}
+
+impl<R> std::fmt::Debug for ChunkSource<'_, R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChunkSource").field("chunks", &self.offsets.len()).finish()
+    }
+}
+
+impl<R: Read + Seek> EventSource for ChunkSource<'_, R> {
+    fn refill(&mut self, out: &mut VecDeque<Event>) -> bool {
+        let Some(offset) = self.offsets.pop_front() else {
+            if let Some(e) = self.decoder.finish() {
+                if !matches!(e, tansa_wire::event::DecodeError::Truncated { .. }) {
+                    self.warnings.borrow_mut().push(format!(
+                        "a thread stream is corrupt ({e:?}); its later events are missing"
+                    ));
+                }
+            }
+            return false;
+        };
+        let frame = self.reader.borrow_mut().frame_at(offset);
+        match frame {
+            Ok(frame) => {
+                if let Some((_, _, bytes)) = split_thread_chunk(&frame.payload) {
+                    self.decoder.push(bytes, &mut |e| out.push_back(e));
+                }
+                true
+            }
+            Err(e) => {
+                self.warnings.borrow_mut().push(format!("cannot read an event chunk: {e}"));
+                self.offsets.clear();
+                false
+            }
+        }
+    }
+}

@@ -1,0 +1,233 @@
+//! The result of a heap analysis: what every renderer (table, JSON, CSV) consumes.
+//!
+//! The JSON form of [`MemoryReport`] is the documented contract `tansa.memory-report.v1`
+//! (see `docs/json/memory-report.v1.md`): fields are only ever added.
+
+use serde::Serialize;
+use tansa_format::meta::{ExitStatus, signal_name};
+
+/// Schema identifier of the JSON form.
+pub const SCHEMA: &str = "tansa.memory-report.v1";
+
+/// Call counts per function family.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Calls {
+    /// `malloc`
+    pub malloc: u64,
+    /// `calloc`
+    pub calloc: u64,
+    /// `realloc` and `reallocarray`
+    pub realloc: u64,
+    /// `free`
+    pub free: u64,
+    /// `memalign`, `posix_memalign`, `aligned_alloc`, `valloc`, `pvalloc`
+    pub memalign: u64,
+}
+
+/// Per-unit figures.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Stats {
+    /// Bytes allocated minus bytes released (seed `mem_size`).
+    pub net_bytes: i64,
+    /// Largest value the running net took (seed `max_size`; starts at 0).
+    pub max_bytes: i64,
+    /// Smallest value the running net took (seed `min_size`; starts at 0).
+    pub min_bytes: i64,
+    /// Bytes allocated (sizes requested, including the new size of each `realloc`).
+    pub allocated_bytes: u64,
+    /// Bytes released (including the old size of each `realloc`).
+    pub freed_bytes: u64,
+    /// Calls.
+    pub calls: Calls,
+}
+
+impl Stats {
+    /// Applies a change of the running net.
+    pub fn add(&mut self, delta: i64) {
+        self.net_bytes += delta;
+        self.max_bytes = self.max_bytes.max(self.net_bytes);
+        self.min_bytes = self.min_bytes.min(self.net_bytes);
+    }
+}
+
+/// How a process ended, for JSON.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ExitReport {
+    /// `exited`, `signaled`, `exec`, `unknown` or `running`.
+    pub kind: &'static str,
+    /// Exit code (`exited`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub code: Option<i32>,
+    /// Signal number (`signaled`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
+    /// Signal name, e.g. `SIGKILL` (`signaled`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signal_name: Option<String>,
+    /// Whether a core was dumped (`signaled`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub core_dumped: Option<bool>,
+    /// Whether the process ran its exit handlers (`unknown`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub normal_exit: Option<bool>,
+    /// A sentence for people.
+    pub description: String,
+}
+
+impl From<ExitStatus> for ExitReport {
+    fn from(e: ExitStatus) -> Self {
+        let mut r = ExitReport {
+            kind: "unknown",
+            code: None,
+            signal: None,
+            signal_name: None,
+            core_dumped: None,
+            normal_exit: None,
+            description: e.describe(),
+        };
+        match e {
+            ExitStatus::Exited { code } => {
+                r.kind = "exited";
+                r.code = Some(code);
+            }
+            ExitStatus::Signaled {
+                signal,
+                core_dumped,
+            } => {
+                r.kind = "signaled";
+                r.signal = Some(signal);
+                r.signal_name = Some(signal_name(signal));
+                r.core_dumped = Some(core_dumped);
+            }
+            ExitStatus::Exec => r.kind = "exec",
+            ExitStatus::Unknown { normal_exit } => r.normal_exit = Some(normal_exit),
+            ExitStatus::Running => r.kind = "running",
+        }
+        r
+    }
+}
+
+/// A process (image) of the recording.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ProcessReport {
+    /// Process id.
+    pub pid: u32,
+    /// Parent process id.
+    pub ppid: u32,
+    /// Executable path.
+    pub exe: String,
+    /// Command line.
+    pub command: Vec<String>,
+    /// How it ended.
+    pub exit: ExitReport,
+    /// Events recorded in it.
+    pub events: u64,
+    /// Events the agent could not record.
+    pub lost_events: u64,
+}
+
+/// Thread details of a `--by thread` unit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ThreadReport {
+    /// Process id.
+    pub pid: u32,
+    /// Thread id.
+    pub tid: u32,
+    /// Thread name (`/proc` comm).
+    pub name: String,
+}
+
+/// One row of the report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UnitReport {
+    /// The unit's name: `liba.so`, `liba.so!func_a0`, `worker [1234]`, ...
+    pub unit: String,
+    /// Figures.
+    #[serde(flatten)]
+    pub stats: Stats,
+    /// Thread details (`--by thread`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thread: Option<ThreadReport>,
+    /// Ordinal of this call among the calls of the same library, from 0 (`--by call`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub call_index: Option<u64>,
+    /// Start of the call or interval, in nanoseconds since the recording started.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub start_ns: Option<u64>,
+    /// End of the interval (`--by interval`), or of the call's last event (`--by call`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub end_ns: Option<u64>,
+    /// The unit's running net at the end of the interval, counted from the start of the
+    /// recording (`--by interval`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cumulative_net_bytes: Option<i64>,
+}
+
+/// A source-level frame in a printed stack.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FrameReport {
+    /// Module file name.
+    pub module: String,
+    /// Function, if known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub function: Option<String>,
+    /// Source file, if known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    /// Line, if known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+    /// Return address relative to the module.
+    pub offset: String,
+}
+
+/// Improper use: `free` or `realloc` of a pointer that was never allocated.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ImproperReport {
+    /// `free` or `realloc`.
+    pub op: &'static str,
+    /// How many times this stack did it.
+    pub count: u64,
+    /// One of the pointers.
+    pub ptr: String,
+    /// Process id.
+    pub pid: u32,
+    /// Whether the call was refused (online mode) or went through to the allocator.
+    pub refused: bool,
+    /// The stack, innermost first.
+    pub stack: Vec<FrameReport>,
+}
+
+/// A heap report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MemoryReport {
+    /// [`SCHEMA`].
+    pub schema: &'static str,
+    /// Unit of aggregation.
+    pub by: &'static str,
+    /// Charge policy.
+    pub charge: &'static str,
+    /// Free accounting.
+    pub free_to: &'static str,
+    /// Interval length (`--by interval`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interval_ns: Option<u64>,
+    /// The process reported on: the command's process, or the one selected with `--pid`.
+    pub process: ProcessReport,
+    /// Every process image in the recording (forks and execs included).
+    pub processes: Vec<ProcessReport>,
+    /// Figures over everything reported, independent of units.
+    pub totals: Stats,
+    /// The units.
+    pub units: Vec<UnitReport>,
+    /// Improper uses.
+    pub improper: Vec<ImproperReport>,
+    /// Frees of blocks a forked child inherited from its parent (not charged).
+    pub inherited_frees: u64,
+    /// Events reported on.
+    pub events: u64,
+    /// Time from the first process start to the last event, in nanoseconds.
+    pub duration_ns: u64,
+    /// Things the reader should know (truncated recording, lost events, ...).
+    pub warnings: Vec<String>,
+}

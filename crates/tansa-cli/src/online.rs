@@ -1,0 +1,194 @@
+//! Online mode: the collector's events go straight into the aggregator, ordered by the
+//! collector's watermark, and no event log is written (seed 000, embodiment 2). Addresses
+//! are resolved from the binaries as stacks arrive.
+
+use std::path::Path;
+
+use rustc_hash::FxHashMap;
+use tansa_analysis::memory::aggregate::{Aggregator, SessionMeta};
+use tansa_analysis::memory::merge::{EventKind, OnlineOrder, StreamDecoder};
+use tansa_analysis::memory::model::{AddressResolver, ModuleInfo, Registry, Resolution, SourceFrame};
+use tansa_analysis::memory::{Config, MemoryReport};
+use tansa_collect::{CollectError, Sink};
+use tansa_format::memory::{SessionEnd, SessionInfo};
+use tansa_format::meta::{Calibration, CalibrationPoint, ClockSource};
+use tansa_symbols::Resolver;
+use tansa_wire::event::{DecodeError, Decoder, Record, StreamState};
+
+/// Resolves addresses from the binaries on disk.
+pub struct LiveResolver {
+    resolver: Resolver,
+}
+
+impl std::fmt::Debug for LiveResolver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LiveResolver")
+    }
+}
+
+impl AddressResolver for LiveResolver {
+    fn resolve(&mut self, module: &ModuleInfo, offset: u64) -> Resolution {
+        if module.vdso || module.path.is_empty() {
+            return Resolution::default();
+        }
+        match self.resolver.resolve(Path::new(&module.path), &[offset.saturating_sub(1)]) {
+            Ok(mut r) if !r.is_empty() => {
+                let r = r.swap_remove(0);
+                Resolution {
+                    frames: r
+                        .frames
+                        .into_iter()
+                        .map(|f| SourceFrame {
+                            function: f.function,
+                            file: f.file,
+                            line: f.line,
+                        })
+                        .collect(),
+                    function_start: r.function_start,
+                }
+            }
+            _ => Resolution::default(),
+        }
+    }
+}
+
+/// The online sink.
+#[derive(Debug)]
+pub struct OnlineSink {
+    registry: Registry,
+    aggregator: Aggregator,
+    order: OnlineOrder,
+    decoders: FxHashMap<(u32, u32), StreamDecoder>,
+    meta_carry: FxHashMap<u32, Vec<u8>>,
+    resolver: LiveResolver,
+    calibration: Calibration,
+}
+
+impl OnlineSink {
+    /// A sink aggregating with `config`.
+    pub fn new(config: Config, clock: ClockSource) -> Self {
+        let calibration = Calibration {
+            source: clock,
+            points: Vec::new(),
+        };
+        OnlineSink {
+            registry: Registry::default(),
+            aggregator: Aggregator::new(config, calibration.clone()),
+            order: OnlineOrder::default(),
+            decoders: FxHashMap::default(),
+            meta_carry: FxHashMap::default(),
+            resolver: LiveResolver {
+                resolver: Resolver::new(),
+            },
+            calibration,
+        }
+    }
+
+    /// The report, once the collector returned.
+    pub fn finish(mut self) -> MemoryReport {
+        self.registry.resolve_pending(&mut self.resolver, true);
+        self.drain(u64::MAX);
+        self.aggregator.finish(&self.registry)
+    }
+
+    fn drain(&mut self, watermark: u64) {
+        while let Some(e) = self.order.peek_before(watermark) {
+            let stack = match &e.kind {
+                EventKind::Alloc { stack, .. }
+                | EventKind::Free { stack, .. }
+                | EventKind::ReallocRelease { stack, .. }
+                | EventKind::ReallocAlloc { stack, .. } => *stack,
+                EventKind::Improper(i) => i.stack,
+                _ => 0,
+            };
+            // A stack is defined before any event using it, but its definition may still be
+            // on the way; wait for it unless this is the end.
+            if watermark != u64::MAX && self.aggregator.needs_stack(&self.registry, e.session, stack) {
+                break;
+            }
+            let Some(e) = self.order.pop() else {
+                break;
+            };
+            self.aggregator.event(&self.registry, &e);
+        }
+    }
+}
+
+impl Sink for OnlineSink {
+    fn session_started(&mut self, info: &SessionInfo) -> Result<(), CollectError> {
+        self.aggregator.add_session(
+            info.session,
+            SessionMeta {
+                pid: info.pid,
+                ppid: info.ppid,
+                exe: info.exe.clone(),
+                cmdline: info.cmdline.clone(),
+                start_ticks: info.start_ticks,
+            },
+        );
+        Ok(())
+    }
+
+    fn meta(&mut self, session: u32, bytes: &[u8]) -> Result<(), CollectError> {
+        let carry = self.meta_carry.entry(session).or_default();
+        carry.extend_from_slice(bytes);
+        let buf = std::mem::take(carry);
+        let mut used = 0;
+        let mut stacks = Vec::new();
+        let mut d = Decoder::with_state(&buf, StreamState::default());
+        while let Some(r) = d.next() {
+            match r {
+                Ok(Record::ModuleLoad(m)) => self.registry.add_module(session, &m),
+                Ok(Record::StackDef { id, frames }) => stacks.push((id, frames)),
+                Ok(_) => {}
+                Err(DecodeError::Truncated { .. }) => break,
+                Err(DecodeError::Corrupt { offset }) => {
+                    return Err(CollectError::Protocol(format!(
+                        "corrupt meta stream from session {session} at byte {offset}"
+                    )));
+                }
+            }
+            used = d.position();
+        }
+        for (id, frames) in stacks {
+            self.registry.add_stack(session, id, frames, &mut self.resolver);
+        }
+        self.registry.resolve_pending(&mut self.resolver, false);
+        self.meta_carry.insert(session, buf[used..].to_vec());
+        Ok(())
+    }
+
+    fn thread(&mut self, session: u32, stream: u32, bytes: &[u8]) -> Result<(), CollectError> {
+        let order = &mut self.order;
+        self.decoders
+            .entry((session, stream))
+            .or_insert_with(|| StreamDecoder::new(session))
+            .push(bytes, &mut |e| order.push(e));
+        Ok(())
+    }
+
+    fn stream_closed(&mut self, session: u32, stream: u32) -> Result<(), CollectError> {
+        if let Some(mut d) = self.decoders.remove(&(session, stream)) {
+            d.finish();
+        }
+        Ok(())
+    }
+
+    fn session_ended(&mut self, end: &SessionEnd) -> Result<(), CollectError> {
+        self.aggregator.end_session(end.session, end.exit, end.lost_events);
+        Ok(())
+    }
+
+    fn watermark(&mut self, ticks: u64) -> Result<(), CollectError> {
+        self.drain(ticks);
+        Ok(())
+    }
+
+    fn tick(&mut self, point: CalibrationPoint) -> Result<(), CollectError> {
+        if self.calibration.points.last().is_none_or(|p| p.ticks < point.ticks) {
+            self.calibration.points.push(point);
+            self.aggregator.set_clock(self.calibration.clone());
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,263 @@
+//! Writing a memory recording.
+//!
+//! Ring bytes are buffered per stream and written as chunks (at 256 KiB, when a stream
+//! closes, and at least once a second), compressed on a writer thread so the collector's
+//! draining never waits for zstd. When the target is gone, the meta streams are parsed to
+//! find every address used, those are resolved to symbols, and the symbol table, the clock
+//! calibration and the end frame close the file.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{self, BufWriter};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use tansa_format::container::{FrameEncoder, FrameType, Kind, Writer};
+use tansa_format::memory::{
+    self, SessionEnd, SessionInfo, meta_chunk_prefix, thread_chunk_prefix,
+};
+use tansa_format::meta::{Calibration, CalibrationPoint, ClockSource, RecordingMeta};
+
+use crate::symbolize::AddressSet;
+use crate::{CollectError, Sink};
+
+const CHUNK: usize = 256 * 1024;
+const MAX_AGE: Duration = Duration::from_secs(1);
+
+enum Job {
+    Frame(FrameType, Vec<u8>),
+    Flush,
+}
+
+struct Buffer {
+    bytes: Vec<u8>,
+    since: Instant,
+}
+
+/// A [`Sink`] that writes a recording file.
+pub struct FileSink {
+    path: PathBuf,
+    jobs: Option<SyncSender<Job>>,
+    writer: Option<JoinHandle<io::Result<u64>>>,
+    threads: HashMap<(u32, u32), Buffer>,
+    metas: HashMap<u32, Buffer>,
+    meta_all: HashMap<u32, Vec<u8>>,
+    calibration: Vec<CalibrationPoint>,
+    clock: ClockSource,
+    raw_bytes: u64,
+}
+
+impl std::fmt::Debug for FileSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileSink").field("path", &self.path).finish_non_exhaustive()
+    }
+}
+
+fn writer_thread(mut writer: Writer<BufWriter<File>>, jobs: Receiver<Job>) -> io::Result<u64> {
+    let mut encoder = FrameEncoder::new(1)?;
+    let mut scratch = Vec::new();
+    for job in jobs {
+        match job {
+            Job::Frame(ty, payload) => {
+                scratch.clear();
+                encoder.encode(ty, &payload, &mut scratch)?;
+                writer.raw(&scratch)?;
+            }
+            Job::Flush => writer.flush()?,
+        }
+    }
+    let total = writer.bytes_written();
+    writer.finish()?;
+    Ok(total)
+}
+
+impl FileSink {
+    /// Creates the file and writes its first frame.
+    pub fn create(path: &Path, meta: &RecordingMeta, clock: ClockSource) -> Result<FileSink, CollectError> {
+        let file = File::create(path).map_err(|e| {
+            CollectError::Sink(format!("cannot create {}: {e}", path.display()))
+        })?;
+        let mut writer = Writer::new(BufWriter::with_capacity(1 << 20, file), Kind::Memory)?;
+        writer.value(FrameType::META, meta)?;
+        let (tx, rx) = sync_channel(64);
+        let handle = std::thread::Builder::new()
+            .name("tansa-writer".into())
+            .spawn(move || writer_thread(writer, rx))?;
+        Ok(FileSink {
+            path: path.to_path_buf(),
+            jobs: Some(tx),
+            writer: Some(handle),
+            threads: HashMap::new(),
+            metas: HashMap::new(),
+            meta_all: HashMap::new(),
+            calibration: Vec::new(),
+            clock,
+            raw_bytes: 0,
+        })
+    }
+
+    fn send(&self, job: Job) -> Result<(), CollectError> {
+        self.jobs
+            .as_ref()
+            .and_then(|tx| tx.send(job).ok())
+            .ok_or_else(|| CollectError::Sink("the recording writer stopped (disk full?)".into()))
+    }
+
+    fn flush_thread(&mut self, key: (u32, u32)) -> Result<(), CollectError> {
+        if let Some(buf) = self.threads.get_mut(&key) {
+            if buf.bytes.len() > 8 {
+                let payload = std::mem::replace(&mut buf.bytes, thread_chunk_prefix(key.0, key.1).to_vec());
+                buf.since = Instant::now();
+                self.send(Job::Frame(memory::THREAD_CHUNK, payload))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn flush_meta(&mut self, session: u32) -> Result<(), CollectError> {
+        if let Some(buf) = self.metas.get_mut(&session) {
+            if buf.bytes.len() > 4 {
+                let payload = std::mem::replace(&mut buf.bytes, meta_chunk_prefix(session).to_vec());
+                buf.since = Instant::now();
+                self.send(Job::Frame(memory::META_CHUNK, payload))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Uncompressed stream bytes received so far.
+    pub fn raw_bytes(&self) -> u64 {
+        self.raw_bytes
+    }
+
+    /// Flushes every buffer, resolves symbols and closes the file. `progress` is called
+    /// before each module is symbolized with (index, count, path). Returns the file size.
+    pub fn finish(mut self, progress: &mut dyn FnMut(usize, usize, &str)) -> Result<u64, CollectError> {
+        let keys: Vec<_> = self.threads.keys().copied().collect();
+        for k in keys {
+            self.flush_thread(k)?;
+        }
+        let sessions: Vec<_> = self.metas.keys().copied().collect();
+        for s in sessions {
+            self.flush_meta(s)?;
+        }
+        let calibration = Calibration {
+            source: self.clock,
+            points: std::mem::take(&mut self.calibration),
+        };
+        self.send(Job::Frame(FrameType::CALIBRATION, encode(&calibration)?))?;
+        let mut addresses = AddressSet::default();
+        let mut ids: Vec<_> = self.meta_all.keys().copied().collect();
+        ids.sort_unstable();
+        for id in ids {
+            addresses.add_meta_stream(id, &self.meta_all[&id]);
+        }
+        let table = addresses.resolve(progress);
+        self.send(Job::Frame(FrameType::SYMBOLS, encode(&table)?))?;
+        drop(self.jobs.take());
+        let size = self
+            .writer
+            .take()
+            .map(|h| h.join())
+            .transpose()
+            .map_err(|_| CollectError::Sink("the recording writer panicked".into()))?
+            .transpose()?
+            .unwrap_or(0);
+        Ok(size)
+    }
+}
+
+fn encode<T: serde::Serialize>(value: &T) -> Result<Vec<u8>, CollectError> {
+    postcard::to_stdvec(value).map_err(|e| CollectError::Sink(format!("cannot encode: {e}")))
+}
+
+impl Sink for FileSink {
+    fn session_started(&mut self, info: &SessionInfo) -> Result<(), CollectError> {
+        self.send(Job::Frame(memory::SESSION, encode(info)?))?;
+        self.metas.insert(
+            info.session,
+            Buffer {
+                bytes: meta_chunk_prefix(info.session).to_vec(),
+                since: Instant::now(),
+            },
+        );
+        Ok(())
+    }
+
+    fn meta(&mut self, session: u32, bytes: &[u8]) -> Result<(), CollectError> {
+        self.raw_bytes += bytes.len() as u64;
+        self.meta_all.entry(session).or_default().extend_from_slice(bytes);
+        let buf = self.metas.entry(session).or_insert_with(|| Buffer {
+            bytes: meta_chunk_prefix(session).to_vec(),
+            since: Instant::now(),
+        });
+        buf.bytes.extend_from_slice(bytes);
+        if buf.bytes.len() >= CHUNK {
+            self.flush_meta(session)?;
+        }
+        Ok(())
+    }
+
+    fn thread(&mut self, session: u32, stream: u32, bytes: &[u8]) -> Result<(), CollectError> {
+        self.raw_bytes += bytes.len() as u64;
+        let buf = self.threads.entry((session, stream)).or_insert_with(|| Buffer {
+            bytes: thread_chunk_prefix(session, stream).to_vec(),
+            since: Instant::now(),
+        });
+        buf.bytes.extend_from_slice(bytes);
+        if buf.bytes.len() >= CHUNK {
+            self.flush_thread((session, stream))?;
+        }
+        Ok(())
+    }
+
+    fn stream_closed(&mut self, session: u32, stream: u32) -> Result<(), CollectError> {
+        self.flush_thread((session, stream))?;
+        self.threads.remove(&(session, stream));
+        Ok(())
+    }
+
+    fn session_ended(&mut self, end: &SessionEnd) -> Result<(), CollectError> {
+        self.flush_meta(end.session)?;
+        let keys: Vec<_> = self.threads.keys().filter(|k| k.0 == end.session).copied().collect();
+        for k in keys {
+            self.flush_thread(k)?;
+        }
+        self.send(Job::Frame(memory::SESSION_END, encode(end)?))
+    }
+
+    fn watermark(&mut self, _ticks: u64) -> Result<(), CollectError> {
+        Ok(())
+    }
+
+    fn tick(&mut self, point: CalibrationPoint) -> Result<(), CollectError> {
+        if self.calibration.last().is_none_or(|p| p.ticks < point.ticks) {
+            self.calibration.push(point);
+        }
+        // Write out anything older than a second, so a crash of tansa itself loses little.
+        let stale: Vec<_> = self
+            .threads
+            .iter()
+            .filter(|(_, b)| b.since.elapsed() >= MAX_AGE)
+            .map(|(k, _)| *k)
+            .collect();
+        for k in stale {
+            self.flush_thread(k)?;
+        }
+        let stale: Vec<_> = self
+            .metas
+            .iter()
+            .filter(|(_, b)| b.since.elapsed() >= MAX_AGE)
+            .map(|(k, _)| *k)
+            .collect();
+        if !stale.is_empty() {
+            for s in stale {
+                self.flush_meta(s)?;
+            }
+            self.send(Job::Flush)?;
+        }
+        Ok(())
+    }
+}

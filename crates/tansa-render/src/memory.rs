@@ -1,0 +1,194 @@
+//! Renderers of [`MemoryReport`].
+
+use std::io::{self, Write};
+
+use tansa_analysis::memory::report::{ImproperReport, MemoryReport, Stats, UnitReport};
+
+use crate::table::{Align, Table};
+
+/// Formats nanoseconds for people (`1.234 s`, `12.5 ms`, `870 µs`).
+pub fn duration(ns: u64) -> String {
+    if ns >= 1_000_000_000 {
+        format!("{:.3} s", ns as f64 / 1e9)
+    } else if ns >= 1_000_000 {
+        format!("{:.1} ms", ns as f64 / 1e6)
+    } else {
+        format!("{} µs", ns / 1000)
+    }
+}
+
+fn stat_cells(s: &Stats) -> Vec<String> {
+    vec![
+        s.net_bytes.to_string(),
+        s.max_bytes.to_string(),
+        s.min_bytes.to_string(),
+        s.allocated_bytes.to_string(),
+        s.calls.malloc.to_string(),
+        s.calls.calloc.to_string(),
+        s.calls.realloc.to_string(),
+        s.calls.free.to_string(),
+        s.calls.memalign.to_string(),
+    ]
+}
+
+const STAT_HEADERS: [(&str, Align); 9] = [
+    ("net", Align::Right),
+    ("max", Align::Right),
+    ("min", Align::Right),
+    ("allocated", Align::Right),
+    ("malloc", Align::Right),
+    ("calloc", Align::Right),
+    ("realloc", Align::Right),
+    ("free", Align::Right),
+    ("memalign", Align::Right),
+];
+
+fn unit_label(u: &UnitReport) -> String {
+    match (u.call_index, u.start_ns, u.end_ns) {
+        (Some(i), Some(s), _) => format!("{} #{} @{}", u.unit, i, duration(s)),
+        (None, Some(s), Some(e)) => format!("{}..{} {}", duration(s), duration(e), u.unit),
+        _ => u.unit.clone(),
+    }
+}
+
+fn frame_line(f: &tansa_analysis::memory::report::FrameReport) -> String {
+    let func = f.function.as_deref().unwrap_or("??");
+    match (&f.file, f.line) {
+        (Some(file), Some(line)) => format!("{}!{} ({}:{})", f.module, func, file, line),
+        _ => format!("{}!{} (+{})", f.module, func, f.offset),
+    }
+}
+
+fn improper_block(imp: &ImproperReport, out: &mut dyn Write) -> io::Result<()> {
+    writeln!(
+        out,
+        "  {} of a pointer never allocated ({}), {} time(s) in process {}{}:",
+        imp.op,
+        imp.ptr,
+        imp.count,
+        imp.pid,
+        if imp.refused { ", refused" } else { "" }
+    )?;
+    if imp.stack.is_empty() {
+        writeln!(out, "      (stack unknown)")?;
+    }
+    for f in &imp.stack {
+        writeln!(out, "      {}", frame_line(f))?;
+    }
+    Ok(())
+}
+
+/// The report as a table for people.
+pub fn table(r: &MemoryReport, out: &mut dyn Write) -> io::Result<()> {
+    writeln!(
+        out,
+        "tansa heap report: by {} (charge {}, releases charged to {})",
+        r.by, r.charge, r.free_to
+    )?;
+    let cmd = if r.process.command.is_empty() {
+        r.process.exe.clone()
+    } else {
+        r.process.command.join(" ")
+    };
+    writeln!(
+        out,
+        "process {} `{}`: {}; {} events over {}",
+        r.process.pid,
+        cmd,
+        r.process.exit.description,
+        r.events,
+        duration(r.duration_ns)
+    )?;
+    if r.processes.len() > 1 {
+        writeln!(out, "{} process images recorded:", r.processes.len())?;
+        for p in &r.processes {
+            let cmd = if p.command.is_empty() { p.exe.clone() } else { p.command.join(" ") };
+            writeln!(out, "  pid {} (parent {}) `{}`: {}", p.pid, p.ppid, cmd, p.exit.description)?;
+        }
+    }
+    writeln!(out)?;
+    let mut headers: Vec<(&str, Align)> = vec![("unit", Align::Left)];
+    headers.extend(STAT_HEADERS);
+    let mut t = Table::new(&headers);
+    for u in &r.units {
+        let mut cells = vec![unit_label(u)];
+        cells.extend(stat_cells(&u.stats));
+        t.row(cells);
+    }
+    let mut total = vec!["(total)".to_string()];
+    total.extend(stat_cells(&r.totals));
+    t.row(total);
+    t.write(out)?;
+    if r.inherited_frees > 0 {
+        writeln!(
+            out,
+            "\n{} release(s) of blocks inherited from a parent process were not charged.",
+            r.inherited_frees
+        )?;
+    }
+    if !r.improper.is_empty() {
+        writeln!(out, "\nimproper use:")?;
+        for imp in &r.improper {
+            improper_block(imp, out)?;
+        }
+    }
+    for w in &r.warnings {
+        writeln!(out, "\nwarning: {w}")?;
+    }
+    Ok(())
+}
+
+/// The report as JSON (`tansa.memory-report.v1`).
+pub fn json(r: &MemoryReport, out: &mut dyn Write) -> io::Result<()> {
+    crate::json(r, out)
+}
+
+/// The units as CSV, one row per unit, with a header row.
+pub fn csv(r: &MemoryReport, out: &mut dyn Write) -> io::Result<()> {
+    let mut w = csv::Writer::from_writer(out);
+    w.write_record([
+        "unit",
+        "net_bytes",
+        "max_bytes",
+        "min_bytes",
+        "allocated_bytes",
+        "freed_bytes",
+        "malloc",
+        "calloc",
+        "realloc",
+        "free",
+        "memalign",
+        "pid",
+        "tid",
+        "thread_name",
+        "call_index",
+        "start_ns",
+        "end_ns",
+        "cumulative_net_bytes",
+    ])?;
+    let opt = |v: Option<String>| v.unwrap_or_default();
+    for u in &r.units {
+        let s = &u.stats;
+        w.write_record([
+            u.unit.clone(),
+            s.net_bytes.to_string(),
+            s.max_bytes.to_string(),
+            s.min_bytes.to_string(),
+            s.allocated_bytes.to_string(),
+            s.freed_bytes.to_string(),
+            s.calls.malloc.to_string(),
+            s.calls.calloc.to_string(),
+            s.calls.realloc.to_string(),
+            s.calls.free.to_string(),
+            s.calls.memalign.to_string(),
+            opt(u.thread.as_ref().map(|t| t.pid.to_string())),
+            opt(u.thread.as_ref().map(|t| t.tid.to_string())),
+            opt(u.thread.as_ref().map(|t| t.name.clone())),
+            opt(u.call_index.map(|v| v.to_string())),
+            opt(u.start_ns.map(|v| v.to_string())),
+            opt(u.end_ns.map(|v| v.to_string())),
+            opt(u.cumulative_net_bytes.map(|v| v.to_string())),
+        ])?;
+    }
+    w.flush()
+}
