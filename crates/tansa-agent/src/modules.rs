@@ -22,7 +22,7 @@ use core::ops::Range;
 use framehop::x86_64::UnwinderX86_64;
 use framehop::{MustNotAllocateDuringUnwind, Unwinder};
 use tansa_wire::event::{
-    CountingSink, LoadSegment, MODULE_MAIN, MODULE_VDSO, encode_module_load, encode_module_unload,
+    CountingSink, LoadSegment, MODULE_AGENT, MODULE_MAIN, MODULE_VDSO, encode_module_load, encode_module_unload,
 };
 
 use crate::session::SESSION;
@@ -267,6 +267,10 @@ unsafe extern "C" fn scan_callback(
         }
         if loads.is_empty() {
             return 0;
+        }
+        let here = scan_callback as usize as u64;
+        if here >= start && here < end {
+            flags |= MODULE_AGENT;
         }
         let known = &*ctx.known;
         let already = known

@@ -326,24 +326,73 @@ pub fn dlsym_next(name: &CStr) -> *mut c_void {
     unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) }
 }
 
-/// The `[low, high)` bounds of the calling thread's stack, if glibc knows them.
-///
-/// glibc's `pthread_getattr_np` allocates (it reads `/proc/self/maps` for the main thread and
-/// an affinity mask for every thread); callers must have marked the thread as inside the real
-/// allocator so that those allocations pass through the hooks unrecorded.
-pub fn thread_stack_bounds() -> Option<(u64, u64)> {
-    // SAFETY: attr is initialised by pthread_getattr_np before use and destroyed after.
-    unsafe {
-        let mut attr: libc::pthread_attr_t = core::mem::zeroed();
-        if libc::pthread_getattr_np(libc::pthread_self(), &mut attr) != 0 {
+/// The `[low, high)` bounds of the mapping containing `addr`, read from
+/// `/proc/self/maps` with raw system calls and a fixed buffer (no allocation).
+pub fn mapping_containing(addr: u64) -> Option<(u64, u64)> {
+    // SAFETY: a valid path; O_RDONLY.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat,
+            libc::AT_FDCWD as c_long,
+            c"/proc/self/maps".as_ptr(),
+            (libc::O_RDONLY | libc::O_CLOEXEC) as c_long,
+        )
+    } as c_int;
+    if fd < 0 {
+        return None;
+    }
+    let mut buf = [0u8; 4096];
+    let mut filled = 0usize;
+    let mut found = None;
+    'read: loop {
+        // SAFETY: the destination range lies inside `buf`.
+        let n = unsafe {
+            libc::syscall(
+                libc::SYS_read,
+                fd as c_long,
+                buf.as_mut_ptr().add(filled),
+                (buf.len() - filled) as c_long,
+            )
+        };
+        if n <= 0 {
+            break;
+        }
+        filled += n as usize;
+        let mut start = 0;
+        while let Some(nl) = buf[start..filled].iter().position(|&b| b == b'\n') {
+            let line = &buf[start..start + nl];
+            if let Some((lo, hi)) = parse_range(line) {
+                if addr >= lo && addr < hi {
+                    found = Some((lo, hi));
+                    break 'read;
+                }
+            }
+            start += nl + 1;
+        }
+        buf.copy_within(start..filled, 0);
+        filled -= start;
+        if filled == buf.len() {
+            // A line longer than the buffer (a very long path): skip its start.
+            filled = 0;
+        }
+    }
+    close(fd);
+    found
+}
+
+fn parse_range(line: &[u8]) -> Option<(u64, u64)> {
+    let hex = |s: &[u8]| -> Option<u64> {
+        if s.is_empty() || s.len() > 16 {
             return None;
         }
-        let mut addr: *mut c_void = core::ptr::null_mut();
-        let mut size: libc::size_t = 0;
-        let r = libc::pthread_attr_getstack(&attr, &mut addr, &mut size);
-        libc::pthread_attr_destroy(&mut attr);
-        (r == 0).then(|| (addr as u64, addr as u64 + size as u64))
-    }
+        s.iter().try_fold(0u64, |acc, &c| {
+            let d = (c as char).to_digit(16)?;
+            Some(acc << 4 | u64::from(d))
+        })
+    };
+    let dash = line.iter().position(|&b| b == b'-')?;
+    let space = line.iter().position(|&b| b == b' ')?;
+    Some((hex(&line[..dash])?, hex(&line[dash + 1..space])?))
 }
 
 /// The `[low, high)` bounds of the alternate signal stack, if one is installed.

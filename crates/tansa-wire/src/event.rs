@@ -213,6 +213,8 @@ pub struct ImproperEvent {
 pub const MODULE_MAIN: u32 = 1 << 0;
 /// Module flag: the vDSO (not backed by a file).
 pub const MODULE_VDSO: u32 = 1 << 1;
+/// Module flag: tansa's agent itself (its frames are never part of a reported stack).
+pub const MODULE_AGENT: u32 = 1 << 2;
 
 /// A loaded module as announced by the agent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

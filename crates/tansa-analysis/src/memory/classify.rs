@@ -201,8 +201,13 @@ pub fn eligible<'s>(stack: &'s Stack, reg: &Registry) -> &'s [LogicalFrame] {
         }
     }
     let mut start = 0;
-    while start < end && is_allocator_entry(&frames[start]) {
+    while start < frames.len() && is_allocator_entry(&frames[start]) {
         start += 1;
+    }
+    if start >= end {
+        // Nothing but start-up or tear-down code (a C library releasing a thread's buffers
+        // at exit, say): charge the frames themselves rather than nobody.
+        return &frames[start.min(frames.len())..];
     }
     &frames[start..end]
 }

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
-use tansa_wire::event::{Frame, MODULE_MAIN, MODULE_VDSO, ModuleLoad};
+use tansa_wire::event::{Frame, MODULE_AGENT, MODULE_MAIN, MODULE_VDSO, ModuleLoad};
 
 /// Index of a module in the [`Registry`].
 pub type ModuleIdx = u32;
@@ -21,6 +21,8 @@ pub struct ModuleInfo {
     pub main: bool,
     /// The vDSO.
     pub vdso: bool,
+    /// tansa's agent (its frames are dropped from stacks).
+    pub agent: bool,
 }
 
 impl ModuleInfo {
@@ -135,6 +137,7 @@ impl Registry {
                     build_id: m.build_id.to_vec(),
                     main: m.flags & MODULE_MAIN != 0,
                     vdso: m.flags & MODULE_VDSO != 0,
+                    agent: m.flags & MODULE_AGENT != 0,
                 });
                 self.by_file.insert(key, i);
                 i
@@ -197,6 +200,8 @@ impl Registry {
                 .then(|| self.session_module(session, f.module))
                 .flatten();
             match module {
+                // The agent's own frames (its `dlclose` wrapper, say) are not the program's.
+                Some(m) if self.modules[m as usize].agent => {}
                 Some(m) => {
                     let logical = match self.frames_cache.get(&(m, f.offset)) {
                         Some(l) => Arc::clone(l),

@@ -1,0 +1,224 @@
+//! Shared helpers of the integration tests: build the agent and the test programs, run
+//! `tansa`, read its JSON.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::{Mutex, OnceLock};
+
+use serde_json::Value;
+
+/// The `tansa` binary under test.
+pub fn tansa() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_tansa"))
+}
+
+/// Builds `libtansa_agent.so` next to the `tansa` binary (once per test process), with the
+/// same profile.
+pub fn ensure_agent() {
+    static BUILT: OnceLock<()> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let bin = tansa();
+        let profile_dir = bin.parent().expect("bin dir");
+        let release = profile_dir.file_name().is_some_and(|n| n == "release");
+        let target_dir = profile_dir.parent().expect("target dir");
+        let mut cmd = Command::new(env!("CARGO"));
+        cmd.args(["build", "-q", "-p", "tansa-agent", "--target-dir"])
+            .arg(target_dir)
+            .current_dir(env!("CARGO_MANIFEST_DIR"));
+        if release {
+            cmd.arg("--release");
+        }
+        let status = cmd.status().expect("run cargo build for the agent");
+        assert!(status.success(), "building the agent failed");
+        assert!(profile_dir.join("libtansa_agent.so").is_file(), "agent not found after build");
+    });
+}
+
+/// Directory for build products of this test process.
+pub fn build_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("programs-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).expect("create build dir");
+        d
+    })
+}
+
+/// Path of a test program source.
+pub fn source(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs").join(name)
+}
+
+/// Compiles with `cc` (or `c++` for `.cpp`), panicking with the compiler's output on failure.
+pub fn compile(out: &Path, sources: &[PathBuf], flags: &[&str]) {
+    let cpp = sources.iter().any(|s| s.extension().is_some_and(|e| e == "cpp"));
+    let output = Command::new(if cpp { "c++" } else { "cc" })
+        .args(sources)
+        .args(flags)
+        .arg("-o")
+        .arg(out)
+        .output()
+        .expect("run the C compiler");
+    assert!(
+        output.status.success(),
+        "compiling {} failed:\n{}",
+        out.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// The built Fig. 3 program of one variant.
+#[derive(Debug, Clone)]
+pub struct Fig3 {
+    /// The executable.
+    pub exe: PathBuf,
+    /// The plugin to dlopen.
+    pub plugin: PathBuf,
+}
+
+/// Builds the Fig. 3 program and its libraries with `opt` flags (once per variant).
+pub fn fig3(variant: &str, opt: &[&str]) -> Fig3 {
+    static BUILT: OnceLock<Mutex<HashMap<String, Fig3>>> = OnceLock::new();
+    let map = BUILT.get_or_init(|| Mutex::new(HashMap::new()));
+    let mut map = map.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(f) = map.get(variant) {
+        return f.clone();
+    }
+    let dir = build_dir().join(variant);
+    std::fs::create_dir_all(&dir).unwrap();
+    let lib = |name: &str, src: &str| {
+        let out = dir.join(name);
+        let mut flags = vec!["-shared", "-fPIC", "-g"];
+        flags.extend(opt);
+        compile(&out, &[source(src)], &flags);
+        out
+    };
+    lib("libb.so", "libb.c");
+    lib("liba.so", "liba.c");
+    let plugin = lib("libplug.so", "libplug.c");
+    let exe = dir.join("fig3");
+    let rpath = format!("-Wl,-rpath,{}", dir.display());
+    let ldir = format!("-L{}", dir.display());
+    let mut flags = vec!["-g", "-pthread"];
+    flags.extend(opt);
+    flags.extend([ldir.as_str(), "-la", "-lb", "-ldl", rpath.as_str()]);
+    compile(&exe, &[source("fig3.c")], &flags);
+    let f = Fig3 { exe, plugin };
+    map.insert(variant.to_string(), f.clone());
+    f
+}
+
+/// Builds a single-file program (once per name) with `flags`.
+pub fn program(name: &str, src: &str, flags: &[&str]) -> PathBuf {
+    static BUILT: OnceLock<Mutex<HashMap<String, PathBuf>>> = OnceLock::new();
+    let map = BUILT.get_or_init(|| Mutex::new(HashMap::new()));
+    let mut map = map.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(p) = map.get(name) {
+        return p.clone();
+    }
+    let out = build_dir().join(name);
+    compile(&out, &[source(src)], flags);
+    map.insert(name.to_string(), out.clone());
+    out
+}
+
+/// Runs `tansa` with `args`.
+pub fn run_tansa(args: &[&str]) -> Output {
+    ensure_agent();
+    Command::new(tansa()).args(args).output().expect("run tansa")
+}
+
+/// Runs `tansa record -o FILE [extra] -- cmd...`, returning its output.
+pub fn record(file: &Path, extra: &[&str], cmd: &[&str]) -> Output {
+    let mut args = vec!["record", "-o", file.to_str().unwrap()];
+    args.extend(extra);
+    args.push("--");
+    args.extend(cmd);
+    run_tansa(&args)
+}
+
+/// Runs `tansa report FILE --format json [args]` and parses the result.
+pub fn report_json(file: &Path, args: &[&str]) -> Value {
+    let mut a = vec!["report", file.to_str().unwrap(), "--format", "json"];
+    a.extend(args);
+    let out = run_tansa(&a);
+    assert!(
+        out.status.success(),
+        "tansa report failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("report JSON parses")
+}
+
+/// The unit named `name` of a report (panics with the units present if absent).
+pub fn unit<'a>(report: &'a Value, name: &str) -> &'a Value {
+    let units = report["units"].as_array().expect("units array");
+    units.iter().find(|u| u["unit"] == name).unwrap_or_else(|| {
+        let names: Vec<&str> = units.iter().filter_map(|u| u["unit"].as_str()).collect();
+        panic!("no unit {name} in report; units: {names:?}")
+    })
+}
+
+/// Whether a report has a unit named `name`.
+pub fn has_unit(report: &Value, name: &str) -> bool {
+    report["units"].as_array().is_some_and(|u| u.iter().any(|u| u["unit"] == name))
+}
+
+/// The figures of a unit: (allocated, net, max, min).
+pub fn bytes(u: &Value) -> (i64, i64, i64, i64) {
+    (
+        u["allocated_bytes"].as_i64().unwrap(),
+        u["net_bytes"].as_i64().unwrap(),
+        u["max_bytes"].as_i64().unwrap(),
+        u["min_bytes"].as_i64().unwrap(),
+    )
+}
+
+/// The call counts of a unit: (malloc, calloc, realloc, free, memalign).
+pub fn calls(u: &Value) -> (u64, u64, u64, u64, u64) {
+    let c = &u["calls"];
+    (
+        c["malloc"].as_u64().unwrap(),
+        c["calloc"].as_u64().unwrap(),
+        c["realloc"].as_u64().unwrap(),
+        c["free"].as_u64().unwrap(),
+        c["memalign"].as_u64().unwrap(),
+    )
+}
+
+/// Standard error of an output, as text.
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Raw event counts read from `tansa dump --events` (an oracle independent of the report's
+/// aggregation): per thread id, per record kind (`Malloc`, `Free`, `Calloc`, ...).
+pub fn raw_counts(file: &Path) -> HashMap<u32, HashMap<String, u64>> {
+    let out = run_tansa(&["dump", "--events", file.to_str().unwrap()]);
+    assert!(out.status.success(), "dump failed: {}", stderr(&out));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut counts: HashMap<u32, HashMap<String, u64>> = HashMap::new();
+    let mut tid = 0u32;
+    for line in text.lines() {
+        let line = line.trim();
+        if let Some(rest) = line.strip_prefix("ThreadStart {") {
+            let t = rest.split("tid: ").nth(1).and_then(|s| s.split(',').next()).unwrap();
+            tid = t.trim().parse().unwrap();
+            continue;
+        }
+        let kind = if let Some(r) = line.strip_prefix("Alloc(AllocEvent { op: ") {
+            r.split(',').next().unwrap().to_string()
+        } else if line.starts_with("Free(") {
+            "Free".to_string()
+        } else if line.starts_with("Realloc(") {
+            "Realloc".to_string()
+        } else {
+            continue;
+        };
+        *counts.entry(tid).or_default().entry(kind).or_default() += 1;
+    }
+    counts
+}

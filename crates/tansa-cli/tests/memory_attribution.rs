@@ -1,0 +1,274 @@
+//! Exact attribution of the seed 000 Fig. 3 program (tests/programs/fig3.c) per library,
+//! function, thread, call and interval, for every charge policy and both free modes,
+//! offline (record, then report) and online, built both without optimisation and with
+//! `-O2 -fomit-frame-pointer`.
+//!
+//! The expected figures follow from the program's phases (see fig3.c):
+//! A 10x100 bytes via liba->libb, B calloc 200 in liba, C 300 in libb freed by main,
+//! D 50->70->90->110 in the executable, E memalign family 128+256+384+512+100 (384 leaked),
+//! F plugin 1000->2000 freed by the plugin, G liba frees A's blocks, H 777 leaked,
+//! I two threads each 5x40 via liba->libb, two freed by the thread.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+
+/// (unit, allocated, net, max, min, (malloc, calloc, realloc, free, memalign))
+type Row = (&'static str, i64, i64, i64, i64, (u64, u64, u64, u64, u64));
+
+const PLUG: Row = ("libplug.so", 3000, 0, 2000, 0, (1, 0, 1, 1, 0));
+const EXE_OWNER: Row = ("fig3", 2477, 1161, 1380, 0, (2, 0, 3, 5, 5));
+const EXE_CALLER: Row = ("fig3", 2477, 701, 1080, -300, (2, 0, 3, 10, 5));
+
+fn expected(charge: &str, free_to: &str) -> Vec<Row> {
+    match (charge, free_to) {
+        ("first", "owner") => vec![
+            ("liba.so", 1600, 440, 1200, 0, (20, 1, 0, 14, 0)),
+            ("libb.so", 300, 0, 300, 0, (1, 0, 0, 1, 0)),
+            PLUG,
+            EXE_OWNER,
+        ],
+        ("last", "owner") => vec![
+            ("liba.so", 200, 200, 200, 0, (0, 1, 0, 0, 0)),
+            ("libb.so", 1700, 240, 1300, 0, (21, 0, 0, 15, 0)),
+            PLUG,
+            EXE_OWNER,
+        ],
+        ("all", "owner") => vec![
+            ("liba.so", 1600, 440, 1200, 0, (20, 1, 0, 14, 0)),
+            ("libb.so", 1700, 240, 1300, 0, (21, 0, 0, 15, 0)),
+            PLUG,
+            EXE_OWNER,
+        ],
+        ("first", "caller") => vec![
+            ("liba.so", 1600, 600, 1200, 0, (20, 1, 0, 10, 0)),
+            ("libb.so", 300, 300, 300, 0, (1, 0, 0, 0, 0)),
+            PLUG,
+            EXE_CALLER,
+        ],
+        // The teardown function of liba releases what libb allocated: liba's minimum goes
+        // negative, as seed 000 §5.4 describes.
+        ("last", "caller") => vec![
+            ("liba.so", 200, -800, 200, -800, (0, 1, 0, 10, 0)),
+            ("libb.so", 1700, 1700, 1700, 0, (21, 0, 0, 0, 0)),
+            PLUG,
+            EXE_CALLER,
+        ],
+        ("all", "caller") => vec![
+            ("liba.so", 1600, 600, 1200, 0, (20, 1, 0, 10, 0)),
+            ("libb.so", 1700, 1700, 1700, 0, (21, 0, 0, 0, 0)),
+            PLUG,
+            EXE_CALLER,
+        ],
+        _ => unreachable!(),
+    }
+}
+
+const POLICIES: [(&str, &str); 6] = [
+    ("first", "owner"),
+    ("last", "owner"),
+    ("all", "owner"),
+    ("first", "caller"),
+    ("last", "caller"),
+    ("all", "caller"),
+];
+
+fn check_rows(report: &Value, rows: &[Row], context: &str) {
+    for &(name, allocated, net, max, min, c) in rows {
+        let u = unit(report, name);
+        assert_eq!(bytes(u), (allocated, net, max, min), "{context}: bytes of {name} (allocated, net, max, min)");
+        assert_eq!(calls(u), c, "{context}: calls of {name} (malloc, calloc, realloc, free, memalign)");
+    }
+}
+
+fn record_fig3(variant: &str, opt: &[&str]) -> (tempfile::TempDir, std::path::PathBuf) {
+    let f = fig3(variant, opt);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("fig3.tansa");
+    let out = record(&file, &[], &[f.exe.to_str().unwrap(), f.plugin.to_str().unwrap()]);
+    assert!(out.status.success(), "record failed: {}", stderr(&out));
+    (dir, file)
+}
+
+fn all_policies_offline(variant: &str, opt: &[&str]) {
+    let (_dir, file) = record_fig3(variant, opt);
+    for (charge, free_to) in POLICIES {
+        let r = report_json(&file, &["--charge", charge, "--free-to", free_to]);
+        assert_eq!(r["schema"], "tansa.memory-report.v1");
+        assert_eq!((r["by"].as_str(), r["charge"].as_str(), r["free_to"].as_str()), (Some("library"), Some(charge), Some(free_to)));
+        assert_eq!(r["process"]["exit"]["kind"], "exited");
+        assert_eq!(r["process"]["exit"]["code"], 0);
+        check_rows(&r, &expected(charge, free_to), &format!("{variant} offline {charge}/{free_to}"));
+        assert!(r["improper"].as_array().unwrap().is_empty(), "no improper use: {}", r["improper"]);
+    }
+}
+
+#[test]
+fn libraries_every_policy_offline_unoptimised() {
+    all_policies_offline("O0", &["-O0", "-fno-omit-frame-pointer"]);
+}
+
+#[test]
+fn libraries_every_policy_offline_without_frame_pointers() {
+    all_policies_offline("O2", &["-O2", "-fomit-frame-pointer"]);
+}
+
+fn all_policies_online(variant: &str, opt: &[&str]) {
+    let f = fig3(variant, opt);
+    for (charge, free_to) in POLICIES {
+        let dir = tempfile::tempdir().unwrap();
+        let json = dir.path().join("report.json");
+        let out = record(
+            &json,
+            &["--online", "--format", "json", "--charge", charge, "--free-to", free_to],
+            &[f.exe.to_str().unwrap(), f.plugin.to_str().unwrap()],
+        );
+        assert!(out.status.success(), "online record failed: {}", stderr(&out));
+        let r: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        check_rows(&r, &expected(charge, free_to), &format!("{variant} online {charge}/{free_to}"));
+        // Online mode writes no event log.
+        let files: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(files.len(), 1, "only the report is written");
+    }
+}
+
+#[test]
+fn libraries_every_policy_online_unoptimised() {
+    all_policies_online("O0", &["-O0", "-fno-omit-frame-pointer"]);
+}
+
+#[test]
+fn libraries_every_policy_online_without_frame_pointers() {
+    all_policies_online("O2", &["-O2", "-fomit-frame-pointer"]);
+}
+
+fn functions(variant: &str, opt: &[&str]) {
+    let (_dir, file) = record_fig3(variant, opt);
+    let r = report_json(&file, &["--by", "function"]);
+    let ctx = format!("{variant} by function, first");
+    check_rows(
+        &r,
+        &[
+            ("liba.so!func_a0", 1400, 240, 1000, 0, (20, 0, 0, 14, 0)),
+            ("liba.so!liba_alloc", 200, 200, 200, 0, (0, 1, 0, 0, 0)),
+            ("libb.so!libb_alloc", 300, 0, 300, 0, (1, 0, 0, 1, 0)),
+            ("libplug.so!plug_work", 3000, 0, 2000, 0, (1, 0, 1, 1, 0)),
+            ("fig3!exe_grow", 320, 0, 110, 0, (1, 0, 3, 1, 0)),
+            ("fig3!exe_aligned", 1380, 384, 1380, 0, (0, 0, 0, 4, 5)),
+            ("fig3!leak", 777, 777, 777, 0, (1, 0, 0, 0, 0)),
+        ],
+        &ctx,
+    );
+    let r = report_json(&file, &["--by", "function", "--charge", "last"]);
+    check_rows(
+        &r,
+        &[
+            ("libb.so!func_b0", 1400, 240, 1000, 0, (20, 0, 0, 14, 0)),
+            ("liba.so!liba_alloc", 200, 200, 200, 0, (0, 1, 0, 0, 0)),
+        ],
+        &format!("{variant} by function, last"),
+    );
+    let r = report_json(&file, &["--by", "function", "--charge", "all"]);
+    for f in ["liba.so!func_a0", "liba.so!func_a1", "libb.so!func_b0"] {
+        check_rows(&r, &[(f, 1400, 240, 1000, 0, (20, 0, 0, 14, 0))], &format!("{variant} by function, all"));
+    }
+    // No frame outside the root (start-up code) or the allocator is ever a unit.
+    for u in r["units"].as_array().unwrap() {
+        let name = u["unit"].as_str().unwrap();
+        assert!(!name.contains("__libc_start") && !name.contains("!_start"), "start-up frame charged: {name}");
+    }
+}
+
+#[test]
+fn functions_unoptimised() {
+    functions("O0", &["-O0", "-fno-omit-frame-pointer"]);
+}
+
+#[test]
+fn functions_without_frame_pointers() {
+    functions("O2", &["-O2", "-fomit-frame-pointer"]);
+}
+
+#[test]
+fn threads_are_units_with_their_names() {
+    let (_dir, file) = record_fig3("O0", &["-O0", "-fno-omit-frame-pointer"]);
+    let r = report_json(&file, &["--by", "thread"]);
+    let units = r["units"].as_array().unwrap();
+    let raw = raw_counts(&file);
+    for name in ["worker-1", "worker-2"] {
+        let u = units
+            .iter()
+            .find(|u| u["thread"]["name"] == name)
+            .unwrap_or_else(|| panic!("no thread {name}: {units:?}"));
+        assert_eq!(bytes(u), (200, 120, 200, 0), "thread {name}");
+        // The worker's own 5 mallocs and 2 frees, plus whatever the C library frees when the
+        // thread exits (glibc calls free(NULL) for per-thread buffers): every free call the
+        // thread made, as counted from the raw records.
+        let tid = u["thread"]["tid"].as_u64().unwrap() as u32;
+        let thread_frees = raw[&tid].get("Free").copied().unwrap_or(0);
+        assert!(thread_frees >= 2);
+        assert_eq!(calls(u), (5, 0, 0, thread_frees, 0), "thread {name}");
+        assert!(u["unit"].as_str().unwrap().starts_with(&format!("{name} [")));
+    }
+    let main = units.iter().find(|u| u["thread"]["name"] == "fig3").expect("main thread unit");
+    // The program's own main-thread allocations (A..H), plus whatever the C library
+    // allocates on its behalf (dlopen, thread creation).
+    assert!(main["allocated_bytes"].as_i64().unwrap() >= 1000 + 200 + 300 + 320 + 1380 + 3000 + 777);
+    // Caller mode charges the workers' releases to the releasing thread: same here.
+    let r = report_json(&file, &["--by", "thread", "--free-to", "caller"]);
+    let w1 = r["units"].as_array().unwrap().iter().find(|u| u["thread"]["name"] == "worker-1").unwrap();
+    assert_eq!(bytes(w1), (200, 120, 200, 0));
+    // Nothing is charged to tansa's own code, nor to "nobody" when a stack is known.
+    for u in report_json(&file, &["--by", "function"])["units"].as_array().unwrap() {
+        let name = u["unit"].as_str().unwrap();
+        assert!(!name.starts_with("libtansa_agent"), "agent frame charged: {name}");
+        assert_ne!(name, "[unknown]", "a release with a stack was charged to nobody");
+    }
+}
+
+#[test]
+fn calls_and_intervals() {
+    let (_dir, file) = record_fig3("O0", &["-O0", "-fno-omit-frame-pointer"]);
+    let r = report_json(&file, &["--by", "call"]);
+    let liba: Vec<&Value> = r["units"].as_array().unwrap().iter().filter(|u| u["unit"] == "liba.so").collect();
+    // Phases A and B are one run of liba (11 consecutive events): one call.
+    let first = liba.iter().find(|u| u["call_index"] == 0).expect("first call of liba");
+    assert_eq!(first["allocated_bytes"], 1200);
+    assert_eq!(calls(first), (10, 1, 0, 10, 0), "owner mode: G's releases belong to the call that allocated");
+    let total: i64 = liba.iter().map(|u| u["allocated_bytes"].as_i64().unwrap()).sum();
+    assert_eq!(total, 1600);
+    let starts: Vec<u64> = r["units"].as_array().unwrap().iter().map(|u| u["start_ns"].as_u64().unwrap()).collect();
+    assert!(starts.windows(2).all(|w| w[0] <= w[1]), "calls in time order");
+
+    let r = report_json(&file, &["--by", "interval", "--interval", "1ms"]);
+    assert_eq!(r["interval_ns"], 1_000_000);
+    let liba: Vec<&Value> = r["units"].as_array().unwrap().iter().filter(|u| u["unit"] == "liba.so").collect();
+    assert!(liba.len() >= 3, "liba is active in several intervals: {liba:?}");
+    let total: i64 = liba.iter().map(|u| u["allocated_bytes"].as_i64().unwrap()).sum();
+    assert_eq!(total, 1600);
+    assert_eq!(liba.last().unwrap()["cumulative_net_bytes"], 440);
+    for u in &liba {
+        assert_eq!(u["end_ns"].as_u64().unwrap() - u["start_ns"].as_u64().unwrap(), 1_000_000);
+        // Each interval starts from zero (seed Fig. 10): its net is the change within it.
+        assert!(u["max_bytes"].as_i64().unwrap() >= u["net_bytes"].as_i64().unwrap());
+    }
+    let net_sum: i64 = liba.iter().map(|u| u["net_bytes"].as_i64().unwrap()).sum();
+    assert_eq!(net_sum, 440, "interval nets add up to the final net");
+}
+
+#[test]
+fn table_and_csv_agree_with_json() {
+    let (_dir, file) = record_fig3("O0", &["-O0", "-fno-omit-frame-pointer"]);
+    let out = run_tansa(&["report", file.to_str().unwrap()]);
+    assert!(out.status.success());
+    let table = String::from_utf8(out.stdout).unwrap();
+    let line = table.lines().find(|l| l.starts_with("liba.so ")).expect("liba row in the table");
+    let cells: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(&cells[1..5], &["440", "1200", "0", "1600"], "{line}");
+    assert!(table.contains("exited with code 0"), "{table}");
+    let out = run_tansa(&["report", file.to_str().unwrap(), "--format", "csv"]);
+    let csv = String::from_utf8(out.stdout).unwrap();
+    assert!(csv.starts_with("unit,net_bytes,max_bytes,min_bytes,allocated_bytes,freed_bytes,malloc"));
+    assert!(csv.lines().any(|l| l.starts_with("liba.so,440,1200,0,1600,1160,20,1,0,14,0")), "{csv}");
+}
