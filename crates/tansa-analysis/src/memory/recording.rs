@@ -54,6 +54,8 @@ pub struct MemoryRecording<R> {
     pub registry: Registry,
     /// Problems found while reading.
     pub warnings: Vec<String>,
+    /// Whether the file is truncated or damaged (the report covers what precedes the damage).
+    pub damaged: bool,
     chunks: BTreeMap<(u32, u32), Vec<u64>>,
     symbols_present: bool,
 }
@@ -120,6 +122,7 @@ impl<R: Read + Seek> MemoryRecording<R> {
             calibration: Calibration::monotonic(),
             registry: Registry::default(),
             warnings: Vec::new(),
+            damaged: false,
             chunks: BTreeMap::new(),
             symbols_present: false,
         };
@@ -132,6 +135,7 @@ impl<R: Read + Seek> MemoryRecording<R> {
                 Ok(None) => break,
                 Err(e) if e.is_damage() => {
                     rec.warnings.push(format!("{e}; reporting what was recorded before it"));
+                    rec.damaged = true;
                     break;
                 }
                 Err(e) => return Err(e.into()),
@@ -164,8 +168,13 @@ impl<R: Read + Seek> MemoryRecording<R> {
                 rec.warnings.push(format!("{e}; skipped"));
             }
         }
-        if !rec.reader.get_mut().is_complete() && rec.warnings.is_empty() {
-            rec.warnings.push("the recording is incomplete (tansa record did not finish writing it)".into());
+        if !rec.reader.get_mut().is_complete() {
+            rec.damaged = true;
+            if rec.warnings.is_empty() {
+                rec.warnings.push(
+                    "the recording is incomplete (tansa record did not finish writing it)".into(),
+                );
+            }
         }
         if !rec.symbols_present {
             rec.warnings.push(

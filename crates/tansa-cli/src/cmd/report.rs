@@ -23,7 +23,9 @@ Examples:
   tansa report run.tansa --by interval --interval 1s --format csv
   tansa report run.tansa --format json | jq '.units[0]'
 
-JSON output follows the schema tansa.memory-report.v1 (docs/json/memory-report.v1.md).")]
+JSON output follows the schema tansa.memory-report.v1 (docs/json/memory-report.v1.md).
+Exit status: 0 on success; 1 when the recording cannot be read; 2 when it is truncated or
+damaged (the report then covers what was recorded before the damage).")]
 pub struct Args {
     /// The recording (from `tansa record`).
     #[arg(value_name = "FILE")]
@@ -123,6 +125,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut out = crate::output::open(args.output.as_deref())?;
     memopts::render(&report, args.format, &mut out)?;
     out.flush()?;
+    if recording.damaged {
+        for w in recording.warnings.iter().chain(&recording.stream_warnings()) {
+            eprintln!("tansa: warning: {w}");
+        }
+        // The report was produced, from part of the data: say so to scripts.
+        return Ok(ExitCode::from(2));
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -1,0 +1,205 @@
+//! A target that dies, forks and execs, C++ allocations, and bad input.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+
+fn o0() -> Fig3 {
+    fig3("O0", &["-O0", "-fno-omit-frame-pointer"])
+}
+
+/// Phases A to E of fig3.c, recorded before the program dies: every one of their events is
+/// in the report.
+fn check_until_death(r: &Value, signal: &str) {
+    assert_eq!(r["process"]["exit"]["kind"], "signaled", "{}", r["process"]);
+    assert_eq!(r["process"]["exit"]["signal_name"], signal);
+    let liba = unit(r, "liba.so");
+    assert_eq!(bytes(liba), (1200, 1200, 1200, 0));
+    assert_eq!(calls(liba), (10, 1, 0, 0, 0));
+    let libb = unit(r, "libb.so");
+    assert_eq!(bytes(libb), (300, 0, 300, 0));
+    let exe = unit(r, "fig3");
+    assert_eq!(bytes(exe), (1700, 384, 1380, 0));
+    assert_eq!(calls(exe), (1, 0, 3, 5, 5));
+    assert!(!has_unit(r, "libplug.so"), "phase F never ran");
+}
+
+#[test]
+fn sigkill_midway_loses_nothing_recorded() {
+    let f = o0();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("k.tansa");
+    let out = record(&file, &[], &[f.exe.to_str().unwrap(), f.plugin.to_str().unwrap(), "kill"]);
+    assert_eq!(out.status.code(), Some(128 + 9), "tansa record exits like the target: {}", stderr(&out));
+    assert!(stderr(&out).contains("killed by SIGKILL"), "{}", stderr(&out));
+    check_until_death(&report_json(&file, &[]), "SIGKILL");
+}
+
+#[test]
+fn sigsegv_midway_loses_nothing_recorded() {
+    let f = o0();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("s.tansa");
+    let out = record(&file, &[], &[f.exe.to_str().unwrap(), f.plugin.to_str().unwrap(), "segv"]);
+    assert_eq!(out.status.code(), Some(128 + 11), "{}", stderr(&out));
+    check_until_death(&report_json(&file, &[]), "SIGSEGV");
+}
+
+#[test]
+fn online_table_is_printed_when_a_signal_kills_the_program() {
+    let f = o0();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("online.json");
+    let out = record(&json, &["--online", "--format", "json"], &[
+        f.exe.to_str().unwrap(),
+        f.plugin.to_str().unwrap(),
+        "kill",
+    ]);
+    assert_eq!(out.status.code(), Some(137));
+    let r: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    check_until_death(&r, "SIGKILL");
+    // Without -o the table goes to standard error.
+    let out = run_tansa(&["record", "--online", "--", f.exe.to_str().unwrap(), f.plugin.to_str().unwrap(), "kill"]);
+    let err = stderr(&out);
+    assert!(err.contains("liba.so") && err.contains("killed by SIGKILL"), "{err}");
+}
+
+#[test]
+fn fork_and_exec_children_are_recorded() {
+    let exe = program("forker", "forker.c", &["-g", "-O1"]);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("fork.tansa");
+    let out = record(&file, &[], &[exe.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r = report_json(&file, &["--by", "function"]);
+    let procs = r["processes"].as_array().unwrap();
+    assert_eq!(procs.len(), 3, "parent, forked child, exec'd image: {procs:?}");
+    let parent = procs[0]["pid"].as_u64().unwrap();
+    let child = procs.iter().find(|p| p["ppid"].as_u64() == Some(parent)).expect("forked child");
+    let child_pid = child["pid"].as_u64().unwrap();
+    let images: Vec<&Value> = procs.iter().filter(|p| p["pid"].as_u64() == Some(child_pid)).collect();
+    assert_eq!(images.len(), 2, "the child pid has two images (fork, then exec)");
+    assert_eq!(images[0]["exit"]["kind"], "exec");
+    assert_eq!(images[1]["command"], serde_json::json!([exe.to_str().unwrap(), "child"]));
+    assert_eq!(r["process"]["exit"]["code"], 0);
+
+    // Merged: everything the three images allocated.
+    let main = unit(&r, "forker!main");
+    assert_eq!(main["allocated_bytes"], 1111 + 4444 + 2222 + 3333);
+    // The child's release of a block inherited from its parent is counted but not charged.
+    assert_eq!(r["inherited_frees"], 1);
+    assert!(r["improper"].as_array().unwrap().is_empty(), "{}", r["improper"]);
+
+    // Only the child: its two images.
+    let rc = report_json(&file, &["--by", "function", "--pid", &child_pid.to_string()]);
+    assert_eq!(unit(&rc, "forker!main")["allocated_bytes"], 2222 + 3333);
+    assert_eq!(unit(&rc, "forker!main")["net_bytes"], 2222 + 3333);
+    let rp = report_json(&file, &["--by", "function", "--pid", &parent.to_string()]);
+    assert_eq!(bytes(unit(&rp, "forker!main")), (5555, 5555, 5555, 0));
+}
+
+#[test]
+fn cpp_new_delete_and_containers() {
+    let exe = program("containers", "containers.cpp", &["-g", "-O1"]);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("cpp.tansa");
+    let out = record(&file, &[], &[exe.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r = report_json(&file, &["--by", "function"]);
+    // operator new and delete are allocator entry points, never units: the widgets belong
+    // to the functions that new and delete them.
+    let w = unit(&r, "containers!make_widgets()");
+    assert_eq!(bytes(w), (4800, 2400, 4800, 0));
+    assert_eq!(calls(w), (100, 0, 0, 50, 0));
+    for u in r["units"].as_array().unwrap() {
+        let name = u["unit"].as_str().unwrap();
+        assert!(!name.contains("operator new") && !name.contains("operator delete"), "{name}");
+    }
+    // The strings are built by libstdc++'s own code: by library, it is charged.
+    let r = report_json(&file, &[]);
+    let stdcpp = unit(&r, "libstdc++.so.6");
+    assert!(stdcpp["calls"]["malloc"].as_u64().unwrap() >= 50, "{stdcpp}");
+    // The vector of 1000 ints grew by doubling in the executable's template code:
+    // 4 + 8 + ... + 4096 bytes, all released.
+    let exe_unit = unit(&r, "containers");
+    assert!(exe_unit["allocated_bytes"].as_i64().unwrap() >= 4800 + 8188);
+}
+
+#[test]
+fn a_command_that_does_not_exist() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = record(&dir.path().join("x.tansa"), &[], &["/nonexistent/program-xyz"]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains("cannot run /nonexistent/program-xyz") && err.contains("No such file"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn unknown_unit_is_rejected_with_the_choices() {
+    let out = run_tansa(&["report", "whatever.tansa", "--by", "planet"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(err.contains("invalid value 'planet'") && err.contains("library"), "{err}");
+}
+
+#[test]
+fn garbage_empty_and_missing_recordings() {
+    let dir = tempfile::tempdir().unwrap();
+    let garbage = dir.path().join("garbage.tansa");
+    std::fs::write(&garbage, b"this is not a recording at all, just text\n").unwrap();
+    let empty = dir.path().join("empty.tansa");
+    std::fs::write(&empty, b"").unwrap();
+    for (path, expect) in [
+        (garbage.clone(), "not a tansa recording"),
+        (empty.clone(), "not a tansa recording"),
+        (dir.path().join("missing.tansa"), "cannot open"),
+    ] {
+        let out = run_tansa(&["report", path.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(1), "{}", path.display());
+        let err = stderr(&out);
+        assert!(err.contains(expect), "{}: {err}", path.display());
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
+
+#[test]
+fn truncated_recordings_report_what_precedes_the_damage() {
+    let f = o0();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("full.tansa");
+    let out = record(&file, &[], &[f.exe.to_str().unwrap(), f.plugin.to_str().unwrap()]);
+    assert!(out.status.success());
+    let bytes_full = std::fs::read(&file).unwrap();
+    // Every cut point: never a panic; a damaged file exits 2 with a warning; the events
+    // that survived are reported.
+    let step = (bytes_full.len() / 40).max(1);
+    for cut in (0..bytes_full.len()).step_by(step) {
+        let t = dir.path().join("cut.tansa");
+        std::fs::write(&t, &bytes_full[..cut]).unwrap();
+        let out = run_tansa(&["report", t.to_str().unwrap(), "--format", "json"]);
+        let err = stderr(&out);
+        assert!(!err.contains("panicked"), "cut {cut}: {err}");
+        if cut < 16 {
+            assert_eq!(out.status.code(), Some(1), "cut {cut}: {err}");
+            continue;
+        }
+        assert_eq!(out.status.code(), Some(2), "cut {cut}: {err}");
+        assert!(err.contains("warning"), "cut {cut}: {err}");
+        let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(r["warnings"].as_array().unwrap().iter().any(|w| {
+            let w = w.as_str().unwrap();
+            w.contains("truncated") || w.contains("incomplete")
+        }));
+    }
+    // A flipped byte in the middle of an event chunk is caught by its checksum.
+    let mut bad = bytes_full.clone();
+    let mid = bad.len() / 3;
+    bad[mid] ^= 0x5a;
+    let t = dir.path().join("flipped.tansa");
+    std::fs::write(&t, &bad).unwrap();
+    let out = run_tansa(&["report", t.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("corrupt"), "{}", stderr(&out));
+}
