@@ -43,6 +43,12 @@ impl core::fmt::Debug for State {
 // SAFETY: `state` is only touched with `lock` held.
 unsafe impl Sync for AgentAllocator {}
 
+impl Default for AgentAllocator {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl AgentAllocator {
     /// An empty allocator.
     pub const fn new() -> Self {
@@ -65,8 +71,7 @@ impl AgentAllocator {
 fn class_of(layout: Layout) -> Option<usize> {
     let need = layout.size().max(layout.align()).max(1 << MIN_CLASS_SHIFT);
     let shift = need.next_power_of_two().trailing_zeros();
-    (shift <= MAX_CLASS_SHIFT && layout.align() <= PAGE)
-        .then(|| (shift - MIN_CLASS_SHIFT) as usize)
+    (shift <= MAX_CLASS_SHIFT && layout.align() <= PAGE).then(|| (shift - MIN_CLASS_SHIFT) as usize)
 }
 
 fn large_len(layout: Layout) -> usize {

@@ -1,5 +1,11 @@
 //! The exported malloc family and `dlclose`.
 //!
+//! The real allocator functions never call back into these hooks: glibc's allocator makes
+//! no internal calls through its public entry points, except `reallocarray`, which calls
+//! `realloc`; so `reallocarray` is implemented here as an overflow check and a call of the
+//! real `realloc`. A hook entered while another hook of the same thread runs is therefore
+//! always a signal handler's call.
+//!
 //! Each exported function is a three-instruction naked stub that passes the caller's stack
 //! pointer (pointing at the return address) and frame pointer as extra arguments and jumps to
 //! the Rust implementation, which then returns straight to the caller. Unwinding therefore
@@ -70,16 +76,13 @@ extern "C" fn malloc_impl(size: usize, sp: *const u64, bp: u64) -> *mut c_void {
             // SAFETY: as above.
             let p = unsafe { real::malloc(size) };
             if !p.is_null() {
-                nested_alloc(st, AllocOp::Malloc, p, size, 0);
+                nested_alloc(st, AllocOp::Malloc, p, size, 0, regs(sp, bp));
             }
             p
         }
         Mode::Record(mut a) => {
-            let p = {
-                let _r = crate::thread::InReal::enter();
-                // SAFETY: as above.
-                unsafe { real::malloc(size) }
-            };
+            // SAFETY: as above.
+            let p = unsafe { real::malloc(size) };
             if !p.is_null() {
                 a.alloc(AllocOp::Malloc, p, size, 0, regs(sp, bp));
             }
@@ -89,7 +92,7 @@ extern "C" fn malloc_impl(size: usize, sp: *const u64, bp: u64) -> *mut c_void {
 }
 
 extern "C" fn calloc_impl(n: usize, size: usize, sp: *const u64, bp: u64) -> *mut c_void {
-    let total = n.checked_mul(size).unwrap_or(usize::MAX);
+    let total = n.saturating_mul(size);
     match enter() {
         // SAFETY: forwarding the caller's arguments to the real calloc.
         Mode::Pass => unsafe { real::calloc(n, size) },
@@ -97,16 +100,13 @@ extern "C" fn calloc_impl(n: usize, size: usize, sp: *const u64, bp: u64) -> *mu
             // SAFETY: as above.
             let p = unsafe { real::calloc(n, size) };
             if !p.is_null() {
-                nested_alloc(st, AllocOp::Calloc, p, total, 0);
+                nested_alloc(st, AllocOp::Calloc, p, total, 0, regs(sp, bp));
             }
             p
         }
         Mode::Record(mut a) => {
-            let p = {
-                let _r = crate::thread::InReal::enter();
-                // SAFETY: as above.
-                unsafe { real::calloc(n, size) }
-            };
+            // SAFETY: as above.
+            let p = unsafe { real::calloc(n, size) };
             if !p.is_null() {
                 a.alloc(AllocOp::Calloc, p, total, 0, regs(sp, bp));
             }
@@ -129,15 +129,12 @@ fn aligned(
         Mode::Nested(st) => {
             let p = call();
             if !p.is_null() {
-                nested_alloc(st, op, p, size, align);
+                nested_alloc(st, op, p, size, align, regs(sp, bp));
             }
             p
         }
         Mode::Record(mut a) => {
-            let p = {
-                let _r = crate::thread::InReal::enter();
-                call()
-            };
+            let p = call();
             if !p.is_null() {
                 a.alloc(op, p, size, align, regs(sp, bp));
             }
@@ -153,7 +150,12 @@ extern "C" fn memalign_impl(align: usize, size: usize, sp: *const u64, bp: u64) 
     })
 }
 
-extern "C" fn aligned_alloc_impl(align: usize, size: usize, sp: *const u64, bp: u64) -> *mut c_void {
+extern "C" fn aligned_alloc_impl(
+    align: usize,
+    size: usize,
+    sp: *const u64,
+    bp: u64,
+) -> *mut c_void {
     // SAFETY: forwarding the caller's arguments.
     aligned(AllocOp::AlignedAlloc, align, size, sp, bp, || unsafe {
         real::memalign_family(Func::AlignedAlloc, align, size)
@@ -206,7 +208,7 @@ extern "C" fn free_impl(p: *mut c_void, sp: *const u64, bp: u64) {
         Mode::Nested(st) => {
             // SAFETY: as above.
             unsafe { real::free(p) };
-            nested_free(st, p);
+            nested_free(st, p, regs(sp, bp));
         }
         Mode::Record(mut a) => {
             let r = regs(sp, bp);
@@ -233,7 +235,7 @@ fn reallocate(
         Mode::Nested(st) => {
             let q = call();
             if !q.is_null() || size == 0 {
-                nested_realloc(st, array, p, q, size);
+                nested_realloc(st, array, p, q, size, regs(sp, bp));
             }
             q
         }
@@ -241,10 +243,7 @@ fn reallocate(
             let r = regs(sp, bp);
             if real::is_bootstrap(p) {
                 // A bootstrap block leaves the arena: to the program it is a new block.
-                let q = {
-                    let _g = crate::thread::InReal::enter();
-                    call()
-                };
+                let q = call();
                 if !q.is_null() {
                     a.alloc(AllocOp::Malloc, q, size, 0, r);
                 }
@@ -271,9 +270,11 @@ extern "C" fn reallocarray_impl(
     sp: *const u64,
     bp: u64,
 ) -> *mut c_void {
-    let total = n.checked_mul(size).unwrap_or(usize::MAX);
+    let total = n.saturating_mul(size);
     // SAFETY: forwarding the caller's arguments to the real reallocarray.
-    reallocate(true, p, total, sp, bp, || unsafe { real::reallocarray(p, n, size) })
+    reallocate(true, p, total, sp, bp, || unsafe {
+        real::reallocarray(p, n, size)
+    })
 }
 
 /// Exported `dlclose`: closes the library, then brings the module map up to date so that
@@ -286,7 +287,7 @@ extern "C" fn reallocarray_impl(
 pub unsafe extern "C" fn dlclose(handle: *mut c_void) -> c_int {
     // SAFETY: forwarding the caller's handle.
     let r = unsafe { real::dlclose(handle) };
-    if matches!(crate::state(), crate::State::Ready) && crate::thread::current().in_real.get() == 0
+    if matches!(crate::state(), crate::State::Ready) && crate::thread::current().internal.get() == 0
     {
         crate::modules::rescan();
     }

@@ -15,20 +15,20 @@
 //! These hold for every hooked call, and each has a test in `tansa-cli/tests/agent_*.rs`:
 //!
 //! 1. **No allocation through the hooked allocator.** The agent's own heap objects come from
-//!    its own `mmap`-backed allocator ([`heap`]); its records go to shared memory. The only
-//!    calls into the real allocator are the forwarded program calls, and C library calls that
-//!    may allocate internally run with the thread marked "inside the real allocator" so that
-//!    their allocations pass through unrecorded. (Test: a spy allocator preloaded behind the
-//!    agent sees exactly the program's calls.)
+//!    its own `mmap`-backed allocator ([`heap`]); its records go to shared memory; it reads
+//!    `/proc` with raw system calls into fixed buffers. The only calls into the real
+//!    allocator are the forwarded program calls. (Test: a spy allocator preloaded behind the
+//!    agent sees exactly the program's calls, each recorded.)
 //! 2. **No lock the program might hold.** The hook path takes only the agent's own spin
 //!    locks ([`spin`]), never while calling the program or the allocator; readers of the
 //!    module map wait a bounded time and record the event without a stack rather than wait
 //!    longer. No pthread cancellation point is called (system calls go through `syscall(2)`).
-//! 3. **Re-entrancy is decided without allocation or TLS lookups.** A per-thread depth flag in
-//!    static TLS, reached from `%fs:0` ([`thread`]), tells internal calls (pass through),
-//!    signal handlers that interrupted a hook (recorded, queued, written when the interrupted
-//!    hook finishes) and ordinary calls apart. (Test: `malloc` and `free` from a signal
-//!    handler firing continuously during an allocation loop.)
+//! 3. **Re-entrancy is decided without allocation or TLS lookups.** A per-thread depth in
+//!    static TLS, reached from `%fs:0` ([`thread`]), tells a signal handler that interrupted
+//!    a hook (its event is recorded without a stack, queued, and written when the interrupted
+//!    hook finishes) from an ordinary call; the real allocator never calls back into the
+//!    hooks (see [`hooks`]). (Test: `malloc` and `free` from a signal handler firing
+//!    continuously during an allocation loop: every call is recorded.)
 //! 4. **`fork` is safe in any state.** `pthread_atfork` handlers hold every agent lock across
 //!    `fork`; the child starts its own session (its own stream) and re-announces the module
 //!    map. (Test: `fork` while other threads allocate, child records its own events.)
@@ -59,7 +59,9 @@ pub mod unwind;
 use core::ffi::c_void;
 use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
-use tansa_wire::control::{ENV_CLOCK, ENV_FD, ENV_FREE_STACKS, ENV_MAX_FRAMES, ENV_ONLINE, ENV_RING_KB};
+use tansa_wire::control::{
+    ENV_CLOCK, ENV_FD, ENV_FREE_STACKS, ENV_MAX_FRAMES, ENV_ONLINE, ENV_RING_KB,
+};
 use tansa_wire::layout::{FLAG_FREE_STACKS, FLAG_ONLINE};
 
 pub use recorder::ThreadCtx;
@@ -178,7 +180,7 @@ fn initialize() -> bool {
     }
     modules::rescan();
     {
-        let _r = thread::InReal::enter();
+        let _r = thread::Internal::enter();
         if let Some(key) = sys::key_create(thread_exit) {
             KEY.store(key, Ordering::Release);
         }
@@ -190,9 +192,16 @@ fn initialize() -> bool {
 /// Arranges for `ctx` to be finished when the calling thread exits.
 pub(crate) fn register_thread_exit(ctx: *mut c_void) {
     let key = KEY.load(Ordering::Acquire);
-    if key != u32::MAX {
-        let _r = thread::InReal::enter();
-        sys::key_set(key, ctx);
+    if key == u32::MAX {
+        return;
+    }
+    // glibc keeps the values of the first 32 keys in the thread descriptor: setting one never
+    // allocates. A later key may allocate a second-level array; that allocation is ours.
+    if key < 32 {
+        sys::key_set(key, ctx as usize);
+    } else {
+        let _r = thread::Internal::enter();
+        sys::key_set(key, ctx as usize);
     }
 }
 
@@ -250,10 +259,10 @@ unsafe extern "C" fn fork_child() {
     modules::MODULES.reset();
     // The child is a new process: a new session, new stack ids, the same modules.
     stacks::STACKS.reset();
-    if session::SESSION.restart_in_child() {
-        if let Some(map) = modules::MODULES.try_read_for(1_000_000) {
-            map.announce_all();
-        }
+    if session::SESSION.restart_in_child()
+        && let Some(map) = modules::MODULES.try_read_for(1_000_000)
+    {
+        map.announce_all();
     }
 }
 

@@ -81,7 +81,11 @@ impl Inner {
     }
 
     fn grow(&mut self) -> bool {
-        let new_cap = if self.used * 2 >= self.cap { (self.cap * 2).max(1024) } else { self.cap.max(1024) };
+        let new_cap = if self.used * 2 >= self.cap {
+            (self.cap * 2).max(1024)
+        } else {
+            self.cap.max(1024)
+        };
         let Some(mem) = sys::map_anonymous(new_cap * 8) else {
             return false;
         };

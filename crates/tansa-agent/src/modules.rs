@@ -22,7 +22,8 @@ use core::ops::Range;
 use framehop::x86_64::UnwinderX86_64;
 use framehop::{MustNotAllocateDuringUnwind, Unwinder};
 use tansa_wire::event::{
-    CountingSink, LoadSegment, MODULE_AGENT, MODULE_MAIN, MODULE_VDSO, encode_module_load, encode_module_unload,
+    CountingSink, LoadSegment, MODULE_AGENT, MODULE_MAIN, MODULE_VDSO, encode_module_load,
+    encode_module_unload,
 };
 
 use crate::session::SESSION;
@@ -55,7 +56,10 @@ impl Drop for UnwindData {
         if self.owned {
             // SAFETY: owned data was created from a `Box<[u8]>` of this length.
             drop(unsafe {
-                Box::from_raw(core::ptr::slice_from_raw_parts_mut(self.ptr as *mut u8, self.len))
+                Box::from_raw(core::ptr::slice_from_raw_parts_mut(
+                    self.ptr as *mut u8,
+                    self.len,
+                ))
             });
         }
     }
@@ -268,7 +272,7 @@ unsafe extern "C" fn scan_callback(
         if loads.is_empty() {
             return 0;
         }
-        let here = scan_callback as usize as u64;
+        let here = scan_callback as *const () as u64;
         if here >= start && here < end {
             flags |= MODULE_AGENT;
         }
@@ -332,8 +336,10 @@ unsafe fn find_build_id(addr: u64, len: u64) -> Vec<u8> {
             let name = unsafe { core::slice::from_raw_parts(name_at as *const u8, 4) };
             if name == b"GNU\0" {
                 // SAFETY: as above.
-                return unsafe { core::slice::from_raw_parts(desc_at as *const u8, descsz as usize) }
-                    .to_vec();
+                return unsafe {
+                    core::slice::from_raw_parts(desc_at as *const u8, descsz as usize)
+                }
+                .to_vec();
             }
         }
         off += 12 + name_len + desc_len;
@@ -347,7 +353,12 @@ unsafe fn find_build_id(addr: u64, len: u64) -> Vec<u8> {
 /// # Safety
 ///
 /// The header and the segment containing `.eh_frame` must be readable.
-unsafe fn eh_frame_range(bias: u64, hdr: u64, hdr_len: u64, loads: &[LoadSegment]) -> Option<(u64, u64)> {
+unsafe fn eh_frame_range(
+    bias: u64,
+    hdr: u64,
+    hdr_len: u64,
+    loads: &[LoadSegment],
+) -> Option<(u64, u64)> {
     if hdr_len < 8 {
         return None;
     }
@@ -467,7 +478,9 @@ fn announce_unload(id: u32) {
     let ts = clock::now();
     let mut count = CountingSink::default();
     encode_module_unload(&mut count, id, ts);
-    SESSION.write_meta(count.0, |sink| encode_module_unload(&mut &mut *sink, id, ts));
+    SESSION.write_meta(count.0, |sink| {
+        encode_module_unload(&mut &mut *sink, id, ts)
+    });
 }
 
 /// Brings the map up to date with the loader. Takes the write lock.

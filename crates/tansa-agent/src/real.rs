@@ -19,8 +19,6 @@ pub type FreeFn = unsafe extern "C" fn(*mut c_void);
 pub type CallocFn = unsafe extern "C" fn(usize, usize) -> *mut c_void;
 /// `realloc`
 pub type ReallocFn = unsafe extern "C" fn(*mut c_void, usize) -> *mut c_void;
-/// `reallocarray`
-pub type ReallocArrayFn = unsafe extern "C" fn(*mut c_void, usize, usize) -> *mut c_void;
 /// `memalign` and `aligned_alloc`
 pub type MemalignFn = unsafe extern "C" fn(usize, usize) -> *mut c_void;
 /// `posix_memalign`
@@ -165,25 +163,21 @@ pub unsafe fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
     unsafe { core::mem::transmute::<usize, ReallocFn>(f)(p, size) }
 }
 
-/// Calls the real `reallocarray` (or an overflow-checked `realloc`).
+/// `reallocarray` as an overflow check and the real `realloc` (glibc's own `reallocarray`
+/// would call back into our `realloc` hook).
 ///
 /// # Safety
 ///
 /// As for C `reallocarray`.
 pub unsafe fn reallocarray(p: *mut c_void, n: usize, size: usize) -> *mut c_void {
-    let f = get(Func::ReallocArray);
-    if f == 0 || is_bootstrap(p) {
-        return match n.checked_mul(size) {
-            // SAFETY: forwarded contract.
-            Some(total) => unsafe { realloc(p, total) },
-            None => {
-                sys::set_errno(libc::ENOMEM);
-                core::ptr::null_mut()
-            }
-        };
+    match n.checked_mul(size) {
+        // SAFETY: forwarded contract.
+        Some(total) => unsafe { realloc(p, total) },
+        None => {
+            sys::set_errno(libc::ENOMEM);
+            core::ptr::null_mut()
+        }
     }
-    // SAFETY: `f` is the real reallocarray.
-    unsafe { core::mem::transmute::<usize, ReallocArrayFn>(f)(p, n, size) }
 }
 
 /// Calls the real function of the memalign family identified by `which` (`Memalign`,

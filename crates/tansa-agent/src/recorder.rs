@@ -14,20 +14,9 @@ use crate::livetable::LIVE;
 use crate::modules::{MODULES, rescan};
 use crate::session::{RingWriter, SESSION};
 use crate::stacks::{STACKS, hash};
-use crate::thread::{InReal, ThreadState, current};
+use crate::thread::{Busy, NESTED_CAPACITY, NestedEvent as Nested, ThreadState, current};
 use crate::unwind::{CallerRegs, MAX_FRAMES, UnwindCache, unwind};
 use crate::{State, clock, state, sys};
-
-/// Events recorded by a signal handler that interrupted this thread inside a hook; the
-/// interrupted hook writes them when it finishes.
-const NESTED_CAPACITY: usize = 16;
-
-#[derive(Debug, Clone, Copy)]
-enum Nested {
-    Alloc(AllocEvent),
-    Realloc(ReallocEvent),
-    Free(FreeEvent),
-}
 
 /// Everything a thread needs to record events.
 pub struct ThreadCtx {
@@ -38,9 +27,6 @@ pub struct ThreadCtx {
     stack_lo: u64,
     stack_hi: u64,
     frames: [u64; MAX_FRAMES],
-    nested: [Option<Nested>; NESTED_CAPACITY],
-    nested_len: usize,
-    lost: u64,
 }
 
 impl core::fmt::Debug for ThreadCtx {
@@ -80,7 +66,7 @@ pub fn enter() -> Mode {
         State::Pass => return Mode::Pass,
     }
     let st = current();
-    if st.in_real.get() != 0 {
+    if st.internal.get() != 0 {
         return Mode::Pass;
     }
     if st.depth.get() != 0 {
@@ -101,62 +87,93 @@ pub fn enter() -> Mode {
 
 fn name_of_thread(tid: u32, buf: &mut [u8; 64]) -> usize {
     let mut path = sys::PathBuf64::new();
-    path.push(b"/proc/self/task/").push_u64(u64::from(tid)).push(b"/comm");
+    path.push(b"/proc/self/task/")
+        .push_u64(u64::from(tid))
+        .push(b"/comm");
     let n = sys::read_file(path.as_cstr(), buf);
     // Drop the trailing newline.
-    if n > 0 && buf[n - 1] == b'\n' { n - 1 } else { n }
+    if n > 0 && buf[n - 1] == b'\n' {
+        n - 1
+    } else {
+        n
+    }
 }
 
 /// The calling thread's context, created on first use; reclaims a ring when the thread has
 /// none or its ring belongs to a previous session (the parent's, after `fork`).
+///
+/// The order matters for signal handlers that fire meanwhile: the context is published
+/// first, then the ring is claimed (cheap), and only then the slow setup runs (reading
+/// `/proc`), during which a handler can already write its events to the ring.
 fn context(st: &'static ThreadState) -> Option<*mut ThreadCtx> {
     let mut p = st.ctx.get();
     if p.is_null() {
-        // The stack is the mapping containing our own frame.
-        let here = 0u64;
-        let (lo, hi) = sys::mapping_containing(&here as *const u64 as u64).unwrap_or((0, 0));
         let ctx = Box::new(ThreadCtx {
             tid: sys::gettid(),
             writer: None,
             stream: StreamState::default(),
             cache: UnwindCache::new_in(),
-            stack_lo: lo,
-            stack_hi: hi,
+            stack_lo: 0,
+            stack_hi: 0,
             frames: [0; MAX_FRAMES],
-            nested: [None; NESTED_CAPACITY],
-            nested_len: 0,
-            lost: 0,
         });
         p = Box::into_raw(ctx);
         st.ctx.set(p);
-        crate::register_thread_exit(p as *mut c_void);
     }
-    // SAFETY: `p` is this thread's context, only ever used by this thread.
+    // SAFETY: `p` is this thread's context, only ever used by this thread (and by its signal
+    // handlers while it is suspended and not busy).
     let ctx = unsafe { &mut *p };
     let generation = SESSION.generation();
-    if ctx.writer.as_ref().is_none_or(|w| w.generation != generation) {
+    if ctx
+        .writer
+        .as_ref()
+        .is_none_or(|w| w.generation != generation)
+    {
         if let Some(old) = ctx.writer.take() {
             SESSION.release_ring(&old);
         }
         ctx.tid = sys::gettid();
         let mut w = SESSION.acquire_ring(ctx.tid)?;
-        let mut name = [0u8; 64];
-        let n = name_of_thread(ctx.tid, &mut name);
         let ts = clock::now();
         let pid = sys::getpid();
         let mut count = CountingSink::default();
         let mut scratch = StreamState::default();
-        encode_thread_start(&mut count, &mut scratch, pid, ctx.tid, ts, &name[..n]);
+        encode_thread_start(&mut count, &mut scratch, pid, ctx.tid, ts, b"");
+        let busy = Busy::enter(st);
         let stream = &mut ctx.stream;
         let ok = SESSION.write_streamed(&mut w, count.0, |sink| {
-            encode_thread_start(&mut &mut *sink, stream, pid, ctx.tid, ts, &name[..n]);
+            encode_thread_start(&mut &mut *sink, stream, pid, ctx.tid, ts, b"");
         });
+        drop(busy);
         if !ok {
             return None;
         }
         ctx.writer = Some(w);
+        // The slow part: the thread's name and, the first time, its stack bounds.
+        let mut name = [0u8; 64];
+        let n = name_of_thread(ctx.tid, &mut name);
+        write_name(st, ctx, &name[..n]);
+        if ctx.stack_hi == 0 {
+            // The stack is the mapping containing our own frame.
+            let here = 0u64;
+            let (lo, hi) = sys::mapping_containing(&here as *const u64 as u64).unwrap_or((0, 1));
+            ctx.stack_lo = lo;
+            ctx.stack_hi = hi;
+            crate::register_thread_exit(p as *mut c_void);
+        }
     }
     Some(p)
+}
+
+/// Writes a thread-name record.
+fn write_name(st: &'static ThreadState, ctx: &mut ThreadCtx, name: &[u8]) {
+    let _busy = Busy::enter(st);
+    let Some(w) = ctx.writer.as_mut() else {
+        return;
+    };
+    let mut count = CountingSink::default();
+    encode_thread_name(&mut count, name);
+    SESSION.write_streamed(w, count.0, |sink| encode_thread_name(&mut &mut *sink, name));
 }
 
 /// Ends a thread's recording (its exit): writes its final name and end record and gives
@@ -169,23 +186,21 @@ pub unsafe fn finish_thread(st: &'static ThreadState, ctx: *mut ThreadCtx) {
     st.depth.set(st.depth.get() + 1);
     // SAFETY: guaranteed by the caller.
     let mut ctx = unsafe { Box::from_raw(ctx) };
-    if let Some(mut w) = ctx.writer.take() {
-        if w.generation == SESSION.generation() {
-            let mut name = [0u8; 64];
-            let n = name_of_thread(ctx.tid, &mut name);
-            let mut count = CountingSink::default();
-            encode_thread_name(&mut count, &name[..n]);
-            SESSION.write_streamed(&mut w, count.0, |sink| {
-                encode_thread_name(&mut &mut *sink, &name[..n]);
-            });
-            let mut buf = EventBuf::new();
-            ctx.stream.encode_thread_end(clock::now(), &mut buf);
-            SESSION.write(&mut w, buf.as_bytes());
+    if ctx
+        .writer
+        .as_ref()
+        .is_some_and(|w| w.generation == SESSION.generation())
+    {
+        let mut name = [0u8; 64];
+        let n = name_of_thread(ctx.tid, &mut name);
+        write_name(st, &mut ctx, &name[..n]);
+        flush_nested(st, &mut ctx);
+        emit(st, &mut ctx, |stream, buf| {
+            stream.encode_thread_end(clock::now(), buf)
+        });
+        if let Some(w) = ctx.writer.take() {
             SESSION.release_ring(&w);
         }
-    }
-    if ctx.lost > 0 {
-        SESSION.add_lost(ctx.lost);
     }
     st.ctx.set(core::ptr::null_mut());
     drop(ctx);
@@ -196,76 +211,132 @@ impl Drop for Active {
     fn drop(&mut self) {
         // SAFETY: the context belongs to this thread and lives while the hook runs.
         let ctx = unsafe { &mut *self.ctx };
-        if ctx.nested_len > 0 {
-            flush_nested(ctx);
+        loop {
+            flush_nested(self.st, ctx);
+            self.st.depth.set(0);
+            // A handler that fired between the last drain and the depth reset queued its
+            // event while we still looked busy: drain again. Once the queue is seen empty at
+            // depth 0, later handlers record directly.
+            if self.st.nested_head.get() == nested_tail(self.st) {
+                break;
+            }
+            self.st.depth.set(1);
         }
-        self.st.depth.set(0);
     }
 }
 
-fn flush_nested(ctx: &mut ThreadCtx) {
-    let online = SESSION.flags() & FLAG_ONLINE != 0;
-    for i in 0..ctx.nested_len {
-        let Some(ev) = ctx.nested[i].take() else {
-            continue;
-        };
-        let mut buf = EventBuf::new();
-        match ev {
-            Nested::Alloc(a) => {
-                if online {
-                    LIVE.insert(a.ptr);
-                }
-                ctx.stream.encode_alloc(&a, &mut buf);
-            }
+/// Reads the queue's tail as a signal handler may have left it.
+#[inline]
+fn nested_tail(st: &ThreadState) -> usize {
+    core::sync::atomic::compiler_fence(Ordering::SeqCst);
+    st.nested_tail.get()
+}
+
+/// Writes the events signal handlers queued.
+fn flush_nested(st: &'static ThreadState, ctx: &mut ThreadCtx) {
+    let _busy = Busy::enter(st);
+    while st.nested_head.get() != nested_tail(st) {
+        let head = st.nested_head.get();
+        let ev = st.nested[head % NESTED_CAPACITY].take();
+        st.nested_head.set(head + 1);
+        if let Some(ev) = ev {
+            apply_nested(st, ctx, &ev);
+        }
+    }
+}
+
+/// Records one signal-handler event: its live-table update (online) and its record.
+fn apply_nested(st: &'static ThreadState, ctx: &mut ThreadCtx, ev: &Nested) {
+    if SESSION.flags() & FLAG_ONLINE != 0 {
+        let _busy = Busy::enter(st);
+        match *ev {
+            Nested::Alloc(a) => LIVE.insert(a.ptr),
             Nested::Realloc(r) => {
-                if online {
-                    LIVE.remove(r.old_ptr);
-                    LIVE.insert(r.new_ptr);
-                }
-                ctx.stream.encode_realloc(&r, &mut buf);
+                LIVE.remove(r.old_ptr);
+                LIVE.insert(r.new_ptr);
             }
             Nested::Free(f) => {
-                if online {
-                    LIVE.remove(f.ptr);
-                }
-                ctx.stream.encode_free(&f, &mut buf);
+                LIVE.remove(f.ptr);
             }
         }
-        write_event(ctx, &buf);
     }
-    ctx.nested_len = 0;
+    emit(st, ctx, |stream, buf| encode_nested(ev, stream, buf));
 }
 
-fn write_event(ctx: &mut ThreadCtx, buf: &EventBuf) {
+/// Encodes an event with the thread's delta state and writes it, marking the thread busy
+/// for signal handlers meanwhile.
+fn emit(
+    st: &'static ThreadState,
+    ctx: &mut ThreadCtx,
+    encode: impl FnOnce(&mut StreamState, &mut EventBuf),
+) {
+    let _busy = Busy::enter(st);
+    let mut buf = EventBuf::new();
+    encode(&mut ctx.stream, &mut buf);
     let written = match ctx.writer.as_mut() {
         Some(w) => SESSION.write(w, buf.as_bytes()),
         None => false,
     };
     if !written {
-        ctx.lost += 1;
+        SESSION.add_lost(1);
     }
 }
 
-/// Queues an event recorded in a signal handler that interrupted a hook.
-fn queue_nested(st: &'static ThreadState, ev: Nested) {
-    let p = st.ctx.get();
-    if p.is_null() {
-        SESSION.add_lost(1);
-        return;
+fn encode_nested(ev: &Nested, stream: &mut StreamState, buf: &mut EventBuf) {
+    match ev {
+        Nested::Alloc(a) => stream.encode_alloc(a, buf),
+        Nested::Realloc(r) => stream.encode_realloc(r, buf),
+        Nested::Free(f) => stream.encode_free(f, buf),
     }
-    // SAFETY: the interrupted hook of this same thread is suspended while the handler runs,
-    // so nothing else touches the context; the queue is only appended to here.
-    let ctx = unsafe { &mut *p };
-    if ctx.nested_len < NESTED_CAPACITY {
-        ctx.nested[ctx.nested_len] = Some(ev);
-        ctx.nested_len += 1;
+}
+
+/// Records an event of a signal handler that interrupted a hook: directly when the thread
+/// is not busy (draining what was queued before it first, to keep the order), else into the
+/// thread's queue for the interrupted hook to write.
+fn queue_nested(st: &'static ThreadState, mut ev: Nested, regs: CallerRegs) {
+    let p = st.ctx.get();
+    if !p.is_null() && st.busy.get() == 0 {
+        // SAFETY: the interrupted code of this same thread is suspended while the handler
+        // runs and is not in a busy section, so the context is consistent and unused.
+        let ctx = unsafe { &mut *p };
+        if ctx.writer.is_some() {
+            flush_nested(st, ctx);
+            let stack = {
+                let _busy = Busy::enter(st);
+                capture(ctx, regs)
+            };
+            match &mut ev {
+                Nested::Alloc(a) => a.stack = stack,
+                Nested::Realloc(r) => r.stack = stack,
+                Nested::Free(f) => {
+                    if SESSION.flags() & FLAG_FREE_STACKS != 0 {
+                        f.stack = stack;
+                    }
+                }
+            }
+            apply_nested(st, ctx, &ev);
+            return;
+        }
+    }
+    let tail = st.nested_tail.get();
+    if tail - st.nested_head.get() < NESTED_CAPACITY {
+        st.nested[tail % NESTED_CAPACITY].set(Some(ev));
+        core::sync::atomic::compiler_fence(Ordering::SeqCst);
+        st.nested_tail.set(tail + 1);
     } else {
-        ctx.lost += 1;
+        SESSION.add_lost(1);
     }
 }
 
 /// Records an allocation made in a signal handler that interrupted a hook.
-pub fn nested_alloc(st: &'static ThreadState, op: AllocOp, ptr: *mut c_void, size: usize, align: usize) {
+pub fn nested_alloc(
+    st: &'static ThreadState,
+    op: AllocOp,
+    ptr: *mut c_void,
+    size: usize,
+    align: usize,
+    regs: CallerRegs,
+) {
     queue_nested(
         st,
         Nested::Alloc(AllocEvent {
@@ -276,11 +347,12 @@ pub fn nested_alloc(st: &'static ThreadState, op: AllocOp, ptr: *mut c_void, siz
             align: align as u64,
             stack: 0,
         }),
+        regs,
     );
 }
 
 /// Records a release made in a signal handler that interrupted a hook.
-pub fn nested_free(st: &'static ThreadState, ptr: *mut c_void) {
+pub fn nested_free(st: &'static ThreadState, ptr: *mut c_void, regs: CallerRegs) {
     queue_nested(
         st,
         Nested::Free(FreeEvent {
@@ -288,6 +360,7 @@ pub fn nested_free(st: &'static ThreadState, ptr: *mut c_void) {
             ptr: ptr as u64,
             stack: 0,
         }),
+        regs,
     );
 }
 
@@ -298,6 +371,7 @@ pub fn nested_realloc(
     old: *mut c_void,
     new: *mut c_void,
     size: usize,
+    regs: CallerRegs,
 ) {
     let ts = clock::now();
     queue_nested(
@@ -311,6 +385,7 @@ pub fn nested_realloc(
             size: size as u64,
             stack: 0,
         }),
+        regs,
     );
 }
 
@@ -328,48 +403,8 @@ impl Active {
 
     /// Unwinds the caller's stack and returns its id (0 when it cannot be had).
     pub fn capture(&mut self, regs: CallerRegs) -> u32 {
-        let ctx = self.ctx();
-        let hi = stack_top(ctx, regs.sp);
-        for attempt in 0..2 {
-            let Some(map) = MODULES.try_read_for(20_000) else {
-                return 0;
-            };
-            let Some(unwinder) = map.unwinder.as_ref() else {
-                return 0;
-            };
-            let n = unwind(unwinder, &mut ctx.cache, regs, hi, &mut ctx.frames[..crate::max_frames()]);
-            let frames = &ctx.frames[..n];
-            let key = hash(frames, map.epoch);
-            if let Some(id) = STACKS.lookup(key) {
-                return id;
-            }
-            // A new stack. If it runs through code no module covers and the loader changed,
-            // a library was loaded since the last scan: rescan and unwind again.
-            if attempt == 0 && frames.iter().any(|&f| map.find(f).is_none()) && map.loader_changed() {
-                drop(map);
-                rescan();
-                continue;
-            }
-            let id = STACKS.next_id();
-            let normalized = frames.iter().map(|&f| match map.find(f) {
-                Some(m) => Frame {
-                    module: m.id,
-                    offset: f - m.bias,
-                },
-                None => Frame {
-                    module: 0,
-                    offset: f,
-                },
-            });
-            let mut count = CountingSink::default();
-            encode_stack_def(&mut count, id, normalized.clone());
-            if SESSION.write_meta(count.0, |sink| encode_stack_def(&mut &mut *sink, id, normalized)) {
-                STACKS.insert(key, id);
-                return id;
-            }
-            return 0;
-        }
-        0
+        let _busy = Busy::enter(self.st);
+        capture(self.ctx(), regs)
     }
 
     #[inline]
@@ -387,17 +422,25 @@ impl Active {
 
     #[inline]
     fn end_pending(&mut self) {
-        if self.online() {
-            if let Some(w) = self.ctx().writer.as_ref() {
-                w.ring.header().pending.store(0, Ordering::Release);
-            }
+        if self.online()
+            && let Some(w) = self.ctx().writer.as_ref()
+        {
+            w.ring.header().pending.store(0, Ordering::Release);
         }
     }
 
     /// Records an allocation that succeeded.
-    pub fn alloc(&mut self, op: AllocOp, ptr: *mut c_void, size: usize, align: usize, regs: CallerRegs) {
+    pub fn alloc(
+        &mut self,
+        op: AllocOp,
+        ptr: *mut c_void,
+        size: usize,
+        align: usize,
+        regs: CallerRegs,
+    ) {
         let stack = self.capture(regs);
         if self.online() {
+            let _busy = Busy::enter(self.st);
             LIVE.insert(ptr as u64);
         }
         self.begin_pending();
@@ -409,17 +452,29 @@ impl Active {
             align: align as u64,
             stack,
         };
-        let ctx = self.ctx();
-        let mut buf = EventBuf::new();
-        ctx.stream.encode_alloc(&ev, &mut buf);
-        write_event(ctx, &buf);
+        emit(self.st, self.ctx(), |stream, buf| {
+            stream.encode_alloc(&ev, buf)
+        });
         self.end_pending();
     }
 
     /// Checks a pointer about to be released or reallocated in online mode; returns false
     /// (after recording the improper use) if it was never allocated.
-    pub fn check_live(&mut self, op: ImproperOp, ptr: *mut c_void, size: usize, regs: CallerRegs) -> bool {
-        if !self.online() || ptr.is_null() || LIVE.contains(ptr as u64) {
+    pub fn check_live(
+        &mut self,
+        op: ImproperOp,
+        ptr: *mut c_void,
+        size: usize,
+        regs: CallerRegs,
+    ) -> bool {
+        if !self.online() || ptr.is_null() {
+            return true;
+        }
+        let live = {
+            let _busy = Busy::enter(self.st);
+            LIVE.contains(ptr as u64)
+        };
+        if live {
             return true;
         }
         let stack = self.capture(regs);
@@ -431,10 +486,9 @@ impl Active {
             size: size as u64,
             stack,
         };
-        let ctx = self.ctx();
-        let mut buf = EventBuf::new();
-        ctx.stream.encode_improper(&ev, &mut buf);
-        write_event(ctx, &buf);
+        emit(self.st, self.ctx(), |stream, buf| {
+            stream.encode_improper(&ev, buf)
+        });
         self.end_pending();
         false
     }
@@ -447,23 +501,20 @@ impl Active {
             0
         };
         if self.online() && !ptr.is_null() {
+            let _busy = Busy::enter(self.st);
             LIVE.remove(ptr as u64);
         }
         self.begin_pending();
         let ts = clock::now();
-        {
-            let _r = InReal::enter();
-            release();
-        }
+        release();
         let ev = FreeEvent {
             ts,
             ptr: ptr as u64,
             stack,
         };
-        let ctx = self.ctx();
-        let mut buf = EventBuf::new();
-        ctx.stream.encode_free(&ev, &mut buf);
-        write_event(ctx, &buf);
+        emit(self.st, self.ctx(), |stream, buf| {
+            stream.encode_free(&ev, buf)
+        });
         self.end_pending();
     }
 
@@ -480,10 +531,7 @@ impl Active {
         let stack = self.capture(regs);
         self.begin_pending();
         let ts_begin = clock::now();
-        let new = {
-            let _r = InReal::enter();
-            call()
-        };
+        let new = call();
         let ts_end = clock::now();
         if new.is_null() && size != 0 {
             // Failed: the old block is untouched; nothing happened.
@@ -491,6 +539,7 @@ impl Active {
             return new;
         }
         if self.online() {
+            let _busy = Busy::enter(self.st);
             if !old.is_null() {
                 LIVE.remove(old as u64);
             }
@@ -507,13 +556,66 @@ impl Active {
             size: size as u64,
             stack,
         };
-        let ctx = self.ctx();
-        let mut buf = EventBuf::new();
-        ctx.stream.encode_realloc(&ev, &mut buf);
-        write_event(ctx, &buf);
+        emit(self.st, self.ctx(), |stream, buf| {
+            stream.encode_realloc(&ev, buf)
+        });
         self.end_pending();
         new
     }
+}
+
+/// Unwinds the caller's stack and returns its id (0 when it cannot be had). The caller
+/// marks the thread busy: the context's unwinder cache and frame buffer are in use.
+fn capture(ctx: &mut ThreadCtx, regs: CallerRegs) -> u32 {
+    let hi = stack_top(ctx, regs.sp);
+    for attempt in 0..2 {
+        let Some(map) = MODULES.try_read_for(20_000) else {
+            return 0;
+        };
+        let Some(unwinder) = map.unwinder.as_ref() else {
+            return 0;
+        };
+        let n = unwind(
+            unwinder,
+            &mut ctx.cache,
+            regs,
+            hi,
+            &mut ctx.frames[..crate::max_frames()],
+        );
+        let frames = &ctx.frames[..n];
+        let key = hash(frames, map.epoch);
+        if let Some(id) = STACKS.lookup(key) {
+            return id;
+        }
+        // A new stack. If it runs through code no module covers and the loader changed,
+        // a library was loaded since the last scan: rescan and unwind again.
+        if attempt == 0 && frames.iter().any(|&f| map.find(f).is_none()) && map.loader_changed() {
+            drop(map);
+            rescan();
+            continue;
+        }
+        let id = STACKS.next_id();
+        let normalized = frames.iter().map(|&f| match map.find(f) {
+            Some(m) => Frame {
+                module: m.id,
+                offset: f - m.bias,
+            },
+            None => Frame {
+                module: 0,
+                offset: f,
+            },
+        });
+        let mut count = CountingSink::default();
+        encode_stack_def(&mut count, id, normalized.clone());
+        if SESSION.write_meta(count.0, |sink| {
+            encode_stack_def(&mut &mut *sink, id, normalized)
+        }) {
+            STACKS.insert(key, id);
+            return id;
+        }
+        return 0;
+    }
+    0
 }
 
 /// The top of the stack `sp` is on: the thread's stack, or the alternate signal stack.

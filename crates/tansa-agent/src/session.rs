@@ -143,7 +143,8 @@ impl Session {
         }
         self.listener.store(settings.listener, Ordering::Relaxed);
         self.ring_size.store(settings.ring_size, Ordering::Relaxed);
-        self.ring_count.store(settings.ring_count, Ordering::Relaxed);
+        self.ring_count
+            .store(settings.ring_count, Ordering::Relaxed);
         self.flags.store(settings.flags, Ordering::Relaxed);
         self.seg_count.store(0, Ordering::Relaxed);
         self.meta_head.store(0, Ordering::Relaxed);
@@ -239,7 +240,12 @@ impl Session {
                     let h = ring.header();
                     if h.state.load(Ordering::Relaxed) == RING_FREE
                         && h.state
-                            .compare_exchange(RING_FREE, RING_ACTIVE, Ordering::Acquire, Ordering::Relaxed)
+                            .compare_exchange(
+                                RING_FREE,
+                                RING_ACTIVE,
+                                Ordering::Acquire,
+                                Ordering::Relaxed,
+                            )
                             .is_ok()
                     {
                         h.tid.store(tid, Ordering::Relaxed);
@@ -311,7 +317,11 @@ impl Session {
     /// Gives a thread ring back: the collector drains it and frees it.
     pub fn release_ring(&self, writer: &RingWriter) {
         if writer.generation == self.generation() {
-            writer.ring.header().state.store(RING_CLOSED, Ordering::Release);
+            writer
+                .ring
+                .header()
+                .state
+                .store(RING_CLOSED, Ordering::Release);
         }
     }
 
@@ -341,7 +351,9 @@ impl Session {
                 waited_us += 50;
                 if waited_us >= 1_000_000 {
                     waited_us = 0;
-                    let beat = self.header().map_or(0, |h| h.heartbeat.load(Ordering::Relaxed));
+                    let beat = self
+                        .header()
+                        .map_or(0, |h| h.heartbeat.load(Ordering::Relaxed));
                     if beat == last_beat
                         && !sys::process_alive(self.collector_pid.load(Ordering::Relaxed))
                     {
@@ -403,7 +415,10 @@ impl Session {
         let head = self.meta_head.load(Ordering::Relaxed);
         let ok = self.wait_for_space(&ring, head, len as u64);
         if ok {
-            let mut sink = RingSink { ring: &ring, pos: head };
+            let mut sink = RingSink {
+                ring: &ring,
+                pos: head,
+            };
             encode(&mut sink);
             debug_assert_eq!(sink.pos - head, len as u64);
             let new_head = head + len as u64;

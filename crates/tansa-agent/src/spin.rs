@@ -17,6 +17,12 @@ pub struct SpinLock {
     locked: AtomicU32,
 }
 
+impl Default for SpinLock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl SpinLock {
     /// An unlocked lock.
     pub const fn new() -> Self {

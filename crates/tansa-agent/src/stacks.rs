@@ -35,10 +35,7 @@ impl Level {
     fn slots(&self) -> &[Slot] {
         // SAFETY: the slots follow the header in the same mapping (see `Level::create`).
         unsafe {
-            core::slice::from_raw_parts(
-                (self as *const Level).add(1) as *const Slot,
-                self.mask + 1,
-            )
+            core::slice::from_raw_parts((self as *const Level).add(1) as *const Slot, self.mask + 1)
         }
     }
 
@@ -69,7 +66,9 @@ pub struct StackTable {
 
 impl core::fmt::Debug for Level {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("Level").field("slots", &(self.mask + 1)).finish()
+        f.debug_struct("Level")
+            .field("slots", &(self.mask + 1))
+            .finish()
     }
 }
 
@@ -147,8 +146,7 @@ impl StackTable {
             let mut i = key.0 as usize & mask;
             for _ in 0..MAX_PROBES {
                 let s = &slots[i];
-                if s
-                    .lo
+                if s.lo
                     .compare_exchange(0, key.0, Ordering::AcqRel, Ordering::Relaxed)
                     .is_ok()
                 {
@@ -190,7 +188,12 @@ impl StackTable {
             return;
         }
         if self.levels[next]
-            .compare_exchange(core::ptr::null_mut(), level, Ordering::AcqRel, Ordering::Acquire)
+            .compare_exchange(
+                core::ptr::null_mut(),
+                level,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
             .is_err()
         {
             // SAFETY: our level lost the race and was never published.

@@ -96,8 +96,8 @@ pub unsafe fn unmap(p: *mut u8, len: usize) {
 /// mapping.
 pub fn create_shared(name: &CStr, len: usize) -> Option<(c_int, *mut u8)> {
     // SAFETY: `name` is a valid C string; MFD_CLOEXEC is a valid flag.
-    let fd = unsafe { libc::syscall(libc::SYS_memfd_create, name.as_ptr(), libc::MFD_CLOEXEC) }
-        as c_int;
+    let fd =
+        unsafe { libc::syscall(libc::SYS_memfd_create, name.as_ptr(), libc::MFD_CLOEXEC) } as c_int;
     if fd < 0 {
         return None;
     }
@@ -263,7 +263,14 @@ pub fn readlink(path: &CStr, buf: &mut [u8]) -> usize {
 /// Writes a message to standard error (best effort).
 pub fn write_stderr(msg: &[u8]) {
     // SAFETY: `msg` is a valid buffer; a failed write is ignored.
-    unsafe { libc::syscall(libc::SYS_write, 2 as c_long, msg.as_ptr(), msg.len() as c_long) };
+    unsafe {
+        libc::syscall(
+            libc::SYS_write,
+            2 as c_long,
+            msg.as_ptr(),
+            msg.len() as c_long,
+        )
+    };
 }
 
 /// Gives up the CPU.
@@ -361,11 +368,12 @@ pub fn mapping_containing(addr: u64) -> Option<(u64, u64)> {
         let mut start = 0;
         while let Some(nl) = buf[start..filled].iter().position(|&b| b == b'\n') {
             let line = &buf[start..start + nl];
-            if let Some((lo, hi)) = parse_range(line) {
-                if addr >= lo && addr < hi {
-                    found = Some((lo, hi));
-                    break 'read;
-                }
+            if let Some((lo, hi)) = parse_range(line)
+                && addr >= lo
+                && addr < hi
+            {
+                found = Some((lo, hi));
+                break 'read;
             }
             start += nl + 1;
         }
@@ -428,6 +436,12 @@ pub struct PathBuf64 {
     len: usize,
 }
 
+impl Default for PathBuf64 {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl PathBuf64 {
     /// An empty path.
     pub fn new() -> Self {
@@ -477,15 +491,18 @@ pub fn key_create(dtor: unsafe extern "C" fn(*mut c_void)) -> Option<libc::pthre
     (unsafe { libc::pthread_key_create(&mut key, Some(dtor)) } == 0).then_some(key)
 }
 
-/// Sets the calling thread's value of `key`.
-pub fn key_set(key: libc::pthread_key_t, value: *mut c_void) {
-    // SAFETY: `key` was created by `key_create`.
-    unsafe { libc::pthread_setspecific(key, value) };
+/// Sets the calling thread's value of `key`. The value is stored, never dereferenced here.
+pub fn key_set(key: libc::pthread_key_t, value: usize) {
+    // SAFETY: `key` was created by `key_create`; pthread_setspecific only stores the value.
+    unsafe { libc::pthread_setspecific(key, value as *const c_void) };
 }
 
 /// `dl_iterate_phdr` callback type.
-pub type PhdrCallback =
-    unsafe extern "C" fn(info: *mut libc::dl_phdr_info, size: libc::size_t, data: *mut c_void) -> c_int;
+pub type PhdrCallback = unsafe extern "C" fn(
+    info: *mut libc::dl_phdr_info,
+    size: libc::size_t,
+    data: *mut c_void,
+) -> c_int;
 
 /// Walks the loaded modules.
 ///

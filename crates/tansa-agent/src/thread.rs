@@ -14,28 +14,63 @@
 use core::cell::Cell;
 use core::sync::atomic::{AtomicBool, AtomicIsize, Ordering};
 
+use tansa_wire::event::{AllocEvent, FreeEvent, ReallocEvent};
+
 use crate::sys;
+
+/// An event recorded by a signal handler that interrupted a hook of this thread.
+#[derive(Debug, Clone, Copy)]
+pub enum NestedEvent {
+    /// An allocation.
+    Alloc(AllocEvent),
+    /// A reallocation.
+    Realloc(ReallocEvent),
+    /// A release.
+    Free(FreeEvent),
+}
+
+/// Capacity of the per-thread queue of signal-handler events.
+pub const NESTED_CAPACITY: usize = 32;
 
 /// Per-thread flags, reachable without a TLS lookup after initialization.
 #[derive(Debug)]
 pub struct ThreadState {
     /// Nesting depth of hooks on this thread that are recording (0 outside hooks). A hook
-    /// entered while this is non-zero and `in_real` is zero interrupted our own code from a
-    /// signal handler.
+    /// entered while this is non-zero was entered from a signal handler that interrupted a
+    /// hook (its own code or the real allocator it called: the real allocator functions never
+    /// call back into the hooks, see `hooks`).
     pub depth: Cell<u32>,
-    /// Non-zero while this thread runs the real allocator or a C library function called by
-    /// the agent: hooks entered then are internal calls and pass straight through.
-    pub in_real: Cell<u32>,
+    /// Non-zero while the agent itself calls a C library function that may allocate: hooks
+    /// entered then are the agent's own doing and pass straight through.
+    pub internal: Cell<u32>,
     /// The thread's context, or null before its first recorded event and after its exit.
     pub ctx: Cell<*mut crate::ThreadCtx>,
+    /// Queue of events recorded by signal handlers while a hook of this thread could not
+    /// take them: the handler appends at `nested_tail`, the interrupted hook drains from
+    /// `nested_head` when it finishes. Both run on this thread (a handler runs to completion
+    /// before the code it interrupted resumes), so cells suffice; the counters are never
+    /// reset, so a handler firing while the queue is drained is never overwritten. It lives
+    /// here, in static TLS, because a handler may fire before the thread's context exists.
+    pub nested: [Cell<Option<NestedEvent>>; NESTED_CAPACITY],
+    /// Next queued event to write.
+    pub nested_head: Cell<usize>,
+    /// One past the last queued event.
+    pub nested_tail: Cell<usize>,
+    /// Non-zero while this thread is in a section a signal handler must not enter: writing a
+    /// record, draining the queue, holding a lock of the live-block table.
+    pub busy: Cell<u32>,
 }
 
 thread_local! {
     static STATE: ThreadState = const {
         ThreadState {
             depth: Cell::new(0),
-            in_real: Cell::new(0),
+            internal: Cell::new(0),
             ctx: Cell::new(core::ptr::null_mut()),
+            nested: [const { Cell::new(None) }; NESTED_CAPACITY],
+            nested_head: Cell::new(0),
+            nested_tail: Cell::new(0),
+            busy: Cell::new(0),
         }
     };
 }
@@ -55,7 +90,8 @@ pub fn init_fast_access() {
 #[inline]
 pub fn current() -> &'static ThreadState {
     if OFFSET_KNOWN.load(Ordering::Acquire) {
-        let p = (sys::thread_pointer() as isize + OFFSET.load(Ordering::Relaxed)) as *const ThreadState;
+        let p =
+            (sys::thread_pointer() as isize + OFFSET.load(Ordering::Relaxed)) as *const ThreadState;
         // SAFETY: the agent is preloaded, so its TLS block lives in static TLS at the same
         // offset from every thread's thread pointer; `p` is this thread's `STATE`, which
         // lives as long as the thread. `ThreadState` is not `Sync`, so the reference cannot
@@ -68,24 +104,46 @@ pub fn current() -> &'static ThreadState {
     }
 }
 
-/// Marks the calling thread as inside the real allocator (or a libc call that may allocate)
-/// for the lifetime of the returned guard.
+/// Marks the calling thread busy (see [`ThreadState::busy`]) for the guard's lifetime.
 #[derive(Debug)]
-pub struct InReal(&'static ThreadState);
+pub struct Busy(&'static ThreadState);
 
-impl InReal {
-    /// Enters.
+impl Busy {
+    /// Enters a busy section.
     #[inline]
-    pub fn enter() -> InReal {
-        let st = current();
-        st.in_real.set(st.in_real.get() + 1);
-        InReal(st)
+    pub fn enter(st: &'static ThreadState) -> Busy {
+        st.busy.set(st.busy.get() + 1);
+        core::sync::atomic::compiler_fence(Ordering::SeqCst);
+        Busy(st)
     }
 }
 
-impl Drop for InReal {
+impl Drop for Busy {
     #[inline]
     fn drop(&mut self) {
-        self.0.in_real.set(self.0.in_real.get() - 1);
+        core::sync::atomic::compiler_fence(Ordering::SeqCst);
+        self.0.busy.set(self.0.busy.get() - 1);
+    }
+}
+
+/// Marks the calling thread as running a C library call made by the agent itself (one that
+/// may allocate) for the lifetime of the returned guard.
+#[derive(Debug)]
+pub struct Internal(&'static ThreadState);
+
+impl Internal {
+    /// Enters.
+    #[inline]
+    pub fn enter() -> Internal {
+        let st = current();
+        st.internal.set(st.internal.get() + 1);
+        Internal(st)
+    }
+}
+
+impl Drop for Internal {
+    #[inline]
+    fn drop(&mut self) {
+        self.0.internal.set(self.0.internal.get() - 1);
     }
 }

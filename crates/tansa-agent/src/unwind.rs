@@ -57,7 +57,13 @@ pub fn unwind(
     };
     while n < out.len() {
         let sp_before = state.sp();
-        match framehop::Unwinder::unwind_frame(unwinder, address, &mut state, cache, &mut read_stack) {
+        match framehop::Unwinder::unwind_frame(
+            unwinder,
+            address,
+            &mut state,
+            cache,
+            &mut read_stack,
+        ) {
             Ok(Some(ra)) if ra != 0 && state.sp() > sp_before => {
                 out[n] = ra;
                 n += 1;
@@ -68,7 +74,13 @@ pub fn unwind(
             }
             other => {
                 if std::env::var_os("TANSA_DEBUG_UNWIND").is_some() {
-                    let msg = format!("unwind stop at {:#x} sp {:#x} hi {:#x}: {:?}\n", address.address(), state.sp(), stack_hi, other);
+                    let msg = format!(
+                        "unwind stop at {:#x} sp {:#x} hi {:#x}: {:?}\n",
+                        address.address(),
+                        state.sp(),
+                        stack_hi,
+                        other
+                    );
                     crate::sys::write_stderr(msg.as_bytes());
                 }
                 break;

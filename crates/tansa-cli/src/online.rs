@@ -7,7 +7,9 @@ use std::path::Path;
 use rustc_hash::FxHashMap;
 use tansa_analysis::memory::aggregate::{Aggregator, SessionMeta};
 use tansa_analysis::memory::merge::{EventKind, OnlineOrder, StreamDecoder};
-use tansa_analysis::memory::model::{AddressResolver, ModuleInfo, Registry, Resolution, SourceFrame};
+use tansa_analysis::memory::model::{
+    AddressResolver, ModuleInfo, Registry, Resolution, SourceFrame,
+};
 use tansa_analysis::memory::{Config, MemoryReport};
 use tansa_collect::{CollectError, Sink};
 use tansa_format::memory::{SessionEnd, SessionInfo};
@@ -31,7 +33,10 @@ impl AddressResolver for LiveResolver {
         if module.vdso || module.path.is_empty() {
             return Resolution::default();
         }
-        match self.resolver.resolve(Path::new(&module.path), &[offset.saturating_sub(1)]) {
+        match self
+            .resolver
+            .resolve(Path::new(&module.path), &[offset.saturating_sub(1)])
+        {
             Ok(mut r) if !r.is_empty() => {
                 let r = r.swap_remove(0);
                 Resolution {
@@ -103,7 +108,11 @@ impl OnlineSink {
             };
             // A stack is defined before any event using it, but its definition may still be
             // on the way; wait for it unless this is the end.
-            if watermark != u64::MAX && self.aggregator.needs_stack(&self.registry, e.session, stack) {
+            if watermark != u64::MAX
+                && self
+                    .aggregator
+                    .needs_stack(&self.registry, e.session, stack)
+            {
                 break;
             }
             let Some(e) = self.order.pop() else {
@@ -151,7 +160,8 @@ impl Sink for OnlineSink {
             used = d.position();
         }
         for (id, frames) in stacks {
-            self.registry.add_stack(session, id, frames, &mut self.resolver);
+            self.registry
+                .add_stack(session, id, frames, &mut self.resolver);
         }
         self.registry.resolve_pending(&mut self.resolver, false);
         self.meta_carry.insert(session, buf[used..].to_vec());
@@ -175,7 +185,8 @@ impl Sink for OnlineSink {
     }
 
     fn session_ended(&mut self, end: &SessionEnd) -> Result<(), CollectError> {
-        self.aggregator.end_session(end.session, end.exit, end.lost_events);
+        self.aggregator
+            .end_session(end.session, end.exit, end.lost_events);
         Ok(())
     }
 
@@ -185,7 +196,12 @@ impl Sink for OnlineSink {
     }
 
     fn tick(&mut self, point: CalibrationPoint) -> Result<(), CollectError> {
-        if self.calibration.points.last().is_none_or(|p| p.ticks < point.ticks) {
+        if self
+            .calibration
+            .points
+            .last()
+            .is_none_or(|p| p.ticks < point.ticks)
+        {
             self.calibration.points.push(point);
             self.aggregator.set_clock(self.calibration.clone());
         }

@@ -77,8 +77,16 @@ const POLICIES: [(&str, &str); 6] = [
 fn check_rows(report: &Value, rows: &[Row], context: &str) {
     for &(name, allocated, net, max, min, c) in rows {
         let u = unit(report, name);
-        assert_eq!(bytes(u), (allocated, net, max, min), "{context}: bytes of {name} (allocated, net, max, min)");
-        assert_eq!(calls(u), c, "{context}: calls of {name} (malloc, calloc, realloc, free, memalign)");
+        assert_eq!(
+            bytes(u),
+            (allocated, net, max, min),
+            "{context}: bytes of {name} (allocated, net, max, min)"
+        );
+        assert_eq!(
+            calls(u),
+            c,
+            "{context}: calls of {name} (malloc, calloc, realloc, free, memalign)"
+        );
     }
 }
 
@@ -86,7 +94,11 @@ fn record_fig3(variant: &str, opt: &[&str]) -> (tempfile::TempDir, std::path::Pa
     let f = fig3(variant, opt);
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("fig3.tansa");
-    let out = record(&file, &[], &[f.exe.to_str().unwrap(), f.plugin.to_str().unwrap()]);
+    let out = record(
+        &file,
+        &[],
+        &[f.exe.to_str().unwrap(), f.plugin.to_str().unwrap()],
+    );
     assert!(out.status.success(), "record failed: {}", stderr(&out));
     (dir, file)
 }
@@ -96,11 +108,26 @@ fn all_policies_offline(variant: &str, opt: &[&str]) {
     for (charge, free_to) in POLICIES {
         let r = report_json(&file, &["--charge", charge, "--free-to", free_to]);
         assert_eq!(r["schema"], "tansa.memory-report.v1");
-        assert_eq!((r["by"].as_str(), r["charge"].as_str(), r["free_to"].as_str()), (Some("library"), Some(charge), Some(free_to)));
+        assert_eq!(
+            (
+                r["by"].as_str(),
+                r["charge"].as_str(),
+                r["free_to"].as_str()
+            ),
+            (Some("library"), Some(charge), Some(free_to))
+        );
         assert_eq!(r["process"]["exit"]["kind"], "exited");
         assert_eq!(r["process"]["exit"]["code"], 0);
-        check_rows(&r, &expected(charge, free_to), &format!("{variant} offline {charge}/{free_to}"));
-        assert!(r["improper"].as_array().unwrap().is_empty(), "no improper use: {}", r["improper"]);
+        check_rows(
+            &r,
+            &expected(charge, free_to),
+            &format!("{variant} offline {charge}/{free_to}"),
+        );
+        assert!(
+            r["improper"].as_array().unwrap().is_empty(),
+            "no improper use: {}",
+            r["improper"]
+        );
     }
 }
 
@@ -121,12 +148,28 @@ fn all_policies_online(variant: &str, opt: &[&str]) {
         let json = dir.path().join("report.json");
         let out = record(
             &json,
-            &["--online", "--format", "json", "--charge", charge, "--free-to", free_to],
+            &[
+                "--online",
+                "--format",
+                "json",
+                "--charge",
+                charge,
+                "--free-to",
+                free_to,
+            ],
             &[f.exe.to_str().unwrap(), f.plugin.to_str().unwrap()],
         );
-        assert!(out.status.success(), "online record failed: {}", stderr(&out));
+        assert!(
+            out.status.success(),
+            "online record failed: {}",
+            stderr(&out)
+        );
         let r: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
-        check_rows(&r, &expected(charge, free_to), &format!("{variant} online {charge}/{free_to}"));
+        check_rows(
+            &r,
+            &expected(charge, free_to),
+            &format!("{variant} online {charge}/{free_to}"),
+        );
         // Online mode writes no event log.
         let files: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
         assert_eq!(files.len(), 1, "only the report is written");
@@ -171,12 +214,19 @@ fn functions(variant: &str, opt: &[&str]) {
     );
     let r = report_json(&file, &["--by", "function", "--charge", "all"]);
     for f in ["liba.so!func_a0", "liba.so!func_a1", "libb.so!func_b0"] {
-        check_rows(&r, &[(f, 1400, 240, 1000, 0, (20, 0, 0, 14, 0))], &format!("{variant} by function, all"));
+        check_rows(
+            &r,
+            &[(f, 1400, 240, 1000, 0, (20, 0, 0, 14, 0))],
+            &format!("{variant} by function, all"),
+        );
     }
     // No frame outside the root (start-up code) or the allocator is ever a unit.
     for u in r["units"].as_array().unwrap() {
         let name = u["unit"].as_str().unwrap();
-        assert!(!name.contains("__libc_start") && !name.contains("!_start"), "start-up frame charged: {name}");
+        assert!(
+            !name.contains("__libc_start") && !name.contains("!_start"),
+            "start-up frame charged: {name}"
+        );
     }
 }
 
@@ -209,21 +259,45 @@ fn threads_are_units_with_their_names() {
         let thread_frees = raw[&tid].get("Free").copied().unwrap_or(0);
         assert!(thread_frees >= 2);
         assert_eq!(calls(u), (5, 0, 0, thread_frees, 0), "thread {name}");
-        assert!(u["unit"].as_str().unwrap().starts_with(&format!("{name} [")));
+        assert!(
+            u["unit"]
+                .as_str()
+                .unwrap()
+                .starts_with(&format!("{name} ["))
+        );
     }
-    let main = units.iter().find(|u| u["thread"]["name"] == "fig3").expect("main thread unit");
+    let main = units
+        .iter()
+        .find(|u| u["thread"]["name"] == "fig3")
+        .expect("main thread unit");
     // The program's own main-thread allocations (A..H), plus whatever the C library
     // allocates on its behalf (dlopen, thread creation).
-    assert!(main["allocated_bytes"].as_i64().unwrap() >= 1000 + 200 + 300 + 320 + 1380 + 3000 + 777);
+    assert!(
+        main["allocated_bytes"].as_i64().unwrap() >= 1000 + 200 + 300 + 320 + 1380 + 3000 + 777
+    );
     // Caller mode charges the workers' releases to the releasing thread: same here.
     let r = report_json(&file, &["--by", "thread", "--free-to", "caller"]);
-    let w1 = r["units"].as_array().unwrap().iter().find(|u| u["thread"]["name"] == "worker-1").unwrap();
+    let w1 = r["units"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["thread"]["name"] == "worker-1")
+        .unwrap();
     assert_eq!(bytes(w1), (200, 120, 200, 0));
     // Nothing is charged to tansa's own code, nor to "nobody" when a stack is known.
-    for u in report_json(&file, &["--by", "function"])["units"].as_array().unwrap() {
+    for u in report_json(&file, &["--by", "function"])["units"]
+        .as_array()
+        .unwrap()
+    {
         let name = u["unit"].as_str().unwrap();
-        assert!(!name.starts_with("libtansa_agent"), "agent frame charged: {name}");
-        assert_ne!(name, "[unknown]", "a release with a stack was charged to nobody");
+        assert!(
+            !name.starts_with("libtansa_agent"),
+            "agent frame charged: {name}"
+        );
+        assert_ne!(
+            name, "[unknown]",
+            "a release with a stack was charged to nobody"
+        );
     }
 }
 
@@ -231,25 +305,62 @@ fn threads_are_units_with_their_names() {
 fn calls_and_intervals() {
     let (_dir, file) = record_fig3("O0", &["-O0", "-fno-omit-frame-pointer"]);
     let r = report_json(&file, &["--by", "call"]);
-    let liba: Vec<&Value> = r["units"].as_array().unwrap().iter().filter(|u| u["unit"] == "liba.so").collect();
+    let liba: Vec<&Value> = r["units"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|u| u["unit"] == "liba.so")
+        .collect();
     // Phases A and B are one run of liba (11 consecutive events): one call.
-    let first = liba.iter().find(|u| u["call_index"] == 0).expect("first call of liba");
+    let first = liba
+        .iter()
+        .find(|u| u["call_index"] == 0)
+        .expect("first call of liba");
     assert_eq!(first["allocated_bytes"], 1200);
-    assert_eq!(calls(first), (10, 1, 0, 10, 0), "owner mode: G's releases belong to the call that allocated");
-    let total: i64 = liba.iter().map(|u| u["allocated_bytes"].as_i64().unwrap()).sum();
+    assert_eq!(
+        calls(first),
+        (10, 1, 0, 10, 0),
+        "owner mode: G's releases belong to the call that allocated"
+    );
+    let total: i64 = liba
+        .iter()
+        .map(|u| u["allocated_bytes"].as_i64().unwrap())
+        .sum();
     assert_eq!(total, 1600);
-    let starts: Vec<u64> = r["units"].as_array().unwrap().iter().map(|u| u["start_ns"].as_u64().unwrap()).collect();
-    assert!(starts.windows(2).all(|w| w[0] <= w[1]), "calls in time order");
+    let starts: Vec<u64> = r["units"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u["start_ns"].as_u64().unwrap())
+        .collect();
+    assert!(
+        starts.windows(2).all(|w| w[0] <= w[1]),
+        "calls in time order"
+    );
 
     let r = report_json(&file, &["--by", "interval", "--interval", "1ms"]);
     assert_eq!(r["interval_ns"], 1_000_000);
-    let liba: Vec<&Value> = r["units"].as_array().unwrap().iter().filter(|u| u["unit"] == "liba.so").collect();
-    assert!(liba.len() >= 3, "liba is active in several intervals: {liba:?}");
-    let total: i64 = liba.iter().map(|u| u["allocated_bytes"].as_i64().unwrap()).sum();
+    let liba: Vec<&Value> = r["units"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|u| u["unit"] == "liba.so")
+        .collect();
+    assert!(
+        liba.len() >= 3,
+        "liba is active in several intervals: {liba:?}"
+    );
+    let total: i64 = liba
+        .iter()
+        .map(|u| u["allocated_bytes"].as_i64().unwrap())
+        .sum();
     assert_eq!(total, 1600);
     assert_eq!(liba.last().unwrap()["cumulative_net_bytes"], 440);
     for u in &liba {
-        assert_eq!(u["end_ns"].as_u64().unwrap() - u["start_ns"].as_u64().unwrap(), 1_000_000);
+        assert_eq!(
+            u["end_ns"].as_u64().unwrap() - u["start_ns"].as_u64().unwrap(),
+            1_000_000
+        );
         // Each interval starts from zero (seed Fig. 10): its net is the change within it.
         assert!(u["max_bytes"].as_i64().unwrap() >= u["net_bytes"].as_i64().unwrap());
     }
@@ -263,12 +374,21 @@ fn table_and_csv_agree_with_json() {
     let out = run_tansa(&["report", file.to_str().unwrap()]);
     assert!(out.status.success());
     let table = String::from_utf8(out.stdout).unwrap();
-    let line = table.lines().find(|l| l.starts_with("liba.so ")).expect("liba row in the table");
+    let line = table
+        .lines()
+        .find(|l| l.starts_with("liba.so "))
+        .expect("liba row in the table");
     let cells: Vec<&str> = line.split_whitespace().collect();
     assert_eq!(&cells[1..5], &["440", "1200", "0", "1600"], "{line}");
     assert!(table.contains("exited with code 0"), "{table}");
     let out = run_tansa(&["report", file.to_str().unwrap(), "--format", "csv"]);
     let csv = String::from_utf8(out.stdout).unwrap();
-    assert!(csv.starts_with("unit,net_bytes,max_bytes,min_bytes,allocated_bytes,freed_bytes,malloc"));
-    assert!(csv.lines().any(|l| l.starts_with("liba.so,440,1200,0,1600,1160,20,1,0,14,0")), "{csv}");
+    assert!(
+        csv.starts_with("unit,net_bytes,max_bytes,min_bytes,allocated_bytes,freed_bytes,malloc")
+    );
+    assert!(
+        csv.lines()
+            .any(|l| l.starts_with("liba.so,440,1200,0,1600,1160,20,1,0,14,0")),
+        "{csv}"
+    );
 }

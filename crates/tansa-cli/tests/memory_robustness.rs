@@ -30,9 +30,22 @@ fn sigkill_midway_loses_nothing_recorded() {
     let f = o0();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("k.tansa");
-    let out = record(&file, &[], &[f.exe.to_str().unwrap(), f.plugin.to_str().unwrap(), "kill"]);
-    assert_eq!(out.status.code(), Some(128 + 9), "tansa record exits like the target: {}", stderr(&out));
-    assert!(stderr(&out).contains("killed by SIGKILL"), "{}", stderr(&out));
+    let out = record(
+        &file,
+        &[],
+        &[f.exe.to_str().unwrap(), f.plugin.to_str().unwrap(), "kill"],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(128 + 9),
+        "tansa record exits like the target: {}",
+        stderr(&out)
+    );
+    assert!(
+        stderr(&out).contains("killed by SIGKILL"),
+        "{}",
+        stderr(&out)
+    );
     check_until_death(&report_json(&file, &[]), "SIGKILL");
 }
 
@@ -41,7 +54,11 @@ fn sigsegv_midway_loses_nothing_recorded() {
     let f = o0();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("s.tansa");
-    let out = record(&file, &[], &[f.exe.to_str().unwrap(), f.plugin.to_str().unwrap(), "segv"]);
+    let out = record(
+        &file,
+        &[],
+        &[f.exe.to_str().unwrap(), f.plugin.to_str().unwrap(), "segv"],
+    );
     assert_eq!(out.status.code(), Some(128 + 11), "{}", stderr(&out));
     check_until_death(&report_json(&file, &[]), "SIGSEGV");
 }
@@ -51,18 +68,28 @@ fn online_table_is_printed_when_a_signal_kills_the_program() {
     let f = o0();
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("online.json");
-    let out = record(&json, &["--online", "--format", "json"], &[
-        f.exe.to_str().unwrap(),
-        f.plugin.to_str().unwrap(),
-        "kill",
-    ]);
+    let out = record(
+        &json,
+        &["--online", "--format", "json"],
+        &[f.exe.to_str().unwrap(), f.plugin.to_str().unwrap(), "kill"],
+    );
     assert_eq!(out.status.code(), Some(137));
     let r: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     check_until_death(&r, "SIGKILL");
     // Without -o the table goes to standard error.
-    let out = run_tansa(&["record", "--online", "--", f.exe.to_str().unwrap(), f.plugin.to_str().unwrap(), "kill"]);
+    let out = run_tansa(&[
+        "record",
+        "--online",
+        "--",
+        f.exe.to_str().unwrap(),
+        f.plugin.to_str().unwrap(),
+        "kill",
+    ]);
     let err = stderr(&out);
-    assert!(err.contains("liba.so") && err.contains("killed by SIGKILL"), "{err}");
+    assert!(
+        err.contains("liba.so") && err.contains("killed by SIGKILL"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -74,14 +101,31 @@ fn fork_and_exec_children_are_recorded() {
     assert!(out.status.success(), "{}", stderr(&out));
     let r = report_json(&file, &["--by", "function"]);
     let procs = r["processes"].as_array().unwrap();
-    assert_eq!(procs.len(), 3, "parent, forked child, exec'd image: {procs:?}");
+    assert_eq!(
+        procs.len(),
+        3,
+        "parent, forked child, exec'd image: {procs:?}"
+    );
     let parent = procs[0]["pid"].as_u64().unwrap();
-    let child = procs.iter().find(|p| p["ppid"].as_u64() == Some(parent)).expect("forked child");
+    let child = procs
+        .iter()
+        .find(|p| p["ppid"].as_u64() == Some(parent))
+        .expect("forked child");
     let child_pid = child["pid"].as_u64().unwrap();
-    let images: Vec<&Value> = procs.iter().filter(|p| p["pid"].as_u64() == Some(child_pid)).collect();
-    assert_eq!(images.len(), 2, "the child pid has two images (fork, then exec)");
+    let images: Vec<&Value> = procs
+        .iter()
+        .filter(|p| p["pid"].as_u64() == Some(child_pid))
+        .collect();
+    assert_eq!(
+        images.len(),
+        2,
+        "the child pid has two images (fork, then exec)"
+    );
     assert_eq!(images[0]["exit"]["kind"], "exec");
-    assert_eq!(images[1]["command"], serde_json::json!([exe.to_str().unwrap(), "child"]));
+    assert_eq!(
+        images[1]["command"],
+        serde_json::json!([exe.to_str().unwrap(), "child"])
+    );
     assert_eq!(r["process"]["exit"]["code"], 0);
 
     // Merged: everything the three images allocated.
@@ -89,10 +133,17 @@ fn fork_and_exec_children_are_recorded() {
     assert_eq!(main["allocated_bytes"], 1111 + 4444 + 2222 + 3333);
     // The child's release of a block inherited from its parent is counted but not charged.
     assert_eq!(r["inherited_frees"], 1);
-    assert!(r["improper"].as_array().unwrap().is_empty(), "{}", r["improper"]);
+    assert!(
+        r["improper"].as_array().unwrap().is_empty(),
+        "{}",
+        r["improper"]
+    );
 
     // Only the child: its two images.
-    let rc = report_json(&file, &["--by", "function", "--pid", &child_pid.to_string()]);
+    let rc = report_json(
+        &file,
+        &["--by", "function", "--pid", &child_pid.to_string()],
+    );
     assert_eq!(unit(&rc, "forker!main")["allocated_bytes"], 2222 + 3333);
     assert_eq!(unit(&rc, "forker!main")["net_bytes"], 2222 + 3333);
     let rp = report_json(&file, &["--by", "function", "--pid", &parent.to_string()]);
@@ -114,12 +165,18 @@ fn cpp_new_delete_and_containers() {
     assert_eq!(calls(w), (100, 0, 0, 50, 0));
     for u in r["units"].as_array().unwrap() {
         let name = u["unit"].as_str().unwrap();
-        assert!(!name.contains("operator new") && !name.contains("operator delete"), "{name}");
+        assert!(
+            !name.contains("operator new") && !name.contains("operator delete"),
+            "{name}"
+        );
     }
     // The strings are built by libstdc++'s own code: by library, it is charged.
     let r = report_json(&file, &[]);
     let stdcpp = unit(&r, "libstdc++.so.6");
-    assert!(stdcpp["calls"]["malloc"].as_u64().unwrap() >= 50, "{stdcpp}");
+    assert!(
+        stdcpp["calls"]["malloc"].as_u64().unwrap() >= 50,
+        "{stdcpp}"
+    );
     // The vector of 1000 ints grew by doubling in the executable's template code:
     // 4 + 8 + ... + 4096 bytes, all released.
     let exe_unit = unit(&r, "containers");
@@ -129,10 +186,17 @@ fn cpp_new_delete_and_containers() {
 #[test]
 fn a_command_that_does_not_exist() {
     let dir = tempfile::tempdir().unwrap();
-    let out = record(&dir.path().join("x.tansa"), &[], &["/nonexistent/program-xyz"]);
+    let out = record(
+        &dir.path().join("x.tansa"),
+        &[],
+        &["/nonexistent/program-xyz"],
+    );
     assert!(!out.status.success());
     let err = stderr(&out);
-    assert!(err.contains("cannot run /nonexistent/program-xyz") && err.contains("No such file"), "{err}");
+    assert!(
+        err.contains("cannot run /nonexistent/program-xyz") && err.contains("No such file"),
+        "{err}"
+    );
     assert!(!err.contains("panicked"), "{err}");
 }
 
@@ -141,7 +205,10 @@ fn unknown_unit_is_rejected_with_the_choices() {
     let out = run_tansa(&["report", "whatever.tansa", "--by", "planet"]);
     assert_eq!(out.status.code(), Some(2));
     let err = stderr(&out);
-    assert!(err.contains("invalid value 'planet'") && err.contains("library"), "{err}");
+    assert!(
+        err.contains("invalid value 'planet'") && err.contains("library"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -169,7 +236,11 @@ fn truncated_recordings_report_what_precedes_the_damage() {
     let f = o0();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("full.tansa");
-    let out = record(&file, &[], &[f.exe.to_str().unwrap(), f.plugin.to_str().unwrap()]);
+    let out = record(
+        &file,
+        &[],
+        &[f.exe.to_str().unwrap(), f.plugin.to_str().unwrap()],
+    );
     assert!(out.status.success());
     let bytes_full = std::fs::read(&file).unwrap();
     // Every cut point: never a panic; a damaged file exits 2 with a warning; the events

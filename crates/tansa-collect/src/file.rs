@@ -15,9 +15,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use tansa_format::container::{FrameEncoder, FrameType, Kind, Writer};
-use tansa_format::memory::{
-    self, SessionEnd, SessionInfo, meta_chunk_prefix, thread_chunk_prefix,
-};
+use tansa_format::memory::{self, SessionEnd, SessionInfo, meta_chunk_prefix, thread_chunk_prefix};
 use tansa_format::meta::{Calibration, CalibrationPoint, ClockSource, RecordingMeta};
 
 use crate::symbolize::AddressSet;
@@ -51,7 +49,9 @@ pub struct FileSink {
 
 impl std::fmt::Debug for FileSink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FileSink").field("path", &self.path).finish_non_exhaustive()
+        f.debug_struct("FileSink")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
     }
 }
 
@@ -75,10 +75,13 @@ fn writer_thread(mut writer: Writer<BufWriter<File>>, jobs: Receiver<Job>) -> io
 
 impl FileSink {
     /// Creates the file and writes its first frame.
-    pub fn create(path: &Path, meta: &RecordingMeta, clock: ClockSource) -> Result<FileSink, CollectError> {
-        let file = File::create(path).map_err(|e| {
-            CollectError::Sink(format!("cannot create {}: {e}", path.display()))
-        })?;
+    pub fn create(
+        path: &Path,
+        meta: &RecordingMeta,
+        clock: ClockSource,
+    ) -> Result<FileSink, CollectError> {
+        let file = File::create(path)
+            .map_err(|e| CollectError::Sink(format!("cannot create {}: {e}", path.display())))?;
         let mut writer = Writer::new(BufWriter::with_capacity(1 << 20, file), Kind::Memory)?;
         writer.value(FrameType::META, meta)?;
         let (tx, rx) = sync_channel(64);
@@ -106,23 +109,24 @@ impl FileSink {
     }
 
     fn flush_thread(&mut self, key: (u32, u32)) -> Result<(), CollectError> {
-        if let Some(buf) = self.threads.get_mut(&key) {
-            if buf.bytes.len() > 8 {
-                let payload = std::mem::replace(&mut buf.bytes, thread_chunk_prefix(key.0, key.1).to_vec());
-                buf.since = Instant::now();
-                self.send(Job::Frame(memory::THREAD_CHUNK, payload))?;
-            }
+        if let Some(buf) = self.threads.get_mut(&key)
+            && buf.bytes.len() > 8
+        {
+            let payload =
+                std::mem::replace(&mut buf.bytes, thread_chunk_prefix(key.0, key.1).to_vec());
+            buf.since = Instant::now();
+            self.send(Job::Frame(memory::THREAD_CHUNK, payload))?;
         }
         Ok(())
     }
 
     fn flush_meta(&mut self, session: u32) -> Result<(), CollectError> {
-        if let Some(buf) = self.metas.get_mut(&session) {
-            if buf.bytes.len() > 4 {
-                let payload = std::mem::replace(&mut buf.bytes, meta_chunk_prefix(session).to_vec());
-                buf.since = Instant::now();
-                self.send(Job::Frame(memory::META_CHUNK, payload))?;
-            }
+        if let Some(buf) = self.metas.get_mut(&session)
+            && buf.bytes.len() > 4
+        {
+            let payload = std::mem::replace(&mut buf.bytes, meta_chunk_prefix(session).to_vec());
+            buf.since = Instant::now();
+            self.send(Job::Frame(memory::META_CHUNK, payload))?;
         }
         Ok(())
     }
@@ -134,7 +138,10 @@ impl FileSink {
 
     /// Flushes every buffer, resolves symbols and closes the file. `progress` is called
     /// before each module is symbolized with (index, count, path). Returns the file size.
-    pub fn finish(mut self, progress: &mut dyn FnMut(usize, usize, &str)) -> Result<u64, CollectError> {
+    pub fn finish(
+        mut self,
+        progress: &mut dyn FnMut(usize, usize, &str),
+    ) -> Result<u64, CollectError> {
         let keys: Vec<_> = self.threads.keys().copied().collect();
         for k in keys {
             self.flush_thread(k)?;
@@ -188,7 +195,10 @@ impl Sink for FileSink {
 
     fn meta(&mut self, session: u32, bytes: &[u8]) -> Result<(), CollectError> {
         self.raw_bytes += bytes.len() as u64;
-        self.meta_all.entry(session).or_default().extend_from_slice(bytes);
+        self.meta_all
+            .entry(session)
+            .or_default()
+            .extend_from_slice(bytes);
         let buf = self.metas.entry(session).or_insert_with(|| Buffer {
             bytes: meta_chunk_prefix(session).to_vec(),
             since: Instant::now(),
@@ -202,10 +212,13 @@ impl Sink for FileSink {
 
     fn thread(&mut self, session: u32, stream: u32, bytes: &[u8]) -> Result<(), CollectError> {
         self.raw_bytes += bytes.len() as u64;
-        let buf = self.threads.entry((session, stream)).or_insert_with(|| Buffer {
-            bytes: thread_chunk_prefix(session, stream).to_vec(),
-            since: Instant::now(),
-        });
+        let buf = self
+            .threads
+            .entry((session, stream))
+            .or_insert_with(|| Buffer {
+                bytes: thread_chunk_prefix(session, stream).to_vec(),
+                since: Instant::now(),
+            });
         buf.bytes.extend_from_slice(bytes);
         if buf.bytes.len() >= CHUNK {
             self.flush_thread((session, stream))?;
@@ -221,7 +234,12 @@ impl Sink for FileSink {
 
     fn session_ended(&mut self, end: &SessionEnd) -> Result<(), CollectError> {
         self.flush_meta(end.session)?;
-        let keys: Vec<_> = self.threads.keys().filter(|k| k.0 == end.session).copied().collect();
+        let keys: Vec<_> = self
+            .threads
+            .keys()
+            .filter(|k| k.0 == end.session)
+            .copied()
+            .collect();
         for k in keys {
             self.flush_thread(k)?;
         }
@@ -233,7 +251,11 @@ impl Sink for FileSink {
     }
 
     fn tick(&mut self, point: CalibrationPoint) -> Result<(), CollectError> {
-        if self.calibration.last().is_none_or(|p| p.ticks < point.ticks) {
+        if self
+            .calibration
+            .last()
+            .is_none_or(|p| p.ticks < point.ticks)
+        {
             self.calibration.push(point);
         }
         // Write out anything older than a second, so a crash of tansa itself loses little.

@@ -53,7 +53,9 @@ pub enum CollectError {
         source: std::io::Error,
     },
     /// The agent library is missing.
-    #[error("the agent library {0} does not exist (build it with `cargo build --workspace`, or set TANSA_AGENT)")]
+    #[error(
+        "the agent library {0} does not exist (build it with `cargo build --workspace`, or set TANSA_AGENT)"
+    )]
     AgentMissing(PathBuf),
     /// An agent spoke a protocol we do not understand.
     #[error("agent protocol error: {0}")]
@@ -242,15 +244,24 @@ pub fn record(config: &Config, sink: &mut dyn Sink) -> Result<Outcome, CollectEr
         // Control messages: new sessions on the shared socket, new segments and hang-ups on
         // the private ones.
         let mut fds = vec![listener.as_raw_fd()];
-        fds.extend(sessions.iter().filter(|s| !s.ended).map(|s| s.private.as_raw_fd()));
+        fds.extend(
+            sessions
+                .iter()
+                .filter(|s| !s.ended)
+                .map(|s| s.private.as_raw_fd()),
+        );
         let timeout = if idle_rounds > 0 { 1 } else { 0 };
         let ready = sys::poll_readable(&fds, timeout);
         if ready[0] {
-            while let sys::Received::Message(bytes, received) = sys::recv_with_fds(listener.as_raw_fd())? {
+            while let sys::Received::Message(bytes, received) =
+                sys::recv_with_fds(listener.as_raw_fd())?
+            {
                 handle_hello(&bytes, received, &mut sessions, sink, None)?;
             }
         }
-        let live: Vec<usize> = (0..sessions.len()).filter(|&i| !sessions[i].ended).collect();
+        let live: Vec<usize> = (0..sessions.len())
+            .filter(|&i| !sessions[i].ended)
+            .collect();
         for (k, &i) in live.iter().enumerate() {
             if !ready.get(k + 1).copied().unwrap_or(false) {
                 continue;
@@ -282,7 +293,11 @@ pub fn record(config: &Config, sink: &mut dyn Sink) -> Result<Outcome, CollectEr
             s.heartbeat();
         }
         total_bytes += moved;
-        idle_rounds = if moved > 0 { 0 } else { idle_rounds.saturating_add(1) };
+        idle_rounds = if moved > 0 {
+            0
+        } else {
+            idle_rounds.saturating_add(1)
+        };
         sink.watermark(watermark)?;
 
         // Sessions whose process image is gone: drain what is left and close their streams.
@@ -417,7 +432,9 @@ fn handle_hello(
     match (hello.kind, from) {
         (HELLO_SESSION, None) => {
             let (Some(memfd), Some(private)) = (fds.next(), fds.next()) else {
-                return Err(CollectError::Protocol("session announcement without descriptors".into()));
+                return Err(CollectError::Protocol(
+                    "session announcement without descriptors".into(),
+                ));
             };
             let id = sessions.len() as u32;
             let s = Session::open(id, memfd, private, geometry)?;
@@ -426,7 +443,9 @@ fn handle_hello(
         }
         (HELLO_SEGMENT, Some(i)) => {
             let Some(memfd) = fds.next() else {
-                return Err(CollectError::Protocol("segment announcement without descriptor".into()));
+                return Err(CollectError::Protocol(
+                    "segment announcement without descriptor".into(),
+                ));
             };
             sessions[i].add_segment(hello.segment_index, memfd, geometry)?;
         }

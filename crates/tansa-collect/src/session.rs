@@ -115,9 +115,16 @@ impl Session {
     }
 
     /// Maps a further segment.
-    pub fn add_segment(&mut self, index: u32, memfd: OwnedFd, geometry: Geometry) -> Result<(), CollectError> {
+    pub fn add_segment(
+        &mut self,
+        index: u32,
+        memfd: OwnedFd,
+        geometry: Geometry,
+    ) -> Result<(), CollectError> {
         if geometry != self.geometry || index as usize > 1024 {
-            return Err(CollectError::Protocol("segment geometry differs from the session's".into()));
+            return Err(CollectError::Protocol(
+                "segment geometry differs from the session's".into(),
+            ));
         }
         let map = Mapping::map(&memfd, geometry.segment_size())?;
         let i = index as usize;

@@ -71,8 +71,15 @@ impl AddressSet {
         let total = self.used.len();
         for (i, (file, offsets)) in self.used.iter().enumerate() {
             progress(i, total, &file.path);
-            let lookups: Vec<(u64, u64)> = offsets.iter().map(|&o| (o, o.saturating_sub(1))).collect();
-            let m = resolver.module_symbols(&mut builder, i as u64, &file.path, &file.build_id, &lookups);
+            let lookups: Vec<(u64, u64)> =
+                offsets.iter().map(|&o| (o, o.saturating_sub(1))).collect();
+            let m = resolver.module_symbols(
+                &mut builder,
+                i as u64,
+                &file.path,
+                &file.build_id,
+                &lookups,
+            );
             builder.add_module(m);
         }
         progress(total, total, "");

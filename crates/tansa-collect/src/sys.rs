@@ -8,7 +8,15 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 pub fn control_pair() -> io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0; 2];
     // SAFETY: `fds` is a valid out-array.
-    if unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0, fds.as_mut_ptr()) } != 0 {
+    if unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    } != 0
+    {
         return Err(io::Error::last_os_error());
     }
     // SAFETY: both descriptors were just created and are owned by nobody else.
@@ -99,7 +107,10 @@ impl Mapping {
             return Err(io::Error::last_os_error());
         }
         if (st.st_size as u64) < len as u64 {
-            return Err(io::Error::new(io::ErrorKind::InvalidData, "segment smaller than announced"));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "segment smaller than announced",
+            ));
         }
         // SAFETY: mapping `len` bytes of a file at least that large.
         let p = unsafe {
@@ -159,10 +170,14 @@ pub fn monotonic_ns() -> u64 {
 /// Whether the kernel uses the TSC as its clock source and the CPU's TSC is invariant, so
 /// raw TSC readings are comparable across CPUs.
 pub fn tsc_is_reliable() -> bool {
-    let source = std::fs::read_to_string("/sys/devices/system/clocksource/clocksource0/current_clocksource")
-        .unwrap_or_default();
+    let source =
+        std::fs::read_to_string("/sys/devices/system/clocksource/clocksource0/current_clocksource")
+            .unwrap_or_default();
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let flags = cpuinfo.lines().find(|l| l.starts_with("flags")).unwrap_or("");
+    let flags = cpuinfo
+        .lines()
+        .find(|l| l.starts_with("flags"))
+        .unwrap_or("");
     let has = |f: &str| flags.split_whitespace().any(|w| w == f);
     source.trim() == "tsc" && has("constant_tsc") && has("nonstop_tsc")
 }

@@ -102,8 +102,16 @@ pub fn table(r: &MemoryReport, out: &mut dyn Write) -> io::Result<()> {
     if r.processes.len() > 1 {
         writeln!(out, "{} process images recorded:", r.processes.len())?;
         for p in &r.processes {
-            let cmd = if p.command.is_empty() { p.exe.clone() } else { p.command.join(" ") };
-            writeln!(out, "  pid {} (parent {}) `{}`: {}", p.pid, p.ppid, cmd, p.exit.description)?;
+            let cmd = if p.command.is_empty() {
+                p.exe.clone()
+            } else {
+                p.command.join(" ")
+            };
+            writeln!(
+                out,
+                "  pid {} (parent {}) `{}`: {}",
+                p.pid, p.ppid, cmd, p.exit.description
+            )?;
         }
     }
     writeln!(out)?;

@@ -35,7 +35,11 @@ impl Table {
     /// Writes the table; the last column is never padded.
     pub fn write(&self, out: &mut dyn Write) -> io::Result<()> {
         let n = self.headers.len();
-        let mut widths: Vec<usize> = self.headers.iter().map(|(h, _)| h.chars().count()).collect();
+        let mut widths: Vec<usize> = self
+            .headers
+            .iter()
+            .map(|(h, _)| h.chars().count())
+            .collect();
         for r in &self.rows {
             for (i, c) in r.iter().enumerate().take(n) {
                 widths[i] = widths[i].max(c.chars().count());

@@ -157,7 +157,10 @@ impl Resolver {
             Err(e) => return unresolved(ModuleStatus::Failed(e.to_string())),
         };
         if !expected_build_id.is_empty()
-            && elf.build_id().as_deref().is_some_and(|b| b != expected_build_id)
+            && elf
+                .build_id()
+                .as_deref()
+                .is_some_and(|b| b != expected_build_id)
         {
             return unresolved(ModuleStatus::BuildIdMismatch);
         }
@@ -168,12 +171,11 @@ impl Resolver {
         };
         let exported = elf.exported_names();
         for r in &mut resolved {
-            if let (Some(start), Some(outer)) = (r.function_start, r.frames.last_mut()) {
-                if let (Some(name), Some(aliases)) = (outer.function.as_ref(), exported.get(&start)) {
-                    if let Some(better) = public_alias(name, aliases) {
-                        outer.function = Some(better);
-                    }
-                }
+            if let (Some(start), Some(outer)) = (r.function_start, r.frames.last_mut())
+                && let (Some(name), Some(aliases)) = (outer.function.as_ref(), exported.get(&start))
+                && let Some(better) = public_alias(name, aliases)
+            {
+                outer.function = Some(better);
             }
         }
         let addrs = lookups
@@ -185,7 +187,10 @@ impl Resolver {
                     .frames
                     .iter()
                     .map(|f| SymFrame {
-                        function: f.function.as_deref().map_or(NO_STRING, |s| builder.intern(s)),
+                        function: f
+                            .function
+                            .as_deref()
+                            .map_or(NO_STRING, |s| builder.intern(s)),
                         file: f.file.as_deref().map_or(NO_STRING, |s| builder.intern(s)),
                         line: f.line,
                         column: f.column,
@@ -209,7 +214,13 @@ impl Resolver {
 /// at the function's address, the one with the fewest leading underscores (then the
 /// shortest), if it is better than `name`.
 pub fn public_alias(name: &str, exported: &[String]) -> Option<String> {
-    let score = |n: &str| (n.starts_with("__GI_"), n.len() - n.trim_start_matches('_').len(), n.len());
+    let score = |n: &str| {
+        (
+            n.starts_with("__GI_"),
+            n.len() - n.trim_start_matches('_').len(),
+            n.len(),
+        )
+    };
     let best = exported.iter().min_by_key(|n| score(n))?;
     (score(best) < score(name) && !exported.iter().any(|n| n == name)).then(|| best.clone())
 }
@@ -232,7 +243,10 @@ mod tests {
 
     #[test]
     fn demangles_cpp_and_rust_and_leaves_c_alone() {
-        assert_eq!(demangle("_Znwm").as_deref(), Some("operator new(unsigned long)"));
+        assert_eq!(
+            demangle("_Znwm").as_deref(),
+            Some("operator new(unsigned long)")
+        );
         assert_eq!(demangle("main"), None);
         assert!(demangle("_ZN4core3fmt5write17h0123456789abcdefE").is_some());
     }
@@ -240,12 +254,18 @@ mod tests {
     #[test]
     fn public_aliases_replace_internal_names_only() {
         let ex = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert_eq!(public_alias("__GI___strdup", &ex(&["__strdup", "strdup"])).as_deref(), Some("strdup"));
+        assert_eq!(
+            public_alias("__GI___strdup", &ex(&["__strdup", "strdup"])).as_deref(),
+            Some("strdup")
+        );
         assert_eq!(
             public_alias("__GI__IO_file_doallocate", &ex(&["_IO_file_doallocate"])).as_deref(),
             Some("_IO_file_doallocate")
         );
-        assert_eq!(public_alias("malloc", &ex(&["malloc", "__libc_malloc"])), None);
+        assert_eq!(
+            public_alias("malloc", &ex(&["malloc", "__libc_malloc"])),
+            None
+        );
         assert_eq!(public_alias("func_a0", &ex(&[])), None);
     }
 
@@ -257,13 +277,17 @@ mod tests {
         let r = Resolver::new().resolve(&exe, &[main.address]).unwrap();
         assert_eq!(r.len(), 1);
         assert_eq!(r[0].function_start, Some(main.address));
-        assert_eq!(r[0].frames.last().unwrap().function.as_deref(), Some("main"));
+        assert_eq!(
+            r[0].frames.last().unwrap().function.as_deref(),
+            Some("main")
+        );
     }
 
     #[test]
     fn missing_file_is_a_status_not_an_error() {
         let mut b = SymbolTableBuilder::default();
-        let m = Resolver::new().module_symbols(&mut b, 7, "/nonexistent/libx.so", &[1, 2], &[(10, 9)]);
+        let m =
+            Resolver::new().module_symbols(&mut b, 7, "/nonexistent/libx.so", &[1, 2], &[(10, 9)]);
         assert_eq!(m.status, ModuleStatus::FileMissing);
         assert_eq!(m.addrs.len(), 1);
         assert!(m.addrs[0].frames.is_empty());

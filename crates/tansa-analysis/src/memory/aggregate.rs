@@ -186,15 +186,10 @@ impl Aggregator {
 
     /// Registers a process image (before its events).
     pub fn add_session(&mut self, id: u32, meta: SessionMeta) {
-        let parent = self
-            .order
-            .iter()
-            .rev()
-            .copied()
-            .find(|s| {
-                let p = &self.sessions[s].meta;
-                p.pid == meta.ppid && p.start_ticks <= meta.start_ticks
-            });
+        let parent = self.order.iter().rev().copied().find(|s| {
+            let p = &self.sessions[s].meta;
+            p.pid == meta.ppid && p.start_ticks <= meta.start_ticks
+        });
         let exe_name = meta.exe.rsplit('/').next().unwrap_or(&meta.exe).to_string();
         let main_name = self.intern(exe_name);
         let included = self.config.pid.is_none_or(|p| p == meta.pid);
@@ -264,7 +259,13 @@ impl Aggregator {
     }
 
     /// The targets (library or function units) of a stack, cached per stack.
-    fn stack_targets(&mut self, reg: &Registry, session: u32, stack: u32, ts_ns: u64) -> Arc<[u32]> {
+    fn stack_targets(
+        &mut self,
+        reg: &Registry,
+        session: u32,
+        stack: u32,
+        ts_ns: u64,
+    ) -> Arc<[u32]> {
         if let Some(t) = self.targets_cache.get(&(session, stack)) {
             return Arc::clone(t);
         }
@@ -294,7 +295,8 @@ impl Aggregator {
         let ids: Arc<[u32]> = ids.into();
         // Only cache stacks that were known: an unknown one may be defined later (online).
         if st.is_some() || stack == 0 {
-            self.targets_cache.insert((session, stack), Arc::clone(&ids));
+            self.targets_cache
+                .insert((session, stack), Arc::clone(&ids));
         }
         ids
     }
@@ -340,7 +342,9 @@ impl Aggregator {
                 }
                 bases
             }
-            By::Library | By::Function | By::Interval => self.stack_targets(reg, e.session, stack, ts_ns),
+            By::Library | By::Function | By::Interval => {
+                self.stack_targets(reg, e.session, stack, ts_ns)
+            }
         }
     }
 
@@ -402,7 +406,15 @@ impl Aggregator {
 
     /// Releases a block (a `free`, or the release half of a `realloc`). Returns the units
     /// charged, or `None` when the block was not live.
-    fn release(&mut self, reg: &Registry, e: &Event, ptr: u64, stack: u32, ts_ns: u64, charge: bool) -> Option<Arc<[u32]>> {
+    fn release(
+        &mut self,
+        reg: &Registry,
+        e: &Event,
+        ptr: u64,
+        stack: u32,
+        ts_ns: u64,
+        charge: bool,
+    ) -> Option<Arc<[u32]>> {
         let block = self.live.remove(&(e.session, ptr))?;
         if !charge {
             return Some(block.bases);
@@ -418,7 +430,15 @@ impl Aggregator {
         Some(bases)
     }
 
-    fn allocate(&mut self, e: &Event, ptr: u64, size: u64, bases: Arc<[u32]>, ts_ns: u64, charge: bool) {
+    fn allocate(
+        &mut self,
+        e: &Event,
+        ptr: u64,
+        size: u64,
+        bases: Arc<[u32]>,
+        ts_ns: u64,
+        charge: bool,
+    ) {
         if charge {
             self.charge(&bases, size as i64, ts_ns);
             self.totals.add(size as i64);
@@ -465,7 +485,12 @@ impl Aggregator {
                     s.lost += n;
                 }
             }
-            &EventKind::Alloc { op, ptr, size, stack } => {
+            &EventKind::Alloc {
+                op,
+                ptr,
+                size,
+                stack,
+            } => {
                 let bases = if included {
                     self.caller_bases(reg, e, stack, ts_ns)
                 } else {
@@ -525,7 +550,9 @@ impl Aggregator {
                     self.totals.calls.realloc += 1;
                 }
             }
-            &EventKind::ReallocAlloc { new, size, stack, .. } => {
+            &EventKind::ReallocAlloc {
+                new, size, stack, ..
+            } => {
                 let bases = if included {
                     self.caller_bases(reg, e, stack, ts_ns)
                 } else {
@@ -552,7 +579,11 @@ impl Aggregator {
 
     /// The report.
     pub fn finish(self, reg: &Registry) -> MemoryReport {
-        let t0 = if self.t0_ns == u64::MAX { 0 } else { self.t0_ns };
+        let t0 = if self.t0_ns == u64::MAX {
+            0
+        } else {
+            self.t0_ns
+        };
         let interval = self.config.interval_ns.max(1);
         let thread_name = |pid: u32, tid: u32| {
             self.thread_names
@@ -602,7 +633,11 @@ impl Aggregator {
             .collect();
         match self.config.by {
             By::Call => units.sort_by(|a, b| {
-                (a.0.start_ns, &a.0.unit, a.0.call_index).cmp(&(b.0.start_ns, &b.0.unit, b.0.call_index))
+                (a.0.start_ns, &a.0.unit, a.0.call_index).cmp(&(
+                    b.0.start_ns,
+                    &b.0.unit,
+                    b.0.call_index,
+                ))
             }),
             By::Interval => units.sort_by(|a, b| (a.1, &a.0.unit).cmp(&(b.1, &b.0.unit))),
             _ => units.sort_by(|a, b| {
@@ -657,9 +692,16 @@ impl Aggregator {
             .collect();
         improper.sort_by(|a, b| b.count.cmp(&a.count).then(a.ptr.cmp(&b.ptr)));
         let mut warnings = Vec::new();
-        let lost: u64 = self.sessions.values().filter(|s| s.included).map(|s| s.lost).sum();
+        let lost: u64 = self
+            .sessions
+            .values()
+            .filter(|s| s.included)
+            .map(|s| s.lost)
+            .sum();
         if lost > 0 {
-            warnings.push(format!("the agent could not record {lost} event(s); figures may be incomplete"));
+            warnings.push(format!(
+                "the agent could not record {lost} event(s); figures may be incomplete"
+            ));
         }
         if self.anomalies > 0 {
             warnings.push(format!(

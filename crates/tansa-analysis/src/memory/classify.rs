@@ -177,9 +177,7 @@ pub fn eligible<'s>(stack: &'s Stack, reg: &Registry) -> &'s [LogicalFrame] {
     // The root: `main` of the main executable, if the stack reaches it.
     let mut end = frames
         .iter()
-        .rposition(|f| {
-            f.function.as_deref() == Some("main") && module(f).is_some_and(|m| m.main)
-        })
+        .rposition(|f| f.function.as_deref() == Some("main") && module(f).is_some_and(|m| m.main))
         .map_or(frames.len(), |r| r + 1);
     // Without `main` (a thread, an exit handler, a stripped executable): drop the run of
     // start-up frames at the outer end (C library, dynamic loader, named start-up code).
@@ -244,7 +242,9 @@ pub fn targets(
         if by_function {
             Target::Function(intern(function_name(f, m)))
         } else {
-            Target::Library(intern(m.map_or_else(|| "[unknown]".to_string(), |m| m.name.clone())))
+            Target::Library(intern(
+                m.map_or_else(|| "[unknown]".to_string(), |m| m.name.clone()),
+            ))
         }
     };
     let chosen: Vec<&LogicalFrame> = match charge {

@@ -314,7 +314,9 @@ impl OnlineOrder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tansa_wire::event::{AllocEvent, EventBuf, FreeEvent, ReallocEvent, Sink, encode_thread_start};
+    use tansa_wire::event::{
+        AllocEvent, EventBuf, FreeEvent, ReallocEvent, Sink, encode_thread_start,
+    };
 
     struct V(Vec<u8>);
     impl Sink for V {
@@ -365,8 +367,14 @@ mod tests {
 
     #[test]
     fn split_chunks_decode_like_whole_streams_and_merge_in_time_order() {
-        let a = stream(10, &[(5, 0x1000, true), (20, 0x1000, false), (40, 0x3000, true)]);
-        let b = stream(11, &[(10, 0x2000, true), (30, 0x1000, true), (35, 0x2000, false)]);
+        let a = stream(
+            10,
+            &[(5, 0x1000, true), (20, 0x1000, false), (40, 0x3000, true)],
+        );
+        let b = stream(
+            11,
+            &[(10, 0x2000, true), (30, 0x1000, true), (35, 0x2000, false)],
+        );
         // Cut each stream at every position into two chunks: the merged order is the same.
         for cut_a in 0..a.len() {
             let cut_b = cut_a % b.len();
@@ -413,9 +421,19 @@ mod tests {
         assert!(d.finish().is_none());
         assert_eq!(events.len(), 3);
         assert_eq!(events[1].ts, 100);
-        assert!(matches!(events[1].kind, EventKind::ReallocRelease { old: 0x10, new: 0x20, .. }));
+        assert!(matches!(
+            events[1].kind,
+            EventKind::ReallocRelease {
+                old: 0x10,
+                new: 0x20,
+                ..
+            }
+        ));
         assert_eq!(events[2].ts, 150);
-        assert!(matches!(events[2].kind, EventKind::ReallocAlloc { size: 64, .. }));
+        assert!(matches!(
+            events[2].kind,
+            EventKind::ReallocAlloc { size: 64, .. }
+        ));
         assert!(events.iter().all(|e| e.tid == 7 && e.session == 2));
     }
 

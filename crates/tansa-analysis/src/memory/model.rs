@@ -193,7 +193,12 @@ impl Registry {
         self.unresolved_stacks.len()
     }
 
-    fn build_stack(&mut self, session: u32, frames: &[Frame], resolver: &mut dyn AddressResolver) -> Stack {
+    fn build_stack(
+        &mut self,
+        session: u32,
+        frames: &[Frame],
+        resolver: &mut dyn AddressResolver,
+    ) -> Stack {
         let mut out = Vec::with_capacity(frames.len() + 4);
         for f in frames {
             let module = (f.module != 0)

@@ -10,13 +10,11 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, VecDeque};
 use std::io::{Read, Seek};
 
+use tansa_format::FormatError;
 use tansa_format::container::{FrameType, Kind, Reader};
-use tansa_format::memory::{
-    self, SessionEnd, SessionInfo, split_meta_chunk, split_thread_chunk,
-};
+use tansa_format::memory::{self, SessionEnd, SessionInfo, split_meta_chunk, split_thread_chunk};
 use tansa_format::meta::{Calibration, RecordingMeta};
 use tansa_format::symtab::SymbolTable;
-use tansa_format::FormatError;
 use tansa_wire::event::{Decoder, Record};
 
 use super::merge::{Event, EventSource, Merger, StreamDecoder};
@@ -111,7 +109,11 @@ impl<R: Read + Seek> MemoryRecording<R> {
         let reader = Reader::new(input)?;
         match reader.kind() {
             Kind::Memory => {}
-            other => return Err(RecordingError::WrongKind { found: other.describe() }),
+            other => {
+                return Err(RecordingError::WrongKind {
+                    found: other.describe(),
+                });
+            }
         }
         let mut rec = MemoryRecording {
             reader: RefCell::new(reader),
@@ -134,7 +136,8 @@ impl<R: Read + Seek> MemoryRecording<R> {
                 Ok(Some(f)) => f,
                 Ok(None) => break,
                 Err(e) if e.is_damage() => {
-                    rec.warnings.push(format!("{e}; reporting what was recorded before it"));
+                    rec.warnings
+                        .push(format!("{e}; reporting what was recorded before it"));
                     rec.damaged = true;
                     break;
                 }
@@ -157,7 +160,10 @@ impl<R: Read + Seek> MemoryRecording<R> {
                     }
                     memory::THREAD_CHUNK => {
                         if let Some((s, stream, _)) = split_thread_chunk(&frame.payload) {
-                            rec.chunks.entry((s, stream)).or_default().push(frame.offset);
+                            rec.chunks
+                                .entry((s, stream))
+                                .or_default()
+                                .push(frame.offset);
                         }
                     }
                     _ => {}
@@ -177,9 +183,8 @@ impl<R: Read + Seek> MemoryRecording<R> {
             }
         }
         if !rec.symbols_present {
-            rec.warnings.push(
-                "the recording has no symbol table: functions are shown as addresses".into(),
-            );
+            rec.warnings
+                .push("the recording has no symbol table: functions are shown as addresses".into());
         }
         let mut resolver = TableResolver::new(symbols);
         for (session, bytes) in &metas {
@@ -232,19 +237,21 @@ pub struct ChunkSource<'a, R> {
 
 impl<R> std::fmt::Debug for ChunkSource<'_, R> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ChunkSource").field("chunks", &self.offsets.len()).finish()
+        f.debug_struct("ChunkSource")
+            .field("chunks", &self.offsets.len())
+            .finish()
     }
 }
 
 impl<R: Read + Seek> EventSource for ChunkSource<'_, R> {
     fn refill(&mut self, out: &mut VecDeque<Event>) -> bool {
         let Some(offset) = self.offsets.pop_front() else {
-            if let Some(e) = self.decoder.finish() {
-                if !matches!(e, tansa_wire::event::DecodeError::Truncated { .. }) {
-                    self.warnings.borrow_mut().push(format!(
-                        "a thread stream is corrupt ({e:?}); its later events are missing"
-                    ));
-                }
+            if let Some(e) = self.decoder.finish()
+                && !matches!(e, tansa_wire::event::DecodeError::Truncated { .. })
+            {
+                self.warnings.borrow_mut().push(format!(
+                    "a thread stream is corrupt ({e:?}); its later events are missing"
+                ));
             }
             return false;
         };
@@ -257,7 +264,9 @@ impl<R: Read + Seek> EventSource for ChunkSource<'_, R> {
                 true
             }
             Err(e) => {
-                self.warnings.borrow_mut().push(format!("cannot read an event chunk: {e}"));
+                self.warnings
+                    .borrow_mut()
+                    .push(format!("cannot read an event chunk: {e}"));
                 self.offsets.clear();
                 false
             }

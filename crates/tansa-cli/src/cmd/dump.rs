@@ -27,7 +27,9 @@ fn dump_stream(bytes: &[u8], events: bool, out: &mut dyn Write) -> anyhow::Resul
     for r in Decoder::new(bytes) {
         match r {
             Ok(Record::StackDef { id, frames }) => {
-                let f: Vec<String> = frames.map(|f| format!("{}+{:#x}", f.module, f.offset)).collect();
+                let f: Vec<String> = frames
+                    .map(|f| format!("{}+{:#x}", f.module, f.offset))
+                    .collect();
                 writeln!(out, "    stack {id}: {}", f.join(" "))?;
             }
             Ok(Record::ModuleLoad(m)) => writeln!(
@@ -37,7 +39,10 @@ fn dump_stream(bytes: &[u8], events: bool, out: &mut dyn Write) -> anyhow::Resul
                 String::from_utf8_lossy(m.path),
                 m.bias,
                 m.flags,
-                m.build_id.iter().map(|b| format!("{b:02x}")).collect::<String>()
+                m.build_id
+                    .iter()
+                    .map(|b| format!("{b:02x}"))
+                    .collect::<String>()
             )?,
             Ok(rec) if events => writeln!(out, "    {rec:?}")?,
             Ok(Record::ThreadStart { pid, tid, name, .. }) => writeln!(
@@ -57,11 +62,17 @@ fn dump_stream(bytes: &[u8], events: bool, out: &mut dyn Write) -> anyhow::Resul
 
 /// Runs `tansa dump`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let file = File::open(&args.file).with_context(|| format!("cannot open {}", args.file.display()))?;
+    let file =
+        File::open(&args.file).with_context(|| format!("cannot open {}", args.file.display()))?;
     let mut reader = Reader::new(BufReader::new(file))
         .with_context(|| format!("cannot read {}", args.file.display()))?;
     let mut out = crate::output::open(None)?;
-    writeln!(out, "{} (format {})", reader.kind().describe(), tansa_format::container::FORMAT_VERSION)?;
+    writeln!(
+        out,
+        "{} (format {})",
+        reader.kind().describe(),
+        tansa_format::container::FORMAT_VERSION
+    )?;
     loop {
         let frame = match reader.next_frame() {
             Ok(Some(f)) => f,
@@ -71,26 +82,60 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 break;
             }
         };
-        write!(out, "@{} frame {:#06x} ({} bytes)", frame.offset, frame.ty.0, frame.payload.len())?;
+        write!(
+            out,
+            "@{} frame {:#06x} ({} bytes)",
+            frame.offset,
+            frame.ty.0,
+            frame.payload.len()
+        )?;
         match frame.ty {
-            FrameType::META => writeln!(out, " meta {:?}", frame.decode::<tansa_format::meta::RecordingMeta>()?)?,
-            FrameType::CALIBRATION => writeln!(out, " calibration {:?}", frame.decode::<tansa_format::meta::Calibration>()?)?,
+            FrameType::META => writeln!(
+                out,
+                " meta {:?}",
+                frame.decode::<tansa_format::meta::RecordingMeta>()?
+            )?,
+            FrameType::CALIBRATION => writeln!(
+                out,
+                " calibration {:?}",
+                frame.decode::<tansa_format::meta::Calibration>()?
+            )?,
             FrameType::SYMBOLS => {
                 let t: tansa_format::symtab::SymbolTable = frame.decode()?;
-                writeln!(out, " symbols: {} modules, {} strings", t.modules.len(), t.strings.len())?;
+                writeln!(
+                    out,
+                    " symbols: {} modules, {} strings",
+                    t.modules.len(),
+                    t.strings.len()
+                )?;
                 for m in &t.modules {
-                    writeln!(out, "    {} {:?}: {} addresses", m.path, m.status, m.addrs.len())?;
+                    writeln!(
+                        out,
+                        "    {} {:?}: {} addresses",
+                        m.path,
+                        m.status,
+                        m.addrs.len()
+                    )?;
                 }
             }
-            memory::SESSION => writeln!(out, " session {:?}", frame.decode::<tansa_format::memory::SessionInfo>()?)?,
-            memory::SESSION_END => writeln!(out, " end {:?}", frame.decode::<tansa_format::memory::SessionEnd>()?)?,
+            memory::SESSION => writeln!(
+                out,
+                " session {:?}",
+                frame.decode::<tansa_format::memory::SessionInfo>()?
+            )?,
+            memory::SESSION_END => writeln!(
+                out,
+                " end {:?}",
+                frame.decode::<tansa_format::memory::SessionEnd>()?
+            )?,
             memory::META_CHUNK => {
                 let (s, bytes) = split_meta_chunk(&frame.payload).context("short meta chunk")?;
                 writeln!(out, " meta stream of session {s}")?;
                 dump_stream(bytes, true, &mut out)?;
             }
             memory::THREAD_CHUNK => {
-                let (s, st, bytes) = split_thread_chunk(&frame.payload).context("short thread chunk")?;
+                let (s, st, bytes) =
+                    split_thread_chunk(&frame.payload).context("short thread chunk")?;
                 writeln!(out, " thread stream {st} of session {s}")?;
                 dump_stream(bytes, args.events, &mut out)?;
             }

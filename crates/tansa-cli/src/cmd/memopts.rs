@@ -54,7 +54,9 @@ pub enum FormatArg {
 /// Parses a duration such as `100ms`, `2s`, `500us` or `1m`.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(s.len());
+    let split = s
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(s.len());
     let (num, unit) = s.split_at(split);
     let value: f64 = num
         .parse()
@@ -65,7 +67,11 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         "ms" | "" => value / 1e3,
         "s" => value,
         "m" | "min" => value * 60.0,
-        other => return Err(format!("unknown time unit `{other}` (use ns, us, ms, s or m)")),
+        other => {
+            return Err(format!(
+                "unknown time unit `{other}` (use ns, us, ms, s or m)"
+            ));
+        }
     };
     if !(secs > 0.0 && secs.is_finite()) {
         return Err("the interval must be positive".to_string());
@@ -74,7 +80,13 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 }
 
 /// Builds the analysis configuration.
-pub fn config(by: ByArg, charge: ChargeArg, free_to: FreeToArg, interval: Duration, pid: Option<u32>) -> Config {
+pub fn config(
+    by: ByArg,
+    charge: ChargeArg,
+    free_to: FreeToArg,
+    interval: Duration,
+    pid: Option<u32>,
+) -> Config {
     Config {
         by: match by {
             ByArg::Library => By::Library,

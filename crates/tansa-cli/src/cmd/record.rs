@@ -69,7 +69,12 @@ pub struct Args {
     ring_kb: Option<u32>,
 
     /// The command to run, with its arguments (put it after `--`).
-    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "COMMAND")]
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "COMMAND"
+    )]
     command: Vec<OsString>,
 }
 
@@ -115,13 +120,26 @@ fn exit_code(status: ExitStatus) -> ExitCode {
 }
 
 fn command_name(command: &[OsString]) -> String {
-    let first = command.first().map(|c| c.to_string_lossy().into_owned()).unwrap_or_default();
+    let first = command
+        .first()
+        .map(|c| c.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let base = first.rsplit('/').next().unwrap_or(&first).to_string();
     let clean: String = base
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect();
-    if clean.is_empty() { "command".into() } else { clean }
+    if clean.is_empty() {
+        "command".into()
+    } else {
+        clean
+    }
 }
 
 fn now_unix_ms() -> u64 {
@@ -160,13 +178,20 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let name = command_name(&args.command);
     let (path, rename) = match &args.output {
         Some(p) => (p.clone(), false),
-        None => (PathBuf::from(format!("tansa-{name}-{}.tansa.partial", std::process::id())), true),
+        None => (
+            PathBuf::from(format!("tansa-{name}-{}.tansa.partial", std::process::id())),
+            true,
+        ),
     };
     let meta = RecordingMeta {
         tool: format!("tansa {}", env!("CARGO_PKG_VERSION")),
         started_unix_ms: now_unix_ms(),
         hostname: hostname(),
-        command: args.command.iter().map(|c| c.to_string_lossy().into_owned()).collect(),
+        command: args
+            .command
+            .iter()
+            .map(|c| c.to_string_lossy().into_owned())
+            .collect(),
         options: vec![
             ("free_stacks".into(), (!args.no_free_stacks).to_string()),
             ("max_frames".into(), args.max_frames.to_string()),
@@ -262,7 +287,11 @@ pub fn human_bytes(b: u64) -> String {
         v /= 1024.0;
         u += 1;
     }
-    if u == 0 { format!("{b} B") } else { format!("{v:.1} {}", UNITS[u]) }
+    if u == 0 {
+        format!("{b} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
 }
 
 use std::io::Write as _;

@@ -62,24 +62,36 @@ pub struct Args {
 
 /// Runs `tansa report`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let file = File::open(&args.file).with_context(|| format!("cannot open {}", args.file.display()))?;
+    let file =
+        File::open(&args.file).with_context(|| format!("cannot open {}", args.file.display()))?;
     let recording = MemoryRecording::open(BufReader::with_capacity(1 << 20, file));
     let recording = match recording {
         Ok(r) => r,
         Err(RecordingError::WrongKind { found }) => {
-            anyhow::bail!("{} is a {found}; `tansa report` reads memory recordings", args.file.display())
+            anyhow::bail!(
+                "{} is a {found}; `tansa report` reads memory recordings",
+                args.file.display()
+            )
         }
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", args.file.display())),
     };
-    if let Some(pid) = args.pid {
-        if !recording.sessions.iter().any(|s| s.pid == pid) {
-            let pids: Vec<String> = recording.sessions.iter().map(|s| s.pid.to_string()).collect();
-            anyhow::bail!(
-                "process {pid} is not in {} (it has: {})",
-                args.file.display(),
-                if pids.is_empty() { "none".to_string() } else { pids.join(", ") }
-            );
-        }
+    if let Some(pid) = args.pid
+        && !recording.sessions.iter().any(|s| s.pid == pid)
+    {
+        let pids: Vec<String> = recording
+            .sessions
+            .iter()
+            .map(|s| s.pid.to_string())
+            .collect();
+        anyhow::bail!(
+            "process {pid} is not in {} (it has: {})",
+            args.file.display(),
+            if pids.is_empty() {
+                "none".to_string()
+            } else {
+                pids.join(", ")
+            }
+        );
     }
     let config = memopts::config(args.by, args.charge, args.free_to, args.interval, args.pid);
     let mut agg = Aggregator::new(config, recording.calibration.clone());
@@ -107,11 +119,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     for e in recording.events() {
         agg.event(&recording.registry, &e);
         n += 1;
-        if n % (1 << 20) == 0 {
-            if let Some(p) = &progress {
-                p.set_message(format!("{} million events", n >> 20));
-                p.tick();
-            }
+        if n.is_multiple_of(1 << 20)
+            && let Some(p) = &progress
+        {
+            p.set_message(format!("{} million events", n >> 20));
+            p.tick();
         }
     }
     if let Some(p) = progress {
@@ -126,7 +138,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     memopts::render(&report, args.format, &mut out)?;
     out.flush()?;
     if recording.damaged {
-        for w in recording.warnings.iter().chain(&recording.stream_warnings()) {
+        for w in recording
+            .warnings
+            .iter()
+            .chain(&recording.stream_warnings())
+        {
             eprintln!("tansa: warning: {w}");
         }
         // The report was produced, from part of the data: say so to scripts.

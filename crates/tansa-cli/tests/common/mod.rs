@@ -32,7 +32,10 @@ pub fn ensure_agent() {
         }
         let status = cmd.status().expect("run cargo build for the agent");
         assert!(status.success(), "building the agent failed");
-        assert!(profile_dir.join("libtansa_agent.so").is_file(), "agent not found after build");
+        assert!(
+            profile_dir.join("libtansa_agent.so").is_file(),
+            "agent not found after build"
+        );
     });
 }
 
@@ -40,7 +43,8 @@ pub fn ensure_agent() {
 pub fn build_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("programs-{}", std::process::id()));
+        let d =
+            Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("programs-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).expect("create build dir");
         d
@@ -49,12 +53,16 @@ pub fn build_dir() -> &'static Path {
 
 /// Path of a test program source.
 pub fn source(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/programs")
+        .join(name)
 }
 
 /// Compiles with `cc` (or `c++` for `.cpp`), panicking with the compiler's output on failure.
 pub fn compile(out: &Path, sources: &[PathBuf], flags: &[&str]) {
-    let cpp = sources.iter().any(|s| s.extension().is_some_and(|e| e == "cpp"));
+    let cpp = sources
+        .iter()
+        .any(|s| s.extension().is_some_and(|e| e == "cpp"));
     let output = Command::new(if cpp { "c++" } else { "cc" })
         .args(sources)
         .args(flags)
@@ -128,7 +136,10 @@ pub fn program(name: &str, src: &str, flags: &[&str]) -> PathBuf {
 /// Runs `tansa` with `args`.
 pub fn run_tansa(args: &[&str]) -> Output {
     ensure_agent();
-    Command::new(tansa()).args(args).output().expect("run tansa")
+    Command::new(tansa())
+        .args(args)
+        .output()
+        .expect("run tansa")
 }
 
 /// Runs `tansa record -o FILE [extra] -- cmd...`, returning its output.
@@ -164,7 +175,9 @@ pub fn unit<'a>(report: &'a Value, name: &str) -> &'a Value {
 
 /// Whether a report has a unit named `name`.
 pub fn has_unit(report: &Value, name: &str) -> bool {
-    report["units"].as_array().is_some_and(|u| u.iter().any(|u| u["unit"] == name))
+    report["units"]
+        .as_array()
+        .is_some_and(|u| u.iter().any(|u| u["unit"] == name))
 }
 
 /// The figures of a unit: (allocated, net, max, min).
@@ -205,7 +218,11 @@ pub fn raw_counts(file: &Path) -> HashMap<u32, HashMap<String, u64>> {
     for line in text.lines() {
         let line = line.trim();
         if let Some(rest) = line.strip_prefix("ThreadStart {") {
-            let t = rest.split("tid: ").nth(1).and_then(|s| s.split(',').next()).unwrap();
+            let t = rest
+                .split("tid: ")
+                .nth(1)
+                .and_then(|s| s.split(',').next())
+                .unwrap();
             tid = t.trim().parse().unwrap();
             continue;
         }

@@ -1,0 +1,301 @@
+//! The invariants written at the top of the agent (crates/tansa-agent/src/lib.rs), each
+//! exercised by a real program under the real agent.
+
+mod common;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::{Command, Output};
+
+use common::*;
+
+/// One allocator call: (function, returned or released pointer, size, old pointer).
+type Call = (String, u64, u64, u64);
+
+fn field(line: &str, name: &str) -> u64 {
+    let at = line
+        .find(&format!("{name}: "))
+        .unwrap_or_else(|| panic!("no {name} in {line}"))
+        + name.len()
+        + 2;
+    line[at..]
+        .split(|c: char| !c.is_ascii_digit())
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// Every allocator call recorded in `file`, from `tansa dump --events`.
+fn recorded_calls(file: &Path) -> Vec<Call> {
+    let out = run_tansa(&["dump", "--events", file.to_str().unwrap()]);
+    assert!(out.status.success());
+    let mut calls = Vec::new();
+    for line in String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(str::trim)
+    {
+        if let Some(rest) = line.strip_prefix("Alloc(AllocEvent { op: ") {
+            let op = match rest.split(',').next().unwrap() {
+                "Malloc" => "malloc",
+                "Calloc" => "calloc",
+                "Memalign" => "memalign",
+                "PosixMemalign" => "posix_memalign",
+                "AlignedAlloc" => "aligned_alloc",
+                "Valloc" => "valloc",
+                "Pvalloc" => "pvalloc",
+                other => panic!("unknown op {other}"),
+            };
+            calls.push((op.to_string(), field(line, "ptr"), field(line, "size"), 0));
+        } else if line.starts_with("Realloc(") {
+            let op = if line.contains("array: true") {
+                "reallocarray"
+            } else {
+                "realloc"
+            };
+            calls.push((
+                op.to_string(),
+                field(line, "new_ptr"),
+                field(line, "size"),
+                field(line, "old_ptr"),
+            ));
+        } else if line.starts_with("Free(") {
+            calls.push(("free".to_string(), field(line, "ptr"), 0, 0));
+        }
+    }
+    calls
+}
+
+fn record_with_env(file: &Path, cmd: &[&str], env: &[(&str, &str)]) -> Output {
+    ensure_agent();
+    let mut c = Command::new(tansa());
+    c.args(["record", "-o", file.to_str().unwrap(), "--"])
+        .args(cmd);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().expect("run tansa")
+}
+
+/// Invariant 1: the agent allocates nothing through the hooked allocator. A spy allocator
+/// preloaded behind the agent sees exactly the calls the program made, each of which the
+/// agent recorded, while threads start, stacks are new and a module is loaded.
+#[test]
+fn the_agent_allocates_nothing_through_the_hooked_allocator() {
+    let spy = build_dir().join("spy.so");
+    compile(
+        &spy,
+        &[source("spy.c")],
+        &["-shared", "-fPIC", "-O1", "-ldl"],
+    );
+    let exe = program("spied", "spied.c", &["-g", "-O1", "-pthread", "-ldl"]);
+    let plugin = fig3("O0", &["-O0", "-fno-omit-frame-pointer"]).plugin;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("spied.tansa");
+    let log = dir.path().join("spy.log");
+    let out = record_with_env(
+        &file,
+        &[
+            exe.to_str().unwrap(),
+            plugin.to_str().unwrap(),
+            log.to_str().unwrap(),
+        ],
+        &[("LD_PRELOAD", spy.to_str().unwrap())],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    // The agent implements reallocarray with the real realloc (glibc's would call back into
+    // the hooks), so the spy sees those calls as realloc.
+    let mut recorded: HashMap<Call, i64> = HashMap::new();
+    for mut c in recorded_calls(&file) {
+        if c.0 == "reallocarray" {
+            c.0 = "realloc".to_string();
+        }
+        *recorded.entry(c).or_default() += 1;
+    }
+    let spied: Vec<Call> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            (
+                f[0].to_string(),
+                f[1].parse().unwrap(),
+                f[2].parse().unwrap(),
+                f[3].parse().unwrap(),
+            )
+        })
+        .collect();
+    // 4 threads x 200 iterations x 6 calls, plus the memalign family, plus the plugin.
+    assert!(
+        spied.len() >= 4 * 200 * 6 + 10 + 100,
+        "the window saw the program's calls: {}",
+        spied.len()
+    );
+    let mut unmatched = Vec::new();
+    for c in &spied {
+        match recorded.get_mut(c) {
+            Some(n) if *n > 0 => *n -= 1,
+            _ => unmatched.push(c.clone()),
+        }
+    }
+    assert!(
+        unmatched.is_empty(),
+        "{} allocator call(s) reached the real allocator without being a recorded program call \
+         (made by the agent itself?): {:?}",
+        unmatched.len(),
+        &unmatched[..unmatched.len().min(10)]
+    );
+}
+
+/// Invariant 3: malloc and free from a signal handler that keeps interrupting allocations.
+#[test]
+fn malloc_from_a_signal_handler() {
+    let exe = program("signals", "signals.c", &["-g", "-O1"]);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("sig.tansa");
+    let n = 100_000u64;
+    let out = record(&file, &[], &[exe.to_str().unwrap(), &n.to_string()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let handled: u64 = stdout
+        .trim()
+        .strip_prefix("handler ")
+        .expect("handler count")
+        .parse()
+        .unwrap();
+    assert!(
+        handled > 100,
+        "the timer fired during the loop ({handled} times)"
+    );
+    let calls = recorded_calls(&file);
+    let count =
+        |op: &str, size: u64| calls.iter().filter(|c| c.0 == op && c.2 == size).count() as u64;
+    assert_eq!(count("malloc", 55), n, "every allocation of the loop");
+    assert_eq!(
+        count("malloc", 33),
+        handled,
+        "every allocation of the handler"
+    );
+    let r = report_json(&file, &[]);
+    assert!(
+        r["warnings"].as_array().unwrap().is_empty(),
+        "{}",
+        r["warnings"]
+    );
+    assert!(
+        r["improper"].as_array().unwrap().is_empty(),
+        "{}",
+        r["improper"]
+    );
+    // A handler that interrupts the agent while it writes or unwinds cannot unwind itself:
+    // its event is queued without a stack ([unknown]). Every other event has its stack.
+    let exe_unit = unit(&r, "signals");
+    let stackless = if has_unit(&r, "[unknown]") {
+        unit(&r, "[unknown]")["calls"]["malloc"].as_u64().unwrap()
+    } else {
+        0
+    };
+    assert_eq!(
+        exe_unit["calls"]["malloc"].as_u64().unwrap() + stackless,
+        n + handled
+    );
+    assert!(
+        stackless < handled,
+        "handlers that find the thread idle record their stack"
+    );
+    assert_eq!(r["totals"]["net_bytes"], 0);
+}
+
+/// Invariant 4: fork while other threads are inside hooks; each child has its own stream.
+#[test]
+fn fork_while_other_threads_allocate() {
+    let exe = program("forkstress", "forkstress.c", &["-g", "-O1", "-pthread"]);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("fork.tansa");
+    let forks = 20;
+    let out = record(&file, &[], &[exe.to_str().unwrap(), &forks.to_string()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r = report_json(&file, &[]);
+    let procs = r["processes"].as_array().unwrap();
+    assert_eq!(procs.len(), forks + 1, "one session per child");
+    let parent = procs[0]["pid"].as_u64().unwrap();
+    for child in &procs[1..] {
+        let pid = child["pid"].as_u64().unwrap();
+        let rc = report_json(&file, &["--pid", &pid.to_string(), "--by", "function"]);
+        let main = unit(&rc, "forkstress!main");
+        assert_eq!(bytes(main), (4321, 0, 4321, 0), "child {pid} of {parent}");
+        assert_eq!(calls(main), (1, 0, 0, 1, 0));
+        assert!(
+            rc["improper"].as_array().unwrap().is_empty(),
+            "{}",
+            rc["improper"]
+        );
+    }
+    assert!(
+        r["improper"].as_array().unwrap().is_empty(),
+        "{}",
+        r["improper"]
+    );
+}
+
+/// Invariant 5: a dlopen/dlclose storm while other threads allocate.
+#[test]
+fn dlopen_storm() {
+    let exe = program("dlstorm", "dlstorm.c", &["-g", "-O1", "-pthread", "-ldl"]);
+    let plugin = fig3("O0", &["-O0", "-fno-omit-frame-pointer"]).plugin;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("storm.tansa");
+    let rounds = 150;
+    let out = record(
+        &file,
+        &[],
+        &[
+            exe.to_str().unwrap(),
+            plugin.to_str().unwrap(),
+            &rounds.to_string(),
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r = report_json(&file, &["--by", "function"]);
+    let cycle = unit(&r, "libplug.so!plug_cycle");
+    let n = 2 * rounds as i64;
+    assert_eq!(bytes(cycle), (96 * n, 0, bytes(cycle).2, 0));
+    assert_eq!(calls(cycle), (n as u64, 0, 0, n as u64, 0));
+    assert!(
+        r["improper"].as_array().unwrap().is_empty(),
+        "{}",
+        r["improper"]
+    );
+}
+
+/// Invariant 6: threads exiting, and freeing from TLS destructors after the agent's own
+/// thread-exit handler.
+#[test]
+fn threads_exiting_mid_stream() {
+    let exe = program("threadexit", "threadexit.c", &["-g", "-O1", "-pthread"]);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("exit.tansa");
+    let threads = 64;
+    let out = record(&file, &[], &[exe.to_str().unwrap(), &threads.to_string()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r = report_json(&file, &["--by", "function"]);
+    let f = unit(&r, "threadexit!short_lived");
+    let n = threads as i64;
+    assert_eq!(
+        bytes(f),
+        (300 * n, 0, bytes(f).2, 0),
+        "every block released, including by destructors"
+    );
+    assert_eq!(calls(f), (2 * n as u64, 0, 0, 2 * n as u64, 0));
+    assert!(
+        r["improper"].as_array().unwrap().is_empty(),
+        "{}",
+        r["improper"]
+    );
+    assert!(
+        r["warnings"].as_array().unwrap().is_empty(),
+        "{}",
+        r["warnings"]
+    );
+}
