@@ -124,6 +124,18 @@ pub struct ModuleMap {
     /// Incremented whenever a module goes away; part of every stack hash, so a stack seen
     /// before an unload is never confused with the same addresses after it.
     pub epoch: u64,
+    /// Incremented whenever the map changes at all; per-thread stack caches are only valid
+    /// for one generation.
+    pub generation: u64,
+}
+
+/// The module map's generation, readable without its lock (the stack caches' fast path).
+static GENERATION: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
+
+/// The current module-map generation.
+#[inline]
+pub fn generation() -> u64 {
+    GENERATION.load(core::sync::atomic::Ordering::Acquire)
 }
 
 /// The process-wide module map.
@@ -135,6 +147,7 @@ pub static MODULES: RwSpin<ModuleMap> = RwSpin::new(ModuleMap {
     subs: 0,
     scanned: false,
     epoch: 0,
+    generation: 0,
 });
 
 impl core::fmt::Debug for ModuleMap {
@@ -554,4 +567,6 @@ pub fn rescan() {
         map.entries.insert(at, entry);
     }
     map.scanned = true;
+    map.generation += 1;
+    GENERATION.store(map.generation, core::sync::atomic::Ordering::Release);
 }

@@ -13,9 +13,9 @@ use tansa_wire::layout::{FLAG_FREE_STACKS, FLAG_ONLINE};
 use crate::livetable::LIVE;
 use crate::modules::{MODULES, rescan};
 use crate::session::{RingWriter, SESSION};
-use crate::stacks::{STACKS, hash};
+use crate::stacks::STACKS;
 use crate::thread::{Busy, NESTED_CAPACITY, NestedEvent as Nested, ThreadState, current};
-use crate::unwind::{CallerRegs, MAX_FRAMES, UnwindCache, unwind};
+use crate::unwind::{CallerRegs, StackCache, UnwindCache, table_key};
 use crate::{State, clock, state, sys};
 
 /// Everything a thread needs to record events.
@@ -26,7 +26,7 @@ pub struct ThreadCtx {
     cache: UnwindCache,
     stack_lo: u64,
     stack_hi: u64,
-    frames: [u64; MAX_FRAMES],
+    stacks: StackCache,
 }
 
 impl core::fmt::Debug for ThreadCtx {
@@ -115,7 +115,7 @@ fn context(st: &'static ThreadState) -> Option<*mut ThreadCtx> {
             cache: UnwindCache::new_in(),
             stack_lo: 0,
             stack_hi: 0,
-            frames: [0; MAX_FRAMES],
+            stacks: StackCache::default(),
         });
         p = Box::into_raw(ctx);
         st.ctx.set(p);
@@ -568,6 +568,10 @@ impl Active {
 /// marks the thread busy: the context's unwinder cache and frame buffer are in use.
 fn capture(ctx: &mut ThreadCtx, regs: CallerRegs) -> u32 {
     let hi = stack_top(ctx, regs.sp);
+    // The common case: a stack this thread just had. No lock needed.
+    if let Some(id) = ctx.stacks.lookup(regs, hi, crate::modules::generation()) {
+        return id;
+    }
     for attempt in 0..2 {
         let Some(map) = MODULES.try_read_for(20_000) else {
             return 0;
@@ -575,27 +579,35 @@ fn capture(ctx: &mut ThreadCtx, regs: CallerRegs) -> u32 {
         let Some(unwinder) = map.unwinder.as_ref() else {
             return 0;
         };
-        let n = unwind(
+        let c = ctx.stacks.capture(
             unwinder,
             &mut ctx.cache,
             regs,
             hi,
-            &mut ctx.frames[..crate::max_frames()],
+            crate::max_frames(),
+            map.generation,
+            map.epoch,
         );
-        let frames = &ctx.frames[..n];
-        let key = hash(frames, map.epoch);
+        if let Some(id) = c.id {
+            return id;
+        }
+        let key = table_key(c.key);
         if let Some(id) = STACKS.lookup(key) {
+            ctx.stacks.set_id(id);
             return id;
         }
         // A new stack. If it runs through code no module covers and the loader changed,
         // a library was loaded since the last scan: rescan and unwind again.
-        if attempt == 0 && frames.iter().any(|&f| map.find(f).is_none()) && map.loader_changed() {
+        if attempt == 0
+            && ctx.stacks.frames().any(|f| map.find(f).is_none())
+            && map.loader_changed()
+        {
             drop(map);
             rescan();
             continue;
         }
         let id = STACKS.next_id();
-        let normalized = frames.iter().map(|&f| match map.find(f) {
+        let normalized = ctx.stacks.frames().map(|f| match map.find(f) {
             Some(m) => Frame {
                 module: m.id,
                 offset: f - m.bias,
@@ -611,6 +623,7 @@ fn capture(ctx: &mut ThreadCtx, regs: CallerRegs) -> u32 {
             encode_stack_def(&mut &mut *sink, id, normalized)
         }) {
             STACKS.insert(key, id);
+            ctx.stacks.set_id(id);
             return id;
         }
         return 0;

@@ -1,7 +1,7 @@
 //! Stack deduplication: each distinct call stack is sent to the collector once.
 //!
-//! A stack is identified by a 128-bit hash of its return addresses (and of the module-map
-//! epoch, so that addresses reused by a different module after an unload form a new stack).
+//! A stack is identified by a 128-bit key of its return addresses (see `unwind::key_extend`;
+//! it includes the module-map epoch, so that addresses reused by a different module after an unload form a new stack).
 //! The table maps hashes to stack ids without locks: open addressing over levels of growing
 //! size, each slot claimed with a compare-and-swap. A slot becomes visible (its id non-zero)
 //! only after the stack's definition was written to the meta ring, so every event that
@@ -77,22 +77,6 @@ pub static STACKS: StackTable = StackTable {
     levels: [const { AtomicPtr::new(core::ptr::null_mut()) }; LEVELS],
     next_id: AtomicU32::new(1),
 };
-
-/// Hashes a stack (innermost frame first) and the module epoch into a 128-bit key whose low
-/// half is never zero.
-#[inline]
-pub fn hash(frames: &[u64], epoch: u64) -> (u64, u64) {
-    let mut a: u64 = 0x9e37_79b9_7f4a_7c15 ^ epoch;
-    let mut b: u64 = 0xc2b2_ae3d_27d4_eb4f ^ (frames.len() as u64);
-    for &f in frames {
-        a = (a ^ f).wrapping_mul(0xff51_afd7_ed55_8ccd);
-        a ^= a >> 32;
-        b = (b ^ f.rotate_left(29)).wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-        b ^= b >> 31;
-    }
-    a ^= b.rotate_left(17);
-    (a | 1, b)
-}
 
 impl StackTable {
     /// The id of a known stack.

@@ -1,7 +1,7 @@
 //! Per-thread state.
 //!
 //! Each thread has a tiny [`ThreadState`] in thread-local storage (nesting depth, whether it
-//! is inside the real allocator, and a pointer to its [`ThreadCtx`], the larger per-thread
+//! is inside the real allocator, and a pointer to its [`crate::ThreadCtx`], the larger per-thread
 //! object holding its ring, delta-encoder state and unwinder cache).
 //!
 //! The hook path must not call `__tls_get_addr`: when a `dlopen` grows the TLS generation,

@@ -1,9 +1,30 @@
-//! In-process stack unwinding with framehop over the module map's DWARF CFI.
+//! In-process stack unwinding with framehop over the module map's DWARF CFI, made
+//! incremental by a validated per-thread stack cache.
 //!
 //! Unwinding starts at the hook's caller (its return address, stack pointer and frame
 //! pointer, captured by the entry stubs in `hooks`), so no agent frame is ever part of a
 //! stack. Stack memory is only read inside the calling thread's known stack bounds, so a
 //! corrupt frame ends the stack instead of faulting.
+//!
+//! # The stack cache
+//!
+//! Unwinding one frame is a pure function of the frame's registers (return address, stack
+//! pointer, frame pointer), of the unwind rules (fixed while the module map is unchanged)
+//! and of the stack words it reads. The cache keeps the last few stacks of the thread with,
+//! for every frame, its registers and every word read (and its value) while unwinding it.
+//! When a new stack reaches a frame whose registers equal a cached frame's, and every word
+//! read while unwinding that cached frame and those outside it still holds the same value,
+//! the rest of the stack is exactly the cached one: only the frames that changed are
+//! unwound. Reads are re-checked against memory, never assumed; a stale entry is simply
+//! unwound afresh. The cache is dropped whenever the module map changes.
+//!
+//! Optimised code keeps ordinary variables in the callee-saved frame-pointer register, so
+//! the saved-`rbp` words on the stack change all the time although no frame uses `rbp` to
+//! find its caller. Only *relevant* reads are validated: a frame's return-address word
+//! always; a word it restores into `rbp` only if `rbp` is *live* after it, i.e. some frame
+//! further out uses `rbp` as an input (framehop's frame-pointer rules read at `[rbp]`)
+//! before another frame restores it. Likewise a frame's own `rbp` is compared only when
+//! live. Liveness is computed from the outer end, so a cached suffix keeps its flags.
 
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64};
 use framehop::{FrameAddress, MustNotAllocateDuringUnwind};
@@ -16,8 +37,11 @@ pub type UnwindCache = CacheX86_64<MustNotAllocateDuringUnwind>;
 /// Hard limit on frames per stack.
 pub const MAX_FRAMES: usize = 256;
 
+/// Stacks remembered per thread.
+const ENTRIES: usize = 4;
+
 /// The registers of the hook's caller at the call.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CallerRegs {
     /// Return address into the caller.
     pub ra: u64,
@@ -27,65 +51,364 @@ pub struct CallerRegs {
     pub bp: u64,
 }
 
-/// Unwinds from `regs` and writes return addresses, innermost first, into `out`. Reads the
-/// stack only within `[regs.sp, stack_hi)`. Returns the number of frames.
-pub fn unwind(
-    unwinder: &AgentUnwinder,
-    cache: &mut UnwindCache,
+/// A 128-bit stack key built from the outermost frame inwards, so that the key of a stack
+/// is the key of its outer part extended by its inner frames.
+pub type StackKey = (u64, u64);
+
+/// The key of the empty stack under module-map epoch `epoch`.
+#[inline]
+pub fn key_seed(epoch: u64) -> StackKey {
+    (0x9e37_79b9_7f4a_7c15 ^ epoch, 0xc2b2_ae3d_27d4_eb4f)
+}
+
+/// Extends a key by one (inner) frame.
+#[inline]
+pub fn key_extend(k: StackKey, ra: u64) -> StackKey {
+    let mut a = (k.0 ^ ra).wrapping_mul(0xff51_afd7_ed55_8ccd);
+    a ^= a >> 32;
+    let mut b = (k.1 ^ ra.rotate_left(29)).wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    b ^= b >> 31;
+    (a ^ b.rotate_left(17), b)
+}
+
+/// The table key of a stack key (its low half is never zero).
+#[inline]
+pub fn table_key(k: StackKey) -> StackKey {
+    (k.0 | 1, k.1)
+}
+
+#[derive(Debug, Clone, Copy)]
+struct FrameState {
     regs: CallerRegs,
-    stack_hi: u64,
-    out: &mut [u64],
-) -> usize {
-    if out.is_empty() || regs.ra == 0 {
-        return 0;
-    }
-    let lo = regs.sp;
-    let mut read_stack = |addr: u64| -> Result<u64, ()> {
-        if addr >= lo && addr.checked_add(8).is_some_and(|end| end <= stack_hi) {
-            // SAFETY: the address lies inside the calling thread's live stack, between its
-            // current stack pointer and the top of the stack.
-            Ok(unsafe { (addr as *const u64).read_unaligned() })
-        } else {
-            Err(())
+    /// Whether this frame's value of `rbp` influences the frames outside it.
+    bp_live: bool,
+    /// Key of the stack from this frame outwards.
+    key: StackKey,
+    /// Index of this frame's first read in the entry's reads (later frames' reads follow).
+    reads_start: u32,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Read {
+    addr: u64,
+    value: u64,
+    ok: bool,
+    /// Whether the value influences the stack (see the module documentation).
+    relevant: bool,
+}
+
+#[derive(Debug, Default)]
+struct Entry {
+    valid: bool,
+    last_used: u64,
+    frames: Vec<FrameState>,
+    reads: Vec<Read>,
+    /// Stack id of the whole stack (0 until interned).
+    id: u32,
+}
+
+/// A thread's stack cache and scratch buffers. All buffers come from the agent's own
+/// allocator and are reused.
+#[derive(Debug, Default)]
+pub struct StackCache {
+    entries: [Entry; ENTRIES],
+    clock: u64,
+    generation: u64,
+    current: usize,
+    scratch_frames: Vec<FrameState>,
+    scratch_reads: Vec<Read>,
+}
+
+/// The result of a capture.
+#[derive(Debug, Clone, Copy)]
+pub struct Captured {
+    /// The stack's key.
+    pub key: StackKey,
+    /// Its id if the cache already knows it.
+    pub id: Option<u32>,
+    /// Number of frames.
+    pub len: usize,
+}
+
+#[inline]
+fn readable(addr: u64, lo: u64, hi: u64) -> bool {
+    addr >= lo && addr.checked_add(8).is_some_and(|end| end <= hi)
+}
+
+/// Whether a frame of `entry` matches registers `regs` (comparing `rbp` only when live).
+#[inline]
+fn same_frame(f: &FrameState, regs: &CallerRegs) -> bool {
+    f.regs.ra == regs.ra && f.regs.sp == regs.sp && (!f.bp_live || f.regs.bp == regs.bp)
+}
+
+impl StackCache {
+    /// Forgets everything (the module map changed).
+    fn invalidate(&mut self, generation: u64) {
+        for e in &mut self.entries {
+            e.valid = false;
         }
-    };
-    out[0] = regs.ra;
-    let mut n = 1;
-    let mut state = UnwindRegsX86_64::new(regs.ra, regs.sp, regs.bp);
-    let Some(mut address) = FrameAddress::from_return_address(regs.ra) else {
-        return n;
-    };
-    while n < out.len() {
-        let sp_before = state.sp();
-        match framehop::Unwinder::unwind_frame(
-            unwinder,
-            address,
-            &mut state,
-            cache,
-            &mut read_stack,
-        ) {
-            Ok(Some(ra)) if ra != 0 && state.sp() > sp_before => {
-                out[n] = ra;
-                n += 1;
-                match FrameAddress::from_return_address(ra) {
-                    Some(a) => address = a,
-                    None => break,
+        self.generation = generation;
+    }
+
+    /// Whether the reads of `entry`'s frames from `from` outwards still hold.
+    fn validate(entry: &Entry, from: usize, lo: u64, hi: u64) -> bool {
+        let Some(f) = entry.frames.get(from) else {
+            return false;
+        };
+        entry.reads[f.reads_start as usize..]
+            .iter()
+            .filter(|r| r.relevant)
+            .all(|r| {
+                if r.ok {
+                    readable(r.addr, lo, hi)
+                    // SAFETY: the address lies inside this thread's live stack.
+                    && unsafe { (r.addr as *const u64).read_unaligned() } == r.value
+                } else {
+                    !readable(r.addr, lo, hi)
+                }
+            })
+    }
+
+    /// The return addresses of the stack captured last, innermost first.
+    pub fn frames(&self) -> impl ExactSizeIterator<Item = u64> + Clone + '_ {
+        self.entries[self.current].frames.iter().map(|f| f.regs.ra)
+    }
+
+    /// Records the id the stack captured last was interned under.
+    pub fn set_id(&mut self, id: u32) {
+        self.entries[self.current].id = id;
+    }
+
+    /// The id of the stack at `regs` if it is exactly a cached, interned stack (same call
+    /// site, same frame, same relevant stack contents) under module-map `generation`. Needs
+    /// no module data, so no lock.
+    #[inline]
+    pub fn lookup(&mut self, regs: CallerRegs, stack_hi: u64, generation: u64) -> Option<u32> {
+        if generation != self.generation {
+            return None;
+        }
+        self.clock += 1;
+        for (i, e) in self.entries.iter_mut().enumerate() {
+            if e.valid
+                && e.id != 0
+                && e.frames.first().is_some_and(|f| same_frame(f, &regs))
+                && Self::validate(e, 0, regs.sp, stack_hi)
+            {
+                e.last_used = self.clock;
+                self.current = i;
+                return Some(e.id);
+            }
+        }
+        None
+    }
+
+    /// Captures the stack at `regs`: unwinds only what differs from a cached stack.
+    /// `generation` identifies the module map (and epoch) the cache is valid for; reads
+    /// are allowed in `[regs.sp, stack_hi)`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn capture(
+        &mut self,
+        unwinder: &AgentUnwinder,
+        cache: &mut UnwindCache,
+        regs: CallerRegs,
+        stack_hi: u64,
+        max_frames: usize,
+        generation: u64,
+        epoch: u64,
+    ) -> Captured {
+        if generation != self.generation {
+            self.invalidate(generation);
+        }
+        self.clock += 1;
+        let lo = regs.sp;
+        // Fast path: the very same call site, frame and stack contents as a cached stack.
+        for (i, e) in self.entries.iter_mut().enumerate() {
+            if e.valid
+                && e.id != 0
+                && e.frames.first().is_some_and(|f| same_frame(f, &regs))
+                && Self::validate(e, 0, lo, stack_hi)
+            {
+                e.last_used = self.clock;
+                self.current = i;
+                return Captured {
+                    key: e.frames[0].key,
+                    id: Some(e.id),
+                    len: e.frames.len(),
+                };
+            }
+        }
+        // Slow path: unwind until a frame matches the most recently used stack.
+        let base = (0..ENTRIES)
+            .filter(|&i| self.entries[i].valid)
+            .max_by_key(|&i| self.entries[i].last_used);
+        let mut frames = core::mem::take(&mut self.scratch_frames);
+        let mut reads = core::mem::take(&mut self.scratch_reads);
+        frames.clear();
+        reads.clear();
+        let mut state = regs;
+        let mut matched: Option<(usize, usize)> = None;
+        let mut scan = 0usize;
+        if regs.ra != 0 {
+            loop {
+                if let Some(b) = base {
+                    let e = &self.entries[b];
+                    // Cached frames are ordered by stack pointer; skip those below ours.
+                    while scan < e.frames.len() && e.frames[scan].regs.sp < state.sp {
+                        scan += 1;
+                    }
+                    if scan < e.frames.len()
+                        && same_frame(&e.frames[scan], &state)
+                        && Self::validate(e, scan, lo, stack_hi)
+                    {
+                        matched = Some((b, scan));
+                        break;
+                    }
+                }
+                if frames.len() >= max_frames {
+                    break;
+                }
+                let reads_start = reads.len() as u32;
+                let mut regs_fh = UnwindRegsX86_64::new(state.ra, state.sp, state.bp);
+                let mut read_stack = |addr: u64| -> Result<u64, ()> {
+                    let ok = readable(addr, lo, stack_hi);
+                    // SAFETY: the address lies inside this thread's live stack.
+                    let value = if ok {
+                        unsafe { (addr as *const u64).read_unaligned() }
+                    } else {
+                        0
+                    };
+                    reads.push(Read {
+                        addr,
+                        value,
+                        ok,
+                        relevant: true,
+                    });
+                    if ok { Ok(value) } else { Err(()) }
+                };
+                let next = FrameAddress::from_return_address(state.ra).map(|address| {
+                    framehop::Unwinder::unwind_frame(
+                        unwinder,
+                        address,
+                        &mut regs_fh,
+                        cache,
+                        &mut read_stack,
+                    )
+                });
+                // Mark the reads: the return-address word (just below the caller's stack
+                // pointer) is always relevant; any other word restores `rbp` and is relevant
+                // only if `rbp` is live outside (settled below, from the outer end). A read at
+                // `[rbp]` means this frame's rule takes `rbp` as input.
+                let uses_bp = reads[reads_start as usize..]
+                    .iter()
+                    .any(|r| r.addr == state.bp);
+                let ra_slot = regs_fh.sp().wrapping_sub(8);
+                for r in &mut reads[reads_start as usize..] {
+                    r.relevant = r.addr == ra_slot;
+                }
+                frames.push(FrameState {
+                    regs: state,
+                    // Provisionally "uses rbp"; turned into liveness below.
+                    bp_live: uses_bp,
+                    key: (0, 0),
+                    reads_start,
+                });
+                match next {
+                    Some(Ok(Some(ra))) if ra != 0 && regs_fh.sp() > state.sp => {
+                        state = CallerRegs {
+                            ra,
+                            sp: regs_fh.sp(),
+                            bp: regs_fh.bp(),
+                        };
+                    }
+                    _ => {
+                        // The last frame: keep every read (they decided that it is last).
+                        for r in &mut reads[reads_start as usize..] {
+                            r.relevant = true;
+                        }
+                        frames.last_mut().expect("just pushed").bp_live = true;
+                        break;
+                    }
                 }
             }
-            other => {
-                if std::env::var_os("TANSA_DEBUG_UNWIND").is_some() {
-                    let msg = format!(
-                        "unwind stop at {:#x} sp {:#x} hi {:#x}: {:?}\n",
-                        address.address(),
-                        state.sp(),
-                        stack_hi,
-                        other
-                    );
-                    crate::sys::write_stderr(msg.as_bytes());
+        }
+        // The new stack: the frames just unwound, then the matched cached suffix.
+        let slot = (0..ENTRIES)
+            .min_by_key(|&i| (self.entries[i].valid, self.entries[i].last_used))
+            .unwrap_or(0);
+        let mut outer_key = key_seed(epoch);
+        if let Some((b, j)) = matched {
+            outer_key = self.entries[b].frames[j].key;
+            let e = &self.entries[b];
+            let base_read = e.frames[j].reads_start as usize;
+            let shift = reads.len() as i64 - base_read as i64;
+            reads.extend_from_slice(&e.reads[base_read..]);
+            frames.extend(e.frames[j..].iter().map(|f| FrameState {
+                reads_start: (f.reads_start as i64 + shift) as u32,
+                ..*f
+            }));
+        }
+        let new_count = matched.map_or(frames.len(), |(b, j)| {
+            frames.len() - (self.entries[b].frames.len() - j)
+        });
+        // Liveness of rbp, from the outer end (the cached suffix already has its own).
+        let mut live_outside = frames.get(new_count).is_some_and(|f| f.bp_live);
+        for k in (0..new_count).rev() {
+            outer_key = key_extend(outer_key, frames[k].regs.ra);
+            frames[k].key = outer_key;
+            let start = frames[k].reads_start as usize;
+            let end = frames
+                .get(k + 1)
+                .map_or(reads.len(), |f| f.reads_start as usize);
+            let is_last = k + 1 == frames.len();
+            let restores_bp = reads[start..end].iter().any(|r| !r.relevant);
+            if !is_last {
+                for r in &mut reads[start..end] {
+                    if !r.relevant {
+                        r.relevant = live_outside;
+                    }
                 }
-                break;
             }
+            let uses_bp = frames[k].bp_live;
+            let live = if is_last {
+                true
+            } else {
+                uses_bp || (!restores_bp && live_outside)
+            };
+            frames[k].bp_live = live;
+            live_outside = live;
+        }
+        let key = frames.first().map_or(key_seed(epoch), |f| f.key);
+        let e = &mut self.entries[slot];
+        core::mem::swap(&mut e.frames, &mut frames);
+        core::mem::swap(&mut e.reads, &mut reads);
+        e.valid = true;
+        e.id = 0;
+        e.last_used = self.clock;
+        self.current = slot;
+        self.scratch_frames = frames;
+        self.scratch_reads = reads;
+        Captured {
+            key,
+            id: None,
+            len: self.entries[slot].frames.len(),
         }
     }
-    n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_compose_from_the_outer_end() {
+        let frames = [0x1111u64, 0x2222, 0x3333];
+        let mut k = key_seed(7);
+        for &f in frames.iter().rev() {
+            k = key_extend(k, f);
+        }
+        let outer = key_extend(key_extend(key_seed(7), 0x3333), 0x2222);
+        assert_eq!(key_extend(outer, 0x1111), k);
+        assert_ne!(key_seed(7), key_seed(8));
+        assert_ne!(table_key(k).0, 0);
+    }
 }

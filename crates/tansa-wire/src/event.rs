@@ -464,11 +464,20 @@ impl EventBuf {
         self.len = 1;
     }
 
-    fn varint(&mut self, value: u64) {
-        let mut tmp = [0u8; varint::MAX_LEN];
-        let n = varint::encode(value, &mut tmp);
-        self.bytes[self.len..self.len + n].copy_from_slice(&tmp[..n]);
-        self.len += n;
+    #[inline]
+    fn varint(&mut self, mut value: u64) {
+        // Written in place: a copy of a temporary of variable length would be a memcpy call.
+        loop {
+            let byte = (value & 0x7f) as u8;
+            value >>= 7;
+            if value == 0 {
+                self.bytes[self.len] = byte;
+                self.len += 1;
+                return;
+            }
+            self.bytes[self.len] = byte | 0x80;
+            self.len += 1;
+        }
     }
 }
 

@@ -231,6 +231,15 @@ impl Ring {
     /// has not yet published.
     pub unsafe fn write_at(&self, pos: u64, bytes: &[u8]) {
         let start = (pos & (self.size - 1)) as usize;
+        if bytes.len() <= 64 && start + bytes.len() <= self.size as usize {
+            // Event records are short: copy them inline rather than through memcpy.
+            for (i, &b) in bytes.iter().enumerate() {
+                // SAFETY: `start + i < size`, inside the data area; the range is unpublished
+                // and owned by the producer.
+                unsafe { self.data.add(start + i).write(b) };
+            }
+            return;
+        }
         let first = bytes.len().min(self.size as usize - start);
         // SAFETY: `start + first <= size`, and the caller owns this unpublished range.
         unsafe {

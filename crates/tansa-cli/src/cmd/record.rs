@@ -24,7 +24,7 @@ Examples:
 
 tansa record exits with the command's exit status (128 + N if a signal N killed it).")]
 pub struct Args {
-    /// Recording file to write (default: tansa-<command>-<pid>.tansa in the current
+    /// Recording file to write (default: tansa-COMMAND-PID.tansa in the current
     /// directory). With --online, the report is written there instead of to stderr.
     #[arg(short, long, value_name = "FILE")]
     output: Option<PathBuf>,
@@ -56,7 +56,7 @@ pub struct Args {
     format: FormatArg,
 
     /// Do not record the call stacks of free (lower overhead; `--free-to caller` reports then
-    /// charge releases to [unknown]).
+    /// charge releases to "unknown").
     #[arg(long)]
     no_free_stacks: bool,
 
