@@ -271,8 +271,8 @@ impl StackCache {
                 let mut regs_fh = UnwindRegsX86_64::new(state.ra, state.sp, state.bp);
                 let mut read_stack = |addr: u64| -> Result<u64, ()> {
                     let ok = readable(addr, lo, stack_hi);
-                    // SAFETY: the address lies inside this thread's live stack.
                     let value = if ok {
+                        // SAFETY: the address lies inside this thread's live stack.
                         unsafe { (addr as *const u64).read_unaligned() }
                     } else {
                         0
