@@ -315,14 +315,14 @@ pub fn merge(originals: &[Vec<Loc>], cfg: &MergeConfig) -> Result<Merged, MergeE
             }
             // Descending similarity, then (i, j) ascending; stable sort keeps that order.
             pairs.sort_by_key(|p| std::cmp::Reverse(p.0));
-            let mut best: Option<(usize, usize, i64, Vec<usize>, i64, bool, i64)> = None;
-            for &(s, i, j) in pairs.iter().take(cfg.top_k) {
-                let (order, lik, enumerated, rank) = st.try_pair(i, j)?;
-                if best.as_ref().is_none_or(|b| rank > b.6) {
-                    best = Some((i, j, s, order, lik, enumerated, rank));
+            let mut best: Option<(Candidate, Tried)> = None;
+            for &pair in pairs.iter().take(cfg.top_k) {
+                let tried = st.try_pair(pair.1, pair.2)?;
+                if best.as_ref().is_none_or(|b| tried.3 > b.1.3) {
+                    best = Some((pair, tried));
                 }
             }
-            let Some((i, j, similarity, order, lik, enumerated, _)) = best else {
+            let Some(((similarity, i, j), (order, lik, enumerated, _))) = best else {
                 break;
             };
             steps.push(MergeStep {
