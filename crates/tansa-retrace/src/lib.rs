@@ -16,6 +16,7 @@
 //!   equivalent dynamic-programming search for the best pattern.
 //! * [`rebuild`]: samples in, trace with per-position support out.
 //! * [`accuracy`]: LCS ratio and normalised edit distance against a true trace.
+//! * [`recording`]: reading `tansa-format` retrace frames into this model.
 //!
 //! Nothing here reads files or talks to processes; `tansa-tracer` records, this rebuilds.
 
@@ -27,6 +28,7 @@ pub mod merge;
 pub mod model;
 pub mod pattern;
 pub mod rebuild;
+pub mod recording;
 pub mod score;
 
 #[cfg(test)]
