@@ -144,7 +144,7 @@ mod tests {
     #[test]
     fn normalizes_this_process() {
         let maps = read_maps(std::process::id() as i32).unwrap();
-        let here = normalizes_this_process as usize as u64;
+        let here = normalizes_this_process as fn() as usize as u64;
         let mut modules = Modules::default();
         let (module, file_addr) = modules.normalize(&maps, here).unwrap();
         let path = modules.paths[module as usize].clone();
