@@ -25,6 +25,8 @@ enum Command {
     Record(cmd::record::Args),
     /// Report on a recording: memory per library, function, thread, call or interval.
     Report(cmd::report::Args),
+    /// Rebuild the exact instruction path of a hot, repeated region from sparse samples.
+    Retrace(Box<cmd::retrace::Args>),
 }
 
 fn main() -> ExitCode {
@@ -32,6 +34,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Record(args) => cmd::record::run(args),
         Command::Report(args) => cmd::report::run(args),
+        Command::Retrace(args) => cmd::retrace::run(*args),
     };
     match result {
         Ok(code) => code,
@@ -42,5 +45,15 @@ fn main() -> ExitCode {
             eprintln!("tansa: error: {err:#}");
             ExitCode::from(1)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    #[test]
+    fn command_line_definition_is_consistent() {
+        super::Cli::command().debug_assert();
     }
 }

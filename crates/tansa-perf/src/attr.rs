@@ -45,6 +45,28 @@ pub enum EventKind {
 }
 
 impl EventKind {
+    /// The name `perf` uses for the event (`instructions`, `cpu-clock`, ...), or
+    /// `raw:TYPE:CONFIG`.
+    pub fn name(self) -> String {
+        match self {
+            EventKind::Hardware(h) => match h {
+                HardwareEvent::Instructions => "instructions",
+                HardwareEvent::Cycles => "cycles",
+                HardwareEvent::BranchInstructions => "branch-instructions",
+                HardwareEvent::BranchMisses => "branch-misses",
+            }
+            .to_string(),
+            EventKind::Software(s) => match s {
+                SoftwareEvent::CpuClock => "cpu-clock",
+                SoftwareEvent::TaskClock => "task-clock",
+                SoftwareEvent::PageFaults => "page-faults",
+                SoftwareEvent::ContextSwitches => "context-switches",
+            }
+            .to_string(),
+            EventKind::Raw { ty, config } => format!("raw:{ty}:{config:#x}"),
+        }
+    }
+
     fn type_config(self) -> (u32, u64) {
         match self {
             EventKind::Hardware(h) => (

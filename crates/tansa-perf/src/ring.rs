@@ -19,7 +19,7 @@ impl Event {
     pub fn open(attr: &EventAttr, pid: i32) -> Result<Event, PerfError> {
         let mut raw = attr.raw;
         let fd = sys::open(&mut raw, pid, -1).map_err(|source| PerfError::Open {
-            what: format!("{:?}", attr.kind()),
+            what: attr.kind().name(),
             source,
         })?;
         Ok(Event {

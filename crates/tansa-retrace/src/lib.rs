@@ -16,7 +16,8 @@
 //!   equivalent dynamic-programming search for the best pattern.
 //! * [`rebuild`]: samples in, trace with per-position support out.
 //! * [`accuracy`]: LCS ratio and normalised edit distance against a true trace.
-//! * [`recording`]: reading `tansa-format` retrace frames into this model.
+//! * [`recording`]: reading `tansa-format` retrace frames into this model; [`report`]: the
+//!   analysed model every renderer takes (the JSON document `tansa.retrace.v1`).
 //!
 //! Nothing here reads files or talks to processes; `tansa-tracer` records, this rebuilds.
 
@@ -29,6 +30,7 @@ pub mod model;
 pub mod pattern;
 pub mod rebuild;
 pub mod recording;
+pub mod report;
 pub mod score;
 
 #[cfg(test)]

@@ -23,7 +23,9 @@ mod region;
 mod sys;
 mod tracee;
 
-pub use record::{Options, Recorded, SourceChoice, UNKNOWN_MODULE, record, stopped_by_recorder};
+pub use record::{
+    Options, Recorded, SourceChoice, UNKNOWN_MODULE, default_period, record, stopped_by_recorder,
+};
 pub use region::{RegionTarget, close_matches, find_region, resolve_program};
 
 use tansa_format::meta::ExitStatus;

@@ -51,8 +51,9 @@ pub struct Options {
     pub region: String,
     /// The sampler.
     pub source: SourceChoice,
-    /// Period: instructions (ptrace, instructions) or nanoseconds (cpu-clock).
-    pub period: u64,
+    /// Period: instructions (ptrace, instructions) or nanoseconds (cpu-clock); `None` for
+    /// the source's [`default_period`].
+    pub period: Option<u64>,
     /// Executions to sample.
     pub executions: u64,
     /// Executions to let run before sampling.
@@ -63,9 +64,23 @@ pub struct Options {
     pub ground_truth_executions: u64,
 }
 
+/// The period used when none is given: 7 instructions for ptrace (the seed's example; the
+/// cost of single-stepping does not depend on it), 10007 instructions for the hardware
+/// counter (a prime, so executions fall at all phases, and large enough to stay below the
+/// kernel's sample-rate limit), 100 µs for `cpu-clock`.
+pub fn default_period(source: Source) -> u64 {
+    match source {
+        Source::Ptrace => 7,
+        Source::Instructions => 10_007,
+        Source::CpuClock => 100_000,
+    }
+}
+
 /// Everything recorded.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Recorded {
+    /// Process id of the target.
+    pub pid: u32,
     /// What and how.
     pub info: RetraceInfo,
     /// The code touched.
@@ -211,32 +226,43 @@ impl Truth {
     }
 }
 
+/// The source, why it was chosen, its period and its perf event.
+type Chosen = (Source, String, u64, Option<PerfSampler>);
+
 fn choose_source(
     choice: SourceChoice,
-    period: u64,
+    period: Option<u64>,
     pid: i32,
-) -> Result<(Source, String, Option<PerfSampler>), TraceError> {
+) -> Result<Chosen, TraceError> {
+    let period_of = |s| period.unwrap_or_else(|| default_period(s));
     match choice {
-        SourceChoice::Exactly(Source::Ptrace) => {
-            Ok((Source::Ptrace, "requested".to_string(), None))
-        }
+        SourceChoice::Exactly(Source::Ptrace) => Ok((
+            Source::Ptrace,
+            "requested".to_string(),
+            period_of(Source::Ptrace),
+            None,
+        )),
         SourceChoice::Exactly(s) => {
-            let p = open_perf(s, period, pid)?;
-            Ok((s, "requested".to_string(), Some(p)))
+            let p = open_perf(s, period_of(s), pid)?;
+            Ok((s, "requested".to_string(), period_of(s), Some(p)))
         }
-        SourceChoice::Auto => match open_perf(Source::Instructions, period, pid) {
-            Ok(p) => Ok((
-                Source::Instructions,
-                "hardware instruction counter found".to_string(),
-                Some(p),
-            )),
-            Err(TraceError::Perf(e)) if e.is_unsupported() => Ok((
-                Source::Ptrace,
-                format!("no hardware instruction counter ({e}); single-stepping with ptrace"),
-                None,
-            )),
-            Err(e) => Err(e),
-        },
+        SourceChoice::Auto => {
+            match open_perf(Source::Instructions, period_of(Source::Instructions), pid) {
+                Ok(p) => Ok((
+                    Source::Instructions,
+                    "hardware instruction counter found".to_string(),
+                    period_of(Source::Instructions),
+                    Some(p),
+                )),
+                Err(TraceError::Perf(e)) if e.is_unsupported() => Ok((
+                    Source::Ptrace,
+                    format!("no hardware instruction counter: {e}; single-stepping with ptrace"),
+                    period_of(Source::Ptrace),
+                    None,
+                )),
+                Err(e) => Err(e),
+            }
+        }
     }
 }
 
@@ -261,7 +287,7 @@ pub fn record(opts: &Options, progress: &mut dyn FnMut(u64, u64)) -> Result<Reco
         .modules
         .runtime(&norm.maps, &exe_path, region.address)
         .ok_or_else(|| TraceError::RegionNotMapped(region.name.clone()))?;
-    let (source, source_note, mut perf) = choose_source(opts.source, opts.period, t.pid)?;
+    let (source, source_note, period, mut perf) = choose_source(opts.source, opts.period, t.pid)?;
     let truth_target = match (opts.ground_truth, source) {
         (false, _) => 0,
         (true, Source::Ptrace) => opts.executions,
@@ -279,7 +305,6 @@ pub fn record(opts: &Options, progress: &mut dyn FnMut(u64, u64)) -> Result<Reco
     let (mut entries, mut global, mut incomplete, mut samples_total) = (0u64, 0u64, 0u64, 0u64);
     let mut executions: Vec<Execution> = Vec::new();
     let mut stepped_truth = 0u64;
-    let period = opts.period.max(1);
     while (executions.len() as u64) < opts.executions || stepped_truth < truth_target {
         let regs = match t.run(0)? {
             Stop::Gone(_) => break,
@@ -299,7 +324,7 @@ pub fn record(opts: &Options, progress: &mut dyn FnMut(u64, u64)) -> Result<Reco
             let (mut samples, mut trace, mut n) = (Vec::new(), Vec::new(), 0u64);
             let keep_trace = truth.is_some();
             let done = step_through(&mut t, regs, |rip| {
-                if (global + n) % period == 0 {
+                if (global + n) % period.max(1) == 0 {
                     samples.push(rip);
                 }
                 if keep_trace {
@@ -396,13 +421,14 @@ pub fn record(opts: &Options, progress: &mut dyn FnMut(u64, u64)) -> Result<Reco
         .filter(|a| a.0 != UNKNOWN_MODULE);
     let code = code::collect(&norm.modules.paths, touched);
     Ok(Recorded {
+        pid: t.pid as u32,
         info: RetraceInfo {
             region: region.name,
             region_module,
             region_addr: region.address,
             source,
             source_note,
-            period: opts.period,
+            period,
             warmup: opts.warmup,
         },
         code,

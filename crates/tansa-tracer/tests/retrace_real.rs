@@ -13,7 +13,7 @@ fn options(exe: &std::path::Path, runs: &str) -> Options {
         command: vec![exe.display().to_string(), runs.to_string()],
         region: "work".to_string(),
         source: SourceChoice::Exactly(Source::Ptrace),
-        period: 7,
+        period: Some(7),
         executions: 2000,
         warmup: 1,
         ground_truth: true,
@@ -70,4 +70,137 @@ fn rebuilds_the_region_from_every_7th_instruction() {
         );
         assert!(acc.lcs_ratio >= 0.95, "{variant:?}: {acc:?}");
     }
+}
+
+fn quick(exe: &std::path::Path, runs: &str, source: SourceChoice, executions: u64) -> Options {
+    Options {
+        source,
+        executions,
+        ground_truth: false,
+        period: None,
+        ..options(exe, runs)
+    }
+}
+
+#[test]
+fn time_based_samples_fall_inside_the_region() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = common::build(dir.path(), "region");
+    let mut o = quick(
+        &exe,
+        "100000",
+        SourceChoice::Exactly(Source::CpuClock),
+        5000,
+    );
+    o.period = Some(10_000);
+    let rec = record(&o, &mut |_, _| {}).unwrap();
+    assert_eq!(rec.info.source, Source::CpuClock);
+    assert_eq!(rec.executions.len(), 5000);
+    let prog = program(&rec.code);
+    let samples: Vec<_> = rec
+        .executions
+        .iter()
+        .flat_map(|e| e.samples.iter().copied())
+        .collect();
+    assert!(
+        !samples.is_empty(),
+        "5000 executions give cpu-clock samples"
+    );
+    let region_fns = ["work", "mix", "odd_step", "even_step"];
+    for s in samples {
+        let id = prog
+            .lookup(code_addr(s))
+            .unwrap_or_else(|| panic!("{s:?} is region code"));
+        let f = prog.function(prog.insn(id).loc.function).unwrap();
+        assert!(
+            region_fns.contains(&f.name.as_str()),
+            "sample in {}",
+            f.name
+        );
+    }
+}
+
+#[test]
+fn auto_source_follows_the_machine() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = common::build(dir.path(), "region");
+    let has_pmu = tansa_perf::Event::open(
+        &tansa_perf::EventAttr::new(tansa_perf::EventKind::Hardware(
+            tansa_perf::HardwareEvent::Instructions,
+        ))
+        .disabled(true),
+        0,
+    )
+    .is_ok();
+    let rec = record(&quick(&exe, "100", SourceChoice::Auto, 5), &mut |_, _| {}).unwrap();
+    if has_pmu {
+        assert_eq!(rec.info.source, Source::Instructions);
+        assert_eq!(rec.info.period, 10_007);
+    } else {
+        assert_eq!(rec.info.source, Source::Ptrace);
+        assert_eq!(rec.info.period, 7);
+        assert!(
+            rec.info
+                .source_note
+                .contains("no hardware instruction counter")
+        );
+    }
+}
+
+#[test]
+fn bad_input_gives_clear_errors() {
+    use tansa_format::meta::ExitStatus;
+    use tansa_tracer::TraceError;
+    let dir = tempfile::tempdir().unwrap();
+    let exe = common::build(dir.path(), "region");
+    let src = SourceChoice::Exactly(Source::Ptrace);
+
+    let mut o = quick(&exe, "10", src, 5);
+    o.region = "wrok".into();
+    match record(&o, &mut |_, _| {}) {
+        Err(e @ TraceError::UnknownRegion { .. }) => {
+            let TraceError::UnknownRegion { suggestions, .. } = &e else {
+                unreachable!()
+            };
+            assert_eq!(suggestions.first().map(String::as_str), Some("work"));
+            assert!(e.to_string().contains("close matches: work"), "{e}");
+        }
+        other => panic!("{other:?}"),
+    }
+
+    match record(&quick(&exe, "0", src, 5), &mut |_, _| {}) {
+        Err(e @ TraceError::RegionNeverRan { .. }) => {
+            let TraceError::RegionNeverRan { exit, .. } = &e else {
+                unreachable!()
+            };
+            assert_eq!(*exit, ExitStatus::Exited { code: 0 });
+            assert_eq!(
+                e.to_string(),
+                "the target exited with code 0 before `work` ran"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+
+    // One execution, and it is the warm-up.
+    match record(&quick(&exe, "1", src, 5), &mut |_, _| {}) {
+        Err(TraceError::NoCompleteExecution {
+            entries: 1,
+            warmup: 1,
+            ..
+        }) => {}
+        other => panic!("{other:?}"),
+    }
+
+    let mut o = quick(&exe, "10", src, 5);
+    o.command = vec!["/no/such/program".into()];
+    assert!(matches!(
+        record(&o, &mut |_, _| {}),
+        Err(TraceError::CommandNotFound(_))
+    ));
+
+    // Fewer executions than asked for: what ran is kept.
+    let rec = record(&quick(&exe, "4", src, 10), &mut |_, _| {}).unwrap();
+    assert_eq!(rec.executions.len(), 3);
+    assert_eq!(rec.summary.exit, ExitStatus::Exited { code: 0 });
 }
