@@ -12,10 +12,10 @@
 //! * [`divide`]: the `T/P` and marker division rules (unit 112).
 //! * [`score`]: the similarity and likelihood tables, explicit and configurable.
 //! * [`pattern`]: materialisation, similarity, likelihood, combination patterns.
-//! * [`merge`]: the synthesis loop (units 113a–113e) with the top-K variant; [`dp`]: the
+//! * [`merge`](mod@merge): the synthesis loop (units 113a–113e) with the top-K variant; [`dp`]: the
 //!   equivalent dynamic-programming search for the best pattern.
-//! * [`rebuild`]: samples in, trace with per-position support out.
-//! * [`accuracy`]: LCS ratio and normalised edit distance against a true trace.
+//! * [`rebuild`](mod@rebuild): samples in, trace with per-position support out.
+//! * [`accuracy`](mod@accuracy): LCS ratio and normalised edit distance against a true trace.
 //! * [`recording`]: reading `tansa-format` retrace frames into this model; [`report`]: the
 //!   analysed model every renderer takes (the JSON document `tansa.retrace.v1`).
 //!
