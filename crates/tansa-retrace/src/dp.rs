@@ -285,7 +285,7 @@ pub fn best_shuffle(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::merge::{MergeConfig, Method, merge};
+    use crate::merge::{GroupSimilarity, MergeConfig, Method, merge};
     use crate::pattern::{for_each_shuffle, likelihood, round_robin};
     use crate::score::Scores;
 
@@ -371,10 +371,15 @@ mod tests {
         for case in 0..300 {
             let n = 2 + rng.below(7) as usize;
             let o = random_originals(&mut rng, n);
-            for scores in [Scores::function(), Scores::block()] {
+            let linkage = [GroupSimilarity::Literal, GroupSimilarity::Linkage];
+            for (scores, group_similarity) in [Scores::function(), Scores::block()]
+                .into_iter()
+                .zip(linkage)
+            {
                 let mut e = MergeConfig::new(scores.clone());
                 e.method = Method::Enumerate;
-                let mut d = MergeConfig::new(scores);
+                e.group_similarity = group_similarity;
+                let mut d = e.clone();
                 d.method = Method::Dp;
                 for top_k in [1, 3] {
                     e.top_k = top_k;

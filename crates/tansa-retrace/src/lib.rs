@@ -38,7 +38,9 @@ mod worked_example;
 
 pub use accuracy::{Accuracy, accuracy};
 pub use annotate::{Function, Insn, InsnId, Program};
-pub use merge::{MergeConfig, MergeError, MergeStep, Merged, Method, Ranking, merge};
+pub use merge::{
+    GroupSimilarity, MergeConfig, MergeError, MergeStep, Merged, Method, Ranking, merge,
+};
 pub use model::{CodeAddr, FunctionCode, Loc};
 pub use rebuild::{Entry, Rebuilt, rebuild};
 pub use score::{DiffTable, Scores, Table, Variant};

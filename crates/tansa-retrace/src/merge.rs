@@ -34,6 +34,21 @@ pub enum Method {
     Auto,
 }
 
+/// How the similarity of two groups (merged partial sequences) is defined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GroupSimilarity {
+    /// The seed's literal procedure: the similarity of the groups' materialised sequences,
+    /// compared lock-step from their heads (¶0042). Merged sequences are denser than
+    /// single partials, so lock-step positions drift apart (spec §13.15).
+    Literal,
+    /// The highest similarity of any original of one group with any original of the other
+    /// (single linkage, spec §13.15 variant b): groups are joined where they have
+    /// neighbouring partials, which keeps each merge decidable by the likelihood when
+    /// partials are sparse (large periods).
+    Linkage,
+}
+
 /// How the top-K variant compares patterns of different pairs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -53,6 +68,8 @@ pub struct MergeConfig {
     pub method: Method,
     /// [`Method::Auto`] enumerates when a pair has at most this many patterns.
     pub enumeration_limit: u128,
+    /// How groups are compared.
+    pub group_similarity: GroupSimilarity,
     /// Number of most similar pairs tried per step (1: the seed's claim 2; more: ¶0030).
     pub top_k: usize,
     /// How the top-K variant compares patterns.
@@ -67,6 +84,7 @@ impl MergeConfig {
         MergeConfig {
             scores,
             method: Method::Auto,
+            group_similarity: GroupSimilarity::Literal,
             enumeration_limit: 10_000,
             top_k: 1,
             ranking: Ranking::Raw,
@@ -185,6 +203,8 @@ struct State<'a> {
     originals: &'a [Vec<Loc>],
     groups: Vec<Option<Group>>,
     alive: Vec<usize>,
+    /// [`GroupSimilarity::Linkage`]: the group-by-group similarity matrix, by slot.
+    linkage: Vec<i64>,
 }
 
 impl State<'_> {
@@ -192,7 +212,10 @@ impl State<'_> {
         let (Some(a), Some(b)) = (&self.groups[i], &self.groups[j]) else {
             return i64::MIN;
         };
-        similarity(&self.cfg.scores.similarity, &a.seq, &b.seq)
+        match self.cfg.group_similarity {
+            GroupSimilarity::Literal => similarity(&self.cfg.scores.similarity, &a.seq, &b.seq),
+            GroupSimilarity::Linkage => self.linkage[i * self.originals.len() + j],
+        }
     }
 
     fn row_best(&self, i: usize) -> RowBest {
@@ -236,6 +259,14 @@ impl State<'_> {
         });
         self.groups[j] = None;
         self.alive.retain(|&s| s != j);
+        if self.cfg.group_similarity == GroupSimilarity::Linkage {
+            let n = self.originals.len();
+            for &x in &self.alive {
+                let v = self.linkage[i * n + x].max(self.linkage[j * n + x]);
+                self.linkage[i * n + x] = v;
+                self.linkage[x * n + i] = v;
+            }
+        }
     }
 }
 
@@ -257,7 +288,19 @@ pub fn merge(originals: &[Vec<Loc>], cfg: &MergeConfig) -> Result<Merged, MergeE
         alive: (0..originals.len())
             .filter(|&i| !originals[i].is_empty())
             .collect(),
+        linkage: Vec::new(),
     };
+    if cfg.group_similarity == GroupSimilarity::Linkage {
+        let n = originals.len();
+        st.linkage = vec![i64::MIN; n * n];
+        for (x, &i) in st.alive.iter().enumerate() {
+            for &j in &st.alive[x + 1..] {
+                let v = similarity(&cfg.scores.similarity, &originals[i], &originals[j]);
+                st.linkage[i * n + j] = v;
+                st.linkage[j * n + i] = v;
+            }
+        }
+    }
     let mut steps = Vec::new();
     if cfg.top_k <= 1 {
         let mut rows: HashMap<usize, RowBest> =

@@ -9,7 +9,7 @@ use serde::Serialize;
 use tansa_format::retrace::{Execution, GroundTruth, RegionCode, RetraceInfo, RetraceSummary};
 
 use crate::accuracy::accuracy;
-use crate::merge::{MergeConfig, MergeError, Method, Ranking};
+use crate::merge::{GroupSimilarity, MergeConfig, MergeError, Method, Ranking};
 use crate::rebuild::rebuild;
 use crate::recording::{code_addr, partials, program};
 use crate::score::{Scores, Variant};
@@ -53,6 +53,8 @@ pub struct TraceEntry {
 pub struct MergeSummary {
     /// Method asked for.
     pub method: Method,
+    /// How groups were compared.
+    pub group_similarity: GroupSimilarity,
     /// Pairs tried per step.
     pub top_k: usize,
     /// Ranking of the top-K variant.
@@ -111,6 +113,9 @@ pub struct Report {
     pub period_unit: &'static str,
     /// Executions sampled.
     pub executions: u64,
+    /// Wall-clock seconds the target ran under the recorder (null if the recording is
+    /// incomplete).
+    pub recording_seconds: Option<f64>,
     /// Executions with at least one sample.
     pub partials: usize,
     /// Distinct partial sequences (what was merged).
@@ -218,6 +223,7 @@ pub fn build_report(input: ReportInput<'_>, cfg: &MergeConfig) -> Result<Report,
         executions: input
             .summary
             .map_or(input.executions.len() as u64, |s| s.executions),
+        recording_seconds: input.summary.map(|s| s.seconds),
         partials: rebuilt.partials,
         distinct_partials: rebuilt.distinct_partials,
         samples: rebuilt.samples,
@@ -226,6 +232,7 @@ pub fn build_report(input: ReportInput<'_>, cfg: &MergeConfig) -> Result<Report,
         scores: cfg.scores.clone(),
         merge: MergeSummary {
             method: cfg.method,
+            group_similarity: cfg.group_similarity,
             top_k: cfg.top_k,
             ranking: cfg.ranking,
             steps: steps.len(),

@@ -246,3 +246,21 @@ fn tv10_time_weighted_variant_recovers_the_time_expanded_sequence() {
         }
     }
 }
+
+#[test]
+fn linkage_similarity_also_recovers_every_phase() {
+    use crate::merge::GroupSimilarity;
+    for (truth, scores) in [
+        (sequence_11(), Scores::function()),
+        (sequence_13(), Scores::block()),
+    ] {
+        for c0 in 0..7 {
+            let p = partials(&truth, c0);
+            for mut cfg in configs(scores.clone()) {
+                cfg.group_similarity = GroupSimilarity::Linkage;
+                let m = merge(&p, &cfg).unwrap();
+                assert_eq!(round_robin(&m.order, &p), truth, "c0 = {c0}");
+            }
+        }
+    }
+}

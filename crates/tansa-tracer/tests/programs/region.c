@@ -6,12 +6,14 @@
  * Built by the tests with:  cc -O1 -g -fno-inline -o region region.c
  * (-fno-inline keeps the helpers as real calls; -g gives source lines.)
  *
- * With argv[1] = 0 the region never runs (the "exits before the region" case).
+ * With argv[1] = 0 the region never runs (the "exits before the region" case). argv[2]
+ * sets the loop's trip count (default 12, about 400 instructions; 100 gives about 3400).
  */
 #include <stdlib.h>
 
 static volatile int sink;
 static volatile int seed = 7; /* read every time: the compiler cannot hoist work() */
+static volatile int rounds = 12;
 
 __attribute__((noinline)) static int mix(int a, int b) {
     return (a * 31) ^ (b >> 2) ^ 0x5bd1;
@@ -32,7 +34,7 @@ __attribute__((noinline)) static int even_step(int x, int i) {
 
 __attribute__((noinline)) int work(int seed) {
     int acc = seed;
-    for (int i = 0; i < 12; i++) {
+    for (int i = 0; i < rounds; i++) {
         if (i % 3 == 0)
             acc = mix(acc, i);
         else if (i & 1)
@@ -47,6 +49,8 @@ __attribute__((noinline)) int work(int seed) {
 
 int main(int argc, char **argv) {
     long n = argc > 1 ? atol(argv[1]) : 1000;
+    if (argc > 2)
+        rounds = atoi(argv[2]);
     for (long k = 0; k < n; k++)
         sink += work(seed);
     return 0;

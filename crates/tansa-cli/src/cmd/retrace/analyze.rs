@@ -13,7 +13,7 @@ use tansa_format::retrace::{
 };
 use tansa_format::{FrameType, Kind, Reader};
 use tansa_retrace::report::{ReportInput, build_report};
-use tansa_retrace::{MergeConfig, Method, Ranking, Scores, Variant};
+use tansa_retrace::{GroupSimilarity, MergeConfig, Method, Ranking, Scores, Variant};
 
 use super::{Format, text};
 use crate::output;
@@ -36,6 +36,15 @@ pub enum MethodArg {
     Enumerate,
     /// Always use the equivalent dynamic program.
     Dp,
+}
+
+/// Group similarity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SimilarityArg {
+    /// Similarity of the groups' merged sequences, lock-step (the seed's literal procedure).
+    Literal,
+    /// Best similarity between any two of their partial sequences (robust for large periods).
+    Linkage,
 }
 
 /// Top-K ranking.
@@ -62,6 +71,9 @@ pub struct ReportOptions {
     /// How the best combination pattern of a pair is found.
     #[arg(long = "merge", value_enum, default_value_t = MethodArg::Auto)]
     method: MethodArg,
+    /// How the similarity of two already-merged groups is computed.
+    #[arg(long, value_enum, default_value_t = SimilarityArg::Linkage)]
+    similarity: SimilarityArg,
     /// With --merge auto: enumerate pairs with at most this many patterns.
     #[arg(long, value_name = "N", default_value_t = 10_000)]
     enumeration_limit: u64,
@@ -164,6 +176,10 @@ fn merge_config(args: &ReportOptions, time_based: bool) -> anyhow::Result<MergeC
         MethodArg::Dp => Method::Dp,
     };
     cfg.enumeration_limit = u128::from(args.enumeration_limit);
+    cfg.group_similarity = match args.similarity {
+        SimilarityArg::Literal => GroupSimilarity::Literal,
+        SimilarityArg::Linkage => GroupSimilarity::Linkage,
+    };
     cfg.top_k = usize::try_from(args.top_k).unwrap_or(usize::MAX);
     cfg.ranking = match args.ranking {
         RankingArg::Raw => Ranking::Raw,
