@@ -251,6 +251,22 @@ impl State<'_> {
         Ok((order, lik, enumerated, rank))
     }
 
+    /// Replaces the pair by its best pattern and describes the step.
+    fn commit(&mut self, (similarity, i, j): Candidate, tried: Tried) -> MergeStep {
+        let (order, likelihood, enumerated, _) = tried;
+        let sizes = (self.members(i).len(), self.members(j).len());
+        self.apply(i, j, order);
+        MergeStep {
+            first: i,
+            second: j,
+            sizes,
+            similarity,
+            patterns: pattern_count(sizes.0, sizes.1),
+            enumerated,
+            likelihood,
+        }
+    }
+
     fn apply(&mut self, i: usize, j: usize, order: Vec<usize>) {
         let seq = round_robin(&order, self.originals);
         self.groups[i] = Some(Group {
@@ -318,17 +334,8 @@ pub fn merge(originals: &[Vec<Loc>], cfg: &MergeConfig) -> Result<Merged, MergeE
             let Some((similarity, i, j)) = pick else {
                 break;
             };
-            let (order, lik, enumerated, _) = st.try_pair(i, j)?;
-            steps.push(MergeStep {
-                first: i,
-                second: j,
-                sizes: (st.members(i).len(), st.members(j).len()),
-                similarity,
-                patterns: pattern_count(st.members(i).len(), st.members(j).len()),
-                enumerated,
-                likelihood: lik,
-            });
-            st.apply(i, j, order);
+            let tried = st.try_pair(i, j)?;
+            steps.push(st.commit((similarity, i, j), tried));
             rows.remove(&j);
             rows.insert(i, st.row_best(i));
             for &s in st.alive.clone().iter().filter(|&&s| s != i) {
@@ -365,19 +372,10 @@ pub fn merge(originals: &[Vec<Loc>], cfg: &MergeConfig) -> Result<Merged, MergeE
                     best = Some((pair, tried));
                 }
             }
-            let Some(((similarity, i, j), (order, lik, enumerated, _))) = best else {
+            let Some((pair, tried)) = best else {
                 break;
             };
-            steps.push(MergeStep {
-                first: i,
-                second: j,
-                sizes: (st.members(i).len(), st.members(j).len()),
-                similarity,
-                patterns: pattern_count(st.members(i).len(), st.members(j).len()),
-                enumerated,
-                likelihood: lik,
-            });
-            st.apply(i, j, order);
+            steps.push(st.commit(pair, tried));
         }
     }
     let order = st

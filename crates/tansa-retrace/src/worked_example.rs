@@ -54,6 +54,14 @@ fn short(l: &Loc) -> String {
     format!("{}:{}", ["A", "B", "C"][l.function as usize], l.index)
 }
 
+/// `(first, second, similarity, likelihood)` of each merge step.
+fn step_summary(m: &crate::merge::Merged) -> Vec<(usize, usize, i64, i64)> {
+    m.steps
+        .iter()
+        .map(|s| (s.first, s.second, s.similarity, s.likelihood))
+        .collect()
+}
+
 fn configs(scores: Scores) -> [MergeConfig; 2] {
     let mut enumerate = MergeConfig::new(scores.clone());
     enumerate.method = Method::Enumerate;
@@ -118,11 +126,7 @@ fn tv3_function_variant_recovers_sequence_11() {
     let p = partials(&truth, 0);
     for cfg in configs(Scores::function()) {
         let m = merge(&p, &cfg).unwrap();
-        let steps: Vec<(usize, usize, i64, i64)> = m
-            .steps
-            .iter()
-            .map(|s| (s.first, s.second, s.similarity, s.likelihood))
-            .collect();
+        let steps = step_summary(&m);
         assert_eq!(
             steps,
             vec![
@@ -190,11 +194,7 @@ fn tv7_to_tv9_block_variant_recovers_sequence_13() {
     assert_eq!(lik(&[4, 3]), 132);
     for cfg in configs(s.clone()) {
         let m = merge(&p, &cfg).unwrap();
-        let steps: Vec<(usize, usize, i64, i64)> = m
-            .steps
-            .iter()
-            .map(|s| (s.first, s.second, s.similarity, s.likelihood))
-            .collect();
+        let steps = step_summary(&m);
         assert_eq!(
             steps,
             vec![
