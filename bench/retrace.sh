@@ -78,7 +78,7 @@ for name in p3 p7 p31 p101 big; do
     en_ms="> 120 s"
   fi
   printf "%-30s %12s %14s %14.2f %16s\n" "$name" "$(field "$dp" 'v["distinct_partials"]')" "$en_ms" \
-    "$(field "$dp" 'v["merge"]["seconds"]*1e3')" "$(field "$dp" 'v["merge"]["max_patterns"]')"
+    "$(field "$dp" 'v["merge"]["seconds"]*1e3')" "$(field "$dp" '"> 1.8e19" if v["merge"]["max_patterns"] >= 2**64 - 1 else v["merge"]["max_patterns"]')"
 done
 echo "(infeasible: a merge step has more than 50,000,000 patterns; see $OUT/*.enum.err)"
 echo "(max_patterns: largest C(a+b, a) of a merge step)"

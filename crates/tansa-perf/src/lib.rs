@@ -25,20 +25,20 @@ pub use sample::Sample;
 #[non_exhaustive]
 pub enum PerfError {
     /// `perf_event_open` failed.
-    #[error("perf_event_open({what}) failed: {source}")]
+    #[error("perf_event_open({what}) failed: {error}")]
     Open {
         /// The event, for messages.
         what: String,
         /// The system error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// An ioctl, `read` or `mmap` on an event failed.
-    #[error("{op} on a perf event failed: {source}")]
+    #[error("{op} on a perf event failed: {error}")]
     Io {
         /// The operation.
         op: &'static str,
         /// The system error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The requested sample format has fields this crate does not decode.
     #[error(
@@ -55,8 +55,8 @@ impl PerfError {
     /// supported by the CPU or kernel), as opposed to a permission or usage error.
     pub fn is_unsupported(&self) -> bool {
         match self {
-            PerfError::Open { source, .. } => matches!(
-                source.raw_os_error(),
+            PerfError::Open { error, .. } => matches!(
+                error.raw_os_error(),
                 Some(libc::ENOENT | libc::EOPNOTSUPP | libc::ENODEV | libc::ENOSYS)
             ),
             _ => false,

@@ -18,9 +18,9 @@ impl Event {
     /// Opens `attr` for process `pid` (0: the calling thread) on any CPU.
     pub fn open(attr: &EventAttr, pid: i32) -> Result<Event, PerfError> {
         let mut raw = attr.raw;
-        let fd = sys::open(&mut raw, pid, -1).map_err(|source| PerfError::Open {
+        let fd = sys::open(&mut raw, pid, -1).map_err(|error| PerfError::Open {
             what: attr.kind().name(),
-            source,
+            error,
         })?;
         Ok(Event {
             fd,
@@ -35,31 +35,28 @@ impl Event {
 
     /// Starts counting.
     pub fn enable(&self) -> Result<(), PerfError> {
-        sys::ioctl(&self.fd, Ioctl::Enable).map_err(|source| PerfError::Io {
+        sys::ioctl(&self.fd, Ioctl::Enable).map_err(|error| PerfError::Io {
             op: "enable",
-            source,
+            error,
         })
     }
 
     /// Stops counting.
     pub fn disable(&self) -> Result<(), PerfError> {
-        sys::ioctl(&self.fd, Ioctl::Disable).map_err(|source| PerfError::Io {
+        sys::ioctl(&self.fd, Ioctl::Disable).map_err(|error| PerfError::Io {
             op: "disable",
-            source,
+            error,
         })
     }
 
     /// Sets the count to zero.
     pub fn reset(&self) -> Result<(), PerfError> {
-        sys::ioctl(&self.fd, Ioctl::Reset).map_err(|source| PerfError::Io {
-            op: "reset",
-            source,
-        })
+        sys::ioctl(&self.fd, Ioctl::Reset).map_err(|error| PerfError::Io { op: "reset", error })
     }
 
     /// The current count.
     pub fn count(&self) -> Result<u64, PerfError> {
-        sys::read_count(&self.fd).map_err(|source| PerfError::Io { op: "read", source })
+        sys::read_count(&self.fd).map_err(|error| PerfError::Io { op: "read", error })
     }
 }
 
@@ -123,7 +120,7 @@ impl Ring {
         let page = sys::page_size();
         let pages = data_pages.max(1).next_power_of_two();
         let map = Mapping::new(&event.fd, (pages + 1) * page)
-            .map_err(|source| PerfError::Io { op: "mmap", source })?;
+            .map_err(|error| PerfError::Io { op: "mmap", error })?;
         Ok(Ring {
             map,
             data_offset: page,

@@ -51,12 +51,12 @@ pub enum TraceError {
         suggestions: Vec<String>,
     },
     /// The program could not be started.
-    #[error("cannot start `{program}`: {source}")]
+    #[error("cannot start `{program}`: {error}")]
     Spawn {
         /// The program.
         program: String,
         /// The cause.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The program ended before it could be traced.
     #[error("the target {} before it could be traced", .0.describe())]
@@ -89,12 +89,12 @@ pub enum TraceError {
         exit: ExitStatus,
     },
     /// A ptrace or wait call failed.
-    #[error("{op} failed: {source}")]
+    #[error("{op} failed: {error}")]
     Ptrace {
         /// The call.
         op: &'static str,
         /// The cause.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// A perf event could not be used.
     #[error(transparent)]

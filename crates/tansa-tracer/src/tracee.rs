@@ -43,7 +43,7 @@ fn exit_status(w: Wait) -> Option<ExitStatus> {
 }
 
 fn ptrace_err(op: &'static str) -> impl FnOnce(std::io::Error) -> TraceError {
-    move |source| TraceError::Ptrace { op, source }
+    move |error| TraceError::Ptrace { op, error }
 }
 
 impl Tracee {
@@ -58,9 +58,9 @@ impl Tracee {
         unsafe {
             cmd.pre_exec(sys::trace_me);
         }
-        let child = cmd.spawn().map_err(|source| TraceError::Spawn {
+        let child = cmd.spawn().map_err(|error| TraceError::Spawn {
             program: program.to_string(),
-            source,
+            error,
         })?;
         let pid = child.id() as i32;
         // The child is reaped with waitpid below, not through `child`.
