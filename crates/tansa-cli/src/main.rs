@@ -28,6 +28,8 @@ enum Command {
     Report(cmd::report::Args),
     /// Print a recording's raw contents (sessions, modules, stacks, events).
     Dump(cmd::dump::Args),
+    /// Rebuild the exact instruction path of a hot, repeated region from sparse samples.
+    Retrace(Box<cmd::retrace::Args>),
 }
 
 fn main() -> ExitCode {
@@ -36,6 +38,7 @@ fn main() -> ExitCode {
         Command::Record(args) => cmd::record::run(args),
         Command::Report(args) => cmd::report::run(args),
         Command::Dump(args) => cmd::dump::run(args),
+        Command::Retrace(args) => cmd::retrace::run(*args),
     };
     match result {
         Ok(code) => code,
@@ -46,5 +49,15 @@ fn main() -> ExitCode {
             eprintln!("tansa: error: {err:#}");
             ExitCode::from(1)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    #[test]
+    fn command_line_definition_is_consistent() {
+        super::Cli::command().debug_assert();
     }
 }

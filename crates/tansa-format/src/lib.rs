@@ -6,14 +6,15 @@
 //! as the agent wrote them, see `tansa-wire`) or postcard-serialized values defined here:
 //! [`meta`] (who recorded what, clock calibration, how processes ended), [`symtab`] (every
 //! address used, resolved to function, file, line and inlined frames at the end of
-//! recording, so a report needs no binaries), and [`memory`] (the frames of a heap
-//! recording).
+//! recording, so a report needs no binaries), [`memory`] (the frames of a heap
+//! recording) and [`retrace`] (the frames of an instruction-trace recording).
 //!
 //! Readers stop at the first damaged frame and report it; everything before it stays usable.
 
 pub mod container;
 pub mod memory;
 pub mod meta;
+pub mod retrace;
 pub mod symtab;
 
 pub use container::{Frame, FrameEncoder, FrameType, Kind, Reader, Writer};

@@ -4,3 +4,4 @@ pub mod dump;
 pub mod memopts;
 pub mod record;
 pub mod report;
+pub mod retrace;

@@ -1,0 +1,60 @@
+//! `tansa retrace`: rebuild the exact instruction path of a hot, repeated region from
+//! sparse samples (seed 004).
+//!
+//! * `tansa retrace record --region FUNCTION [--period P | --hz HZ] [--executions N]
+//!   [--ground-truth] [-o FILE] -- CMD [ARGS..]` records ([`record`]);
+//! * `tansa retrace FILE [--format text|json]` rebuilds and reports ([`analyze`], rendered
+//!   by [`text`] or as JSON `tansa.retrace.v1`).
+
+mod analyze;
+mod record;
+mod text;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Subcommand, ValueEnum};
+
+/// Options of `tansa retrace`.
+#[derive(Debug, clap::Args)]
+#[command(
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true,
+    after_help = "Examples:\n  \
+        tansa retrace record --region work --ground-truth -- ./prog 5000\n  \
+        tansa retrace tansa-retrace-prog-1234.tansa\n  \
+        tansa retrace tansa-retrace-prog-1234.tansa --format json --variant function"
+)]
+pub struct Args {
+    #[command(subcommand)]
+    record: Option<Sub>,
+    /// A recording made by `tansa retrace record`.
+    #[arg(required = true)]
+    file: Option<PathBuf>,
+    #[command(flatten)]
+    analyze: analyze::ReportOptions,
+}
+
+#[derive(Debug, Subcommand)]
+enum Sub {
+    /// Run a command and sample every execution of a region (a function and its callees).
+    Record(record::Args),
+}
+
+/// Output format of the report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// For people: the trace with straight-line runs collapsed.
+    Text,
+    /// The `tansa.retrace.v1` JSON document.
+    Json,
+}
+
+/// Runs `tansa retrace`.
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    match (args.record, args.file) {
+        (Some(Sub::Record(r)), _) => record::run(r),
+        (None, Some(file)) => analyze::run(&file, args.analyze),
+        (None, None) => anyhow::bail!("give a recording to report, or `record`"),
+    }
+}

@@ -1,0 +1,231 @@
+//! `tansa retrace FILE`: read the recording, rebuild the trace, render it.
+
+use std::fs::File;
+use std::io::{BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::ValueEnum;
+use tansa_format::meta::RecordingMeta;
+use tansa_format::retrace::{
+    self, Execution, ExecutionChunk, GroundTruth, RegionCode, RetraceInfo, RetraceSummary,
+};
+use tansa_format::{FrameType, Kind, Reader};
+use tansa_retrace::report::{ReportInput, build_report};
+use tansa_retrace::{GroupSimilarity, MergeConfig, Method, Ranking, Scores, Variant};
+
+use super::{Format, text};
+use crate::output;
+
+/// Annotation variants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum VariantArg {
+    /// Function + instruction index (seed embodiment 1).
+    Function,
+    /// Function + basic block + offset in block (seed embodiment 2).
+    Block,
+}
+
+/// Pattern search.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum MethodArg {
+    /// Enumerate up to --enumeration-limit patterns, else dynamic programming.
+    Auto,
+    /// Always enumerate the C(a+b, a) patterns (the seed's procedure).
+    Enumerate,
+    /// Always use the equivalent dynamic program.
+    Dp,
+}
+
+/// Group similarity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SimilarityArg {
+    /// Similarity of the groups' merged sequences, lock-step (the seed's literal procedure).
+    Literal,
+    /// Best similarity between any two of their partial sequences (robust for large periods).
+    Linkage,
+}
+
+/// Top-K ranking.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RankingArg {
+    /// Raw likelihood (literal to the seed).
+    Raw,
+    /// Likelihood gained by the merge.
+    Gain,
+}
+
+/// Options of `tansa retrace FILE`.
+#[derive(Debug, clap::Args)]
+pub struct ReportOptions {
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+    /// Which annotation the score tables use.
+    #[arg(long, value_enum, default_value_t = VariantArg::Block)]
+    variant: VariantArg,
+    /// Score tables as JSON (the `scores` object of the JSON report); overrides --variant.
+    #[arg(long, value_name = "FILE")]
+    scores: Option<PathBuf>,
+    /// How the best combination pattern of a pair is found.
+    #[arg(long = "merge", value_enum, default_value_t = MethodArg::Auto)]
+    method: MethodArg,
+    /// How the similarity of two already-merged groups is computed.
+    #[arg(long, value_enum, default_value_t = SimilarityArg::Linkage)]
+    similarity: SimilarityArg,
+    /// With --merge auto: enumerate pairs with at most this many patterns.
+    #[arg(long, value_name = "N", default_value_t = 10_000)]
+    enumeration_limit: u64,
+    /// Pairs tried per merge step (1: the seed's procedure; more: its top-K variant).
+    #[arg(long, value_name = "K", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    top_k: u64,
+    /// How the top-K variant compares patterns of different pairs.
+    #[arg(long, value_enum, default_value_t = RankingArg::Raw)]
+    ranking: RankingArg,
+    /// Text: list every instruction instead of collapsing straight-line runs.
+    #[arg(long)]
+    expand: bool,
+    /// Write the report here instead of standard output.
+    #[arg(short, long, value_name = "FILE")]
+    output: Option<PathBuf>,
+}
+
+/// The frames of a retrace recording.
+#[derive(Debug, Default)]
+struct Loaded {
+    meta: Option<RecordingMeta>,
+    info: Option<RetraceInfo>,
+    code: Option<RegionCode>,
+    executions: Vec<Execution>,
+    ground_truth: Option<GroundTruth>,
+    summary: Option<RetraceSummary>,
+}
+
+fn load(path: &Path) -> anyhow::Result<Loaded> {
+    let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    let mut reader = Reader::new(BufReader::new(file))
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    if reader.kind() != Kind::Retrace {
+        anyhow::bail!(
+            "{} is a {}, not an instruction-trace recording (make one with `tansa retrace record`)",
+            path.display(),
+            reader.kind().describe()
+        );
+    }
+    let mut l = Loaded::default();
+    loop {
+        let frame = match reader.next_frame() {
+            Ok(Some(f)) => f,
+            Ok(None) => break,
+            Err(e) if e.is_damage() => {
+                eprintln!(
+                    "tansa: warning: {}: {e}; using what was read before it",
+                    path.display()
+                );
+                break;
+            }
+            Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+        };
+        match frame.ty {
+            FrameType::META => l.meta = Some(frame.decode()?),
+            retrace::INFO => l.info = Some(frame.decode()?),
+            retrace::CODE => l.code = Some(frame.decode()?),
+            retrace::EXECUTIONS => {
+                let chunk: ExecutionChunk = frame.decode()?;
+                l.executions.extend(chunk.executions);
+            }
+            retrace::GROUND_TRUTH => l.ground_truth = Some(frame.decode()?),
+            retrace::SUMMARY => l.summary = Some(frame.decode()?),
+            _ => {}
+        }
+    }
+    if !reader.is_complete() && l.summary.is_none() {
+        eprintln!("tansa: warning: {} is incomplete", path.display());
+    }
+    Ok(l)
+}
+
+fn merge_config(args: &ReportOptions, time_based: bool) -> anyhow::Result<MergeConfig> {
+    let scores = match &args.scores {
+        Some(p) => {
+            let text = std::fs::read_to_string(p)
+                .with_context(|| format!("cannot read {}", p.display()))?;
+            serde_json::from_str::<Scores>(&text).with_context(|| {
+                format!(
+                    "{} is not a score-table document (see `scores` in the JSON report)",
+                    p.display()
+                )
+            })?
+        }
+        None => Scores::defaults(
+            match args.variant {
+                VariantArg::Function => Variant::Function,
+                VariantArg::Block => Variant::Block,
+            },
+            time_based,
+        ),
+    };
+    if scores.similarity.variant() != scores.likelihood.variant() {
+        anyhow::bail!("the similarity and likelihood tables must use the same variant");
+    }
+    let mut cfg = MergeConfig::new(scores);
+    cfg.method = match args.method {
+        MethodArg::Auto => Method::Auto,
+        MethodArg::Enumerate => Method::Enumerate,
+        MethodArg::Dp => Method::Dp,
+    };
+    cfg.enumeration_limit = u128::from(args.enumeration_limit);
+    cfg.group_similarity = match args.similarity {
+        SimilarityArg::Literal => GroupSimilarity::Literal,
+        SimilarityArg::Linkage => GroupSimilarity::Linkage,
+    };
+    cfg.top_k = usize::try_from(args.top_k).unwrap_or(usize::MAX);
+    cfg.ranking = match args.ranking {
+        RankingArg::Raw => Ranking::Raw,
+        RankingArg::Gain => Ranking::Gain,
+    };
+    Ok(cfg)
+}
+
+/// Runs `tansa retrace FILE`.
+pub fn run(path: &Path, args: ReportOptions) -> anyhow::Result<ExitCode> {
+    let l = load(path)?;
+    let (Some(info), Some(code)) = (&l.info, &l.code) else {
+        anyhow::bail!(
+            "{} holds no region information or code (damaged early?)",
+            path.display()
+        );
+    };
+    if l.executions.is_empty() {
+        anyhow::bail!("{} holds no sampled executions", path.display());
+    }
+    let cfg = merge_config(&args, info.source.is_time_based())?;
+    let command = l
+        .meta
+        .as_ref()
+        .map(|m| m.command.clone())
+        .unwrap_or_default();
+    let report = build_report(
+        ReportInput {
+            command: &command,
+            info,
+            code,
+            executions: &l.executions,
+            ground_truth: l.ground_truth.as_ref(),
+            summary: l.summary.as_ref(),
+        },
+        &cfg,
+    )
+    .context("merging the partial sequences failed")?;
+    let mut out = output::open(args.output.as_deref())?;
+    match args.format {
+        Format::Json => {
+            serde_json::to_writer_pretty(&mut out, &report).map_err(std::io::Error::from)?;
+            writeln!(out)?;
+        }
+        Format::Text => text::render(&report, args.expand, &mut out)?,
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,205 @@
+//! `tansa retrace record`.
+
+use std::fs::File;
+use std::io::{BufWriter, IsTerminal};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use anyhow::Context;
+use clap::ValueEnum;
+use tansa_format::meta::RecordingMeta;
+use tansa_format::retrace::{self, ExecutionChunk, Source};
+use tansa_format::{Kind, Writer};
+use tansa_tracer::{Options, SourceChoice, record, stopped_by_recorder};
+
+/// Sample sources.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SourceArg {
+    /// Hardware instruction sampling if the CPU has a PMU, else ptrace (or cpu-clock with
+    /// --hz).
+    Auto,
+    /// Exact: single-step the region with ptrace and keep every P-th instruction (slow).
+    Ptrace,
+    /// Hardware retired-instruction counter with a fixed period (needs a PMU).
+    Instructions,
+    /// Time-based samples (`cpu-clock`): an execution-time-weighted trace.
+    CpuClock,
+}
+
+/// Options of `tansa retrace record`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The function whose executions form the region (it and everything it calls).
+    #[arg(long, value_name = "FUNCTION")]
+    region: String,
+    /// Sampling period: every P-th instruction (ptrace: 7, instructions: 10007), or
+    /// nanoseconds for cpu-clock.
+    #[arg(long, value_name = "P", value_parser = clap::value_parser!(u64).range(1..), conflicts_with = "hz")]
+    period: Option<u64>,
+    /// Time-based sampling at HZ samples per second of region time (selects cpu-clock;
+    /// at most 100000, the kernel's 10 µs timer floor).
+    #[arg(long, value_name = "HZ", value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    hz: Option<u64>,
+    /// Which sampler to use.
+    #[arg(long, value_enum, default_value_t = SourceArg::Auto)]
+    source: SourceArg,
+    /// Executions of the region to sample; the target is stopped after that.
+    #[arg(long, value_name = "N", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+    executions: u64,
+    /// Executions to let run first, unsampled (cold caches, first-call effects).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    warmup: u64,
+    /// Also single-step executions and store the true trace, so the report can give the
+    /// accuracy of the rebuilt one.
+    #[arg(long)]
+    ground_truth: bool,
+    /// With --ground-truth and a perf source: how many further executions to single-step.
+    #[arg(long, value_name = "N", default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..))]
+    ground_truth_executions: u64,
+    /// Where to write the recording (default: tansa-retrace-COMMAND-PID.tansa).
+    #[arg(short, long, value_name = "FILE")]
+    output: Option<PathBuf>,
+    /// The command to run.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    command: Vec<String>,
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+/// Runs `tansa retrace record`.
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let (source, period) = match (args.source, args.hz) {
+        (SourceArg::Auto | SourceArg::CpuClock, Some(hz)) => (
+            SourceChoice::Exactly(Source::CpuClock),
+            Some(1_000_000_000 / hz),
+        ),
+        (_, Some(_)) => {
+            anyhow::bail!("--hz selects time-based sampling; it goes with --source cpu-clock")
+        }
+        (SourceArg::Auto, None) => (SourceChoice::Auto, args.period),
+        (SourceArg::Ptrace, None) => (SourceChoice::Exactly(Source::Ptrace), args.period),
+        (SourceArg::Instructions, None) => {
+            (SourceChoice::Exactly(Source::Instructions), args.period)
+        }
+        (SourceArg::CpuClock, None) => (SourceChoice::Exactly(Source::CpuClock), args.period),
+    };
+    let opts = Options {
+        command: args.command.clone(),
+        region: args.region.clone(),
+        source,
+        period,
+        executions: args.executions,
+        warmup: args.warmup,
+        ground_truth: args.ground_truth,
+        ground_truth_executions: args.ground_truth_executions,
+    };
+    let started_unix_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    let bar = std::io::stderr().is_terminal().then(|| {
+        let b = indicatif::ProgressBar::new(args.executions);
+        b.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{spinner} {msg} {bar:30} {pos}/{len} executions",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        b.set_message(format!("sampling `{}`", args.region));
+        b
+    });
+    let rec = record(&opts, &mut |sampled, stepped| {
+        if let Some(b) = &bar {
+            b.set_position(sampled);
+            if stepped > 0 && sampled >= args.executions {
+                b.set_message(format!("ground truth: {stepped} stepped"));
+            }
+        }
+    });
+    if let Some(b) = &bar {
+        b.finish_and_clear();
+    }
+    let rec = rec?;
+    let path = args.output.unwrap_or_else(|| {
+        let name = Path::new(&args.command[0])
+            .file_name()
+            .map_or_else(|| "target".into(), |n| n.to_string_lossy().into_owned());
+        PathBuf::from(format!("tansa-retrace-{name}-{}.tansa", rec.pid))
+    });
+    let file = File::create(&path).with_context(|| format!("cannot create {}", path.display()))?;
+    let mut w = Writer::new(BufWriter::new(file), Kind::Retrace)?;
+    w.value(
+        tansa_format::FrameType::META,
+        &RecordingMeta {
+            tool: format!("tansa {}", env!("CARGO_PKG_VERSION")),
+            started_unix_ms,
+            hostname: hostname(),
+            command: args.command.clone(),
+            options: vec![
+                ("region".into(), args.region.clone()),
+                ("source".into(), rec.info.source.name().into()),
+                ("period".into(), rec.info.period.to_string()),
+                ("executions".into(), args.executions.to_string()),
+                ("warmup".into(), args.warmup.to_string()),
+                ("ground_truth".into(), args.ground_truth.to_string()),
+            ],
+        },
+    )?;
+    w.value(retrace::INFO, &rec.info)?;
+    w.value(retrace::CODE, &rec.code)?;
+    for (i, chunk) in rec.executions.chunks(4096).enumerate() {
+        w.value(
+            retrace::EXECUTIONS,
+            &ExecutionChunk {
+                first: (i * 4096) as u64,
+                executions: chunk.to_vec(),
+            },
+        )?;
+    }
+    if let Some(gt) = &rec.ground_truth {
+        w.value(retrace::GROUND_TRUTH, gt)?;
+    }
+    w.value(retrace::SUMMARY, &rec.summary)?;
+    w.finish()
+        .with_context(|| format!("cannot write {}", path.display()))?;
+
+    let s = &rec.summary;
+    eprintln!(
+        "tansa: sampled {} execution(s) of `{}` with {} (period {} {}; {}), {} samples, in {:.2} s",
+        s.executions,
+        rec.info.region,
+        rec.info.source.name(),
+        rec.info.period,
+        rec.info.source.period_unit(),
+        rec.info.source_note,
+        s.samples,
+        s.seconds
+    );
+    if let Some(gt) = &rec.ground_truth {
+        eprintln!(
+            "tansa: ground truth: {} single-stepped execution(s), {} distinct path(s)",
+            gt.executions.len(),
+            gt.traces.len()
+        );
+    }
+    if s.executions < args.executions {
+        eprintln!(
+            "tansa: warning: the target {} after {} of {} executions",
+            s.exit.describe(),
+            s.executions,
+            args.executions
+        );
+    } else if !stopped_by_recorder(&s.exit) {
+        eprintln!("tansa: the target {}", s.exit.describe());
+    }
+    eprintln!(
+        "tansa: wrote {} (report: tansa retrace {})",
+        path.display(),
+        path.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,167 @@
+//! The text rendering of a retrace report: a header, then the trace with straight-line
+//! runs (consecutive instructions of one function, each following the previous one in
+//! memory) collapsed to one line, or every instruction with `--expand`.
+
+use std::io::{self, Write};
+
+use tansa_retrace::report::{Report, TraceEntry};
+
+fn location(e: &TraceEntry) -> String {
+    match (&e.function, e.offset) {
+        (Some(f), Some(o)) => format!("{f}+{o:#x}"),
+        _ => format!("{:#x}", e.address),
+    }
+}
+
+fn source(e: &TraceEntry) -> Option<String> {
+    let file = e.file.as_deref()?;
+    let name = file.rsplit('/').next().unwrap_or(file);
+    Some(format!("{name}:{}", e.line.unwrap_or(0)))
+}
+
+/// Whether `b` directly follows `a` in memory, in the same function.
+fn falls_through(a: &TraceEntry, b: &TraceEntry) -> bool {
+    a.function.is_some()
+        && a.function == b.function
+        && a.module == b.module
+        && a.length
+            .is_some_and(|l| a.address + u64::from(l) == b.address)
+}
+
+/// Consecutive positions `[start, end)` forming runs; a run also absorbs repeats of the
+/// same instruction (time-weighted traces).
+fn runs(trace: &[TraceEntry]) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    for i in 1..=trace.len() {
+        let breaks = i == trace.len() || {
+            let (a, b) = (&trace[i - 1], &trace[i]);
+            !(falls_through(a, b) || (a.address == b.address && a.module == b.module))
+        };
+        if breaks {
+            out.push((start, i));
+            start = i;
+        }
+    }
+    out
+}
+
+fn header(r: &Report, out: &mut dyn Write) -> io::Result<()> {
+    writeln!(out, "region `{}` of {}", r.region, r.command.join(" "))?;
+    writeln!(out, "source: {} ({})", r.source, r.source_note)?;
+    writeln!(
+        out,
+        "period: {} {}; {} executions, {} partial sequences ({} distinct), {} samples",
+        r.period, r.period_unit, r.executions, r.partials, r.distinct_partials, r.samples
+    )?;
+    writeln!(
+        out,
+        "merge: {} tables{}, {} steps ({} enumerated, {} dynamic programming), {:.1} ms",
+        match r.variant {
+            tansa_retrace::Variant::Function => "function",
+            tansa_retrace::Variant::Block => "basic-block",
+        },
+        if r.time_weighted {
+            " (time-weighted)"
+        } else {
+            ""
+        },
+        r.merge.steps,
+        r.merge.enumerated_steps,
+        r.merge.dp_steps,
+        r.merge.seconds * 1e3
+    )?;
+    if let Some(a) = &r.accuracy {
+        writeln!(
+            out,
+            "accuracy against the ground truth: LCS ratio {:.4}, edit distance {:.4} \
+             ({} rebuilt vs {} true instructions; {} stepped execution(s), {} distinct path(s))",
+            a.lcs_ratio,
+            a.edit_distance,
+            a.rebuilt_length,
+            a.truth_length,
+            a.truth_executions,
+            a.distinct_paths
+        )?;
+    }
+    Ok(())
+}
+
+/// Writes the report.
+pub fn render(r: &Report, expand: bool, out: &mut dyn Write) -> io::Result<()> {
+    header(r, out)?;
+    let t = &r.trace;
+    let runs = runs(t);
+    writeln!(
+        out,
+        "rebuilt trace: {} instructions in {} runs",
+        t.len(),
+        runs.len()
+    )?;
+    writeln!(out)?;
+    if expand {
+        writeln!(
+            out,
+            "{:>6}  {:<28} {:<12} {:<18} {:>7}  instruction",
+            "pos", "location", "index", "source", "support"
+        )?;
+        for e in t {
+            let index = match (e.index, e.block, e.block_offset) {
+                (Some(i), Some(b), Some(o)) => format!("#{i} bb{b}:{o}"),
+                _ => String::new(),
+            };
+            writeln!(
+                out,
+                "{:>6}  {:<28} {:<12} {:<18} {:>7}  {}",
+                e.position,
+                location(e),
+                index,
+                source(e).unwrap_or_default(),
+                e.support,
+                e.mnemonic.as_deref().unwrap_or("?")
+            )?;
+        }
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "{:>6}  {:>5}  {:<36} {:<22} {:>9}  first instruction",
+        "pos", "count", "instructions", "source", "support"
+    )?;
+    for (s, e) in runs {
+        let (first, last) = (&t[s], &t[e - 1]);
+        let span = if e - s == 1 {
+            location(first)
+        } else {
+            format!("{} .. +{:#x}", location(first), last.offset.unwrap_or(0))
+        };
+        let lines: Vec<u32> = t[s..e].iter().filter_map(|x| x.line).collect();
+        let src = match (source(first), lines.iter().min(), lines.iter().max()) {
+            (Some(_), Some(lo), Some(hi)) if lo != hi => {
+                let file = first.file.as_deref().unwrap_or("");
+                format!("{}:{lo}-{hi}", file.rsplit('/').next().unwrap_or(file))
+            }
+            (Some(s), _, _) => s,
+            _ => String::new(),
+        };
+        let (lo, hi) = t[s..e].iter().fold((u32::MAX, 0), |(lo, hi), x| {
+            (lo.min(x.support), hi.max(x.support))
+        });
+        let support = if lo == hi {
+            lo.to_string()
+        } else {
+            format!("{lo}-{hi}")
+        };
+        writeln!(
+            out,
+            "{:>6}  {:>5}  {:<36} {:<22} {:>9}  {}",
+            first.position,
+            e - s,
+            span,
+            src,
+            support,
+            first.mnemonic.as_deref().unwrap_or("?")
+        )?;
+    }
+    Ok(())
+}

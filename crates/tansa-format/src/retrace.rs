@@ -1,0 +1,212 @@
+//! Frames of an instruction-trace recording (`tansa retrace record`).
+//!
+//! ```text
+//! META INFO CODE EXECUTIONS* GROUND_TRUTH? SUMMARY END
+//! ```
+//!
+//! Everything needed to rebuild and report without the binary is stored: the code of every
+//! function the samples (and the ground truth) touched, with a source line per instruction,
+//! the samples of each execution of the region, the true traces if they were captured, and
+//! the sampler and period. Addresses are module-relative ([`Addr`]: module index into
+//! [`RegionCode::modules`], address in the module's file), so a recording does not depend
+//! on where the process was loaded.
+
+use serde::{Deserialize, Serialize};
+
+use crate::container::FrameType;
+use crate::meta::ExitStatus;
+
+/// [`RetraceInfo`] (postcard).
+pub const INFO: FrameType = FrameType(0x0300);
+/// [`RegionCode`] (postcard).
+pub const CODE: FrameType = FrameType(0x0301);
+/// [`ExecutionChunk`] (postcard); there may be many, in execution order.
+pub const EXECUTIONS: FrameType = FrameType(0x0302);
+/// [`GroundTruth`] (postcard).
+pub const GROUND_TRUTH: FrameType = FrameType(0x0303);
+/// [`RetraceSummary`] (postcard).
+pub const SUMMARY: FrameType = FrameType(0x0304);
+
+/// An instruction address: `(module index, address in the module's file)`.
+pub type Addr = (u32, u64);
+
+/// Which sampler produced the samples.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Source {
+    /// Exact every-`P`-th-instruction sampling by single-stepping the region with ptrace.
+    Ptrace,
+    /// Hardware retired-instruction counter with a fixed period (needs a PMU).
+    Instructions,
+    /// Time-based sampling with the `cpu-clock` software event: an execution-time-weighted
+    /// trace.
+    CpuClock,
+}
+
+impl Source {
+    /// The name used on the command line and in JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Source::Ptrace => "ptrace",
+            Source::Instructions => "instructions",
+            Source::CpuClock => "cpu-clock",
+        }
+    }
+
+    /// Unit of the period.
+    pub fn period_unit(self) -> &'static str {
+        match self {
+            Source::Ptrace | Source::Instructions => "instructions",
+            Source::CpuClock => "nanoseconds",
+        }
+    }
+
+    /// Whether samples are taken at fixed time intervals (execution-time weighted).
+    pub fn is_time_based(self) -> bool {
+        self == Source::CpuClock
+    }
+}
+
+/// What was recorded and how. Written first, after the common META frame.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RetraceInfo {
+    /// The region: the function whose executions were sampled.
+    pub region: String,
+    /// Module index of the region's function.
+    pub region_module: u32,
+    /// Address of the region's function in its module's file.
+    pub region_addr: u64,
+    /// The sampler.
+    pub source: Source,
+    /// Why this sampler (e.g. the fallback reason when no PMU was found).
+    pub source_note: String,
+    /// Sampling period, in [`Source::period_unit`] units.
+    pub period: u64,
+    /// Executions run at full speed before sampling started.
+    pub warmup: u64,
+}
+
+/// A module (executable or shared library) the region's code came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Module {
+    /// Path of the file.
+    pub path: String,
+    /// GNU build id, if any.
+    pub build_id: Vec<u8>,
+}
+
+/// The source line of one instruction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Line {
+    /// Address of the instruction.
+    pub addr: u64,
+    /// Index into [`RegionCode::files`].
+    pub file: u32,
+    /// Line number (0 if unknown).
+    pub line: u32,
+}
+
+/// The code of one function the region executed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Function {
+    /// Module index.
+    pub module: u32,
+    /// Name (demangled).
+    pub name: String,
+    /// Address of its first byte in the module's file.
+    pub start: u64,
+    /// Its machine code.
+    pub bytes: Vec<u8>,
+    /// Source lines of its instructions that have one, by address.
+    pub lines: Vec<Line>,
+}
+
+/// The region's code: everything a report needs instead of the binaries.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RegionCode {
+    /// Modules, by index.
+    pub modules: Vec<Module>,
+    /// Source file paths (interned).
+    pub files: Vec<String>,
+    /// Functions touched by samples or the ground truth.
+    pub functions: Vec<Function>,
+}
+
+/// The samples of one execution of the region.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Execution {
+    /// Instructions the execution ran, when the sampler knows (ptrace), else 0.
+    pub instructions: u64,
+    /// The sampled instruction addresses, in time order.
+    pub samples: Vec<Addr>,
+}
+
+/// Consecutive executions.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecutionChunk {
+    /// Index of the first one (0 is the first sampled execution).
+    pub first: u64,
+    /// The executions.
+    pub executions: Vec<Execution>,
+}
+
+/// True traces of single-stepped executions, de-duplicated.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroundTruth {
+    /// The distinct traces (every executed instruction, in order).
+    pub traces: Vec<Vec<Addr>>,
+    /// For each single-stepped execution, in order, the index of its trace.
+    pub executions: Vec<u32>,
+    /// Whether these are the sampled executions themselves (ptrace) or further executions
+    /// of the same run stepped after sampling (other sources).
+    pub same_executions: bool,
+}
+
+impl GroundTruth {
+    /// The most frequent trace and how many executions took it.
+    pub fn modal(&self) -> Option<(&[Addr], usize)> {
+        let mut counts = vec![0usize; self.traces.len()];
+        for &e in &self.executions {
+            if let Some(c) = counts.get_mut(e as usize) {
+                *c += 1;
+            }
+        }
+        let (i, &n) = counts
+            .iter()
+            .enumerate()
+            .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(&a.0)))?;
+        Some((self.traces.get(i)?.as_slice(), n))
+    }
+}
+
+/// How the recording ended. Written last.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RetraceSummary {
+    /// Executions sampled.
+    pub executions: u64,
+    /// Samples taken.
+    pub samples: u64,
+    /// Executions cut short (the target exited inside the region); not stored.
+    pub incomplete: u64,
+    /// Records the kernel dropped (perf sources).
+    pub lost: u64,
+    /// How the target ended (`Signaled` with SIGKILL when stopped after enough executions).
+    pub exit: ExitStatus,
+    /// Wall-clock seconds from start to end of the target.
+    pub seconds: f64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modal_trace() {
+        let g = GroundTruth {
+            traces: vec![vec![(0, 1)], vec![(0, 2)]],
+            executions: vec![0, 1, 1, 0, 1],
+            same_executions: true,
+        };
+        assert_eq!(g.modal(), Some((&[(0, 2)][..], 3)));
+        assert_eq!(GroundTruth::default().modal(), None);
+    }
+}

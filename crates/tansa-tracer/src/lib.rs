@@ -1,0 +1,110 @@
+//! Recording instruction samples of a repeated code region (the I/O edge of
+//! `tansa retrace`).
+//!
+//! [`record`] runs a command under ptrace, cuts its execution at every entry into the
+//! region's function (a software breakpoint), samples each execution with one of three
+//! sources, and optionally single-steps executions to capture the true trace:
+//!
+//! * `ptrace`: exact every-`P`-th-instruction sampling by single-stepping the region only
+//!   (works everywhere, slow);
+//! * `instructions`: the hardware retired-instruction counter with a fixed period, where
+//!   the CPU has a PMU;
+//! * `cpu-clock`: time-based samples, for the execution-time-weighted trace.
+//!
+//! Addresses are normalized to `(module, file address)` while the process lives, and the
+//! code and source lines of every touched function are collected, so the recording can be
+//! rebuilt and reported without the binary (see `tansa-format`'s `retrace` module). All
+//! system calls are in the private `sys` module; `tansa-perf` wraps `perf_event_open`.
+
+mod code;
+mod maps;
+mod record;
+mod region;
+mod sys;
+mod tracee;
+
+pub use record::{
+    Options, Recorded, SourceChoice, UNKNOWN_MODULE, default_period, record, stopped_by_recorder,
+};
+pub use region::{RegionTarget, close_matches, find_region, resolve_program};
+
+use tansa_format::meta::ExitStatus;
+
+/// Errors of the recorder.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TraceError {
+    /// The program was not found (or is not a file).
+    #[error("command not found: `{0}`")]
+    CommandNotFound(String),
+    /// The executable could not be read.
+    #[error(transparent)]
+    Symbols(#[from] tansa_symbols::SymbolError),
+    /// No function of that name in the executable.
+    #[error("no function `{name}` in {exe}{}", suggest(.suggestions))]
+    UnknownRegion {
+        /// The name asked for.
+        name: String,
+        /// The executable searched.
+        exe: String,
+        /// Close matches.
+        suggestions: Vec<String>,
+    },
+    /// The program could not be started.
+    #[error("cannot start `{program}`: {error}")]
+    Spawn {
+        /// The program.
+        program: String,
+        /// The cause.
+        error: std::io::Error,
+    },
+    /// The program ended before it could be traced.
+    #[error("the target {} before it could be traced", .0.describe())]
+    ExitedAtStart(ExitStatus),
+    /// The region's code is not mapped in the process.
+    #[error("the code of `{0}` is not mapped in the target process")]
+    RegionNotMapped(String),
+    /// The target ended without running the region.
+    #[error("the target {} before `{region}` ran", .exit.describe())]
+    RegionNeverRan {
+        /// The region.
+        region: String,
+        /// How the target ended.
+        exit: ExitStatus,
+    },
+    /// The region ran, but no execution was sampled to its end.
+    #[error(
+        "`{region}` was entered {entries} time(s) but no execution was sampled to its end \
+         ({warmup} warm-up execution(s) are skipped; the target {})",
+        .exit.describe()
+    )]
+    NoCompleteExecution {
+        /// The region.
+        region: String,
+        /// Times the region was entered.
+        entries: u64,
+        /// Warm-up executions.
+        warmup: u64,
+        /// How the target ended.
+        exit: ExitStatus,
+    },
+    /// A ptrace or wait call failed.
+    #[error("{op} failed: {error}")]
+    Ptrace {
+        /// The call.
+        op: &'static str,
+        /// The cause.
+        error: std::io::Error,
+    },
+    /// A perf event could not be used.
+    #[error(transparent)]
+    Perf(#[from] tansa_perf::PerfError),
+}
+
+fn suggest(s: &[String]) -> String {
+    if s.is_empty() {
+        String::new()
+    } else {
+        format!(" (close matches: {})", s.join(", "))
+    }
+}

@@ -1,0 +1,451 @@
+//! The recorder: run the target, cut at the region's entry, sample each execution with the
+//! chosen source, optionally single-step executions for the ground truth.
+//!
+//! Division (seed unit 112) uses a software breakpoint on the region's function: at each
+//! hit the execution starts; it ends when the stack pointer rises above its value at entry
+//! (the outermost `ret` ran, or a `longjmp` left the region). Recursion inside the region
+//! is part of the execution.
+//!
+//! * **ptrace** single-steps every instruction of the region (and only the region: the
+//!   code between executions runs at full speed), counts instructions continuously across
+//!   executions and keeps every `P`-th — exactly the seed's sampling model.
+//! * **instructions** / **cpu-clock** open a perf event on the target that is enabled only
+//!   while the region runs (enabled at the entry breakpoint, disabled at a breakpoint on
+//!   the return address), so its period also counts only region instructions or region
+//!   time; the ring is drained after each execution, so every sample belongs to it.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use tansa_format::meta::ExitStatus;
+use tansa_format::retrace::{
+    Addr, Execution, GroundTruth, RegionCode, RetraceInfo, RetraceSummary, Source,
+};
+use tansa_perf::{
+    Event, EventAttr, EventKind, HardwareEvent, Record, RecordKind, Ring, Sample, SampleFormat,
+    SoftwareEvent,
+};
+
+use crate::TraceError;
+use crate::code;
+use crate::maps::{Mapping, Modules, read_maps};
+use crate::region::{find_region, resolve_program};
+use crate::sys::Regs;
+use crate::tracee::{Stop, Tracee};
+
+/// Which sampler to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SourceChoice {
+    /// Hardware instruction sampling when the CPU has a PMU, else ptrace.
+    Auto,
+    /// This source, or an error.
+    Exactly(Source),
+}
+
+/// What to record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    /// The program and its arguments.
+    pub command: Vec<String>,
+    /// The region's function.
+    pub region: String,
+    /// The sampler.
+    pub source: SourceChoice,
+    /// Period: instructions (ptrace, instructions) or nanoseconds (cpu-clock); `None` for
+    /// the source's [`default_period`].
+    pub period: Option<u64>,
+    /// Executions to sample.
+    pub executions: u64,
+    /// Executions to let run before sampling.
+    pub warmup: u64,
+    /// Single-step executions for the true trace.
+    pub ground_truth: bool,
+    /// For perf sources, how many further executions to single-step for the true trace.
+    pub ground_truth_executions: u64,
+}
+
+/// The period used when none is given: 7 instructions for ptrace (the seed's example; the
+/// cost of single-stepping does not depend on it), 10007 instructions for the hardware
+/// counter (a prime, so executions fall at all phases, and large enough to stay below the
+/// kernel's sample-rate limit), 100 µs for `cpu-clock`.
+pub fn default_period(source: Source) -> u64 {
+    match source {
+        Source::Ptrace => 7,
+        Source::Instructions => 10_007,
+        Source::CpuClock => 100_000,
+    }
+}
+
+/// Everything recorded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Recorded {
+    /// Process id of the target.
+    pub pid: u32,
+    /// What and how.
+    pub info: RetraceInfo,
+    /// The code touched.
+    pub code: RegionCode,
+    /// Samples per execution.
+    pub executions: Vec<Execution>,
+    /// True traces, if asked for.
+    pub ground_truth: Option<GroundTruth>,
+    /// How it ended.
+    pub summary: RetraceSummary,
+}
+
+/// Module index of addresses outside any file-backed mapping (vDSO, JIT code).
+pub const UNKNOWN_MODULE: u32 = u32::MAX;
+
+/// Runtime addresses to recording addresses, refreshing the mappings when needed.
+struct Normalizer {
+    pid: i32,
+    maps: Vec<Mapping>,
+    modules: Modules,
+    cache: HashMap<u64, Addr>,
+}
+
+impl Normalizer {
+    fn get(&mut self, runtime: u64) -> Addr {
+        if let Some(&a) = self.cache.get(&runtime) {
+            return a;
+        }
+        let mut found = self.modules.normalize(&self.maps, runtime);
+        if found.is_none()
+            && let Ok(maps) = read_maps(self.pid)
+        {
+            self.maps = maps;
+            found = self.modules.normalize(&self.maps, runtime);
+        }
+        let a = found.unwrap_or((UNKNOWN_MODULE, runtime));
+        self.cache.insert(runtime, a);
+        a
+    }
+
+    fn all(&mut self, runtime: &[u64]) -> Vec<Addr> {
+        runtime.iter().map(|&r| self.get(r)).collect()
+    }
+}
+
+/// A perf event enabled only inside the region.
+struct PerfSampler {
+    event: Event,
+    ring: Ring,
+    records: Vec<Record>,
+    lost: u64,
+}
+
+const PERF_FORMAT: SampleFormat = SampleFormat(SampleFormat::IP.0 | SampleFormat::TID.0);
+
+fn open_perf(source: Source, period: u64, pid: i32) -> Result<PerfSampler, TraceError> {
+    let kind = match source {
+        Source::CpuClock => EventKind::Software(SoftwareEvent::CpuClock),
+        _ => EventKind::Hardware(HardwareEvent::Instructions),
+    };
+    let base = EventAttr::new(kind)
+        .sample_period(period)
+        .sample_format(PERF_FORMAT)
+        .disabled(true);
+    // Ask for the least skid the PMU offers, falling back to none.
+    let event = match source {
+        Source::Instructions => [2u8, 1, 0]
+            .iter()
+            .find_map(|&p| Event::open(&base.clone().precise_ip(p), pid).ok())
+            .map_or_else(|| Event::open(&base, pid), Ok)?,
+        _ => Event::open(&base, pid)?,
+    };
+    let ring = Ring::new(&event, 256)?;
+    Ok(PerfSampler {
+        event,
+        ring,
+        records: Vec::new(),
+        lost: 0,
+    })
+}
+
+/// Runs from the region's entry to its return at full speed. `false` if the process ended
+/// first.
+fn run_to_return(t: &mut Tracee, entry: Regs) -> Result<bool, TraceError> {
+    let ret = t.return_address(entry.rsp)?;
+    t.insert(ret)?;
+    loop {
+        match t.run(0)? {
+            Stop::Breakpoint(r) if r.rip == ret && r.rsp > entry.rsp => {
+                t.remove(ret)?;
+                return Ok(true);
+            }
+            Stop::Breakpoint(r) => {
+                if let Some(Stop::Gone(_)) = t.step_over(r.rip)? {
+                    return Ok(false);
+                }
+            }
+            Stop::Gone(_) => return Ok(false),
+            Stop::Signal(_) => {}
+        }
+    }
+}
+
+/// Single-steps from the region's entry to its return, calling `sink` with the address of
+/// every instruction executed. `false` if the process ended first.
+fn step_through(
+    t: &mut Tracee,
+    entry: Regs,
+    mut sink: impl FnMut(u64),
+) -> Result<bool, TraceError> {
+    let mut rip = entry.rip;
+    let mut signal = 0;
+    loop {
+        match t.step(signal)? {
+            Ok(r) => {
+                sink(rip);
+                signal = 0;
+                rip = r.rip;
+                if r.rsp > entry.rsp {
+                    return Ok(true);
+                }
+            }
+            Err(Stop::Signal(s)) => signal = s,
+            Err(Stop::Gone(_)) => return Ok(false),
+            Err(Stop::Breakpoint(r)) => rip = r.rip,
+        }
+    }
+}
+
+struct Truth {
+    index: HashMap<Vec<Addr>, u32>,
+    gt: GroundTruth,
+}
+
+impl Truth {
+    fn add(&mut self, trace: Vec<Addr>) {
+        let next = self.gt.traces.len() as u32;
+        let id = *self.index.entry(trace.clone()).or_insert_with(|| {
+            self.gt.traces.push(trace);
+            next
+        });
+        self.gt.executions.push(id);
+    }
+}
+
+/// The source, why it was chosen, its period and its perf event.
+type Chosen = (Source, String, u64, Option<PerfSampler>);
+
+fn choose_source(
+    choice: SourceChoice,
+    period: Option<u64>,
+    pid: i32,
+) -> Result<Chosen, TraceError> {
+    let period_of = |s| period.unwrap_or_else(|| default_period(s));
+    match choice {
+        SourceChoice::Exactly(Source::Ptrace) => Ok((
+            Source::Ptrace,
+            "requested".to_string(),
+            period_of(Source::Ptrace),
+            None,
+        )),
+        SourceChoice::Exactly(s) => {
+            let p = open_perf(s, period_of(s), pid)?;
+            Ok((s, "requested".to_string(), period_of(s), Some(p)))
+        }
+        SourceChoice::Auto => {
+            match open_perf(Source::Instructions, period_of(Source::Instructions), pid) {
+                Ok(p) => Ok((
+                    Source::Instructions,
+                    "hardware instruction counter found".to_string(),
+                    period_of(Source::Instructions),
+                    Some(p),
+                )),
+                Err(TraceError::Perf(e)) if e.is_unsupported() => Ok((
+                    Source::Ptrace,
+                    format!("no hardware instruction counter: {e}; single-stepping with ptrace"),
+                    period_of(Source::Ptrace),
+                    None,
+                )),
+                Err(e) => Err(e),
+            }
+        }
+    }
+}
+
+/// Records `opts`, calling `progress(sampled, ground_truth_stepped)` after each execution.
+pub fn record(opts: &Options, progress: &mut dyn FnMut(u64, u64)) -> Result<Recorded, TraceError> {
+    let Some((program, args)) = opts.command.split_first() else {
+        return Err(TraceError::CommandNotFound(String::new()));
+    };
+    let exe = resolve_program(program)?;
+    let region = find_region(&exe, &opts.region)?;
+    let started = Instant::now();
+    let mut t = Tracee::spawn(program, args)?;
+    let exe_path = exe.display().to_string();
+    let mut norm = Normalizer {
+        pid: t.pid,
+        maps: read_maps(t.pid).unwrap_or_default(),
+        modules: Modules::default(),
+        cache: HashMap::new(),
+    };
+    let region_module = norm.modules.index(&exe_path);
+    let entry = norm
+        .modules
+        .runtime(&norm.maps, &exe_path, region.address)
+        .ok_or_else(|| TraceError::RegionNotMapped(region.name.clone()))?;
+    let (source, source_note, period, mut perf) = choose_source(opts.source, opts.period, t.pid)?;
+    let truth_target = match (opts.ground_truth, source) {
+        (false, _) => 0,
+        (true, Source::Ptrace) => opts.executions,
+        (true, _) => opts.ground_truth_executions,
+    };
+    let mut truth = opts.ground_truth.then(|| Truth {
+        index: HashMap::new(),
+        gt: GroundTruth {
+            same_executions: source == Source::Ptrace,
+            ..GroundTruth::default()
+        },
+    });
+
+    t.insert(entry)?;
+    let (mut entries, mut global, mut incomplete, mut samples_total) = (0u64, 0u64, 0u64, 0u64);
+    let mut executions: Vec<Execution> = Vec::new();
+    let mut stepped_truth = 0u64;
+    while (executions.len() as u64) < opts.executions || stepped_truth < truth_target {
+        let regs = match t.run(0)? {
+            Stop::Gone(_) => break,
+            Stop::Signal(_) => continue,
+            Stop::Breakpoint(r) if r.rip == entry => r,
+            Stop::Breakpoint(r) => {
+                t.step_over(r.rip)?;
+                continue;
+            }
+        };
+        t.remove(entry)?;
+        entries += 1;
+        let sampling = (executions.len() as u64) < opts.executions;
+        let completed = if entries <= opts.warmup {
+            run_to_return(&mut t, regs)?
+        } else if sampling && source == Source::Ptrace {
+            let (mut samples, mut trace, mut n) = (Vec::new(), Vec::new(), 0u64);
+            let keep_trace = truth.is_some();
+            let done = step_through(&mut t, regs, |rip| {
+                if (global + n) % period.max(1) == 0 {
+                    samples.push(rip);
+                }
+                if keep_trace {
+                    trace.push(rip);
+                }
+                n += 1;
+            })?;
+            if done {
+                global += n;
+                samples_total += samples.len() as u64;
+                executions.push(Execution {
+                    instructions: n,
+                    samples: norm.all(&samples),
+                });
+                if let Some(tr) = truth.as_mut() {
+                    tr.add(norm.all(&trace));
+                    stepped_truth += 1;
+                }
+            }
+            done
+        } else if let (true, Some(p)) = (sampling, perf.as_mut()) {
+            let ret = t.return_address(regs.rsp)?;
+            p.event.enable()?;
+            let done = run_to_return(&mut t, regs)?;
+            p.event.disable()?;
+            p.records.clear();
+            p.ring.drain_into(&mut p.records);
+            let mut ips = Vec::new();
+            for r in &p.records {
+                match r.kind {
+                    RecordKind::Sample => {
+                        if let Ok(s) = Sample::parse(&r.body, PERF_FORMAT)
+                            && let Some(ip) = s.ip
+                            && ip != ret
+                        {
+                            ips.push(ip);
+                        }
+                    }
+                    RecordKind::Lost => p.lost += r.lost_count().unwrap_or(0),
+                    _ => {}
+                }
+            }
+            if done {
+                samples_total += ips.len() as u64;
+                executions.push(Execution {
+                    instructions: 0,
+                    samples: norm.all(&ips),
+                });
+            }
+            done
+        } else {
+            let mut trace = Vec::new();
+            let done = step_through(&mut t, regs, |rip| trace.push(rip))?;
+            if done && let Some(tr) = truth.as_mut() {
+                tr.add(norm.all(&trace));
+                stepped_truth += 1;
+            }
+            done
+        };
+        if !completed {
+            incomplete += 1;
+            break;
+        }
+        progress(executions.len() as u64, stepped_truth);
+        t.insert(entry)?;
+    }
+    let exit = t.kill();
+    let seconds = started.elapsed().as_secs_f64();
+    if executions.is_empty() {
+        return Err(if entries == 0 {
+            TraceError::RegionNeverRan {
+                region: region.name,
+                exit,
+            }
+        } else {
+            TraceError::NoCompleteExecution {
+                region: region.name,
+                entries,
+                warmup: opts.warmup,
+                exit,
+            }
+        });
+    }
+    let ground_truth = truth.map(|t| t.gt);
+    let touched = executions
+        .iter()
+        .flat_map(|e| e.samples.iter().copied())
+        .chain(
+            ground_truth
+                .iter()
+                .flat_map(|g| g.traces.iter().flatten().copied()),
+        )
+        .chain([(region_module, region.address)])
+        .filter(|a| a.0 != UNKNOWN_MODULE);
+    let code = code::collect(&norm.modules.paths, touched);
+    Ok(Recorded {
+        pid: t.pid as u32,
+        info: RetraceInfo {
+            region: region.name,
+            region_module,
+            region_addr: region.address,
+            source,
+            source_note,
+            period,
+            warmup: opts.warmup,
+        },
+        code,
+        summary: RetraceSummary {
+            executions: executions.len() as u64,
+            samples: samples_total,
+            incomplete,
+            lost: perf.as_ref().map_or(0, |p| p.lost),
+            exit,
+            seconds,
+        },
+        executions,
+        ground_truth,
+    })
+}
+
+/// Whether `exit` is the recorder's own SIGKILL after enough executions.
+pub fn stopped_by_recorder(exit: &ExitStatus) -> bool {
+    matches!(exit, ExitStatus::Signaled { signal, .. } if *signal == libc::SIGKILL)
+}

@@ -1,0 +1,108 @@
+//! Finding the region's function in the program before it runs.
+
+use std::path::{Path, PathBuf};
+
+use tansa_retrace::accuracy::edit_distance;
+use tansa_symbols::ElfFile;
+use tansa_symbols::resolve::demangle;
+
+use crate::TraceError;
+
+/// The region's function in the executable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegionTarget {
+    /// Canonical path of the executable.
+    pub exe: PathBuf,
+    /// The function's name as written in the symbol table (demangled).
+    pub name: String,
+    /// Its address in the file.
+    pub address: u64,
+    /// Its size in bytes.
+    pub size: u64,
+}
+
+/// Resolves `program` like `execvp` does: a name without `/` is looked up in `PATH`.
+pub fn resolve_program(program: &str) -> Result<PathBuf, TraceError> {
+    let not_found = || TraceError::CommandNotFound(program.to_string());
+    let candidate = if program.contains('/') {
+        Some(PathBuf::from(program))
+    } else {
+        std::env::var_os("PATH").and_then(|path| {
+            std::env::split_paths(&path)
+                .map(|dir| dir.join(program))
+                .find(|p| p.is_file())
+        })
+    };
+    let p = candidate.ok_or_else(not_found)?;
+    std::fs::canonicalize(&p).map_err(|_| not_found())
+}
+
+/// Up to five function names of `names` close to `wanted` (edit distance or substring).
+pub fn close_matches<'a>(wanted: &str, names: impl Iterator<Item = &'a str>) -> Vec<String> {
+    let lower = wanted.to_lowercase();
+    let limit = (wanted.len() / 3).max(2);
+    let mut scored: Vec<(usize, &str)> = names
+        .filter_map(|n| {
+            let d = edit_distance(n.as_bytes(), wanted.as_bytes());
+            let contains = n.to_lowercase().contains(&lower) || lower.contains(&n.to_lowercase());
+            (d <= limit || (contains && n.len() >= 3)).then_some((d, n))
+        })
+        .collect();
+    scored.sort();
+    scored.dedup_by(|a, b| a.1 == b.1);
+    scored
+        .into_iter()
+        .take(5)
+        .map(|(_, n)| n.to_string())
+        .collect()
+}
+
+/// Finds function `name` (raw or demangled spelling) in the executable `exe`.
+pub fn find_region(exe: &Path, name: &str) -> Result<RegionTarget, TraceError> {
+    let elf = ElfFile::open(exe)?;
+    let functions = elf.functions();
+    let display = |raw: &str| demangle(raw).unwrap_or_else(|| raw.to_string());
+    if let Some(f) = functions
+        .iter()
+        .find(|f| f.name == name || display(&f.name) == name)
+        .filter(|f| f.size > 0)
+    {
+        return Ok(RegionTarget {
+            exe: exe.to_path_buf(),
+            name: display(&f.name),
+            address: f.address,
+            size: f.size,
+        });
+    }
+    let names: Vec<String> = functions.iter().map(|f| display(&f.name)).collect();
+    Err(TraceError::UnknownRegion {
+        name: name.to_string(),
+        exe: exe.display().to_string(),
+        suggestions: close_matches(name, names.iter().map(String::as_str)),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn suggestions() {
+        let names = ["work", "worker_loop", "main", "mix", "_start", "frobnicate"];
+        assert_eq!(close_matches("wrok", names.into_iter()), vec!["work"]);
+        assert_eq!(
+            close_matches("worker", names.into_iter()),
+            vec!["work", "worker_loop"]
+        );
+        assert!(close_matches("zzzzzzzz", names.into_iter()).is_empty());
+    }
+
+    #[test]
+    fn program_lookup() {
+        assert!(resolve_program("sh").is_ok());
+        assert!(matches!(
+            resolve_program("no-such-program-tansa"),
+            Err(TraceError::CommandNotFound(_))
+        ));
+    }
+}
