@@ -109,7 +109,10 @@ impl FrameEncoder {
     /// Appends a whole frame (header and payload) to `out`.
     pub fn encode(&mut self, ty: FrameType, payload: &[u8], out: &mut Vec<u8>) -> io::Result<()> {
         if payload.len() as u64 > u64::from(MAX_FRAME_LEN) {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "frame payload too large"));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "frame payload too large",
+            ));
         }
         let header_at = out.len();
         out.extend_from_slice(&[0u8; FRAME_HEADER_LEN]);
@@ -137,7 +140,10 @@ impl FrameEncoder {
         h[2..4].copy_from_slice(&flags.to_le_bytes());
         h[4..8].copy_from_slice(&(stored as u32).to_le_bytes());
         h[8..12].copy_from_slice(&(payload.len() as u32).to_le_bytes());
-        let crc = frame_crc(&out[header_at..header_at + 12], &out[header_at + FRAME_HEADER_LEN..]);
+        let crc = frame_crc(
+            &out[header_at..header_at + 12],
+            &out[header_at + FRAME_HEADER_LEN..],
+        );
         out[header_at + 12..header_at + 16].copy_from_slice(&crc.to_le_bytes());
         Ok(())
     }
@@ -420,15 +426,25 @@ mod tests {
     #[test]
     fn round_trip_and_compression() {
         let bytes = sample();
-        assert!(bytes.len() < 10_000, "the repetitive frame is compressed: {}", bytes.len());
+        assert!(
+            bytes.len() < 10_000,
+            "the repetitive frame is compressed: {}",
+            bytes.len()
+        );
         let mut r = Reader::new(Cursor::new(&bytes)).unwrap();
         assert_eq!(r.kind(), Kind::Memory);
         let a = r.next_frame().unwrap().unwrap();
-        assert_eq!((a.ty, a.payload.as_slice()), (FrameType(0x100), &b"short"[..]));
+        assert_eq!(
+            (a.ty, a.payload.as_slice()),
+            (FrameType(0x100), &b"short"[..])
+        );
         let b = r.next_frame().unwrap().unwrap();
         assert_eq!(b.payload.len(), 40_000);
         let c = r.next_frame().unwrap().unwrap();
-        assert_eq!(c.decode::<(String, u64)>().unwrap(), ("hello".to_string(), 42));
+        assert_eq!(
+            c.decode::<(String, u64)>().unwrap(),
+            ("hello".to_string(), 42)
+        );
         assert_eq!(r.next_frame().unwrap(), None);
         assert!(r.is_complete());
         let again = r.frame_at(b.offset).unwrap();
@@ -487,7 +503,10 @@ mod tests {
                 }
             }
             // A flipped byte never yields a complete file with all frames intact.
-            assert!(!(r.is_complete() && frames == 3), "flip at {i} went unnoticed");
+            assert!(
+                !(r.is_complete() && frames == 3),
+                "flip at {i} went unnoticed"
+            );
         }
     }
 

@@ -29,7 +29,9 @@ pub enum FormatError {
     #[error("not a tansa recording (bad magic number)")]
     NotARecording,
     /// Written by a newer or older, incompatible tansa.
-    #[error("recording format version {found} is not supported (this tansa reads version {supported})")]
+    #[error(
+        "recording format version {found} is not supported (this tansa reads version {supported})"
+    )]
     UnsupportedVersion {
         /// Version in the file.
         found: u16,
@@ -68,7 +70,9 @@ impl FormatError {
     pub fn is_damage(&self) -> bool {
         matches!(
             self,
-            FormatError::Truncated { .. } | FormatError::Corrupt { .. } | FormatError::Payload { .. }
+            FormatError::Truncated { .. }
+                | FormatError::Corrupt { .. }
+                | FormatError::Payload { .. }
         )
     }
 }

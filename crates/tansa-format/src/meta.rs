@@ -65,9 +65,10 @@ impl Calibration {
         let i = self.points.partition_point(|p| p.ticks <= ticks);
         let (a, b) = match i {
             0 => (self.points[0], self.points[1]),
-            n if n >= self.points.len() => {
-                (self.points[self.points.len() - 2], self.points[self.points.len() - 1])
-            }
+            n if n >= self.points.len() => (
+                self.points[self.points.len() - 2],
+                self.points[self.points.len() - 1],
+            ),
             n => (self.points[n - 1], self.points[n]),
         };
         let dt = b.ticks.saturating_sub(a.ticks).max(1) as f64;
@@ -130,10 +131,38 @@ impl ExitStatus {
 /// The conventional name of a Linux signal number (`SIG...`), or `signal N`.
 pub fn signal_name(signal: i32) -> String {
     const NAMES: [&str; 32] = [
-        "", "SIGHUP", "SIGINT", "SIGQUIT", "SIGILL", "SIGTRAP", "SIGABRT", "SIGBUS", "SIGFPE",
-        "SIGKILL", "SIGUSR1", "SIGSEGV", "SIGUSR2", "SIGPIPE", "SIGALRM", "SIGTERM", "SIGSTKFLT",
-        "SIGCHLD", "SIGCONT", "SIGSTOP", "SIGTSTP", "SIGTTIN", "SIGTTOU", "SIGURG", "SIGXCPU",
-        "SIGXFSZ", "SIGVTALRM", "SIGPROF", "SIGWINCH", "SIGIO", "SIGPWR", "SIGSYS",
+        "",
+        "SIGHUP",
+        "SIGINT",
+        "SIGQUIT",
+        "SIGILL",
+        "SIGTRAP",
+        "SIGABRT",
+        "SIGBUS",
+        "SIGFPE",
+        "SIGKILL",
+        "SIGUSR1",
+        "SIGSEGV",
+        "SIGUSR2",
+        "SIGPIPE",
+        "SIGALRM",
+        "SIGTERM",
+        "SIGSTKFLT",
+        "SIGCHLD",
+        "SIGCONT",
+        "SIGSTOP",
+        "SIGTSTP",
+        "SIGTTIN",
+        "SIGTTOU",
+        "SIGURG",
+        "SIGXCPU",
+        "SIGXFSZ",
+        "SIGVTALRM",
+        "SIGPROF",
+        "SIGWINCH",
+        "SIGIO",
+        "SIGPWR",
+        "SIGSYS",
     ];
     usize::try_from(signal)
         .ok()
@@ -151,9 +180,18 @@ mod tests {
         let c = Calibration {
             source: ClockSource::Tsc,
             points: vec![
-                CalibrationPoint { ticks: 1000, ns: 500 },
-                CalibrationPoint { ticks: 3000, ns: 1500 },
-                CalibrationPoint { ticks: 5000, ns: 2500 },
+                CalibrationPoint {
+                    ticks: 1000,
+                    ns: 500,
+                },
+                CalibrationPoint {
+                    ticks: 3000,
+                    ns: 1500,
+                },
+                CalibrationPoint {
+                    ticks: 5000,
+                    ns: 2500,
+                },
             ],
         };
         assert_eq!(c.to_ns(1000), 500);
@@ -170,7 +208,11 @@ mod tests {
         assert_eq!(signal_name(11), "SIGSEGV");
         assert_eq!(signal_name(64), "signal 64");
         assert_eq!(
-            ExitStatus::Signaled { signal: 6, core_dumped: true }.describe(),
+            ExitStatus::Signaled {
+                signal: 6,
+                core_dumped: true
+            }
+            .describe(),
             "killed by SIGABRT (core dumped)"
         );
     }

@@ -73,7 +73,12 @@ impl ElfFile {
 
     /// The GNU build id, if the file has one.
     pub fn build_id(&self) -> Option<Vec<u8>> {
-        self.parse().ok()?.build_id().ok().flatten().map(<[u8]>::to_vec)
+        self.parse()
+            .ok()?
+            .build_id()
+            .ok()
+            .flatten()
+            .map(<[u8]>::to_vec)
     }
 
     /// The loadable segments.
@@ -118,9 +123,9 @@ impl ElfFile {
 
     /// The function named `name` (raw or demangled spelling), if defined in this file.
     pub fn function_by_name(&self, name: &str) -> Option<FunctionSymbol> {
-        self.functions().into_iter().find(|f| {
-            f.name == name || blazesym_demangle(&f.name).as_deref() == Some(name)
-        })
+        self.functions()
+            .into_iter()
+            .find(|f| f.name == name || blazesym_demangle(&f.name).as_deref() == Some(name))
     }
 
     /// The function containing `address`, if any.
@@ -142,7 +147,9 @@ impl ElfFile {
                 let (off, size) = s.file_range()?;
                 let rel = address - start;
                 if rel + len <= size {
-                    return self.map.get((off + rel) as usize..(off + rel + len) as usize);
+                    return self
+                        .map
+                        .get((off + rel) as usize..(off + rel + len) as usize);
                 }
             }
         }
@@ -164,7 +171,10 @@ impl ElfFile {
                 && address < s.address() + s.size()
         })?;
         let (off, size) = s.file_range()?;
-        Some((s.address(), self.map.get(off as usize..(off + size) as usize)?))
+        Some((
+            s.address(),
+            self.map.get(off as usize..(off + size) as usize)?,
+        ))
     }
 }
 
@@ -182,7 +192,9 @@ mod tests {
         let elf = ElfFile::open(&exe).unwrap();
         assert!(!elf.segments().is_empty());
         assert!(!elf.functions().is_empty());
-        let main = elf.function_by_name("main").expect("test binaries define main");
+        let main = elf
+            .function_by_name("main")
+            .expect("test binaries define main");
         assert!(elf.read_at(main.address, 4).is_some());
         assert_eq!(
             elf.function_containing(main.address).map(|f| f.name),

@@ -157,7 +157,10 @@ impl Resolver {
             Err(e) => return unresolved(ModuleStatus::Failed(e.to_string())),
         };
         if !expected_build_id.is_empty()
-            && elf.build_id().as_deref().is_some_and(|b| b != expected_build_id)
+            && elf
+                .build_id()
+                .as_deref()
+                .is_some_and(|b| b != expected_build_id)
         {
             return unresolved(ModuleStatus::BuildIdMismatch);
         }
@@ -175,7 +178,10 @@ impl Resolver {
                     .frames
                     .iter()
                     .map(|f| SymFrame {
-                        function: f.function.as_deref().map_or(NO_STRING, |s| builder.intern(s)),
+                        function: f
+                            .function
+                            .as_deref()
+                            .map_or(NO_STRING, |s| builder.intern(s)),
                         file: f.file.as_deref().map_or(NO_STRING, |s| builder.intern(s)),
                         line: f.line,
                         column: f.column,
@@ -213,7 +219,10 @@ mod tests {
 
     #[test]
     fn demangles_cpp_and_rust_and_leaves_c_alone() {
-        assert_eq!(demangle("_Znwm").as_deref(), Some("operator new(unsigned long)"));
+        assert_eq!(
+            demangle("_Znwm").as_deref(),
+            Some("operator new(unsigned long)")
+        );
         assert_eq!(demangle("main"), None);
         assert!(demangle("_ZN4core3fmt5write17h0123456789abcdefE").is_some());
     }
@@ -226,13 +235,17 @@ mod tests {
         let r = Resolver::new().resolve(&exe, &[main.address]).unwrap();
         assert_eq!(r.len(), 1);
         assert_eq!(r[0].function_start, Some(main.address));
-        assert_eq!(r[0].frames.last().unwrap().function.as_deref(), Some("main"));
+        assert_eq!(
+            r[0].frames.last().unwrap().function.as_deref(),
+            Some("main")
+        );
     }
 
     #[test]
     fn missing_file_is_a_status_not_an_error() {
         let mut b = SymbolTableBuilder::default();
-        let m = Resolver::new().module_symbols(&mut b, 7, "/nonexistent/libx.so", &[1, 2], &[(10, 9)]);
+        let m =
+            Resolver::new().module_symbols(&mut b, 7, "/nonexistent/libx.so", &[1, 2], &[(10, 9)]);
         assert_eq!(m.status, ModuleStatus::FileMissing);
         assert_eq!(m.addrs.len(), 1);
         assert!(m.addrs[0].frames.is_empty());

@@ -590,7 +590,11 @@ pub fn encode_thread_name(sink: &mut impl Sink, name: &[u8]) {
 }
 
 /// Streams a [`Tag::StackDef`] record.
-pub fn encode_stack_def(sink: &mut impl Sink, id: u32, frames: impl ExactSizeIterator<Item = Frame>) {
+pub fn encode_stack_def(
+    sink: &mut impl Sink,
+    id: u32,
+    frames: impl ExactSizeIterator<Item = Frame>,
+) {
     sink.put(&[Tag::StackDef as u8]);
     sink.put_varint(u64::from(id));
     sink.put_varint(frames.len() as u64);
@@ -732,7 +736,9 @@ impl<'a> Decoder<'a> {
             }
             Tag::ThreadName => {
                 let len = r.varint()?;
-                Record::ThreadName { name: r.bytes(len)? }
+                Record::ThreadName {
+                    name: r.bytes(len)?,
+                }
             }
             Tag::ThreadEnd => Record::ThreadEnd {
                 ts: st.ts_undelta(r.varint()?),
@@ -1000,7 +1006,10 @@ mod tests {
             // Whatever decodes is a prefix of the full stream.
             assert_eq!(&full[..ok.len()], &ok[..], "cut at {cut}");
             if let Some(e) = err {
-                assert!(matches!(e, DecodeError::Truncated { .. }), "cut at {cut}: {e:?}");
+                assert!(
+                    matches!(e, DecodeError::Truncated { .. }),
+                    "cut at {cut}: {e:?}"
+                );
             }
         }
     }
@@ -1058,7 +1067,10 @@ mod tests {
         }
         match recs[1] {
             Record::ModuleLoad(m) => {
-                assert_eq!((m.id, m.ts, m.bias, m.flags), (3, 77, 0x7f00_0000_0000, MODULE_MAIN));
+                assert_eq!(
+                    (m.id, m.ts, m.bias, m.flags),
+                    (3, 77, 0x7f00_0000_0000, MODULE_MAIN)
+                );
                 assert_eq!(m.build_id, &[0xab, 0xcd]);
                 assert_eq!(m.path, b"/usr/bin/true");
                 assert_eq!(m.segments.collect::<Vec<_>>(), segs);

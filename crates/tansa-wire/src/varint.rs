@@ -74,7 +74,16 @@ mod tests {
 
     #[test]
     fn round_trips_edge_values() {
-        for v in [0u64, 1, 127, 128, 300, u32::MAX as u64, u64::MAX - 1, u64::MAX] {
+        for v in [
+            0u64,
+            1,
+            127,
+            128,
+            300,
+            u32::MAX as u64,
+            u64::MAX - 1,
+            u64::MAX,
+        ] {
             let mut buf = [0u8; MAX_LEN];
             let n = encode(v, &mut buf);
             assert_eq!(n, encoded_len(v), "length of {v}");
