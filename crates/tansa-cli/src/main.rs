@@ -25,6 +25,8 @@ enum Command {
     Record(cmd::record::Args),
     /// Report on a recording: memory per library, function, thread, call or interval.
     Report(cmd::report::Args),
+    /// Find leaks in a system under test with typed re-tests, run from a TOML plan.
+    Leaktest(cmd::leaktest::Args),
 }
 
 fn main() -> ExitCode {
@@ -32,6 +34,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Record(args) => cmd::record::run(args),
         Command::Report(args) => cmd::report::run(args),
+        Command::Leaktest(args) => cmd::leaktest::run(args),
     };
     match result {
         Ok(code) => code,

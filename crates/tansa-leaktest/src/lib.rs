@@ -26,4 +26,6 @@ pub mod flow;
 pub mod judge;
 pub mod measure;
 pub mod plan;
+pub mod render;
 pub mod report;
+pub mod run;

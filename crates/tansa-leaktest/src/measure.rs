@@ -61,7 +61,8 @@ impl Resource {
                 bytesize::ByteSize::b(v.unsigned_abs()).display().iec()
             )
         } else {
-            format!("{sign}{} fds", v.unsigned_abs())
+            let n = v.unsigned_abs();
+            format!("{sign}{n} fd{}", if n == 1 { "" } else { "s" })
         }
     }
 }
@@ -277,5 +278,6 @@ mod tests {
         assert_eq!(Resource::Pss.format(512 * 1024), "512.0 KiB");
         assert_eq!(Resource::Rss.format(-4096), "-4.0 KiB");
         assert_eq!(Resource::Fds.format(3), "3 fds");
+        assert_eq!(Resource::Fds.format(1), "1 fd");
     }
 }

@@ -4,10 +4,10 @@
 //! as its verdict is known:
 //!
 //! 1. every item: initial run, re-test when something grew, upper-limit check for what grew
-//!    again, log check for what did not ([`items`]; seed Figs. 7–11);
+//!    again, log check for what did not (module `items`; seed Figs. 7–11);
 //! 2. after all items: log correlation and the type-3 list (P2-3), the maximum-value test
-//!    (P2-4) and the accelerated test (P2-5) ([`type3`]; Figs. 12–19);
-//! 3. the idle test, if the plan has one ([`idle`]; Figs. 20–22).
+//!    (P2-4) and the accelerated test (P2-5) (module `type3`; Figs. 12–19);
+//! 3. the idle test, if the plan has one (module `idle`; Figs. 20–22).
 //!
 //! The flow does no I/O of its own: it asks the [`Target`] to read, run, restart and search
 //! logs, and takes every decision with the pure functions of [`crate::judge`].
@@ -15,6 +15,8 @@
 mod idle;
 mod items;
 mod type3;
+
+pub use idle::IDLE_ITEM;
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -308,34 +310,38 @@ impl<T: Target, O: Observer> Engine<'_, T, O> {
         self.s.findings.extend(found);
     }
 
-    /// The cause and words of an abnormal end of run `idx`, judged for a suspect.
+    /// The cause and words of an abnormal end of run `idx`, judged for a suspect: a watched
+    /// process that ended explains it best; else the item's failure or time-out.
     fn abnormal_cause(&self, idx: usize) -> (Cause, String) {
         let r = &self.s.runs[idx];
         let what = format!("run {} ({} run of `{}`)", r.seq, r.phase.name(), r.item);
-        match &r.outcome {
-            RunOutcome::Hung { .. } => (
-                Cause::ItemHung,
-                format!(
-                    "abnormal end: the test item {} in {what}",
-                    r.outcome.describe()
-                ),
-            ),
-            RunOutcome::Completed => {
-                let who: Vec<String> = r
-                    .ended
-                    .iter()
-                    .map(|e| format!("{} (pid {}) {}", e.id.process, e.id.pid, e.how))
-                    .collect();
-                (
-                    Cause::ProcessEnded,
-                    format!("abnormal end: {} during {what}", who.join(", ")),
-                )
-            }
-            other => (
-                Cause::ItemFailed,
-                format!("abnormal end: the test item {} in {what}", other.describe()),
-            ),
+        if !r.ended.is_empty() {
+            let who: Vec<String> = r
+                .ended
+                .iter()
+                .map(|e| format!("{} (pid {}) {}", e.id.process, e.id.pid, e.how))
+                .collect();
+            let item = if r.outcome.is_completed() {
+                String::new()
+            } else {
+                format!("; the test item {}", r.outcome.describe())
+            };
+            return (
+                Cause::ProcessEnded,
+                format!("abnormal end: {} during {what}{item}", who.join(", ")),
+            );
         }
+        let cause = match r.outcome {
+            RunOutcome::Hung { .. } => Cause::ItemHung,
+            _ => Cause::ItemFailed,
+        };
+        (
+            cause,
+            format!(
+                "abnormal end: the test item {} in {what}",
+                r.outcome.describe()
+            ),
+        )
     }
 
     /// A point of the series of `resource` of `id` in run `idx`, compared with

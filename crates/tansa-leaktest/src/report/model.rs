@@ -118,8 +118,8 @@ pub enum Cause {
     IdleGrowth,
 }
 
-/// The part of the flow a run belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+/// The part of the flow a run belongs to (ordered as the flow goes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Phase {
     /// First run of an item (seed S2–S5).
