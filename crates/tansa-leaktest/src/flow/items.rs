@@ -49,38 +49,38 @@ impl<T: Target, O: Observer> Engine<'_, T, O> {
         };
         let (seq1, seq2) = (self.s.runs[r1].seq, self.s.runs[r2].seq);
 
-        // S48: whatever grew in the re-test goes to the upper-limit check (even if it had
-        // not grown in the initial run, as the flowchart has it).
+        // S48 with claim 1: what grew in both runs is a possible leak and goes to the
+        // upper-limit check. (The flowchart would also take what grew in the re-test only;
+        // the claims need growth after the run *and* after the re-run, so growth in just one
+        // of the two is a one-off, checked against the logs below.)
+        let again = |a: &judge::Growth| {
+            g2.iter()
+                .any(|b| b.grew && b.id == a.id && b.resource == a.resource)
+        };
         let mut suspects = Vec::new();
-        for g in g2.iter().filter(|g| g.grew) {
-            let mut series = Vec::new();
-            let mut runs = Vec::new();
-            if let Some(p) = self.point(r1, &g.id, g.resource, None) {
-                series.push(p);
-                runs.push(seq1);
-            }
-            if let Some(p) = self.point(r2, &g.id, g.resource, None) {
-                series.push(p);
-                runs.push(seq2);
-            }
+        for g in g1.iter().filter(|g| g.grew && again(g)) {
+            let series: Vec<_> = [r1, r2]
+                .iter()
+                .filter_map(|&i| self.point(i, &g.id, g.resource, None))
+                .collect();
             suspects.push(Suspect {
                 id: g.id.clone(),
                 resource: g.resource,
-                runs,
+                runs: vec![seq1, seq2],
                 series,
             });
         }
 
-        // S52–S57: grew in the initial run but not in the re-test: look for error logs of
-        // that process from the start of the initial run to the end of the re-test.
-        let oneoff: Vec<_> = g1
-            .iter()
-            .filter(|a| a.grew)
-            .filter(|a| {
-                !g2.iter()
-                    .any(|b| b.grew && b.id == a.id && b.resource == a.resource)
-            })
-            .collect();
+        // S52–S57: grew in one run of the two: look for error logs of that process from
+        // the start of the initial run to the end of the re-test.
+        let first_only = g1.iter().filter(|a| a.grew && !again(a));
+        let second_only = g2.iter().filter(|b| {
+            b.grew
+                && !g1
+                    .iter()
+                    .any(|a| a.grew && a.id == b.id && a.resource == b.resource)
+        });
+        let oneoff: Vec<&judge::Growth> = first_only.chain(second_only).collect();
         if !oneoff.is_empty() {
             let window = (self.s.runs[r1].start_ms, self.s.runs[r2].end_ms);
             let logs = self.target.error_logs(window.0, window.1);
@@ -209,10 +209,13 @@ impl<T: Target, O: Observer> Engine<'_, T, O> {
                     // S67 NO → S73: growth stopped: bounded by design.
                     let total = total_growth(s.resource, &s.series);
                     let reason = format!(
-                        "{} grew by {total} over runs {}..{}, then by only {} in run {k} of the upper-limit check: it stops at a cap",
+                        "{} grew by {total} over runs {}..{}, then by only {} in run {seq}: it stops at a cap (upper-limit check, N = {n})",
                         s.resource.name(),
                         s.runs.first().copied().unwrap_or(seq),
-                        seq.saturating_sub(1),
+                        s.runs
+                            .get(s.runs.len().saturating_sub(2))
+                            .copied()
+                            .unwrap_or(seq),
                         s.resource.format(growth),
                     );
                     self.find(

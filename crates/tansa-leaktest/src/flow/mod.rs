@@ -391,4 +391,6 @@ fn total_growth(resource: Resource, series: &[Point]) -> String {
 }
 
 #[cfg(test)]
+pub(crate) mod sim;
+#[cfg(test)]
 mod tests;

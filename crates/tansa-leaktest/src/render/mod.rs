@@ -27,3 +27,6 @@ pub fn write(report: &Report, format: Format, out: &mut dyn Write) -> io::Result
         Format::Junit => junit::write(report, out),
     }
 }
+
+#[cfg(test)]
+mod tests;
