@@ -66,6 +66,30 @@ fn a_leak_after_a_logged_error_is_type_2() {
 }
 
 #[test]
+fn errors_written_to_standard_error_count_too() {
+    // The server logs to its standard error, which tansa keeps: `[[log]] output = "srv"`.
+    let (_dir, p) = plan(
+        "error",
+        &[
+            ("\"--log\", \"srv.log\"", "\"--log\", \"/dev/stderr\""),
+            ("file = \"srv.log\"\nprocess = \"srv\"", "output = \"srv\""),
+        ],
+    );
+    assert!(
+        std::fs::read_to_string(&p)
+            .unwrap()
+            .contains("output = \"srv\"")
+    );
+    let (code, r) = report(&p);
+    assert_eq!(
+        verdicts(&r),
+        vec![v("login", "srv", "2"), v("logout", "srv", "2")]
+    );
+    assert_eq!(r["logs"][0]["source"], "output:srv");
+    assert_eq!(code, 1);
+}
+
+#[test]
 fn a_logged_error_with_growth_once_is_undeterminable() {
     // Only the first item of the error plan: one record is too little information.
     let (_dir, p) = plan("error", &[]);

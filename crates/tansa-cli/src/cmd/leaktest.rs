@@ -19,6 +19,8 @@ use crate::output;
 const EXIT_FAULT: u8 = 1;
 /// Exit status for a bad command line or plan, or a system under test that cannot be set up.
 const EXIT_USAGE: u8 = 2;
+/// Exit status when interrupted (SIGINT or SIGTERM), as shells report a signal.
+const EXIT_INTERRUPTED: u8 = 130;
 
 const AFTER_HELP: &str = "\
 The plan (TOML) names the processes to watch ([[process]] with pid, match or command), the
@@ -33,7 +35,8 @@ not-fault (one-off growth that did not recur), undeterminable (with the reason).
 Exit status:
   0  no fault verdict
   1  a fault verdict (1-a, 2 or 3-a) was found
-  2  the command line or the plan is wrong, or the system under test could not be set up";
+  2  the command line or the plan is wrong, or the system under test could not be set up
+  130  interrupted (the processes tansa started are stopped; no report)";
 
 /// Options of `tansa leaktest`.
 #[derive(Debug, clap::Args)]
@@ -75,11 +78,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
     let cleanup = Cleanup::default();
     let on_signal = cleanup.clone();
+    let interrupted = cleanup.clone();
     // If the handler cannot be set, an interrupted run may leave the processes it started
     // running; that is worth a warning, not a refusal.
     if let Err(e) = ctrlc::set_handler(move || {
         on_signal.stop_all();
-        std::process::exit(130);
+        std::process::exit(i32::from(EXIT_INTERRUPTED));
     }) {
         eprintln!(
             "tansa: warning: cannot catch interruptions ({e}); processes started for the test may outlive an interrupted run"
@@ -98,6 +102,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let session = flow::run(&plan, &mut target, &mut progress);
     progress.finish();
     target.stop();
+    if interrupted.stopped() {
+        // The processes were stopped under the flow's feet: its last verdicts are ours.
+        eprintln!("tansa: interrupted; no report");
+        return Ok(ExitCode::from(EXIT_INTERRUPTED));
+    }
 
     let mut report = Report::build(&plan, session, Some(shown), started_unix_ms);
     report.notes.extend(target.notes());
@@ -187,17 +196,15 @@ impl Observer for Progress {
                 }
                 let eta = if self.runs_timed > 0 {
                     let per = self.run_time / self.runs_timed;
-                    format!(", ~{}s left", (per * (*remaining + 1)).as_secs())
+                    format!(", ~{}s left", (per * (*remaining + 1)).as_secs().max(1))
                 } else {
                     String::new()
                 };
                 bar.set_message(format!(
-                    "{}: item `{}`, run {} ({}), {} runs done{eta}",
-                    self.stage,
+                    "{} run {} ({}), {done} runs done{eta}",
                     ctx.item,
                     ctx.run_in_item,
                     ctx.phase.name(),
-                    done
                 ));
             }
             Event::Restart(r) => {

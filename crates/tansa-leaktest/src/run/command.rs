@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use rustix::process::{Pid, Signal, kill_process_group};
 
+use super::cleanup::Cleanup;
 use crate::plan::CommandSpec;
 use crate::report::RunOutcome;
 
@@ -87,7 +88,12 @@ pub(super) fn stop(child: &mut Child, grace: Duration) -> Option<ExitStatus> {
 }
 
 /// Runs `cmd` to its end or until `timeout`, its standard error into `stderr_path`.
-pub(super) fn run(mut cmd: Command, timeout: Duration, stderr_path: &Path) -> RunOutcome {
+pub(super) fn run(
+    mut cmd: Command,
+    timeout: Duration,
+    stderr_path: &Path,
+    cleanup: &Cleanup,
+) -> RunOutcome {
     let stderr = match File::create(stderr_path) {
         Ok(f) => f,
         Err(e) => {
@@ -97,7 +103,7 @@ pub(super) fn run(mut cmd: Command, timeout: Duration, stderr_path: &Path) -> Ru
         }
     };
     cmd.stdout(Stdio::null()).stderr(stderr);
-    let mut child = match cmd.spawn() {
+    let mut child = match cleanup.spawn(&mut cmd) {
         Ok(c) => c,
         Err(e) => {
             return RunOutcome::NotStarted {
@@ -119,6 +125,7 @@ pub(super) fn run(mut cmd: Command, timeout: Duration, stderr_path: &Path) -> Ru
     // Whatever it left behind in its group goes too.
     signal_group(&child, Signal::KILL);
     let _ = child.wait();
+    cleanup.forget(child.id());
     outcome
 }
 
@@ -169,12 +176,18 @@ mod tests {
     fn completes_fails_and_hangs() {
         let dir = tempfile::tempdir().unwrap();
         let err = dir.path().join("err");
+        let c = Cleanup::default();
         let sh = |s: &str| command(&CommandSpec::Shell(s.into()), dir.path());
         assert_eq!(
-            run(sh("true"), Duration::from_secs(10), &err),
+            run(sh("true"), Duration::from_secs(10), &err, &c),
             RunOutcome::Completed
         );
-        match run(sh("echo nope >&2; exit 3"), Duration::from_secs(10), &err) {
+        match run(
+            sh("echo nope >&2; exit 3"),
+            Duration::from_secs(10),
+            &err,
+            &c,
+        ) {
             RunOutcome::Failed {
                 exit_code: Some(3),
                 stderr_tail,
@@ -183,12 +196,31 @@ mod tests {
             other => panic!("{other:?}"),
         }
         // A child of the shell that holds on is killed with it.
-        let o = run(sh("sleep 30 & sleep 30"), Duration::from_millis(200), &err);
+        let o = run(
+            sh("sleep 30 & sleep 30"),
+            Duration::from_millis(200),
+            &err,
+            &c,
+        );
         assert_eq!(o, RunOutcome::Hung { timeout_ms: 200 });
         let argv = CommandSpec::Argv(vec!["/nonexistent/tool".into()]);
         assert!(matches!(
-            run(command(&argv, dir.path()), Duration::from_secs(1), &err),
+            run(command(&argv, dir.path()), Duration::from_secs(1), &err, &c),
             RunOutcome::NotStarted { .. }
         ));
+    }
+
+    #[test]
+    fn after_a_stop_nothing_starts_and_what_ran_is_gone() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = Cleanup::default();
+        let mut long = command(&CommandSpec::Shell("sleep 30".into()), dir.path());
+        let mut child = c.spawn(&mut long).unwrap();
+        c.stop_all();
+        // Ended by the stop, long before its 30 s.
+        let status = wait_until(&mut child, Instant::now() + Duration::from_secs(5));
+        assert!(status.is_some_and(|s| !s.success()));
+        let mut again = command(&CommandSpec::Shell("true".into()), dir.path());
+        assert!(c.spawn(&mut again).is_err());
     }
 }

@@ -1,15 +1,16 @@
 //! The real [`Target`]: watched processes on this machine, test items run as commands,
 //! `/proc` for measurements, log files and the journal for errors.
 
+mod cleanup;
 mod command;
 mod logs;
 mod watch;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
+pub use cleanup::Cleanup;
 pub use logs::{journal_record, log_id};
 
 use crate::flow::{RunContext, Target};
@@ -33,37 +34,6 @@ pub enum RunError {
     /// The work directory could not be made.
     #[error("cannot create a work directory: {0}")]
     WorkDir(std::io::Error),
-}
-
-/// Stops the processes a [`LocalTarget`] started, from anywhere (a signal handler
-/// thread, when tansa is interrupted).
-#[derive(Debug, Clone, Default)]
-pub struct Cleanup(Arc<Mutex<BTreeSet<u32>>>);
-
-impl Cleanup {
-    /// Terminates the process groups of the started processes, then kills what is left.
-    pub fn stop_all(&self) {
-        let pids: Vec<u32> = match self.0.lock() {
-            Ok(g) => g.iter().copied().collect(),
-            Err(p) => p.into_inner().iter().copied().collect(),
-        };
-        for &p in &pids {
-            command::signal_group_of(p, rustix::process::Signal::TERM);
-        }
-        if !pids.is_empty() {
-            std::thread::sleep(Duration::from_millis(300));
-        }
-        for &p in &pids {
-            command::signal_group_of(p, rustix::process::Signal::KILL);
-        }
-    }
-
-    fn set(&self, pids: BTreeSet<u32>) {
-        match self.0.lock() {
-            Ok(mut g) => *g = pids,
-            Err(p) => *p.into_inner() = pids,
-        }
-    }
 }
 
 /// The system under test on this machine.
@@ -93,16 +63,12 @@ impl LocalTarget {
         let epoch = SystemTime::now();
         let mut watched: Vec<Watched> = Vec::new();
         for spec in &plan.processes {
-            match Watched::start(spec, base, work.path()) {
-                Ok(w) => {
-                    watched.push(w);
-                    cleanup.set(watched.iter().filter_map(Watched::child_pid).collect());
-                }
+            match Watched::start(spec, base, work.path(), &cleanup) {
+                Ok(w) => watched.push(w),
                 Err(message) => {
                     for w in &mut watched {
-                        w.stop();
+                        w.stop(&cleanup);
                     }
-                    cleanup.set(BTreeSet::new());
                     return Err(RunError::Process {
                         process: spec.name.clone(),
                         message,
@@ -127,11 +93,6 @@ impl LocalTarget {
         })
     }
 
-    fn sync_cleanup(&self) {
-        self.cleanup
-            .set(self.watched.iter().filter_map(Watched::child_pid).collect());
-    }
-
     /// The wall-clock time of session time 0.
     pub fn epoch(&self) -> SystemTime {
         self.epoch
@@ -149,19 +110,18 @@ impl LocalTarget {
     /// Stops the processes tansa started.
     pub fn stop(&mut self) {
         for w in &mut self.watched {
-            w.stop();
+            w.stop(&self.cleanup);
         }
-        self.sync_cleanup();
     }
 
     fn restart_where(&mut self, why: &str, only_dead: bool) -> Vec<Restart> {
         let mut out = Vec::new();
         let t_ms = self.now_ms();
         for w in &mut self.watched {
-            if !w.restartable() || (only_dead && !w.current().is_empty()) {
+            if !w.restartable() || (only_dead && !w.current(&self.cleanup).is_empty()) {
                 continue;
             }
-            let result = w.restart(&self.base, self.work.path());
+            let result = w.restart(&self.base, self.work.path(), &self.cleanup);
             let (started, error) = match result {
                 Ok(k) => (
                     Some(ProcId {
@@ -181,7 +141,6 @@ impl LocalTarget {
                 error,
             });
         }
-        self.sync_cleanup();
         out
     }
 }
@@ -204,7 +163,7 @@ impl Target for LocalTarget {
     fn read(&mut self) -> Vec<(ProcId, Reading)> {
         let mut out = Vec::new();
         for w in &mut self.watched {
-            for (name, key) in w.current() {
+            for (name, key) in w.current(&self.cleanup) {
                 let Ok(u) = tansa_proc::read_usage(key.pid) else {
                     continue;
                 };
@@ -251,7 +210,7 @@ impl Target for LocalTarget {
             .env("TANSA_PHASE", ctx.phase.name())
             .env("TANSA_RUN", ctx.seq.to_string());
         let err = self.work.path().join("item.err");
-        let outcome = command::run(cmd, ctx.timeout, &err);
+        let outcome = command::run(cmd, ctx.timeout, &err, &self.cleanup);
         self.logs.poll(self.now_ms());
         outcome
     }

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use tansa_proc::{ProcKey, find_by_name, read_stat};
 
+use super::cleanup::Cleanup;
 use super::command::{self, POLL};
 use crate::plan::{CommandSpec, Launch, ProcessSource, ProcessSpec};
 
@@ -47,7 +48,12 @@ enum Kind {
 impl Watched {
     /// Finds or starts the process of `spec`. Output of started processes goes to a file
     /// in `work`; commands run in `base`.
-    pub fn start(spec: &ProcessSpec, base: &Path, work: &Path) -> Result<Watched, String> {
+    pub fn start(
+        spec: &ProcessSpec,
+        base: &Path,
+        work: &Path,
+        cleanup: &Cleanup,
+    ) -> Result<Watched, String> {
         let kind = match &spec.source {
             ProcessSource::Pid { pid, restart } => {
                 let stat =
@@ -82,7 +88,7 @@ impl Watched {
             kind,
         };
         if matches!(w.kind, Kind::Child { .. }) {
-            w.launch(base)?;
+            w.launch(base, cleanup)?;
         }
         Ok(w)
     }
@@ -96,7 +102,7 @@ impl Watched {
     }
 
     /// Starts the command of a `Child` and waits until it is ready.
-    fn launch(&mut self, base: &Path) -> Result<ProcKey, String> {
+    fn launch(&mut self, base: &Path, cleanup: &Cleanup) -> Result<ProcKey, String> {
         let Kind::Child {
             launch,
             child,
@@ -120,11 +126,12 @@ impl Watched {
             .map_err(|e| format!("cannot open {}: {e}", output.display()))?;
         let mut cmd = command::command(&launch.command, base);
         cmd.stdout(Stdio::from(out)).stderr(Stdio::from(err));
-        let mut c = cmd
-            .spawn()
+        let mut c = cleanup
+            .spawn(&mut cmd)
             .map_err(|e| format!("cannot start `{}`: {e}", command::display(&launch.command)))?;
         if let Err(e) = wait_ready(launch, &mut c, base, output) {
             command::stop(&mut c, Duration::ZERO);
+            cleanup.forget(c.id());
             return Err(e);
         }
         let k = ProcKey::of(c.id()).map_err(|_| {
@@ -139,7 +146,7 @@ impl Watched {
     }
 
     /// The live instances now, with the name each is reported under.
-    pub fn current(&mut self) -> Vec<(String, ProcKey)> {
+    pub fn current(&mut self, cleanup: &Cleanup) -> Vec<(String, ProcKey)> {
         let name = self.spec.name.clone();
         match &mut self.kind {
             Kind::Child {
@@ -150,6 +157,9 @@ impl Watched {
                     if let Some(k) = key.take() {
                         *ended = Some((k, command::describe_status(status)));
                     }
+                    // Whatever it left in its group goes too.
+                    command::signal_group(c, rustix::process::Signal::KILL);
+                    cleanup.forget(c.id());
                     *child = None;
                     return Vec::new();
                 }
@@ -188,15 +198,6 @@ impl Watched {
         }
     }
 
-    /// The pid of the process tansa started (the leader of its process group), while it
-    /// runs.
-    pub fn child_pid(&self) -> Option<u32> {
-        match &self.kind {
-            Kind::Child { child: Some(c), .. } => Some(c.id()),
-            _ => None,
-        }
-    }
-
     /// Whether it can be restarted.
     pub fn restartable(&self) -> bool {
         self.spec.source.restartable()
@@ -204,18 +205,24 @@ impl Watched {
 
     /// Restarts it: stops and starts a command; runs the `restart` command of others and
     /// finds them again. Returns the new identity.
-    pub fn restart(&mut self, base: &Path, work: &Path) -> Result<ProcKey, String> {
+    pub fn restart(
+        &mut self,
+        base: &Path,
+        work: &Path,
+        cleanup: &Cleanup,
+    ) -> Result<ProcKey, String> {
         match &mut self.kind {
             Kind::Child { child, key, .. } => {
                 if let Some(mut c) = child.take() {
                     command::stop(&mut c, STOP_GRACE);
+                    cleanup.forget(c.id());
                 }
                 *key = None;
-                self.launch(base)
+                self.launch(base, cleanup)
             }
             Kind::Pid { key, comm, restart } => {
                 let cmd = restart.clone().ok_or("no `restart` command")?;
-                run_restart(&cmd, base, work)?;
+                run_restart(&cmd, base, work, cleanup)?;
                 let found = find_by_name(comm).map_err(|e| e.to_string())?;
                 match found.as_slice() {
                     [k] => {
@@ -232,7 +239,7 @@ impl Watched {
             }
             Kind::Match { name, restart } => {
                 let cmd = restart.clone().ok_or("no `restart` command")?;
-                run_restart(&cmd, base, work)?;
+                run_restart(&cmd, base, work, cleanup)?;
                 find_by_name(name)
                     .map_err(|e| e.to_string())?
                     .first()
@@ -245,19 +252,25 @@ impl Watched {
     }
 
     /// Stops a process tansa started.
-    pub fn stop(&mut self) {
+    pub fn stop(&mut self, cleanup: &Cleanup) {
         if let Kind::Child { child, key, .. } = &mut self.kind {
             if let Some(mut c) = child.take() {
                 command::stop(&mut c, STOP_GRACE);
+                cleanup.forget(c.id());
             }
             *key = None;
         }
     }
 }
 
-fn run_restart(cmd: &CommandSpec, base: &Path, work: &Path) -> Result<(), String> {
+fn run_restart(
+    cmd: &CommandSpec,
+    base: &Path,
+    work: &Path,
+    cleanup: &Cleanup,
+) -> Result<(), String> {
     let err = work.join("restart.err");
-    match command::run(command::command(cmd, base), RESTART_TIMEOUT, &err) {
+    match command::run(command::command(cmd, base), RESTART_TIMEOUT, &err, cleanup) {
         crate::report::RunOutcome::Completed => Ok(()),
         other => Err(format!(
             "restart command `{}` {}",
