@@ -11,23 +11,13 @@ impl<T: Target, O: Observer> Engine<'_, T, O> {
     /// The seed's Fig. 7 body for one item.
     pub(super) fn item(&mut self, item: &Item) {
         let defaults = item.defaults();
-        let th = self.plan.settings.thresholds;
-        let judged = self.plan.settings.judge.clone();
 
         // S2–S5: measure, run, measure; anything grown?
         let r1 = self.exec(item, Phase::Initial, defaults.clone(), true);
         if self.early_abnormal(r1) {
             return;
         }
-        let g1 = {
-            let r = &self.s.runs[r1];
-            judge::growth(
-                r.before.as_ref().unwrap_or(&r.after),
-                &r.after,
-                &judged,
-                &th,
-            )
-        };
+        let g1 = self.run_growth(r1);
         if !g1.iter().any(|g| g.grew) {
             return;
         }
@@ -38,15 +28,7 @@ impl<T: Target, O: Observer> Engine<'_, T, O> {
         if self.early_abnormal(r2) {
             return;
         }
-        let g2 = {
-            let r = &self.s.runs[r2];
-            judge::growth(
-                r.before.as_ref().unwrap_or(&r.after),
-                &r.after,
-                &judged,
-                &th,
-            )
-        };
+        let g2 = self.run_growth(r2);
         let (seq1, seq2) = (self.s.runs[r1].seq, self.s.runs[r2].seq);
 
         // S48 with claim 1: what grew in both runs is a possible leak and goes to the
@@ -120,6 +102,16 @@ impl<T: Target, O: Observer> Engine<'_, T, O> {
         if !suspects.is_empty() {
             let prev = self.s.runs[r2].after.clone();
             self.upper_limit(item, suspects, prev);
+        }
+    }
+
+    /// The change of every judged resource over run `idx` (from its own `before`).
+    fn run_growth(&self, idx: usize) -> Vec<judge::Growth> {
+        let r = &self.s.runs[idx];
+        let st = &self.plan.settings;
+        match &r.before {
+            Some(before) => judge::growth(before, &r.after, &st.judge, &st.thresholds),
+            None => Vec::new(),
         }
     }
 

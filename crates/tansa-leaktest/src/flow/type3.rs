@@ -4,10 +4,10 @@
 use super::{Engine, Observer, Suspect, Target, total_growth};
 use crate::judge;
 use crate::measure::ProcId;
-use crate::plan::{Item, Param};
+use crate::plan::{Item, Param, Plan};
 use crate::report::{Cause, Finding, Phase, Type3Entry, Verdict};
 
-impl<T: Target, O: Observer> Engine<'_, T, O> {
+impl<'a, T: Target, O: Observer> Engine<'a, T, O> {
     /// P2-3, P2-4 and P2-5 in the seed's order (S13–S15).
     pub(super) fn post_items(&mut self) {
         let (Some(first), Some(last)) = (self.s.runs.first(), self.s.runs.last()) else {
@@ -87,6 +87,15 @@ impl<T: Target, O: Observer> Engine<'_, T, O> {
         type3
     }
 
+    /// The items of the plan that `list` names, in plan order.
+    fn items_in(&self, list: &[Type3Entry]) -> Vec<&'a Item> {
+        let plan: &'a Plan = self.plan;
+        plan.items
+            .iter()
+            .filter(|i| list.iter().any(|e| e.item == i.name))
+            .collect()
+    }
+
     /// Entries of `list` for `item`, as suspects (the process is looked up by name, since
     /// restarts change its identity).
     fn entries_of(list: &[Type3Entry], item: &Item) -> Vec<Suspect> {
@@ -142,12 +151,7 @@ impl<T: Target, O: Observer> Engine<'_, T, O> {
     /// one run beyond a known limit, or an abnormal end, is 3-a; the rest survive to P2-5.
     fn max_value(&mut self, type3: &[Type3Entry]) -> Vec<Type3Entry> {
         let mut survivors = Vec::new();
-        let items: Vec<&Item> = self
-            .plan
-            .items
-            .iter()
-            .filter(|i| type3.iter().any(|e| e.item == i.name))
-            .collect();
+        let items = self.items_in(type3);
         self.left = items.iter().map(|i| i.ranged().count() as u32).sum();
         for item in items {
             let mut pending = Self::entries_of(type3, item);
@@ -228,12 +232,7 @@ impl<T: Target, O: Observer> Engine<'_, T, O> {
     /// still in the latter 10 % of a sweep is 3-a (decision on the seed's S175); no growth
     /// there in every sweep is 3-b.
     fn accelerated(&mut self, survivors: Vec<Type3Entry>) {
-        let items: Vec<&Item> = self
-            .plan
-            .items
-            .iter()
-            .filter(|i| survivors.iter().any(|e| e.item == i.name))
-            .collect();
+        let items = self.items_in(&survivors);
         self.left = items
             .iter()
             .flat_map(|i| i.ranged())
