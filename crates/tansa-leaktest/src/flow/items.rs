@@ -189,6 +189,15 @@ impl<T: Target, O: Observer> Engine<'_, T, O> {
             let mut still = Vec::new();
             for mut s in pending {
                 let Some(p) = self.point(idx, &s.id, s.resource, Some(&prev)) else {
+                    let reason =
+                        format!("could not be measured in run {seq} of the upper-limit check");
+                    self.find(
+                        &item.name,
+                        s,
+                        Verdict::Undeterminable,
+                        Cause::NotMeasured,
+                        reason,
+                    );
                     continue;
                 };
                 let grew = p.grew;

@@ -73,6 +73,8 @@ pub(crate) struct Sim {
     procs: Vec<SimProc>,
     logs: Vec<LogRecord>,
     pub fail_item: Option<&'static str>,
+    /// Restarts stop the processes and fail to start them again.
+    pub restart_fails: bool,
     next_pid: u32,
 }
 
@@ -83,6 +85,7 @@ impl Sim {
             procs: Vec::new(),
             logs: Vec::new(),
             fail_item: None,
+            restart_fails: false,
             next_pid: 100,
         };
         for (name, model) in models {
@@ -234,6 +237,23 @@ impl Target for Sim {
     }
 
     fn restart_all(&mut self, why: &str) -> Vec<Restart> {
+        if self.restart_fails {
+            let t = self.t;
+            return self
+                .procs
+                .iter_mut()
+                .map(|p| {
+                    p.alive = false;
+                    Restart {
+                        process: p.name.into(),
+                        t_ms: t,
+                        why: why.into(),
+                        started: None,
+                        error: Some("cannot start".into()),
+                    }
+                })
+                .collect();
+        }
         (0..self.procs.len())
             .map(|i| self.restart(i, why))
             .collect()

@@ -309,3 +309,26 @@ fn growth_in_the_retest_only_is_a_one_off_not_a_suspect() {
     assert_eq!(s.list2.len(), 1);
     assert_eq!(s.runs.len(), 4);
 }
+
+#[test]
+fn a_suspect_that_cannot_be_restarted_for_the_sweep_is_undeterminable() {
+    let plan = plan(&[("open", 2), ("more", 4)], 5, None);
+    let mut sim = Sim::new(&[(
+        "srv",
+        Model::Pool {
+            each: 256 * KIB,
+            cap: None,
+        },
+    )]);
+    sim.restart_fails = true;
+    let s = run(&plan, &mut sim, &mut ());
+    let v: Vec<_> = s.findings.iter().map(|f| (f.verdict, f.cause)).collect();
+    assert_eq!(
+        v,
+        vec![
+            (Verdict::Undeterminable, Cause::NotMeasured),
+            (Verdict::Undeterminable, Cause::NotMeasured)
+        ]
+    );
+    assert!(s.restarts.iter().all(|r| r.error.is_some()));
+}

@@ -324,7 +324,21 @@ impl<'a, T: Target, O: Observer> Engine<'a, T, O> {
                     if decided[k] {
                         continue;
                     }
-                    if !grew[k].is_empty() && judge::tail_grows(&grew[k]) {
+                    if grew[k].is_empty() {
+                        let reason = format!(
+                            "was not running during the sweep of {} (see restarts), so it could not be tested",
+                            p.name
+                        );
+                        self.find(
+                            &item.name,
+                            s,
+                            Verdict::Undeterminable,
+                            Cause::NotMeasured,
+                            reason,
+                        );
+                        continue;
+                    }
+                    if judge::tail_grows(&grew[k]) {
                         let tail = judge::tail_len(grew[k].len());
                         let reason = format!(
                             "sweeping {} from {} to {}, {} still grew in the last {tail} of {} values: no cap",

@@ -82,7 +82,10 @@ fn report() -> Report {
         ("quiet", Model::Flat),
     ]);
     let session = crate::flow::run(&plan, &mut sim, &mut ());
-    Report::build(&plan, session, Some("plan.toml".into()), 0)
+    let mut r = Report::build(&plan, session, Some("plan.toml".into()), 0);
+    // The goldens do not change with the version.
+    r.tansa_version = "VERSION";
+    r
 }
 
 fn render(format: Format) -> String {

@@ -116,6 +116,8 @@ pub enum Cause {
     NoParameterRange,
     /// Grew between two measurements of the idle test.
     IdleGrowth,
+    /// The process was not running (or not measurable) when its test needed it.
+    NotMeasured,
 }
 
 /// The part of the flow a run belongs to (ordered as the flow goes).
