@@ -33,9 +33,9 @@ another event (fault), 3-a condition-driven growth without a cap (fault), 3-b wi
 not-fault (one-off growth that did not recur), undeterminable (with the reason).
 
 Exit status:
-  0  no fault verdict
-  1  a fault verdict (1-a, 2 or 3-a) was found
-  2  the command line or the plan is wrong, or the system under test could not be set up
+  0    no fault verdict
+  1    a fault verdict (1-a, 2 or 3-a) was found
+  2    the command line or the plan is wrong, or the system under test could not be set up
   130  interrupted (the processes tansa started are stopped; no report)";
 
 /// Options of `tansa leaktest`.
