@@ -195,7 +195,7 @@ fn a_hung_server_in_the_upper_limit_check_is_1a() {
         "die",
         &[
             ("\"--die-after\", \"3\"", "\"--hang-after\", \"3\""),
-            ("timeout = \"10s\"", "timeout = \"1s\""),
+            ("timeout = \"10s\"", "timeout = \"3s\""),
         ],
     );
     let (code, r) = report(&p);
