@@ -30,6 +30,8 @@ enum Command {
     Dump(cmd::dump::Args),
     /// Rebuild the exact instruction path of a hot, repeated region from sparse samples.
     Retrace(Box<cmd::retrace::Args>),
+    /// Find leaks in a system under test with typed re-tests, run from a TOML plan.
+    Leaktest(cmd::leaktest::Args),
 }
 
 fn main() -> ExitCode {
@@ -39,6 +41,7 @@ fn main() -> ExitCode {
         Command::Report(args) => cmd::report::run(args),
         Command::Dump(args) => cmd::dump::run(args),
         Command::Retrace(args) => cmd::retrace::run(*args),
+        Command::Leaktest(args) => cmd::leaktest::run(args),
     };
     match result {
         Ok(code) => code,

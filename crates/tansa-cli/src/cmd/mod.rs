@@ -1,6 +1,7 @@
 //! One module per subcommand. Each has an `Args` (clap) and a `run(Args) -> Result<ExitCode>`.
 
 pub mod dump;
+pub mod leaktest;
 pub mod memopts;
 pub mod record;
 pub mod report;

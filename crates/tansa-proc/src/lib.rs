@@ -1,0 +1,111 @@
+//! tansa's `/proc` edge: what a process uses, and who it is.
+//!
+//! Everything here reads files under `/proc`; the parsers are pure functions over the text of
+//! those files so they can be tested on their own ([`stat::parse_stat`],
+//! [`usage::parse_smaps_rollup`]).
+//!
+//! * [`usage::read_usage`]: resident set size and proportional set size (both from
+//!   `/proc/<pid>/smaps_rollup`) and the number of open file descriptors (`/proc/<pid>/fd`).
+//! * [`ProcKey`]: the identity of a process, its pid **and** its start time (field 22 of
+//!   `/proc/<pid>/stat`), so a process that restarts, or a pid that the kernel reuses, is
+//!   never taken for the process seen before.
+//! * [`find::find_by_name`]: the live processes with a given name.
+
+pub mod find;
+pub mod stat;
+pub mod usage;
+
+use std::io;
+use std::path::PathBuf;
+
+pub use find::find_by_name;
+pub use stat::{Stat, read_stat};
+pub use usage::{Usage, read_usage};
+
+/// Errors reading `/proc`.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProcError {
+    /// The process does not exist (any more), or is a zombie whose memory is gone.
+    #[error("process {pid} is gone")]
+    Gone {
+        /// The pid asked for.
+        pid: u32,
+    },
+    /// Reading a file failed for another reason (permissions, most often).
+    #[error("cannot read {}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        source: io::Error,
+    },
+    /// A file did not have the expected shape.
+    #[error("cannot parse {}: {reason}", path.display())]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// What was wrong.
+        reason: &'static str,
+    },
+}
+
+impl ProcError {
+    /// Maps an I/O error on a file of process `pid`: "no such file" and "no such process" mean
+    /// the process is gone.
+    pub(crate) fn from_io(pid: u32, path: PathBuf, source: io::Error) -> Self {
+        let gone = source.kind() == io::ErrorKind::NotFound
+            || source.raw_os_error() == Some(rustix::io::Errno::SRCH.raw_os_error());
+        if gone {
+            ProcError::Gone { pid }
+        } else {
+            ProcError::Io { path, source }
+        }
+    }
+}
+
+/// The identity of a process: its pid and its start time in clock ticks after boot.
+///
+/// Two keys are equal only for the same process: a restarted process, or a new process that
+/// got a recycled pid, has another start time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ProcKey {
+    /// Process id.
+    pub pid: u32,
+    /// Start time, in clock ticks after boot (field 22 of `/proc/<pid>/stat`).
+    pub start_ticks: u64,
+}
+
+impl ProcKey {
+    /// The identity of the live process `pid`.
+    pub fn of(pid: u32) -> Result<ProcKey, ProcError> {
+        let stat = read_stat(pid)?;
+        if stat.state == 'Z' || stat.state == 'X' {
+            return Err(ProcError::Gone { pid });
+        }
+        Ok(ProcKey {
+            pid,
+            start_ticks: stat.start_ticks,
+        })
+    }
+
+    /// Whether this very process still runs (same pid, same start time, not a zombie).
+    pub fn is_alive(&self) -> bool {
+        ProcKey::of(self.pid).is_ok_and(|k| k == *self)
+    }
+
+    /// Start time in seconds after boot.
+    pub fn start_seconds(&self) -> f64 {
+        self.start_ticks as f64 / clock_ticks_per_second() as f64
+    }
+}
+
+/// The kernel's clock tick rate (`sysconf(_SC_CLK_TCK)`), the unit of [`ProcKey::start_ticks`].
+pub fn clock_ticks_per_second() -> u64 {
+    rustix::param::clock_ticks_per_second()
+}
+
+/// `/proc/<pid>/<file>`.
+pub(crate) fn proc_path(pid: u32, file: &str) -> PathBuf {
+    PathBuf::from(format!("/proc/{pid}/{file}"))
+}
