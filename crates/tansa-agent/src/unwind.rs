@@ -38,7 +38,16 @@ pub type UnwindCache = CacheX86_64<MustNotAllocateDuringUnwind>;
 pub const MAX_FRAMES: usize = 256;
 
 /// Stacks remembered per thread.
-const ENTRIES: usize = 4;
+const ENTRIES: usize = 32;
+
+/// Slots of the direct-mapped index from a stack's innermost frame to its entry.
+const INDEX: usize = 128;
+
+#[inline]
+fn index_slot(regs: &CallerRegs) -> usize {
+    let h = (regs.ra ^ regs.sp.rotate_left(17)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    (h >> 57) as usize % INDEX
+}
 
 /// The registers of the hook's caller at the call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,6 +95,10 @@ struct FrameState {
     key: StackKey,
     /// Index of this frame's first read in the entry's reads (later frames' reads follow).
     reads_start: u32,
+    /// Index of this frame's first check in the entry's checks (later frames' follow).
+    checks_start: u32,
+    /// End of the highest word any check from this frame outwards reads.
+    checks_end: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -103,20 +116,42 @@ struct Entry {
     last_used: u64,
     frames: Vec<FrameState>,
     reads: Vec<Read>,
+    /// The relevant successful reads as (address, value), in frame order: what validation
+    /// re-reads. Failed reads need no re-check: they were beyond the top of the stack, which
+    /// does not move, and every read of a frame lies above that frame's stack pointer.
+    checks: Vec<(u64, u64)>,
     /// Stack id of the whole stack (0 until interned).
     id: u32,
 }
 
 /// A thread's stack cache and scratch buffers. All buffers come from the agent's own
 /// allocator and are reused.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct StackCache {
     entries: [Entry; ENTRIES],
+    /// Entry (plus one; 0 for none) whose innermost frame hashes to each slot.
+    index: [u8; INDEX],
     clock: u64,
     generation: u64,
     current: usize,
     scratch_frames: Vec<FrameState>,
     scratch_reads: Vec<Read>,
+    scratch_checks: Vec<(u64, u64)>,
+}
+
+impl Default for StackCache {
+    fn default() -> Self {
+        StackCache {
+            entries: core::array::from_fn(|_| Entry::default()),
+            index: [0; INDEX],
+            clock: 0,
+            generation: 0,
+            current: 0,
+            scratch_frames: Vec::new(),
+            scratch_reads: Vec::new(),
+            scratch_checks: Vec::new(),
+        }
+    }
 }
 
 /// The result of a capture.
@@ -150,22 +185,25 @@ impl StackCache {
         self.generation = generation;
     }
 
-    /// Whether the reads of `entry`'s frames from `from` outwards still hold.
-    fn validate(entry: &Entry, from: usize, lo: u64, hi: u64) -> bool {
+    /// Whether the relevant reads of `entry`'s frames from `from` outwards still hold.
+    /// `stack_hi` is the top of the stack the current stack pointer is on.
+    #[inline]
+    fn validate(entry: &Entry, from: usize, stack_hi: u64) -> bool {
         let Some(f) = entry.frames.get(from) else {
             return false;
         };
-        entry.reads[f.reads_start as usize..]
+        // All checks lie above this frame's stack pointer (which equals a stack pointer of
+        // the current stack); they must also lie below the current stack's top (a cached
+        // stack may have run on a coroutine stack that no longer exists).
+        if f.checks_end > stack_hi {
+            return false;
+        }
+        entry.checks[f.checks_start as usize..]
             .iter()
-            .filter(|r| r.relevant)
-            .all(|r| {
-                if r.ok {
-                    readable(r.addr, lo, hi)
-                    // SAFETY: the address lies inside this thread's live stack.
-                    && unsafe { (r.addr as *const u64).read_unaligned() } == r.value
-                } else {
-                    !readable(r.addr, lo, hi)
-                }
+            .all(|&(addr, value)| {
+                // SAFETY: the address lies between a stack pointer of the current stack and the
+                // top of that stack (checked above): mapped memory of this thread's stack.
+                unsafe { (addr as *const u64).read_unaligned() == value }
             })
     }
 
@@ -187,17 +225,17 @@ impl StackCache {
         if generation != self.generation {
             return None;
         }
-        self.clock += 1;
-        for (i, e) in self.entries.iter_mut().enumerate() {
-            if e.valid
-                && e.id != 0
-                && e.frames.first().is_some_and(|f| same_frame(f, &regs))
-                && Self::validate(e, 0, regs.sp, stack_hi)
-            {
-                e.last_used = self.clock;
-                self.current = i;
-                return Some(e.id);
-            }
+        let i = usize::from(self.index[index_slot(&regs)]).checked_sub(1)?;
+        let e = &mut self.entries[i];
+        if e.valid
+            && e.id != 0
+            && e.frames.first().is_some_and(|f| same_frame(f, &regs))
+            && Self::validate(e, 0, stack_hi)
+        {
+            self.clock += 1;
+            e.last_used = self.clock;
+            self.current = i;
+            return Some(e.id);
         }
         None
     }
@@ -222,20 +260,13 @@ impl StackCache {
         self.clock += 1;
         let lo = regs.sp;
         // Fast path: the very same call site, frame and stack contents as a cached stack.
-        for (i, e) in self.entries.iter_mut().enumerate() {
-            if e.valid
-                && e.id != 0
-                && e.frames.first().is_some_and(|f| same_frame(f, &regs))
-                && Self::validate(e, 0, lo, stack_hi)
-            {
-                e.last_used = self.clock;
-                self.current = i;
-                return Captured {
-                    key: e.frames[0].key,
-                    id: Some(e.id),
-                    len: e.frames.len(),
-                };
-            }
+        if let Some(id) = self.lookup(regs, stack_hi, generation) {
+            let e = &self.entries[self.current];
+            return Captured {
+                key: e.frames[0].key,
+                id: Some(id),
+                len: e.frames.len(),
+            };
         }
         // Slow path: unwind until a frame matches the most recently used stack.
         let base = (0..ENTRIES)
@@ -258,7 +289,7 @@ impl StackCache {
                     }
                     if scan < e.frames.len()
                         && same_frame(&e.frames[scan], &state)
-                        && Self::validate(e, scan, lo, stack_hi)
+                        && Self::validate(e, scan, stack_hi)
                     {
                         matched = Some((b, scan));
                         break;
@@ -311,6 +342,8 @@ impl StackCache {
                     bp_live: uses_bp,
                     key: (0, 0),
                     reads_start,
+                    checks_start: 0,
+                    checks_end: 0,
                 });
                 match next {
                     Some(Ok(Some(ra))) if ra != 0 && regs_fh.sp() > state.sp => {
@@ -377,10 +410,56 @@ impl StackCache {
             frames[k].bp_live = live;
             live_outside = live;
         }
+        // The checks: the new frames' relevant successful reads, then the suffix's.
+        let mut checks = core::mem::take(&mut self.scratch_checks);
+        checks.clear();
+        for k in 0..new_count {
+            frames[k].checks_start = checks.len() as u32;
+            let start = frames[k].reads_start as usize;
+            let end = frames
+                .get(k + 1)
+                .map_or(reads.len(), |f| f.reads_start as usize);
+            checks.extend(
+                reads[start..end]
+                    .iter()
+                    .filter(|r| r.relevant && r.ok)
+                    .map(|r| (r.addr, r.value)),
+            );
+        }
+        if let Some((b, j)) = matched {
+            let e = &self.entries[b];
+            let from = e.frames[j].checks_start as usize;
+            let shift = checks.len() as i64 - from as i64;
+            checks.extend_from_slice(&e.checks[from..]);
+            for f in &mut frames[new_count..] {
+                f.checks_start = (f.checks_start as i64 + shift) as u32;
+            }
+        }
+        // Highest checked word from each new frame outwards.
+        let mut end = frames.get(new_count).map_or(0, |f| f.checks_end);
+        for k in (0..new_count).rev() {
+            let from = frames[k].checks_start as usize;
+            let to = frames
+                .get(k + 1)
+                .map_or(checks.len(), |f| f.checks_start as usize);
+            for &(addr, _) in &checks[from..to] {
+                end = end.max(addr + 8);
+            }
+            frames[k].checks_end = end;
+        }
         let key = frames.first().map_or(key_seed(epoch), |f| f.key);
+        if let Some(old) = self.entries[slot].frames.first() {
+            let h = index_slot(&old.regs);
+            if usize::from(self.index[h]) == slot + 1 {
+                self.index[h] = 0;
+            }
+        }
+        self.index[index_slot(&regs)] = slot as u8 + 1;
         let e = &mut self.entries[slot];
         core::mem::swap(&mut e.frames, &mut frames);
         core::mem::swap(&mut e.reads, &mut reads);
+        core::mem::swap(&mut e.checks, &mut checks);
+        self.scratch_checks = checks;
         e.valid = true;
         e.id = 0;
         e.last_used = self.clock;

@@ -280,17 +280,32 @@ fn online_mode_refuses_and_reports_improper_use() {
     let exe = program("improper", "improper.c", &["-g", "-O0"]);
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("improper.json");
-    let out = record(&json, &["--online", "--format", "json", "--by", "function"], &[exe.to_str().unwrap()]);
-    assert!(out.status.success(), "the program went on: {}", stderr(&out));
+    let out = record(
+        &json,
+        &["--online", "--format", "json", "--by", "function"],
+        &[exe.to_str().unwrap()],
+    );
+    assert!(
+        out.status.success(),
+        "the program went on: {}",
+        stderr(&out)
+    );
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "survived");
     let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     let improper = r["improper"].as_array().unwrap();
     assert_eq!(improper.len(), 2, "{improper:?}");
     for (op, func) in [("free", "bad_free"), ("realloc", "bad_realloc")] {
-        let i = improper.iter().find(|i| i["op"] == op).unwrap_or_else(|| panic!("no improper {op}"));
+        let i = improper
+            .iter()
+            .find(|i| i["op"] == op)
+            .unwrap_or_else(|| panic!("no improper {op}"));
         assert_eq!(i["count"], 1);
         assert_eq!(i["refused"], true);
-        assert_eq!(i["stack"][0]["function"], func, "the stack of the improper call: {}", i["stack"]);
+        assert_eq!(
+            i["stack"][0]["function"], func,
+            "the stack of the improper call: {}",
+            i["stack"]
+        );
         assert_eq!(i["stack"][1]["function"], "main");
     }
     // The valid block was still released normally.
@@ -300,5 +315,8 @@ fn online_mode_refuses_and_reports_improper_use() {
     // The table names them too.
     let out = run_tansa(&["record", "--online", "--", exe.to_str().unwrap()]);
     let err = stderr(&out);
-    assert!(err.contains("improper use") && err.contains("bad_free"), "{err}");
+    assert!(
+        err.contains("improper use") && err.contains("bad_free"),
+        "{err}"
+    );
 }

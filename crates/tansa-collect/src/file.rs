@@ -56,7 +56,7 @@ impl std::fmt::Debug for FileSink {
 }
 
 fn writer_thread(mut writer: Writer<BufWriter<File>>, jobs: Receiver<Job>) -> io::Result<u64> {
-    let mut encoder = FrameEncoder::new(1)?;
+    let mut encoder = FrameEncoder::new(-1)?;
     let mut scratch = Vec::new();
     for job in jobs {
         match job {

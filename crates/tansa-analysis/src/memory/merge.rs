@@ -56,7 +56,7 @@ pub enum EventKind {
     /// A call refused because its pointer was never allocated (online mode).
     Improper(ImproperEvent),
     /// The thread's name (when it started writing, or changed).
-    ThreadName(String),
+    ThreadName(Box<str>),
     /// The agent could not record this many events.
     Lost(u64),
 }
@@ -158,12 +158,12 @@ impl StreamDecoder {
                         ts,
                         session,
                         tid,
-                        kind: EventKind::ThreadName(String::from_utf8_lossy(name).into_owned()),
+                        kind: EventKind::ThreadName(String::from_utf8_lossy(name).into()),
                     });
                 }
                 Record::ThreadName { name } => emit(
                     self.state.prev_ts,
-                    EventKind::ThreadName(String::from_utf8_lossy(name).into_owned()),
+                    EventKind::ThreadName(String::from_utf8_lossy(name).into()),
                 ),
                 Record::ThreadEnd { .. } => {}
                 Record::Alloc(a) => emit(
@@ -221,12 +221,16 @@ pub trait EventSource {
     fn refill(&mut self, out: &mut VecDeque<Event>) -> bool;
 }
 
-/// Merges streams by timestamp (a k-way merge over per-stream buffers).
+/// Merges streams by timestamp (a k-way merge over per-stream buffers). Events are taken
+/// from the current stream for as long as it is not later than every other stream's head,
+/// so the heap is only touched where streams interleave.
 #[derive(Debug)]
 pub struct Merger<S> {
     sources: Vec<S>,
     buffers: Vec<VecDeque<Event>>,
+    /// Streams other than `current` with a buffered event, by their head's timestamp.
     heap: BinaryHeap<Reverse<(u64, usize)>>,
+    current: Option<usize>,
     primed: bool,
 }
 
@@ -238,19 +242,19 @@ impl<S: EventSource> Merger<S> {
             sources,
             buffers: (0..n).map(|_| VecDeque::new()).collect(),
             heap: BinaryHeap::with_capacity(n),
+            current: None,
             primed: false,
         }
     }
 
-    fn fill(&mut self, i: usize) {
+    /// Makes sure stream `i` has a buffered event; false when it is exhausted.
+    fn fill(&mut self, i: usize) -> bool {
         while self.buffers[i].is_empty() {
             if !self.sources[i].refill(&mut self.buffers[i]) {
-                break;
+                return false;
             }
         }
-        if let Some(e) = self.buffers[i].front() {
-            self.heap.push(Reverse((e.ts, i)));
-        }
+        true
     }
 }
 
@@ -261,13 +265,28 @@ impl<S: EventSource> Iterator for Merger<S> {
         if !self.primed {
             self.primed = true;
             for i in 0..self.sources.len() {
-                self.fill(i);
+                if self.fill(i) {
+                    let ts = self.buffers[i].front().map_or(0, |e| e.ts);
+                    self.heap.push(Reverse((ts, i)));
+                }
             }
         }
-        let Reverse((_, i)) = self.heap.pop()?;
-        let e = self.buffers[i].pop_front()?;
-        self.fill(i);
-        Some(e)
+        loop {
+            if let Some(i) = self.current {
+                if !self.fill(i) {
+                    self.current = None;
+                    continue;
+                }
+                let ts = self.buffers[i].front().map_or(0, |e| e.ts);
+                if self.heap.peek().is_none_or(|Reverse((t, _))| ts <= *t) {
+                    return self.buffers[i].pop_front();
+                }
+                self.heap.push(Reverse((ts, i)));
+                self.current = None;
+            }
+            let Reverse((_, i)) = self.heap.pop()?;
+            self.current = Some(i);
+        }
     }
 }
 

@@ -9,6 +9,8 @@
 use std::cell::RefCell;
 use std::collections::{BTreeMap, VecDeque};
 use std::io::{Read, Seek};
+use std::sync::mpsc::{Receiver, sync_channel};
+use std::thread::JoinHandle;
 
 use tansa_format::FormatError;
 use tansa_format::container::{FrameType, Kind, Reader};
@@ -56,6 +58,32 @@ pub struct MemoryRecording<R> {
     pub damaged: bool,
     chunks: BTreeMap<(u32, u32), Vec<u64>>,
     symbols_present: bool,
+    prefetch: Option<Prefetch>,
+}
+
+/// Chunks decompressed ahead by a second thread reading the same file, in file order.
+#[derive(Debug)]
+struct Prefetch {
+    rx: Receiver<(u64, Result<Vec<u8>, String>)>,
+    ready: RefCell<rustc_hash::FxHashMap<u64, Result<Vec<u8>, String>>>,
+    _thread: JoinHandle<()>,
+}
+
+impl Prefetch {
+    /// The payload of the chunk at `offset`, once the prefetcher reached it; `None` if the
+    /// prefetcher stopped before it.
+    fn take(&self, offset: u64) -> Option<Result<Vec<u8>, String>> {
+        if let Some(p) = self.ready.borrow_mut().remove(&offset) {
+            return Some(p);
+        }
+        while let Ok((at, payload)) = self.rx.recv() {
+            if at == offset {
+                return Some(payload);
+            }
+            self.ready.borrow_mut().insert(at, payload);
+        }
+        None
+    }
 }
 
 /// Resolves from a recording's symbol table.
@@ -127,6 +155,7 @@ impl<R: Read + Seek> MemoryRecording<R> {
             damaged: false,
             chunks: BTreeMap::new(),
             symbols_present: false,
+            prefetch: None,
         };
         let mut metas: BTreeMap<u32, Vec<u8>> = BTreeMap::new();
         let mut symbols = SymbolTable::default();
@@ -205,6 +234,37 @@ impl<R: Read + Seek> MemoryRecording<R> {
         Ok(rec)
     }
 
+    /// Decompresses event chunks on a second thread, reading `input` (the same recording,
+    /// opened again), so that pass two does not wait for decompression.
+    pub fn prefetch_from<R2: Read + Seek + Send + 'static>(&mut self, input: R2) {
+        let mut offsets: Vec<u64> = self.chunks.values().flatten().copied().collect();
+        offsets.sort_unstable();
+        let (tx, rx) = sync_channel(64);
+        let thread = std::thread::Builder::new()
+            .name("tansa-decompress".into())
+            .spawn(move || {
+                let Ok(mut reader) = Reader::new(input) else {
+                    return;
+                };
+                for offset in offsets {
+                    let payload = reader
+                        .frame_at(offset)
+                        .map(|f| f.payload)
+                        .map_err(|e| e.to_string());
+                    if tx.send((offset, payload)).is_err() {
+                        return;
+                    }
+                }
+            });
+        if let Ok(thread) = thread {
+            self.prefetch = Some(Prefetch {
+                rx,
+                ready: RefCell::new(rustc_hash::FxHashMap::default()),
+                _thread: thread,
+            });
+        }
+    }
+
     /// The events of every thread stream, merged in time order (pass two). Problems met
     /// while reading them are added to [`MemoryRecording::stream_warnings`].
     pub fn events(&self) -> Merger<ChunkSource<'_, R>> {
@@ -213,6 +273,7 @@ impl<R: Read + Seek> MemoryRecording<R> {
             .iter()
             .map(|(&(session, _), offsets)| ChunkSource {
                 reader: &self.reader,
+                prefetch: self.prefetch.as_ref(),
                 warnings: &self.stream_warnings,
                 offsets: offsets.iter().copied().collect(),
                 decoder: StreamDecoder::new(session),
@@ -230,6 +291,7 @@ impl<R: Read + Seek> MemoryRecording<R> {
 /// One thread stream read chunk by chunk from the file.
 pub struct ChunkSource<'a, R> {
     reader: &'a RefCell<Reader<R>>,
+    prefetch: Option<&'a Prefetch>,
     warnings: &'a RefCell<Vec<String>>,
     offsets: VecDeque<u64>,
     decoder: StreamDecoder,
@@ -255,10 +317,18 @@ impl<R: Read + Seek> EventSource for ChunkSource<'_, R> {
             }
             return false;
         };
-        let frame = self.reader.borrow_mut().frame_at(offset);
-        match frame {
-            Ok(frame) => {
-                if let Some((_, _, bytes)) = split_thread_chunk(&frame.payload) {
+        let payload = match self.prefetch.and_then(|p| p.take(offset)) {
+            Some(p) => p,
+            None => self
+                .reader
+                .borrow_mut()
+                .frame_at(offset)
+                .map(|f| f.payload)
+                .map_err(|e| e.to_string()),
+        };
+        match payload {
+            Ok(payload) => {
+                if let Some((_, _, bytes)) = split_thread_chunk(&payload) {
                     self.decoder.push(bytes, &mut |e| out.push_back(e));
                 }
                 true

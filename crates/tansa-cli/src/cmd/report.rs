@@ -65,7 +65,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let file =
         File::open(&args.file).with_context(|| format!("cannot open {}", args.file.display()))?;
     let recording = MemoryRecording::open(BufReader::with_capacity(1 << 20, file));
-    let recording = match recording {
+    let mut recording = match recording {
         Ok(r) => r,
         Err(RecordingError::WrongKind { found }) => {
             anyhow::bail!(
@@ -92,6 +92,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 pids.join(", ")
             }
         );
+    }
+    // Decompress event chunks on a second thread while this one aggregates.
+    if let Ok(second) = File::open(&args.file) {
+        recording.prefetch_from(BufReader::with_capacity(1 << 20, second));
     }
     let config = memopts::config(args.by, args.charge, args.free_to, args.interval, args.pid);
     let mut agg = Aggregator::new(config, recording.calibration.clone());

@@ -1,0 +1,187 @@
+//! Building the report from the aggregator's state.
+
+use tansa_format::meta::ExitStatus;
+use tansa_wire::event::ImproperOp;
+
+use super::{Aggregator, BaseKey};
+use crate::memory::classify::By;
+use crate::memory::model::Registry;
+use crate::memory::report::{
+    FrameReport, ImproperReport, MemoryReport, ProcessReport, SCHEMA, ThreadReport, UnitReport,
+};
+
+impl Aggregator {
+    pub fn finish(mut self, reg: &Registry) -> MemoryReport {
+        let last_ns = if self.last_ticks == 0 {
+            0
+        } else {
+            self.clock.ns(self.last_ticks)
+        };
+        let t0 = if self.t0_ns == u64::MAX {
+            0
+        } else {
+            self.t0_ns
+        };
+        let interval = self.config.interval_ns.max(1);
+        let thread_name = |pid: u32, tid: u32| {
+            self.thread_names
+                .get(&(pid, tid))
+                .cloned()
+                .unwrap_or_default()
+        };
+        let mut units: Vec<(UnitReport, u64)> = self
+            .rows
+            .iter()
+            .map(|row| {
+                let base = &self.bases[row.base as usize];
+                let mut u = UnitReport {
+                    unit: String::new(),
+                    stats: row.stats,
+                    thread: None,
+                    call_index: None,
+                    start_ns: None,
+                    end_ns: None,
+                    cumulative_net_bytes: None,
+                };
+                match &base.key {
+                    BaseKey::Named(n) => u.unit = n.to_string(),
+                    BaseKey::Thread(pid, tid) => {
+                        let name = thread_name(*pid, *tid);
+                        u.unit = format!("{name} [{tid}]");
+                        u.thread = Some(ThreadReport {
+                            pid: *pid,
+                            tid: *tid,
+                            name,
+                        });
+                    }
+                    BaseKey::Call(n, i) => {
+                        u.unit = n.to_string();
+                        u.call_index = Some(*i);
+                        u.start_ns = Some(base.start_ns.saturating_sub(t0));
+                        u.end_ns = Some(base.end_ns.saturating_sub(t0));
+                    }
+                }
+                if self.config.by == By::Interval {
+                    u.start_ns = Some(row.interval * interval);
+                    u.end_ns = Some((row.interval + 1) * interval);
+                    u.cumulative_net_bytes = Some(row.cumulative);
+                }
+                (u, row.interval)
+            })
+            .collect();
+        match self.config.by {
+            By::Call => units.sort_by(|a, b| {
+                (a.0.start_ns, &a.0.unit, a.0.call_index).cmp(&(
+                    b.0.start_ns,
+                    &b.0.unit,
+                    b.0.call_index,
+                ))
+            }),
+            By::Interval => units.sort_by(|a, b| (a.1, &a.0.unit).cmp(&(b.1, &b.0.unit))),
+            _ => units.sort_by(|a, b| {
+                (b.0.stats.max_bytes, b.0.stats.allocated_bytes, &a.0.unit).cmp(&(
+                    a.0.stats.max_bytes,
+                    a.0.stats.allocated_bytes,
+                    &b.0.unit,
+                ))
+            }),
+        }
+        let process_report = |id: &u32| {
+            let s = self.session(*id);
+            ProcessReport {
+                pid: s.meta.pid,
+                ppid: s.meta.ppid,
+                exe: s.meta.exe.clone(),
+                command: s.meta.cmdline.clone(),
+                exit: s.exit.into(),
+                events: s.events,
+                lost_events: s.lost,
+            }
+        };
+        let processes: Vec<ProcessReport> = self.order.iter().map(process_report).collect();
+        let process = self
+            .order
+            .iter()
+            .find(|id| self.session(**id).included)
+            .map(process_report)
+            .unwrap_or_else(|| ProcessReport {
+                pid: self.config.pid.unwrap_or(0),
+                ppid: 0,
+                exe: String::new(),
+                command: Vec::new(),
+                exit: ExitStatus::Running.into(),
+                events: 0,
+                lost_events: 0,
+            });
+        let mut improper: Vec<ImproperReport> = self
+            .improper
+            .iter()
+            .map(|(&(session, stack, _, _), imp)| ImproperReport {
+                op: match imp.op {
+                    ImproperOp::Free => "free",
+                    ImproperOp::Realloc => "realloc",
+                },
+                count: imp.count,
+                ptr: format!("{:#x}", imp.ptr),
+                pid: imp.pid,
+                refused: imp.refused,
+                stack: stack_report(reg, session, stack),
+            })
+            .collect();
+        improper.sort_by(|a, b| b.count.cmp(&a.count).then(a.ptr.cmp(&b.ptr)));
+        let mut warnings = Vec::new();
+        let lost: u64 = self
+            .sessions
+            .iter()
+            .flatten()
+            .filter(|s| s.included)
+            .map(|s| s.lost)
+            .sum();
+        if lost > 0 {
+            warnings.push(format!(
+                "the agent could not record {lost} event(s); figures may be incomplete"
+            ));
+        }
+        if self.anomalies > 0 {
+            warnings.push(format!(
+                "{} address(es) were handed out again without a recorded release",
+                self.anomalies
+            ));
+        }
+        MemoryReport {
+            schema: SCHEMA,
+            by: self.config.by.name(),
+            charge: self.config.charge.name(),
+            free_to: self.config.free_to.name(),
+            interval_ns: (self.config.by == By::Interval).then_some(interval),
+            process,
+            processes,
+            totals: self.totals,
+            units: units.into_iter().map(|(u, _)| u).collect(),
+            improper,
+            inherited_frees: self.inherited_frees,
+            events: self.events,
+            duration_ns: last_ns.saturating_sub(t0),
+            warnings,
+        }
+    }
+}
+
+/// A stack for printing.
+pub fn stack_report(reg: &Registry, session: u32, stack: u32) -> Vec<FrameReport> {
+    let Some(st) = reg.stack(session, stack) else {
+        return Vec::new();
+    };
+    st.frames
+        .iter()
+        .map(|f| FrameReport {
+            module: f
+                .module
+                .map_or_else(|| "[unknown]".to_string(), |m| reg.module(m).name.clone()),
+            function: f.function.as_deref().map(str::to_string),
+            file: f.file.as_deref().map(str::to_string),
+            line: (f.line != 0).then_some(f.line),
+            offset: format!("{:#x}", f.offset),
+        })
+        .collect()
+}

@@ -1,0 +1,704 @@
+//! The accounting: events in time order in, per-unit figures out.
+//!
+//! Every unit has the seed's `mem_size` (net bytes), `max_size`/`min_size` (extremes of the
+//! running net, starting at 0) and call counts, plus bytes allocated and released. A block's
+//! allocation is charged to the unit(s) its stack selects; its release is charged to those
+//! same units (`--free-to owner`, so net bytes are live bytes) or to the units of the
+//! release's own stack (`--free-to caller`, seed 000 literally).
+//!
+//! A forked child starts with a copy of its parent's heap. Its releases of blocks it
+//! inherited are counted (`inherited_frees`) but charged to nobody: the child never
+//! allocated them, and the parent's copy is still live in the parent.
+//!
+//! The per-event path touches only dense arrays and one hash map (live blocks): sessions
+//! are indexed by session number, each session's stack targets by stack id, and the sets of
+//! units an event is charged to are interned once and referred to by number.
+
+mod finish;
+
+use std::sync::Arc;
+
+use rustc_hash::FxHashMap;
+use tansa_format::meta::{Calibration, ExitStatus};
+use tansa_wire::event::{AllocOp, ImproperOp};
+
+use super::classify::{By, Charge, FreeTo, Target, targets};
+use super::merge::{Event, EventKind};
+use super::model::Registry;
+use super::report::{Calls, Stats};
+
+pub use finish::stack_report;
+
+/// What to compute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Config {
+    /// Unit.
+    pub by: By,
+    /// Charge policy.
+    pub charge: Charge,
+    /// Free accounting.
+    pub free_to: FreeTo,
+    /// Interval length for `By::Interval`, in nanoseconds.
+    pub interval_ns: u64,
+    /// Only report on this process id (every image of it).
+    pub pid: Option<u32>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            by: By::Library,
+            charge: Charge::First,
+            free_to: FreeTo::Owner,
+            interval_ns: 100_000_000,
+            pid: None,
+        }
+    }
+}
+
+/// A process image, as the aggregator needs to know it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionMeta {
+    /// Process id.
+    pub pid: u32,
+    /// Parent process id.
+    pub ppid: u32,
+    /// Executable path.
+    pub exe: String,
+    /// Command line.
+    pub cmdline: Vec<String>,
+    /// Start timestamp (recording clock).
+    pub start_ticks: u64,
+}
+
+/// Marks a stack whose targets were not computed yet.
+const UNSET: u32 = u32::MAX;
+
+#[derive(Debug)]
+struct SessionState {
+    meta: SessionMeta,
+    main_name: Arc<str>,
+    parent: Option<u32>,
+    exit: ExitStatus,
+    lost: u64,
+    events: u64,
+    included: bool,
+    /// Unit set of each stack id (`UNSET` until computed).
+    targets: Vec<u32>,
+    /// `--by call`: the targets of the current run and its call instances.
+    call_last: u32,
+    call_set: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum BaseKey {
+    Named(Arc<str>),
+    Thread(u32, u32),
+    Call(Arc<str>, u64),
+}
+
+#[derive(Debug)]
+struct Base {
+    key: BaseKey,
+    start_ns: u64,
+    end_ns: u64,
+    net: i64,
+    /// Row of this base when rows are not per interval.
+    row: u32,
+}
+
+#[derive(Debug)]
+struct Row {
+    base: u32,
+    interval: u64,
+    stats: Stats,
+    cumulative: i64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Block {
+    size: u64,
+    /// The unit set charged for the allocation.
+    set: u32,
+    ts: u64,
+}
+
+#[derive(Debug)]
+struct Improper {
+    op: ImproperOp,
+    count: u64,
+    ptr: u64,
+    pid: u32,
+    refused: bool,
+}
+
+/// Timestamp conversion with the current calibration segment cached.
+#[derive(Debug)]
+struct Clock {
+    calibration: Calibration,
+    identity: bool,
+    lo: u64,
+    hi: u64,
+    base_ticks: u64,
+    base_ns: f64,
+    slope: f64,
+}
+
+impl Clock {
+    fn new(calibration: Calibration) -> Self {
+        let identity = calibration.source == tansa_format::meta::ClockSource::Monotonic;
+        Clock {
+            calibration,
+            identity,
+            lo: 1,
+            hi: 0,
+            base_ticks: 0,
+            base_ns: 0.0,
+            slope: 1.0,
+        }
+    }
+
+    #[inline]
+    fn ns(&mut self, ticks: u64) -> u64 {
+        if self.identity {
+            return ticks;
+        }
+        if ticks < self.lo || ticks >= self.hi {
+            let pts = &self.calibration.points;
+            if pts.len() < 2 {
+                return self.calibration.to_ns(ticks);
+            }
+            let i = pts
+                .partition_point(|p| p.ticks <= ticks)
+                .clamp(1, pts.len() - 1);
+            let (a, b) = (pts[i - 1], pts[i]);
+            self.base_ticks = a.ticks;
+            self.base_ns = a.ns as f64;
+            self.slope =
+                (b.ns as f64 - a.ns as f64) / b.ticks.saturating_sub(a.ticks).max(1) as f64;
+            self.lo = if i == 1 { 0 } else { a.ticks };
+            self.hi = if i == pts.len() - 1 {
+                u64::MAX
+            } else {
+                b.ticks
+            };
+        }
+        (self.base_ns + (ticks as f64 - self.base_ticks as f64) * self.slope).max(0.0) as u64
+    }
+}
+
+/// The aggregator.
+#[derive(Debug)]
+pub struct Aggregator {
+    config: Config,
+    clock: Clock,
+    sessions: Vec<Option<SessionState>>,
+    order: Vec<u32>,
+    bases: Vec<Base>,
+    base_index: FxHashMap<BaseKey, u32>,
+    rows: Vec<Row>,
+    interval_rows: FxHashMap<(u32, u64), u32>,
+    /// Interned unit sets (sets of bases an event is charged to).
+    sets: Vec<Box<[u32]>>,
+    set_index: FxHashMap<Box<[u32]>, u32>,
+    live: FxHashMap<(u32, u64), Block>,
+    thread_sets: FxHashMap<(u32, u32), u32>,
+    call_counter: FxHashMap<Arc<str>, u64>,
+    names: FxHashMap<String, Arc<str>>,
+    totals: Stats,
+    improper: FxHashMap<(u32, u32, bool, bool), Improper>,
+    inherited_frees: u64,
+    events: u64,
+    t0_ns: u64,
+    last_ticks: u64,
+    thread_names: FxHashMap<(u32, u32), String>,
+    anomalies: u64,
+}
+
+fn intern_in(names: &mut FxHashMap<String, Arc<str>>, s: String) -> Arc<str> {
+    if let Some(a) = names.get(&s) {
+        return Arc::clone(a);
+    }
+    let a: Arc<str> = Arc::from(s.as_str());
+    names.insert(s, Arc::clone(&a));
+    a
+}
+
+impl Aggregator {
+    /// An aggregator; `clock` converts timestamps to nanoseconds.
+    pub fn new(config: Config, clock: Calibration) -> Self {
+        let mut a = Aggregator {
+            config,
+            clock: Clock::new(clock),
+            sessions: Vec::new(),
+            order: Vec::new(),
+            bases: Vec::new(),
+            base_index: FxHashMap::default(),
+            rows: Vec::new(),
+            interval_rows: FxHashMap::default(),
+            sets: Vec::new(),
+            set_index: FxHashMap::default(),
+            live: FxHashMap::default(),
+            thread_sets: FxHashMap::default(),
+            call_counter: FxHashMap::default(),
+            names: FxHashMap::default(),
+            totals: Stats::default(),
+            improper: FxHashMap::default(),
+            inherited_frees: 0,
+            events: 0,
+            t0_ns: u64::MAX,
+            last_ticks: 0,
+            thread_names: FxHashMap::default(),
+            anomalies: 0,
+        };
+        // Set 0 is the empty set (events not charged: sessions outside `--pid`).
+        a.intern_set(Vec::new());
+        a
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Replaces the clock calibration (online mode learns it as it goes).
+    pub fn set_clock(&mut self, clock: Calibration) {
+        self.clock = Clock::new(clock);
+    }
+
+    fn intern(&mut self, s: String) -> Arc<str> {
+        intern_in(&mut self.names, s)
+    }
+
+    fn intern_set(&mut self, bases: Vec<u32>) -> u32 {
+        if let Some(&id) = self.set_index.get(bases.as_slice()) {
+            return id;
+        }
+        let id = self.sets.len() as u32;
+        let b: Box<[u32]> = bases.into();
+        self.sets.push(b.clone());
+        self.set_index.insert(b, id);
+        id
+    }
+
+    fn session(&self, id: u32) -> &SessionState {
+        self.sessions[id as usize].as_ref().expect("known session")
+    }
+
+    fn session_mut(&mut self, id: u32) -> &mut SessionState {
+        self.sessions[id as usize].as_mut().expect("known session")
+    }
+
+    /// Registers a process image (before its events).
+    pub fn add_session(&mut self, id: u32, meta: SessionMeta) {
+        let parent = self.order.iter().rev().copied().find(|&s| {
+            let p = &self.session(s).meta;
+            p.pid == meta.ppid && p.start_ticks <= meta.start_ticks
+        });
+        let exe_name = meta.exe.rsplit('/').next().unwrap_or(&meta.exe).to_string();
+        let main_name = self.intern(exe_name);
+        let included = self.config.pid.is_none_or(|p| p == meta.pid);
+        if included {
+            let start = self.clock.ns(meta.start_ticks);
+            self.t0_ns = self.t0_ns.min(start);
+        }
+        if self.sessions.len() <= id as usize {
+            self.sessions.resize_with(id as usize + 1, || None);
+        }
+        self.sessions[id as usize] = Some(SessionState {
+            meta,
+            main_name,
+            parent,
+            exit: ExitStatus::Running,
+            lost: 0,
+            events: 0,
+            included,
+            targets: Vec::new(),
+            call_last: UNSET,
+            call_set: 0,
+        });
+        self.order.push(id);
+    }
+
+    /// Records how a process image ended.
+    pub fn end_session(&mut self, id: u32, exit: ExitStatus, lost: u64) {
+        if let Some(Some(s)) = self.sessions.get_mut(id as usize) {
+            s.exit = exit;
+            s.lost = s.lost.max(lost);
+        }
+    }
+
+    fn base(&mut self, key: BaseKey, ts_ns: u64) -> u32 {
+        if let Some(&b) = self.base_index.get(&key) {
+            let base = &mut self.bases[b as usize];
+            base.end_ns = base.end_ns.max(ts_ns);
+            return b;
+        }
+        let b = self.bases.len() as u32;
+        self.bases.push(Base {
+            key: key.clone(),
+            start_ns: ts_ns,
+            end_ns: ts_ns,
+            net: 0,
+            row: UNSET,
+        });
+        self.base_index.insert(key, b);
+        b
+    }
+
+    #[inline]
+    fn row(&mut self, base: u32, ts_ns: u64) -> usize {
+        if self.config.by != By::Interval {
+            let r = self.bases[base as usize].row;
+            if r != UNSET {
+                return r as usize;
+            }
+            let r = self.new_row(base, u64::MAX);
+            self.bases[base as usize].row = r;
+            return r as usize;
+        }
+        let interval = ts_ns.saturating_sub(self.t0_ns) / self.config.interval_ns.max(1);
+        if let Some(&r) = self.interval_rows.get(&(base, interval)) {
+            return r as usize;
+        }
+        let r = self.new_row(base, interval);
+        self.interval_rows.insert((base, interval), r);
+        r as usize
+    }
+
+    fn new_row(&mut self, base: u32, interval: u64) -> u32 {
+        let r = self.rows.len() as u32;
+        self.rows.push(Row {
+            base,
+            interval,
+            stats: Stats::default(),
+            cumulative: self.bases[base as usize].net,
+        });
+        r
+    }
+
+    /// The unit set (library or function units) of a stack, cached per session and stack.
+    fn stack_targets(&mut self, reg: &Registry, session: u32, stack: u32, ts_ns: u64) -> u32 {
+        let cached = self
+            .session(session)
+            .targets
+            .get(stack as usize)
+            .copied()
+            .unwrap_or(UNSET);
+        if cached != UNSET {
+            return cached;
+        }
+        let by_function = self.config.by == By::Function;
+        let main_name = Arc::clone(&self.session(session).main_name);
+        let st = (stack != 0).then(|| reg.stack(session, stack)).flatten();
+        let charge = self.config.charge;
+        let names = &mut self.names;
+        let ts = targets(
+            st.map(|s| &**s),
+            reg,
+            by_function,
+            charge,
+            &main_name,
+            &mut |s| intern_in(names, s),
+        );
+        let bases: Vec<u32> = ts
+            .into_iter()
+            .map(|t| {
+                let name = match t {
+                    Target::Library(n) | Target::Function(n) => n,
+                    Target::Unknown => self.intern("[unknown]".to_string()),
+                };
+                self.base(BaseKey::Named(name), ts_ns)
+            })
+            .collect();
+        let set = self.intern_set(bases);
+        // Only cache stacks that were known: an unknown one may be defined later (online).
+        if st.is_some() || stack == 0 {
+            let t = &mut self.session_mut(session).targets;
+            if t.len() <= stack as usize {
+                t.resize(stack as usize + 1, UNSET);
+            }
+            t[stack as usize] = set;
+        }
+        set
+    }
+
+    /// The unit set charged for an event of `stack` by this thread, under the configured
+    /// unit.
+    fn caller_set(&mut self, reg: &Registry, e: &Event, stack: u32, ts_ns: u64) -> u32 {
+        match self.config.by {
+            By::Thread => {
+                if let Some(&s) = self.thread_sets.get(&(e.session, e.tid)) {
+                    return s;
+                }
+                let pid = self.session(e.session).meta.pid;
+                let b = self.base(BaseKey::Thread(pid, e.tid), ts_ns);
+                let s = self.intern_set(vec![b]);
+                self.thread_sets.insert((e.session, e.tid), s);
+                s
+            }
+            By::Call => self.call_set(reg, e, stack, ts_ns),
+            By::Library | By::Function | By::Interval => {
+                self.stack_targets(reg, e.session, stack, ts_ns)
+            }
+        }
+    }
+
+    /// `--by call`: the current call instances of the event's session, starting new ones
+    /// when the charged libraries change.
+    fn call_set(&mut self, reg: &Registry, e: &Event, stack: u32, ts_ns: u64) -> u32 {
+        let s = self.session(e.session);
+        if stack == 0 && s.call_last != UNSET {
+            return s.call_set;
+        }
+        let t = self.stack_targets(reg, e.session, stack, ts_ns);
+        if self.session(e.session).call_last != t {
+            let libs = self.sets[t as usize].clone();
+            let mut instances = Vec::with_capacity(libs.len());
+            for &lib in libs.iter() {
+                let BaseKey::Named(name) = self.bases[lib as usize].key.clone() else {
+                    continue;
+                };
+                let counter = self.call_counter.entry(Arc::clone(&name)).or_insert(0);
+                let index = *counter;
+                *counter += 1;
+                instances.push(self.base(BaseKey::Call(name, index), ts_ns));
+            }
+            let set = self.intern_set(instances);
+            let s = self.session_mut(e.session);
+            s.call_last = t;
+            s.call_set = set;
+        }
+        let set = self.session(e.session).call_set;
+        for i in 0..self.sets[set as usize].len() {
+            let b = self.sets[set as usize][i] as usize;
+            self.bases[b].end_ns = self.bases[b].end_ns.max(ts_ns);
+        }
+        set
+    }
+
+    fn charge(&mut self, set: u32, delta: i64, ts_ns: u64) {
+        for i in 0..self.sets[set as usize].len() {
+            let b = self.sets[set as usize][i];
+            let r = self.row(b, ts_ns);
+            let base = &mut self.bases[b as usize];
+            base.net += delta;
+            let net = base.net;
+            let row = &mut self.rows[r];
+            row.stats.add(delta);
+            if delta > 0 {
+                row.stats.allocated_bytes += delta as u64;
+            } else {
+                row.stats.freed_bytes += delta.unsigned_abs();
+            }
+            row.cumulative = net;
+        }
+    }
+
+    fn count(&mut self, set: u32, ts_ns: u64, f: fn(&mut Calls)) {
+        for i in 0..self.sets[set as usize].len() {
+            let b = self.sets[set as usize][i];
+            let r = self.row(b, ts_ns);
+            f(&mut self.rows[r].stats.calls);
+        }
+    }
+
+    fn is_inherited(&self, session: u32, ptr: u64) -> bool {
+        let mut s = session;
+        while let Some(Some(state)) = self.sessions.get(s as usize) {
+            let Some(parent) = state.parent else {
+                return false;
+            };
+            if self
+                .live
+                .get(&(parent, ptr))
+                .is_some_and(|b| b.ts <= state.meta.start_ticks)
+            {
+                return true;
+            }
+            s = parent;
+        }
+        false
+    }
+
+    fn note_improper(&mut self, e: &Event, op: ImproperOp, ptr: u64, stack: u32, refused: bool) {
+        let pid = self.session(e.session).meta.pid;
+        let entry = self
+            .improper
+            .entry((e.session, stack, op == ImproperOp::Free, refused))
+            .or_insert(Improper {
+                op,
+                count: 0,
+                ptr,
+                pid,
+                refused,
+            });
+        entry.count += 1;
+    }
+
+    /// Releases a block (a `free`, or the release half of a `realloc`). Returns the unit set
+    /// charged, or `None` when the block was not live.
+    fn release(
+        &mut self,
+        reg: &Registry,
+        e: &Event,
+        ptr: u64,
+        stack: u32,
+        ts_ns: u64,
+        charge: bool,
+    ) -> Option<u32> {
+        let block = self.live.remove(&(e.session, ptr))?;
+        if !charge {
+            return Some(block.set);
+        }
+        let set = match self.config.free_to {
+            FreeTo::Owner => block.set,
+            FreeTo::Caller => self.caller_set(reg, e, stack, ts_ns),
+        };
+        let delta = -(block.size as i64);
+        self.charge(set, delta, ts_ns);
+        self.totals.add(delta);
+        self.totals.freed_bytes += block.size;
+        Some(set)
+    }
+
+    fn allocate(&mut self, e: &Event, ptr: u64, size: u64, set: u32, ts_ns: u64, charge: bool) {
+        if charge {
+            self.charge(set, size as i64, ts_ns);
+            self.totals.add(size as i64);
+            self.totals.allocated_bytes += size;
+        }
+        let block = Block {
+            size,
+            set,
+            ts: e.ts,
+        };
+        if let Some(old) = self.live.insert((e.session, ptr), block) {
+            // An address handed out twice without a release in between: the release was
+            // not recorded (e.g. lost). Treat the old block as gone.
+            self.anomalies += 1;
+            if charge {
+                let delta = -(old.size as i64);
+                self.charge(old.set, delta, ts_ns);
+                self.totals.add(delta);
+            }
+        }
+    }
+
+    /// Processes one event. Events must come in time order (see [`super::merge`]).
+    pub fn event(&mut self, reg: &Registry, e: &Event) {
+        let Some(Some(state)) = self.sessions.get_mut(e.session as usize) else {
+            return;
+        };
+        let included = state.included;
+        if included {
+            state.events += 1;
+        }
+        // Nanoseconds are only needed per event for calls and intervals; otherwise the last
+        // timestamp is converted once, at the end.
+        let ts_ns = if matches!(self.config.by, By::Call | By::Interval) {
+            self.clock.ns(e.ts)
+        } else {
+            0
+        };
+        if included {
+            self.events += 1;
+            self.last_ticks = self.last_ticks.max(e.ts);
+        }
+        match &e.kind {
+            EventKind::ThreadName(name) => {
+                let pid = self.session(e.session).meta.pid;
+                self.thread_names.insert((pid, e.tid), name.to_string());
+            }
+            EventKind::Lost(n) => self.session_mut(e.session).lost += n,
+            &EventKind::Alloc {
+                op,
+                ptr,
+                size,
+                stack,
+            } => {
+                let set = if included {
+                    self.caller_set(reg, e, stack, ts_ns)
+                } else {
+                    0
+                };
+                if included {
+                    let bump: fn(&mut Calls) = match op {
+                        AllocOp::Malloc => |c| c.malloc += 1,
+                        AllocOp::Calloc => |c| c.calloc += 1,
+                        _ => |c| c.memalign += 1,
+                    };
+                    self.count(set, ts_ns, bump);
+                    bump(&mut self.totals.calls);
+                }
+                self.allocate(e, ptr, size, set, ts_ns, included);
+            }
+            &EventKind::Free { ptr, stack } => {
+                let released = if ptr != 0 {
+                    self.release(reg, e, ptr, stack, ts_ns, included)
+                } else {
+                    None
+                };
+                if !included {
+                    return;
+                }
+                self.totals.calls.free += 1;
+                let set = match released {
+                    Some(set) => set,
+                    None => {
+                        if ptr != 0 {
+                            if self.is_inherited(e.session, ptr) {
+                                self.inherited_frees += 1;
+                            } else {
+                                self.note_improper(e, ImproperOp::Free, ptr, stack, false);
+                            }
+                        }
+                        self.caller_set(reg, e, stack, ts_ns)
+                    }
+                };
+                self.count(set, ts_ns, |c| c.free += 1);
+            }
+            &EventKind::ReallocRelease { old, new, stack } => {
+                if old != 0
+                    && self.release(reg, e, old, stack, ts_ns, included).is_none()
+                    && included
+                {
+                    if self.is_inherited(e.session, old) {
+                        self.inherited_frees += 1;
+                    } else {
+                        self.note_improper(e, ImproperOp::Realloc, old, stack, false);
+                    }
+                }
+                if new == 0 && included {
+                    let set = self.caller_set(reg, e, stack, ts_ns);
+                    self.count(set, ts_ns, |c| c.realloc += 1);
+                    self.totals.calls.realloc += 1;
+                }
+            }
+            &EventKind::ReallocAlloc {
+                new, size, stack, ..
+            } => {
+                let set = if included {
+                    self.caller_set(reg, e, stack, ts_ns)
+                } else {
+                    0
+                };
+                if included {
+                    self.count(set, ts_ns, |c| c.realloc += 1);
+                    self.totals.calls.realloc += 1;
+                }
+                self.allocate(e, new, size, set, ts_ns, included);
+            }
+            EventKind::Improper(i) => {
+                if included {
+                    self.note_improper(e, i.op, i.ptr, i.stack, true);
+                }
+            }
+        }
+    }
+
+    /// Whether `stack` of `session` is still undefined (online mode waits for it).
+    pub fn needs_stack(&self, reg: &Registry, session: u32, stack: u32) -> bool {
+        stack != 0 && reg.stack(session, stack).is_none()
+    }
+}
