@@ -392,3 +392,18 @@ fn table_and_csv_agree_with_json() {
         "{csv}"
     );
 }
+
+#[test]
+fn decoding_on_a_second_thread_yields_the_same_events() {
+    use tansa_analysis::memory::recording::MemoryRecording;
+    let (_dir, file) = record_fig3("O0", &["-O0", "-fno-omit-frame-pointer"]);
+    let open = || std::io::BufReader::new(std::fs::File::open(&file).unwrap());
+    let plain = MemoryRecording::open(open()).unwrap();
+    let direct: Vec<_> = plain.events().collect();
+    let mut prefetched = MemoryRecording::open(open()).unwrap();
+    prefetched.prefetch_from(open());
+    let threaded: Vec<_> = prefetched.events().collect();
+    assert!(direct.len() > 100);
+    assert_eq!(direct, threaded);
+    assert!(direct.windows(2).all(|w| w[0].ts <= w[1].ts), "events in time order");
+}

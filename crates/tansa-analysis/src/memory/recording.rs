@@ -61,18 +61,25 @@ pub struct MemoryRecording<R> {
     prefetch: Option<Prefetch>,
 }
 
-/// Chunks decompressed ahead by a second thread reading the same file, in file order.
+/// What the prefetch thread produced for one chunk: its events, decoded with the state of
+/// its stream (and, on a stream's last chunk, a warning if the stream ended damaged), or
+/// why it could not.
+type Batch = Result<(Vec<Event>, Option<String>), String>;
+
+/// Chunks decompressed and decoded ahead by a second thread reading the same file, in file
+/// order (each stream's chunks are in stream order in the file, so that thread can carry
+/// every stream's decoder state).
 #[derive(Debug)]
 struct Prefetch {
-    rx: Receiver<(u64, Result<Vec<u8>, String>)>,
-    ready: RefCell<rustc_hash::FxHashMap<u64, Result<Vec<u8>, String>>>,
+    rx: Receiver<(u64, Batch)>,
+    ready: RefCell<rustc_hash::FxHashMap<u64, Batch>>,
     _thread: JoinHandle<()>,
 }
 
 impl Prefetch {
-    /// The payload of the chunk at `offset`, once the prefetcher reached it; `None` if the
+    /// The events of the chunk at `offset`, once the prefetcher reached it; `None` if the
     /// prefetcher stopped before it.
-    fn take(&self, offset: u64) -> Option<Result<Vec<u8>, String>> {
+    fn take(&self, offset: u64) -> Option<Batch> {
         if let Some(p) = self.ready.borrow_mut().remove(&offset) {
             return Some(p);
         }
@@ -237,21 +244,41 @@ impl<R: Read + Seek> MemoryRecording<R> {
     /// Decompresses event chunks on a second thread, reading `input` (the same recording,
     /// opened again), so that pass two does not wait for decompression.
     pub fn prefetch_from<R2: Read + Seek + Send + 'static>(&mut self, input: R2) {
-        let mut offsets: Vec<u64> = self.chunks.values().flatten().copied().collect();
+        let mut offsets: Vec<(u64, u32, bool)> = self
+            .chunks
+            .iter()
+            .flat_map(|(&(session, _), offs)| {
+                let last = offs.last().copied();
+                offs.iter().map(move |&o| (o, session, Some(o) == last))
+            })
+            .collect();
         offsets.sort_unstable();
         let (tx, rx) = sync_channel(64);
         let thread = std::thread::Builder::new()
-            .name("tansa-decompress".into())
+            .name("tansa-decode".into())
             .spawn(move || {
                 let Ok(mut reader) = Reader::new(input) else {
                     return;
                 };
-                for offset in offsets {
-                    let payload = reader
-                        .frame_at(offset)
-                        .map(|f| f.payload)
-                        .map_err(|e| e.to_string());
-                    if tx.send((offset, payload)).is_err() {
+                let mut decoders: rustc_hash::FxHashMap<(u32, u32), StreamDecoder> =
+                    rustc_hash::FxHashMap::default();
+                for (offset, session, last) in offsets {
+                    let batch = match reader.frame_at(offset) {
+                        Ok(frame) => match split_thread_chunk(&frame.payload) {
+                            Some((s, stream, bytes)) => {
+                                let d = decoders
+                                    .entry((s, stream))
+                                    .or_insert_with(|| StreamDecoder::new(session));
+                                let mut events = Vec::with_capacity(bytes.len() / 6);
+                                d.push(bytes, &mut |e| events.push(e));
+                                let warning = if last { stream_warning(d) } else { None };
+                                Ok((events, warning))
+                            }
+                            None => Ok((Vec::new(), None)),
+                        },
+                        Err(e) => Err(e.to_string()),
+                    };
+                    if tx.send((offset, batch)).is_err() {
                         return;
                     }
                 }
@@ -288,6 +315,17 @@ impl<R: Read + Seek> MemoryRecording<R> {
     }
 }
 
+/// The warning for a stream that ended damaged (a record cut short at the very end is the
+/// normal end of a stream whose process died mid-write and says nothing).
+fn stream_warning(d: &mut StreamDecoder) -> Option<String> {
+    match d.finish() {
+        Some(e) if !matches!(e, tansa_wire::event::DecodeError::Truncated { .. }) => Some(format!(
+            "a thread stream is corrupt ({e:?}); its later events are missing"
+        )),
+        _ => None,
+    }
+}
+
 /// One thread stream read chunk by chunk from the file.
 pub struct ChunkSource<'a, R> {
     reader: &'a RefCell<Reader<R>>,
@@ -308,24 +346,41 @@ impl<R> std::fmt::Debug for ChunkSource<'_, R> {
 impl<R: Read + Seek> EventSource for ChunkSource<'_, R> {
     fn refill(&mut self, out: &mut VecDeque<Event>) -> bool {
         let Some(offset) = self.offsets.pop_front() else {
-            if let Some(e) = self.decoder.finish()
-                && !matches!(e, tansa_wire::event::DecodeError::Truncated { .. })
+            if self.prefetch.is_none()
+                && let Some(w) = stream_warning(&mut self.decoder)
             {
-                self.warnings.borrow_mut().push(format!(
-                    "a thread stream is corrupt ({e:?}); its later events are missing"
-                ));
+                self.warnings.borrow_mut().push(w);
             }
             return false;
         };
-        let payload = match self.prefetch.and_then(|p| p.take(offset)) {
-            Some(p) => p,
-            None => self
-                .reader
-                .borrow_mut()
-                .frame_at(offset)
-                .map(|f| f.payload)
-                .map_err(|e| e.to_string()),
-        };
+        if let Some(batch) = self.prefetch.and_then(|p| p.take(offset)) {
+            return match batch {
+                Ok((events, warning)) => {
+                    if let Some(w) = warning {
+                        self.warnings.borrow_mut().push(w);
+                    }
+                    if out.is_empty() {
+                        *out = VecDeque::from(events);
+                    } else {
+                        out.extend(events);
+                    }
+                    true
+                }
+                Err(e) => {
+                    self.warnings
+                        .borrow_mut()
+                        .push(format!("cannot read an event chunk: {e}"));
+                    self.offsets.clear();
+                    false
+                }
+            };
+        }
+        let payload = self
+            .reader
+            .borrow_mut()
+            .frame_at(offset)
+            .map(|f| f.payload)
+            .map_err(|e| e.to_string());
         match payload {
             Ok(payload) => {
                 if let Some((_, _, bytes)) = split_thread_chunk(&payload) {
