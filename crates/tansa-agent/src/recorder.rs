@@ -274,7 +274,7 @@ fn emit(
     let mut buf = EventBuf::new();
     encode(&mut ctx.stream, &mut buf);
     let written = match ctx.writer.as_mut() {
-        Some(w) => SESSION.write(w, buf.as_bytes()),
+        Some(w) => SESSION.write_event(w, &buf),
         None => false,
     };
     if !written {
@@ -460,6 +460,7 @@ impl Active {
 
     /// Checks a pointer about to be released or reallocated in online mode; returns false
     /// (after recording the improper use) if it was never allocated.
+    #[inline]
     pub fn check_live(
         &mut self,
         op: ImproperOp,

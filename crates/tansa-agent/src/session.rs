@@ -366,6 +366,22 @@ impl Session {
         }
     }
 
+    /// Appends an encoded event to a thread ring and publishes it.
+    #[inline]
+    pub fn write_event(&self, w: &mut RingWriter, buf: &tansa_wire::event::EventBuf) -> bool {
+        let len = buf.as_bytes().len() as u64;
+        let block = tansa_wire::event::EVENT_BUF_LEN as u64;
+        // SAFETY: this thread owns the ring; with a whole block free after the head, the
+        // scratch bytes beyond the record land in free space.
+        if w.ring.free_space(w.head) >= block && unsafe { w.ring.write_block_at(w.head, buf.raw()) }
+        {
+            w.head += len;
+            w.ring.header().head.store(w.head, Ordering::Release);
+            return true;
+        }
+        self.write(w, buf.as_bytes())
+    }
+
     /// Appends `bytes` to a thread ring and publishes them.
     #[inline]
     pub fn write(&self, w: &mut RingWriter, bytes: &[u8]) -> bool {

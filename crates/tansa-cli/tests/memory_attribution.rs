@@ -405,5 +405,8 @@ fn decoding_on_a_second_thread_yields_the_same_events() {
     let threaded: Vec<_> = prefetched.events().collect();
     assert!(direct.len() > 100);
     assert_eq!(direct, threaded);
-    assert!(direct.windows(2).all(|w| w[0].ts <= w[1].ts), "events in time order");
+    assert!(
+        direct.windows(2).all(|w| w[0].ts <= w[1].ts),
+        "events in time order"
+    );
 }

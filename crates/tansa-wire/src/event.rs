@@ -432,10 +432,15 @@ impl StreamState {
 /// meta records).
 pub const MAX_EVENT_LEN: usize = 1 + 6 * varint::MAX_LEN;
 
+/// Capacity of an [`EventBuf`]: a power of two at least [`MAX_EVENT_LEN`], so that indexing
+/// with a masked position needs no bounds check.
+pub const EVENT_BUF_LEN: usize = 64;
+const _: () = assert!(EVENT_BUF_LEN >= MAX_EVENT_LEN && EVENT_BUF_LEN.is_power_of_two());
+
 /// A fixed buffer holding one encoded event.
 #[derive(Debug, Clone)]
 pub struct EventBuf {
-    bytes: [u8; MAX_EVENT_LEN],
+    bytes: [u8; EVENT_BUF_LEN],
     len: usize,
 }
 
@@ -449,14 +454,20 @@ impl EventBuf {
     /// An empty buffer.
     pub const fn new() -> Self {
         EventBuf {
-            bytes: [0; MAX_EVENT_LEN],
+            bytes: [0; EVENT_BUF_LEN],
             len: 0,
         }
     }
 
+    /// The whole buffer (the record, then unspecified bytes up to its capacity), for writers
+    /// that copy a constant size.
+    pub fn raw(&self) -> &[u8; EVENT_BUF_LEN] {
+        &self.bytes
+    }
+
     /// The encoded bytes.
     pub fn as_bytes(&self) -> &[u8] {
-        &self.bytes[..self.len]
+        &self.bytes[..self.len.min(EVENT_BUF_LEN)]
     }
 
     fn start(&mut self, tag: Tag) {
@@ -466,18 +477,16 @@ impl EventBuf {
 
     #[inline]
     fn varint(&mut self, mut value: u64) {
-        // Written in place: a copy of a temporary of variable length would be a memcpy call.
-        loop {
-            let byte = (value & 0x7f) as u8;
+        // Written in place (a copy of a temporary of variable length would be a memcpy call),
+        // at a masked position (no bounds check; an event never exceeds MAX_EVENT_LEN).
+        let mut at = self.len;
+        while value >= 0x80 {
+            self.bytes[at & (EVENT_BUF_LEN - 1)] = (value as u8) | 0x80;
             value >>= 7;
-            if value == 0 {
-                self.bytes[self.len] = byte;
-                self.len += 1;
-                return;
-            }
-            self.bytes[self.len] = byte | 0x80;
-            self.len += 1;
+            at += 1;
         }
+        self.bytes[at & (EVENT_BUF_LEN - 1)] = value as u8;
+        self.len = at + 1;
     }
 }
 
