@@ -49,6 +49,7 @@ pub mod livetable;
 pub mod modules;
 pub mod real;
 pub mod recorder;
+pub mod sampler;
 pub mod session;
 pub mod spin;
 pub mod stacks;
@@ -60,9 +61,9 @@ use core::ffi::c_void;
 use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
 use tansa_wire::control::{
-    ENV_CLOCK, ENV_FD, ENV_FREE_STACKS, ENV_MAX_FRAMES, ENV_ONLINE, ENV_RING_KB,
+    ENV_CLOCK, ENV_FD, ENV_FREE_STACKS, ENV_MAX_FRAMES, ENV_ONLINE, ENV_RING_KB, ENV_SAMPLE_HZ,
 };
-use tansa_wire::layout::{FLAG_FREE_STACKS, FLAG_ONLINE};
+use tansa_wire::layout::{FLAG_FREE_STACKS, FLAG_ONLINE, FLAG_SAMPLING};
 
 pub use recorder::ThreadCtx;
 
@@ -169,6 +170,12 @@ fn initialize() -> bool {
     if env_flag(&cstr(ENV_FREE_STACKS), true) {
         flags |= FLAG_FREE_STACKS;
     }
+    let sample_hz = sys::getenv(&cstr(ENV_SAMPLE_HZ))
+        .and_then(sys::parse_u64)
+        .filter(|&hz| hz > 0);
+    if sample_hz.is_some() {
+        flags |= FLAG_SAMPLING;
+    }
     let settings = session::Settings {
         listener: fd as i32,
         flags,
@@ -185,6 +192,10 @@ fn initialize() -> bool {
             KEY.store(key, Ordering::Release);
         }
         sys::atfork(fork_prepare, fork_parent, fork_child);
+    }
+    if let Some(hz) = sample_hz {
+        let _r = thread::Internal::enter();
+        sampler::start(hz);
     }
     true
 }
@@ -206,6 +217,7 @@ pub(crate) fn register_thread_exit(ctx: *mut c_void) {
 }
 
 unsafe extern "C" fn thread_exit(value: *mut c_void) {
+    sampler::disarm_current_thread();
     let st = thread::current();
     let ctx = st.ctx.get();
     if ctx.is_null() || ctx as *mut c_void != value {
@@ -264,6 +276,10 @@ unsafe extern "C" fn fork_child() {
     {
         map.announce_all();
     }
+    // Timers are not inherited by a child: the forking thread (the child's only one) arms a
+    // new one.
+    sampler::forget_inherited_timer();
+    sampler::arm_current_thread();
 }
 
 extern "C" fn on_load() {

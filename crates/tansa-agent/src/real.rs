@@ -25,6 +25,15 @@ pub type MemalignFn = unsafe extern "C" fn(usize, usize) -> *mut c_void;
 pub type PosixMemalignFn = unsafe extern "C" fn(*mut *mut c_void, usize, usize) -> c_int;
 /// `dlclose`
 pub type DlcloseFn = unsafe extern "C" fn(*mut c_void) -> c_int;
+/// A thread's start routine.
+pub type StartFn = extern "C" fn(*mut c_void) -> *mut c_void;
+/// `pthread_create`
+pub type PthreadCreateFn = unsafe extern "C" fn(
+    *mut libc::pthread_t,
+    *const libc::pthread_attr_t,
+    StartFn,
+    *mut c_void,
+) -> c_int;
 
 /// Indices into the function table.
 #[derive(Debug, Clone, Copy)]
@@ -52,9 +61,11 @@ pub enum Func {
     Pvalloc,
     /// `dlclose`
     Dlclose,
+    /// `pthread_create`
+    PthreadCreate,
 }
 
-const NAMES: [&CStr; 11] = [
+const NAMES: [&CStr; 12] = [
     c"malloc",
     c"free",
     c"calloc",
@@ -66,9 +77,10 @@ const NAMES: [&CStr; 11] = [
     c"valloc",
     c"pvalloc",
     c"dlclose",
+    c"pthread_create",
 ];
 
-static TABLE: [AtomicUsize; 11] = [const { AtomicUsize::new(0) }; 11];
+static TABLE: [AtomicUsize; 12] = [const { AtomicUsize::new(0) }; 12];
 
 /// Resolves every real function. Returns false if `malloc`, `free`, `calloc` or `realloc`
 /// cannot be found (the agent then cannot work at all).
@@ -238,6 +250,25 @@ pub unsafe fn dlclose(handle: *mut c_void) -> c_int {
     }
     // SAFETY: `f` is the real dlclose.
     unsafe { core::mem::transmute::<usize, DlcloseFn>(f)(handle) }
+}
+
+/// Calls the real `pthread_create`.
+///
+/// # Safety
+///
+/// As for C `pthread_create`.
+pub unsafe fn pthread_create(
+    out: *mut libc::pthread_t,
+    attr: *const libc::pthread_attr_t,
+    start: StartFn,
+    arg: *mut c_void,
+) -> c_int {
+    let f = get(Func::PthreadCreate);
+    if f == 0 {
+        return libc::EAGAIN;
+    }
+    // SAFETY: `f` is the real pthread_create.
+    unsafe { core::mem::transmute::<usize, PthreadCreateFn>(f)(out, attr, start, arg) }
 }
 
 const ARENA_SIZE: usize = 256 * 1024;

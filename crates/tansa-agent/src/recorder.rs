@@ -15,7 +15,10 @@ use crate::modules::{MODULES, rescan};
 use crate::session::{RingWriter, SESSION};
 use crate::stacks::STACKS;
 use crate::thread::{Busy, NESTED_CAPACITY, NestedEvent as Nested, ThreadState, current};
-use crate::unwind::{CallerRegs, StackCache, UnwindCache, table_key};
+use crate::unwind::{
+    CallerRegs, MAX_FRAMES, StackCache, UnwindCache, key_extend, key_seed, table_key,
+    unwind_from_ip,
+};
 use crate::{State, clock, state, sys};
 
 /// Everything a thread needs to record events.
@@ -27,6 +30,8 @@ pub struct ThreadCtx {
     stack_lo: u64,
     stack_hi: u64,
     stacks: StackCache,
+    /// Frames of the CPU sample being taken (preallocated: the signal handler never grows it).
+    sample_frames: Vec<u64>,
 }
 
 impl core::fmt::Debug for ThreadCtx {
@@ -67,6 +72,21 @@ pub fn enter() -> Mode {
     }
     let st = current();
     if st.internal.get() != 0 {
+        return Mode::Pass;
+    }
+    if crate::sampler::is_sampling() {
+        // Sampling records no heap events; an ordinary call is the safe place to bring the
+        // module map up to date when a sample met unknown code.
+        if st.depth.get() == 0 && crate::sampler::take_rescan_request() {
+            st.depth.set(1);
+            if MODULES
+                .try_read_for(1000)
+                .is_some_and(|m| m.loader_changed())
+            {
+                rescan();
+            }
+            st.depth.set(0);
+        }
         return Mode::Pass;
     }
     if st.depth.get() != 0 {
@@ -116,6 +136,7 @@ fn context(st: &'static ThreadState) -> Option<*mut ThreadCtx> {
             stack_lo: 0,
             stack_hi: 0,
             stacks: StackCache::default(),
+            sample_frames: Vec::with_capacity(MAX_FRAMES),
         });
         p = Box::into_raw(ctx);
         st.ctx.set(p);
@@ -630,6 +651,79 @@ fn capture(ctx: &mut ThreadCtx, regs: CallerRegs) -> u32 {
         return 0;
     }
     0
+}
+
+/// Takes a CPU sample of the calling thread, interrupted at `ip` (from the `SIGPROF`
+/// handler). Samples that land inside the agent's own code are counted as lost.
+pub(crate) fn sample(ip: u64, sp: u64, bp: u64, weight: u32) {
+    if !matches!(state(), State::Ready) || !SESSION.is_active() {
+        return;
+    }
+    let st = current();
+    if st.depth.get() != 0 || st.internal.get() != 0 || st.busy.get() != 0 {
+        SESSION.add_lost(1);
+        return;
+    }
+    st.depth.set(1);
+    if let Some(p) = context(st) {
+        // SAFETY: this thread's context; the interrupted code is not inside the agent.
+        let ctx = unsafe { &mut *p };
+        let stack = {
+            let _busy = Busy::enter(st);
+            sample_stack(ctx, CallerRegs { ra: ip, sp, bp })
+        };
+        match stack {
+            Some(id) => emit(st, ctx, |stream, buf| {
+                stream.encode_sample(clock::now(), id, weight, buf);
+            }),
+            None => SESSION.add_lost(1),
+        }
+    }
+    st.depth.set(0);
+}
+
+/// Unwinds and interns a sample's stack.
+fn sample_stack(ctx: &mut ThreadCtx, regs: CallerRegs) -> Option<u32> {
+    let hi = stack_top(ctx, regs.sp);
+    // Never wait in a signal handler: a writer of the map is another thread, mid-rescan.
+    let map = MODULES.try_read_for(0)?;
+    let unwinder = map.unwinder.as_ref()?;
+    unwind_from_ip(unwinder, &mut ctx.cache, regs, hi, &mut ctx.sample_frames);
+    let frames = &ctx.sample_frames;
+    if frames.iter().any(|&f| map.find(f).is_none()) {
+        crate::sampler::want_rescan();
+    }
+    // Sample stacks start with an instruction, not a return address: keep their keys apart
+    // from allocation stacks'.
+    let mut key = key_seed(map.epoch ^ 0x5a4d_504c_4553);
+    for &f in frames.iter().rev() {
+        key = key_extend(key, f);
+    }
+    let key = table_key(key);
+    if let Some(id) = STACKS.lookup(key) {
+        return Some(id);
+    }
+    let id = STACKS.next_id();
+    let normalized = frames.iter().map(|&f| match map.find(f) {
+        Some(m) => Frame {
+            module: m.id,
+            offset: f - m.bias,
+        },
+        None => Frame {
+            module: 0,
+            offset: f,
+        },
+    });
+    let mut count = CountingSink::default();
+    encode_stack_def(&mut count, id, normalized.clone());
+    SESSION
+        .write_meta(count.0, |sink| {
+            encode_stack_def(&mut &mut *sink, id, normalized)
+        })
+        .then(|| {
+            STACKS.insert(key, id);
+            id
+        })
 }
 
 /// The top of the stack `sp` is on: the thread's stack, or the alternate signal stack.

@@ -59,6 +59,8 @@ pub struct ThreadState {
     /// Non-zero while this thread is in a section a signal handler must not enter: writing a
     /// record, draining the queue, holding a lock of the live-block table.
     pub busy: Cell<u32>,
+    /// The thread's CPU-sampling timer (`timer_t`), or 0.
+    pub timer: Cell<usize>,
 }
 
 thread_local! {
@@ -71,6 +73,7 @@ thread_local! {
             nested_head: Cell::new(0),
             nested_tail: Cell::new(0),
             busy: Cell::new(0),
+            timer: Cell::new(0),
         }
     };
 }

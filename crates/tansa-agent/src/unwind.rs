@@ -482,6 +482,53 @@ impl StackCache {
     }
 }
 
+/// Unwinds a full stack from an interrupted instruction (a CPU sample: the first frame is
+/// the instruction pointer itself, not a return address), into `out` (never grown beyond
+/// its capacity). Reads the stack only within `[sp, stack_hi)`.
+pub fn unwind_from_ip(
+    unwinder: &AgentUnwinder,
+    cache: &mut UnwindCache,
+    regs: CallerRegs,
+    stack_hi: u64,
+    out: &mut Vec<u64>,
+) {
+    out.clear();
+    if out.capacity() == 0 || regs.ra == 0 {
+        return;
+    }
+    let lo = regs.sp;
+    let mut read_stack = |addr: u64| -> Result<u64, ()> {
+        if readable(addr, lo, stack_hi) {
+            // SAFETY: the address lies inside the interrupted thread's live stack.
+            Ok(unsafe { (addr as *const u64).read_unaligned() })
+        } else {
+            Err(())
+        }
+    };
+    out.push(regs.ra);
+    let mut state = UnwindRegsX86_64::new(regs.ra, regs.sp, regs.bp);
+    let mut address = FrameAddress::from_instruction_pointer(regs.ra);
+    while out.len() < out.capacity() {
+        let sp_before = state.sp();
+        match framehop::Unwinder::unwind_frame(
+            unwinder,
+            address,
+            &mut state,
+            cache,
+            &mut read_stack,
+        ) {
+            Ok(Some(ra)) if ra != 0 && state.sp() > sp_before => {
+                out.push(ra);
+                match FrameAddress::from_return_address(ra) {
+                    Some(a) => address = a,
+                    None => break,
+                }
+            }
+            _ => break,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

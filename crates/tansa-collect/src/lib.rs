@@ -33,7 +33,7 @@ use tansa_format::memory::{SessionEnd, SessionInfo};
 use tansa_format::meta::{CalibrationPoint, ClockSource, ExitStatus};
 use tansa_wire::control::{
     ENV_CLOCK, ENV_COLLECTOR_PID, ENV_FD, ENV_FREE_STACKS, ENV_MAX_FRAMES, ENV_ONLINE, ENV_RING_KB,
-    HELLO_SEGMENT, HELLO_SESSION, Hello,
+    ENV_SAMPLE_HZ, HELLO_SEGMENT, HELLO_SESSION, Hello,
 };
 use tansa_wire::layout::Geometry;
 
@@ -103,6 +103,9 @@ pub struct Config {
     pub max_frames: Option<u32>,
     /// Force `CLOCK_MONOTONIC` timestamps even where the TSC is reliable.
     pub monotonic_clock: bool,
+    /// Take CPU samples at this rate (per second of each thread's CPU time) instead of
+    /// recording heap events (the agent's fallback for `tansa sample`).
+    pub sample_hz: Option<u32>,
 }
 
 /// How the recording went.
@@ -205,6 +208,10 @@ pub fn record(config: &Config, sink: &mut dyn Sink) -> Result<Outcome, CollectEr
     if let Some(n) = config.max_frames {
         cmd.env(ENV_MAX_FRAMES, n.to_string());
     }
+    match config.sample_hz {
+        Some(hz) => cmd.env(ENV_SAMPLE_HZ, hz.to_string()),
+        None => cmd.env_remove(ENV_SAMPLE_HZ),
+    };
     // The child gets default dispositions for the signals the collector handles.
     // SAFETY: the closure only calls async-signal-safe functions (signal).
     unsafe {

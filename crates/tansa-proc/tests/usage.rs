@@ -73,8 +73,10 @@ fn rss_pss_and_fds_follow_what_the_process_does() {
         (8 << 20..(8 << 20) + (64 << 10)).contains(&rss),
         "rss grew {rss}"
     );
+    // PSS also moves with sharing: another process (a concurrent test) mapping the same
+    // library pages lowers this one's share of them, so allow a little either way.
     assert!(
-        (8 << 20..(8 << 20) + (64 << 10)).contains(&pss),
+        ((8 << 20) - (64 << 10)..(8 << 20) + (64 << 10)).contains(&pss),
         "pss grew {pss}"
     );
 

@@ -28,6 +28,9 @@ pub const ENV_CLOCK: &str = "TANSA_CLOCK";
 pub const ENV_RING_KB: &str = "TANSA_RING_KB";
 /// Name of the environment variable giving the maximum number of frames per stack.
 pub const ENV_MAX_FRAMES: &str = "TANSA_MAX_FRAMES";
+/// Name of the environment variable that turns on CPU sampling at this many samples per
+/// second of each thread's CPU time (the agent then records samples instead of heap events).
+pub const ENV_SAMPLE_HZ: &str = "TANSA_SAMPLE_HZ";
 /// Name of the environment variable holding the collector's process id.
 pub const ENV_COLLECTOR_PID: &str = "TANSA_COLLECTOR_PID";
 

@@ -55,6 +55,11 @@ pub enum Tag {
     ModuleLoad = 0x21,
     /// Meta: a module was unmapped: `id, ts`.
     ModuleUnload = 0x22,
+    /// A CPU sample taken by the agent's timer (the fallback of `tansa sample`):
+    /// `ts, stack, weight`. The stack's first frame is the interrupted instruction, not a
+    /// return address; `weight` is the number of sampling periods the sample stands for (the
+    /// kernel may deliver one signal for several expired periods).
+    Sample = 0x30,
 }
 
 impl Tag {
@@ -81,6 +86,7 @@ impl Tag {
             0x20 => StackDef,
             0x21 => ModuleLoad,
             0x22 => ModuleUnload,
+            0x30 => Sample,
             _ => return None,
         })
     }
@@ -377,6 +383,15 @@ pub enum Record<'a> {
         /// Timestamp.
         ts: u64,
     },
+    /// A CPU sample.
+    Sample {
+        /// Timestamp.
+        ts: u64,
+        /// Stack id (first frame: the interrupted instruction).
+        stack: u32,
+        /// Sampling periods this sample stands for (1 + timer overruns).
+        weight: u32,
+    },
 }
 
 /// Why a stream could not be decoded.
@@ -544,6 +559,14 @@ impl StreamState {
     pub fn encode_lost(&mut self, count: u64, out: &mut EventBuf) {
         out.start(Tag::Lost);
         out.varint(count);
+    }
+
+    /// Encodes a CPU sample.
+    pub fn encode_sample(&mut self, ts: u64, stack: u32, weight: u32, out: &mut EventBuf) {
+        out.start(Tag::Sample);
+        out.varint(self.ts_delta(ts));
+        out.varint(u64::from(stack));
+        out.varint(u64::from(weight));
     }
 
     /// Encodes the end of a thread's stream.
@@ -889,6 +912,11 @@ impl<'a> Decoder<'a> {
                 id: r.u32()?,
                 ts: r.varint()?,
             },
+            Tag::Sample => Record::Sample {
+                ts: st.ts_undelta(r.varint()?),
+                stack: r.u32()?,
+                weight: r.u32()?,
+            },
         };
         self.state = st;
         self.pos = r.pos;
@@ -975,6 +1003,11 @@ mod tests {
                 stack: 3,
             }),
             Record::Lost { count: 7 },
+            Record::Sample {
+                ts: 1_000_450,
+                stack: 4,
+                weight: 3,
+            },
             Record::ThreadEnd { ts: 1_000_500 },
         ];
         for ev in events {
@@ -985,6 +1018,9 @@ mod tests {
                 Record::Free(f) => st.encode_free(&f, &mut buf),
                 Record::Improper(i) => st.encode_improper(&i, &mut buf),
                 Record::Lost { count } => st.encode_lost(count, &mut buf),
+                Record::Sample { ts, stack, weight } => {
+                    st.encode_sample(ts, stack, weight, &mut buf)
+                }
                 Record::ThreadEnd { ts } => st.encode_thread_end(ts, &mut buf),
                 _ => unreachable!(),
             }

@@ -61,6 +61,8 @@ impl ClockKind {
 pub const FLAG_ONLINE: u32 = 1 << 0;
 /// Session flag: free events carry their call stack.
 pub const FLAG_FREE_STACKS: u32 = 1 << 1;
+/// Session flag: the agent takes CPU samples (and records no heap events).
+pub const FLAG_SAMPLING: u32 = 1 << 2;
 
 /// The header page at the start of every segment. Fields after `first_thread_ring` are only
 /// meaningful in segment 0, where they describe the session.

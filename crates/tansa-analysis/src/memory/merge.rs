@@ -209,6 +209,8 @@ impl StreamDecoder {
                 Record::Lost { count } => emit(self.state.prev_ts, EventKind::Lost(count)),
                 // Meta records never appear in thread streams.
                 Record::StackDef { .. } | Record::ModuleLoad(_) | Record::ModuleUnload { .. } => {}
+                // CPU samples belong to CPU recordings.
+                Record::Sample { .. } => {}
             }
         }
         used

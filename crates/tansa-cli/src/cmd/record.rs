@@ -166,6 +166,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         max_frames: Some(args.max_frames),
         // Online intervals need nanoseconds as events arrive; the TSC needs calibration first.
         monotonic_clock: args.online,
+        sample_hz: None,
     };
     if args.online {
         return run_online(&args, &config);

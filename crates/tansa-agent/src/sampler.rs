@@ -1,0 +1,187 @@
+//! CPU sampling inside the process: the fallback of `tansa sample` where `perf_event_open`
+//! is not permitted.
+//!
+//! Each thread gets a POSIX timer on its own CPU-time clock that sends it `SIGPROF` every
+//! period; the handler unwinds the interrupted stack (the first frame is the interrupted
+//! instruction) and records a `Sample`. POSIX timers, unlike `setitimer`, are deleted by
+//! `execve` and not inherited by `fork`, so a freshly exec'd image (whose handler does not
+//! exist yet) is never killed by a pending `SIGPROF`; the child of a `fork` re-arms its timer,
+//! and new threads arm theirs in a trampoline (`pthread_create` is interposed).
+//!
+//! The handler takes no lock that the interrupted code could hold: when the interrupted
+//! thread is inside the agent (depth, busy or internal), the sample is counted as lost. It
+//! never scans the loader's list either (the interrupted code may be changing it): code in a
+//! module the map does not know yet asks the next ordinary hook call to rescan.
+
+use core::ffi::{c_int, c_void};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use crate::{sys, thread};
+
+static SAMPLING: AtomicBool = AtomicBool::new(false);
+static PERIOD_NS: AtomicU64 = AtomicU64::new(0);
+static RESCAN_WANTED: AtomicBool = AtomicBool::new(false);
+
+/// Whether the agent samples (and records no heap events).
+#[inline]
+pub fn is_sampling() -> bool {
+    SAMPLING.load(Ordering::Relaxed)
+}
+
+/// Asks the next ordinary hook call to bring the module map up to date.
+pub fn want_rescan() {
+    RESCAN_WANTED.store(true, Ordering::Relaxed);
+}
+
+/// Whether a rescan was asked for (and clears the request).
+#[inline]
+pub fn take_rescan_request() -> bool {
+    RESCAN_WANTED.load(Ordering::Relaxed) && RESCAN_WANTED.swap(false, Ordering::Relaxed)
+}
+
+/// Installs the handler and arms the calling thread's timer at `hz` samples per second of
+/// its CPU time. Returns false if the handler cannot be installed.
+pub fn start(hz: u64) -> bool {
+    let period = 1_000_000_000 / hz.clamp(1, 100_000);
+    PERIOD_NS.store(period, Ordering::Relaxed);
+    // SAFETY: a zeroed sigaction with a valid handler and flags is a valid argument.
+    let ok = unsafe {
+        let mut sa: libc::sigaction = core::mem::zeroed();
+        sa.sa_sigaction = on_sigprof as *const () as usize;
+        sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART | libc::SA_ONSTACK;
+        libc::sigemptyset(&mut sa.sa_mask);
+        libc::sigaction(libc::SIGPROF, &sa, core::ptr::null_mut()) == 0
+    };
+    if ok {
+        SAMPLING.store(true, Ordering::Release);
+        arm_current_thread();
+    }
+    ok
+}
+
+/// Creates and starts the calling thread's sampling timer.
+pub fn arm_current_thread() {
+    if !is_sampling() {
+        return;
+    }
+    let st = thread::current();
+    // SAFETY: a zeroed sigevent, filled for SIGEV_THREAD_ID delivery of SIGPROF to this
+    // thread; timer_create writes the new timer's id into `id`.
+    unsafe {
+        let mut ev: libc::sigevent = core::mem::zeroed();
+        ev.sigev_notify = libc::SIGEV_THREAD_ID;
+        ev.sigev_signo = libc::SIGPROF;
+        ev.sigev_notify_thread_id = sys::gettid() as c_int;
+        let mut id: libc::timer_t = core::ptr::null_mut();
+        if libc::timer_create(libc::CLOCK_THREAD_CPUTIME_ID, &mut ev, &mut id) != 0 {
+            return;
+        }
+        let period = PERIOD_NS.load(Ordering::Relaxed) as i64;
+        let spec = libc::itimerspec {
+            it_interval: libc::timespec {
+                tv_sec: period / 1_000_000_000,
+                tv_nsec: period % 1_000_000_000,
+            },
+            it_value: libc::timespec {
+                tv_sec: period / 1_000_000_000,
+                tv_nsec: period % 1_000_000_000,
+            },
+        };
+        libc::timer_settime(id, 0, &spec, core::ptr::null_mut());
+        st.timer.set(id as usize);
+    }
+    crate::register_thread_exit(core::ptr::null_mut());
+}
+
+/// Deletes the calling thread's timer, if it has one.
+pub fn disarm_current_thread() {
+    let st = thread::current();
+    let id = st.timer.replace(0);
+    if id != 0 {
+        // SAFETY: `id` is a timer this thread created and has not deleted.
+        unsafe { libc::timer_delete(id as libc::timer_t) };
+    }
+}
+
+/// Forgets a timer inherited by a forked child (timers are not inherited; the id is stale).
+pub fn forget_inherited_timer() {
+    thread::current().timer.set(0);
+}
+
+extern "C" fn on_sigprof(_sig: c_int, info: *mut libc::siginfo_t, uctx: *mut c_void) {
+    let saved = sys::errno();
+    // The kernel checks CPU-time timers at its tick: periods that expired since the last
+    // signal are reported as overruns, and the sample stands for all of them.
+    let mut weight = 1u32;
+    if !info.is_null() {
+        // SAFETY: `info` is the kernel's siginfo; for a POSIX timer (SI_TIMER) the union holds
+        // the timer id and the overrun count at byte offsets 16 and 20 on x86-64.
+        unsafe {
+            if (*info).si_code == libc::SI_TIMER {
+                let overrun = *((info as *const u8).add(20) as *const i32);
+                weight += overrun.max(0) as u32;
+            }
+        }
+    }
+    if !uctx.is_null() {
+        // SAFETY: with SA_SIGINFO the third argument is the interrupted context.
+        let gregs = unsafe { &(*(uctx as *const libc::ucontext_t)).uc_mcontext.gregs };
+        let ip = gregs[libc::REG_RIP as usize] as u64;
+        let sp = gregs[libc::REG_RSP as usize] as u64;
+        let bp = gregs[libc::REG_RBP as usize] as u64;
+        crate::recorder::sample(ip, sp, bp, weight);
+    }
+    sys::set_errno(saved);
+}
+
+/// What a new thread runs first: arm its timer, then the program's start routine.
+struct Trampoline {
+    start: extern "C" fn(*mut c_void) -> *mut c_void,
+    arg: *mut c_void,
+}
+
+extern "C" fn trampoline(p: *mut c_void) -> *mut c_void {
+    let st = thread::current();
+    st.depth.set(st.depth.get() + 1);
+    // SAFETY: `p` is the Box made in `pthread_create` below, handed over to this thread.
+    let t = unsafe { Box::from_raw(p as *mut Trampoline) };
+    let (start, arg) = (t.start, t.arg);
+    drop(t);
+    st.depth.set(st.depth.get() - 1);
+    arm_current_thread();
+    let r = start(arg);
+    disarm_current_thread();
+    r
+}
+
+/// Exported `pthread_create`: when sampling, new threads first arm their timer.
+///
+/// # Safety
+///
+/// As for C `pthread_create`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_create(
+    thread_out: *mut libc::pthread_t,
+    attr: *const libc::pthread_attr_t,
+    start: extern "C" fn(*mut c_void) -> *mut c_void,
+    arg: *mut c_void,
+) -> c_int {
+    if !is_sampling() {
+        // SAFETY: forwarding the caller's arguments.
+        return unsafe { crate::real::pthread_create(thread_out, attr, start, arg) };
+    }
+    let st = thread::current();
+    st.depth.set(st.depth.get() + 1);
+    let boxed = Box::into_raw(Box::new(Trampoline { start, arg }));
+    st.depth.set(st.depth.get() - 1);
+    // SAFETY: forwarding, with our trampoline and its argument in place of the program's.
+    let r =
+        unsafe { crate::real::pthread_create(thread_out, attr, trampoline, boxed as *mut c_void) };
+    if r != 0 {
+        st.depth.set(st.depth.get() + 1);
+        // SAFETY: the thread was not created; the box is still ours.
+        drop(unsafe { Box::from_raw(boxed) });
+        st.depth.set(st.depth.get() - 1);
+    }
+    r
+}
