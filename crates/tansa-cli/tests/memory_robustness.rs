@@ -320,3 +320,30 @@ fn online_mode_refuses_and_reports_improper_use() {
         "{err}"
     );
 }
+
+#[test]
+fn default_recording_name_names_the_command_and_its_pid() {
+    let f = o0();
+    let dir = tempfile::tempdir().unwrap();
+    ensure_agent();
+    let out = std::process::Command::new(tansa())
+        .current_dir(dir.path())
+        .args(["record", "--", f.exe.to_str().unwrap(), f.plugin.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names.len(), 1, "{names:?}");
+    let name = &names[0];
+    let pid: u32 = name
+        .strip_prefix("tansa-fig3-")
+        .and_then(|s| s.strip_suffix(".tansa"))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("unexpected name {name}"));
+    let r = report_json(&dir.path().join(name), &[]);
+    assert_eq!(r["process"]["pid"], pid);
+    assert!(stderr(&out).contains(name.as_str()), "the name is announced: {}", stderr(&out));
+}
