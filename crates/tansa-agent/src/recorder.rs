@@ -628,27 +628,13 @@ fn capture(ctx: &mut ThreadCtx, regs: CallerRegs) -> u32 {
             rescan();
             continue;
         }
-        let id = STACKS.next_id();
-        let normalized = ctx.stacks.frames().map(|f| match map.find(f) {
-            Some(m) => Frame {
-                module: m.id,
-                offset: f - m.bias,
-            },
-            None => Frame {
-                module: 0,
-                offset: f,
-            },
-        });
-        let mut count = CountingSink::default();
-        encode_stack_def(&mut count, id, normalized.clone());
-        if SESSION.write_meta(count.0, |sink| {
-            encode_stack_def(&mut &mut *sink, id, normalized)
-        }) {
-            STACKS.insert(key, id);
-            ctx.stacks.set_id(id);
-            return id;
-        }
-        return 0;
+        return match define_stack(&map, key, ctx.stacks.frames()) {
+            Some(id) => {
+                ctx.stacks.set_id(id);
+                id
+            }
+            None => 0,
+        };
     }
     0
 }
@@ -703,8 +689,19 @@ fn sample_stack(ctx: &mut ThreadCtx, regs: CallerRegs) -> Option<u32> {
     if let Some(id) = STACKS.lookup(key) {
         return Some(id);
     }
+    define_stack(&map, key, frames.iter().copied())
+}
+
+/// Gives a new stack (absolute addresses, innermost first) an id, writes its definition —
+/// frames as module-relative offsets — to the meta stream and interns it under `key`.
+/// `None` when the meta stream has no room; the stack is then not interned.
+fn define_stack(
+    map: &crate::modules::ModuleMap,
+    key: (u64, u64),
+    frames: impl ExactSizeIterator<Item = u64> + Clone,
+) -> Option<u32> {
     let id = STACKS.next_id();
-    let normalized = frames.iter().map(|&f| match map.find(f) {
+    let normalized = frames.map(|f| match map.find(f) {
         Some(m) => Frame {
             module: m.id,
             offset: f - m.bias,

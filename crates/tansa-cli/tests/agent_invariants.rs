@@ -171,10 +171,11 @@ fn malloc_from_a_signal_handler() {
     let calls = recorded_calls(&file);
     let count =
         |op: &str, size: u64| calls.iter().filter(|c| c.0 == op && c.2 == size).count() as u64;
-    assert_eq!(count("malloc", 55), n, "every allocation of the loop");
+    // One warm-up allocation of each size precedes the timer (see signals.c).
+    assert_eq!(count("malloc", 55), n + 1, "every allocation of the loop");
     assert_eq!(
         count("malloc", 33),
-        handled,
+        handled + 1,
         "every allocation of the handler"
     );
     let r = report_json(&file, &[]);
@@ -198,7 +199,7 @@ fn malloc_from_a_signal_handler() {
     };
     assert_eq!(
         exe_unit["calls"]["malloc"].as_u64().unwrap() + stackless,
-        n + handled
+        n + handled + 2
     );
     assert!(
         stackless < handled,

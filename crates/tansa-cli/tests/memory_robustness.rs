@@ -328,7 +328,12 @@ fn default_recording_name_names_the_command_and_its_pid() {
     ensure_agent();
     let out = std::process::Command::new(tansa())
         .current_dir(dir.path())
-        .args(["record", "--", f.exe.to_str().unwrap(), f.plugin.to_str().unwrap()])
+        .args([
+            "record",
+            "--",
+            f.exe.to_str().unwrap(),
+            f.plugin.to_str().unwrap(),
+        ])
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
@@ -345,5 +350,9 @@ fn default_recording_name_names_the_command_and_its_pid() {
         .unwrap_or_else(|| panic!("unexpected name {name}"));
     let r = report_json(&dir.path().join(name), &[]);
     assert_eq!(r["process"]["pid"], pid);
-    assert!(stderr(&out).contains(name.as_str()), "the name is announced: {}", stderr(&out));
+    assert!(
+        stderr(&out).contains(name.as_str()),
+        "the name is announced: {}",
+        stderr(&out)
+    );
 }

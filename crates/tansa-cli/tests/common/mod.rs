@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -133,13 +134,65 @@ pub fn program(name: &str, src: &str, flags: &[&str]) -> PathBuf {
     out
 }
 
+/// How long one `tansa` run of a test may take before it is killed and the test fails:
+/// a hang (a deadlocked target, a collector that never sees the end) fails the test instead
+/// of stalling the suite.
+pub const RUN_DEADLINE: Duration = Duration::from_secs(300);
+
 /// Runs `tansa` with `args`.
 pub fn run_tansa(args: &[&str]) -> Output {
     ensure_agent();
-    Command::new(tansa())
-        .args(args)
-        .output()
-        .expect("run tansa")
+    let mut cmd = Command::new(tansa());
+    cmd.args(args);
+    output_within(cmd, RUN_DEADLINE)
+}
+
+/// Runs `cmd` in its own process group, capturing its output; past `deadline` the whole
+/// group is killed and the caller panics with what the command had printed.
+pub fn output_within(mut cmd: Command, deadline: Duration) -> Output {
+    use std::io::Read;
+    use std::os::unix::process::CommandExt;
+    use std::process::Stdio;
+    let shown = format!("{cmd:?}");
+    let mut child = cmd
+        .process_group(0)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {shown}: {e}"));
+    let drain = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            let _ = r.read_to_end(&mut v);
+            v
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().expect("stdout")));
+    let err = drain(Box::new(child.stderr.take().expect("stderr")));
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if start.elapsed() > deadline {
+            let _ = Command::new("kill")
+                .args(["-KILL", "--", &format!("-{}", child.id())])
+                .status();
+            let _ = child.wait();
+            let stderr = err.join().unwrap_or_default();
+            panic!(
+                "{shown} did not finish within {deadline:?}; killed. stderr:\n{}",
+                String::from_utf8_lossy(&stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    Output {
+        status,
+        stdout: out.join().unwrap_or_default(),
+        stderr: err.join().unwrap_or_default(),
+    }
 }
 
 /// Runs `tansa record -o FILE [extra] -- cmd...`, returning its output.

@@ -1,6 +1,8 @@
 /* malloc and free from a signal handler that fires continuously during an allocation loop:
  * signals N; prints "handler H" (the number of handler runs). The handler uses a size
- * (33) whose tcache bin differs from the loop's (55), so glibc itself stays consistent. */
+ * (33) whose tcache bin differs from the loop's (55), so glibc itself stays consistent; both
+ * bins are filled before the timer starts, so that neither call ever needs the arena lock
+ * (a handler interrupting glibc's own first malloc, tcache_init, would deadlock on it). */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +27,11 @@ int main(int argc, char **argv) {
     sa.sa_handler = on_alarm;
     sa.sa_flags = SA_RESTART;
     sigaction(SIGALRM, &sa, NULL);
+    for (size_t size = 33; size <= 55; size += 22) {
+        void *p = malloc(size);
+        __asm__ volatile("" : : "r"(p) : "memory");
+        free(p);
+    }
     struct itimerval it = {{0, 100}, {0, 100}};
     setitimer(ITIMER_REAL, &it, NULL);
     for (long i = 0; i < n; i++) {
