@@ -26,6 +26,9 @@ const MAX_AGE: Duration = Duration::from_secs(1);
 
 enum Job {
     Frame(FrameType, Vec<u8>),
+    /// A frame whose first 8 payload bytes (session and stream) are stored raw, so that
+    /// readers index thread chunks without decompressing them.
+    Keyed(FrameType, Vec<u8>),
     Flush,
 }
 
@@ -63,6 +66,11 @@ fn writer_thread(mut writer: Writer<BufWriter<File>>, jobs: Receiver<Job>) -> io
             Job::Frame(ty, payload) => {
                 scratch.clear();
                 encoder.encode(ty, &payload, &mut scratch)?;
+                writer.raw(&scratch)?;
+            }
+            Job::Keyed(ty, payload) => {
+                scratch.clear();
+                encoder.encode_keyed(ty, &payload, &mut scratch)?;
                 writer.raw(&scratch)?;
             }
             Job::Flush => writer.flush()?,
@@ -115,7 +123,7 @@ impl FileSink {
             let payload =
                 std::mem::replace(&mut buf.bytes, thread_chunk_prefix(key.0, key.1).to_vec());
             buf.since = Instant::now();
-            self.send(Job::Frame(memory::THREAD_CHUNK, payload))?;
+            self.send(Job::Keyed(memory::THREAD_CHUNK, payload))?;
         }
         Ok(())
     }

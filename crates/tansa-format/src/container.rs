@@ -8,7 +8,11 @@
 //! ```
 //!
 //! `payload` is `stored_len` bytes; when `flags & COMPRESSED` it is one zstd frame that
-//! decompresses to `raw_len` bytes, otherwise it is the raw bytes. `crc32` (IEEE) covers
+//! decompresses to `raw_len` bytes, otherwise it is the raw bytes. When `flags & KEYED`,
+//! the payload's first [`KEY_LEN`] bytes (its key: what the frame is about, such as the
+//! stream a chunk belongs to) are stored raw ahead of the rest, which alone is compressed
+//! (when `COMPRESSED`); `raw_len` counts the key. A reader can then index a file by keys
+//! without decompressing anything. `crc32` (IEEE) covers
 //! the first 12 header bytes and the stored payload. Each frame stands alone, so a file cut short or damaged in the
 //! middle is read up to the last intact frame, and a writer that dies loses at most the
 //! frame it was writing. The last frame of a complete file has type [`FrameType::END`].
@@ -27,8 +31,12 @@ pub const FORMAT_VERSION: u16 = 1;
 pub const HEADER_LEN: usize = 16;
 /// Size of a frame header.
 pub const FRAME_HEADER_LEN: usize = 16;
-/// Frame flag: the payload is zstd-compressed.
+/// Frame flag: the payload (after the key, when keyed) is zstd-compressed.
 pub const COMPRESSED: u16 = 1;
+/// Frame flag: the payload's first [`KEY_LEN`] bytes are stored raw, ahead of the rest.
+pub const KEYED: u16 = 2;
+/// Length of a keyed frame's key.
+pub const KEY_LEN: usize = 8;
 /// Largest payload accepted (raw or stored); anything larger is treated as corruption.
 pub const MAX_FRAME_LEN: u32 = 1 << 30;
 
@@ -108,6 +116,34 @@ impl FrameEncoder {
 
     /// Appends a whole frame (header and payload) to `out`.
     pub fn encode(&mut self, ty: FrameType, payload: &[u8], out: &mut Vec<u8>) -> io::Result<()> {
+        self.encode_with(ty, payload, false, out)
+    }
+
+    /// Appends a whole keyed frame to `out`: the payload's first [`KEY_LEN`] bytes are
+    /// stored raw (see [`Reader::next_frame_skimming`]). `payload` must be at least that
+    /// long.
+    pub fn encode_keyed(
+        &mut self,
+        ty: FrameType,
+        payload: &[u8],
+        out: &mut Vec<u8>,
+    ) -> io::Result<()> {
+        if payload.len() < KEY_LEN {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "keyed frame payload shorter than its key",
+            ));
+        }
+        self.encode_with(ty, payload, true, out)
+    }
+
+    fn encode_with(
+        &mut self,
+        ty: FrameType,
+        payload: &[u8],
+        keyed: bool,
+        out: &mut Vec<u8>,
+    ) -> io::Result<()> {
         if payload.len() as u64 > u64::from(MAX_FRAME_LEN) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -116,6 +152,13 @@ impl FrameEncoder {
         }
         let header_at = out.len();
         out.extend_from_slice(&[0u8; FRAME_HEADER_LEN]);
+        let (key_flag, payload) = if keyed {
+            out.extend_from_slice(&payload[..KEY_LEN]);
+            (KEYED, &payload[KEY_LEN..])
+        } else {
+            (0, payload)
+        };
+        let key_len = if keyed { KEY_LEN } else { 0 };
         let (flags, stored) = if payload.len() >= 64 {
             let bound = zstd::zstd_safe::compress_bound(payload.len());
             let start = out.len();
@@ -137,9 +180,9 @@ impl FrameEncoder {
         };
         let h = &mut out[header_at..header_at + FRAME_HEADER_LEN];
         h[0..2].copy_from_slice(&ty.0.to_le_bytes());
-        h[2..4].copy_from_slice(&flags.to_le_bytes());
-        h[4..8].copy_from_slice(&(stored as u32).to_le_bytes());
-        h[8..12].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+        h[2..4].copy_from_slice(&(flags | key_flag).to_le_bytes());
+        h[4..8].copy_from_slice(&((key_len + stored) as u32).to_le_bytes());
+        h[8..12].copy_from_slice(&((key_len + payload.len()) as u32).to_le_bytes());
         let crc = frame_crc(
             &out[header_at..header_at + 12],
             &out[header_at + FRAME_HEADER_LEN..],
@@ -179,6 +222,16 @@ impl<W: Write> Writer<W> {
         let mut scratch = std::mem::take(&mut self.scratch);
         scratch.clear();
         self.encoder.encode(ty, payload, &mut scratch)?;
+        let result = self.raw(&scratch);
+        self.scratch = scratch;
+        result
+    }
+
+    /// Writes one keyed frame (see [`FrameEncoder::encode_keyed`]).
+    pub fn keyed_frame(&mut self, ty: FrameType, payload: &[u8]) -> io::Result<()> {
+        let mut scratch = std::mem::take(&mut self.scratch);
+        scratch.clear();
+        self.encoder.encode_keyed(ty, payload, &mut scratch)?;
         let result = self.raw(&scratch);
         self.scratch = scratch;
         result
@@ -240,13 +293,26 @@ impl Frame {
 }
 
 /// Reads a recording frame by frame.
-#[derive(Debug)]
 pub struct Reader<R> {
     input: R,
     kind: Kind,
     offset: u64,
     saw_end: bool,
     done: bool,
+    /// Kept between frames: a decompression context and the stored bytes of the last
+    /// frame, so that reading many frames allocates nothing per frame.
+    decompressor: Option<zstd::bulk::Decompressor<'static>>,
+    stored: Vec<u8>,
+}
+
+impl<R> std::fmt::Debug for Reader<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reader")
+            .field("kind", &self.kind)
+            .field("offset", &self.offset)
+            .field("complete", &self.saw_end)
+            .finish_non_exhaustive()
+    }
 }
 
 impl<R: Read> Reader<R> {
@@ -278,6 +344,8 @@ impl<R: Read> Reader<R> {
             offset: HEADER_LEN as u64,
             saw_end: false,
             done: false,
+            decompressor: None,
+            stored: Vec::new(),
         })
     }
 
@@ -299,23 +367,59 @@ impl<R: Read> Reader<R> {
     /// Reads the next frame. `Ok(None)` after the end frame or at a clean end of input.
     /// A truncated or corrupt frame is an error; the reader then yields nothing more.
     pub fn next_frame(&mut self) -> Result<Option<Frame>, FormatError> {
+        self.next_with(|_| false)
+    }
+
+    /// Like [`Reader::next_frame`], but a keyed frame of a type for which `key_only`
+    /// holds comes back with only its key as payload: the rest is checked (its checksum)
+    /// but not decompressed. This indexes a file cheaply; [`Reader::frame_at`] reads such
+    /// a frame whole later.
+    pub fn next_frame_skimming(
+        &mut self,
+        key_only: impl Fn(FrameType) -> bool,
+    ) -> Result<Option<Frame>, FormatError> {
+        self.next_with(key_only)
+    }
+
+    fn next_with(
+        &mut self,
+        key_only: impl Fn(FrameType) -> bool,
+    ) -> Result<Option<Frame>, FormatError> {
         if self.done {
             return Ok(None);
         }
-        let result = self.read_one();
-        match &result {
-            Ok(Some(f)) if f.ty == FrameType::END => {
+        let offset = self.offset;
+        let mut payload = Vec::new();
+        let result = self.read_one(&key_only, &mut payload);
+        match result {
+            Ok(Some(ty)) if ty == FrameType::END => {
                 self.saw_end = true;
                 self.done = true;
-                return Ok(None);
+                Ok(None)
             }
-            Ok(None) | Err(_) => self.done = true,
-            Ok(Some(_)) => {}
+            Ok(Some(ty)) => Ok(Some(Frame {
+                ty,
+                offset,
+                payload,
+            })),
+            Ok(None) => {
+                self.done = true;
+                Ok(None)
+            }
+            Err(e) => {
+                self.done = true;
+                Err(e)
+            }
         }
-        result
     }
 
-    fn read_one(&mut self) -> Result<Option<Frame>, FormatError> {
+    /// Reads the frame at the current offset into `out` (its payload, or only its key as
+    /// `key_only` decides), returning its type; `None` at a clean end of input.
+    fn read_one(
+        &mut self,
+        key_only: &dyn Fn(FrameType) -> bool,
+        out: &mut Vec<u8>,
+    ) -> Result<Option<FrameType>, FormatError> {
         let offset = self.offset;
         let mut header = [0u8; FRAME_HEADER_LEN];
         let n = read_full(&mut self.input, &mut header)?;
@@ -329,47 +433,90 @@ impl<R: Read> Reader<R> {
         let flags = u16::from_le_bytes([header[2], header[3]]);
         let stored = u32::from_le_bytes(header[4..8].try_into().expect("4 bytes"));
         let raw = u32::from_le_bytes(header[8..12].try_into().expect("4 bytes"));
-        let crc = u32::from_le_bytes(header[12..16].try_into().expect("4 bytes"));
-        if stored > MAX_FRAME_LEN || raw > MAX_FRAME_LEN || flags & !COMPRESSED != 0 {
+        let keyed = flags & KEYED != 0;
+        if stored > MAX_FRAME_LEN
+            || raw > MAX_FRAME_LEN
+            || flags & !(COMPRESSED | KEYED) != 0
+            || (keyed && (stored as usize) < KEY_LEN)
+        {
             return Err(FormatError::Corrupt {
                 offset,
                 reason: "implausible frame header",
             });
         }
-        let mut stored_bytes = vec![0u8; stored as usize];
-        let n = read_full(&mut self.input, &mut stored_bytes)?;
-        if n < stored as usize {
+        let mut stored_bytes = std::mem::take(&mut self.stored);
+        stored_bytes.clear();
+        stored_bytes.resize(stored as usize, 0);
+        let result = self.decode_stored(
+            offset,
+            &header,
+            &mut stored_bytes,
+            raw as usize,
+            keyed,
+            keyed && key_only(ty),
+            out,
+        );
+        self.stored = stored_bytes;
+        result?;
+        self.offset += (FRAME_HEADER_LEN + stored as usize) as u64;
+        Ok(Some(ty))
+    }
+
+    /// Reads a frame's stored bytes into `stored` (sized by the caller), checks them and
+    /// decodes them into `out`.
+    #[allow(clippy::too_many_arguments)]
+    fn decode_stored(
+        &mut self,
+        offset: u64,
+        header: &[u8; FRAME_HEADER_LEN],
+        stored: &mut [u8],
+        raw: usize,
+        keyed: bool,
+        key_only: bool,
+        out: &mut Vec<u8>,
+    ) -> Result<(), FormatError> {
+        let n = read_full(&mut self.input, stored)?;
+        if n < stored.len() {
             return Err(FormatError::Truncated { offset });
         }
-        if frame_crc(&header[..12], &stored_bytes) != crc {
+        let crc = u32::from_le_bytes(header[12..16].try_into().expect("4 bytes"));
+        if frame_crc(&header[..12], stored) != crc {
             return Err(FormatError::Corrupt {
                 offset,
                 reason: "checksum mismatch",
             });
         }
-        let payload = if flags & COMPRESSED != 0 {
-            let out = zstd::bulk::decompress(&stored_bytes, raw as usize).map_err(|_| {
-                FormatError::Corrupt {
-                    offset,
-                    reason: "compressed payload does not decompress",
-                }
-            })?;
-            if out.len() != raw as usize {
-                return Err(FormatError::Corrupt {
-                    offset,
-                    reason: "decompressed size differs from header",
-                });
-            }
-            out
+        let flags = u16::from_le_bytes([header[2], header[3]]);
+        out.clear();
+        let (key, body) = stored.split_at(if keyed { KEY_LEN } else { 0 });
+        out.extend_from_slice(key);
+        if key_only {
+            return Ok(());
+        }
+        if flags & COMPRESSED == 0 {
+            out.extend_from_slice(body);
         } else {
-            stored_bytes
-        };
-        self.offset += (FRAME_HEADER_LEN + stored as usize) as u64;
-        Ok(Some(Frame {
-            ty,
-            offset,
-            payload,
-        }))
+            let corrupt = |reason| FormatError::Corrupt { offset, reason };
+            if self.decompressor.is_none() {
+                self.decompressor = Some(
+                    zstd::bulk::Decompressor::new()
+                        .map_err(|_| corrupt("cannot create a decompression context"))?,
+                );
+            }
+            let d = self.decompressor.as_mut().expect("created above");
+            out.reserve_exact(raw.saturating_sub(out.len()));
+            let mut cursor = io::Cursor::new(&mut *out);
+            cursor.set_position(key.len() as u64);
+            d.decompress_to_buffer(body, &mut cursor)
+                .map_err(|_| corrupt("compressed payload does not decompress"))?;
+        }
+        if out.len() != raw {
+            return Err(FormatError::Corrupt {
+                offset,
+                reason: "decompressed size differs from header",
+            });
+        }
+        Ok(())
     }
 }
 
@@ -377,10 +524,22 @@ impl<R: Read + Seek> Reader<R> {
     /// Reads the frame whose header is at `offset` (from an earlier pass), without
     /// disturbing sequential reading.
     pub fn frame_at(&mut self, offset: u64) -> Result<Frame, FormatError> {
+        let mut payload = Vec::new();
+        let ty = self.payload_at(offset, &mut payload)?;
+        Ok(Frame {
+            ty,
+            offset,
+            payload,
+        })
+    }
+
+    /// Reads the payload of the frame whose header is at `offset` into `out` (replacing
+    /// its contents; its allocation is reused) and returns the frame's type.
+    pub fn payload_at(&mut self, offset: u64, out: &mut Vec<u8>) -> Result<FrameType, FormatError> {
         let (saved_offset, saved_done) = (self.offset, self.done);
         self.input.seek(SeekFrom::Start(offset))?;
         self.offset = offset;
-        let result = self.read_one();
+        let result = self.read_one(&|_| false, out);
         self.input.seek(SeekFrom::Start(saved_offset))?;
         self.offset = saved_offset;
         self.done = saved_done;
@@ -420,7 +579,16 @@ mod tests {
         let big: Vec<u8> = (0..10_000u32).flat_map(|i| (i % 7).to_le_bytes()).collect();
         w.frame(FrameType(0x101), &big).unwrap();
         w.value(FrameType(0x102), &("hello", 42u64)).unwrap();
+        w.keyed_frame(FrameType(0x103), &keyed_payload()).unwrap();
+        w.keyed_frame(FrameType(0x103), b"12345678tiny").unwrap();
         w.finish().unwrap()
+    }
+
+    /// A key and a compressible body.
+    fn keyed_payload() -> Vec<u8> {
+        let mut p = b"KEY-0001".to_vec();
+        p.extend((0..5_000u32).flat_map(|i| (i % 5).to_le_bytes()));
+        p
     }
 
     #[test]
@@ -445,10 +613,34 @@ mod tests {
             c.decode::<(String, u64)>().unwrap(),
             ("hello".to_string(), 42)
         );
+        let d = r.next_frame().unwrap().unwrap();
+        assert_eq!(d.payload, keyed_payload());
+        let e = r.next_frame().unwrap().unwrap();
+        assert_eq!(e.payload, b"12345678tiny");
         assert_eq!(r.next_frame().unwrap(), None);
         assert!(r.is_complete());
         let again = r.frame_at(b.offset).unwrap();
         assert_eq!(again, b);
+        let mut buf = vec![1, 2, 3];
+        assert_eq!(r.payload_at(d.offset, &mut buf).unwrap(), FrameType(0x103));
+        assert_eq!(buf, keyed_payload());
+    }
+
+    #[test]
+    fn keyed_frames_skim_to_their_keys() {
+        let bytes = sample();
+        assert!(bytes.len() < 15_000, "the keyed body is compressed too");
+        let mut r = Reader::new(Cursor::new(&bytes)).unwrap();
+        let mut got = Vec::new();
+        while let Some(f) = r.next_frame_skimming(|ty| ty == FrameType(0x103)).unwrap() {
+            got.push((f.ty, f.payload.len(), f.offset));
+        }
+        assert!(r.is_complete());
+        let lens: Vec<usize> = got.iter().map(|g| g.1).collect();
+        // Unkeyed frames come whole; keyed frames of the skimmed type come as their key.
+        assert_eq!(lens, vec![5, 40_000, lens[2], KEY_LEN, KEY_LEN]);
+        let whole = r.frame_at(got[3].2).unwrap();
+        assert_eq!(whole.payload, keyed_payload());
     }
 
     #[test]
@@ -504,7 +696,7 @@ mod tests {
             }
             // A flipped byte never yields a complete file with all frames intact.
             assert!(
-                !(r.is_complete() && frames == 3),
+                !(r.is_complete() && frames == 5),
                 "flip at {i} went unnoticed"
             );
         }

@@ -18,7 +18,8 @@ use crate::meta::ExitStatus;
 pub const SESSION: FrameType = FrameType(0x0100);
 /// `session:u32le` + meta-stream bytes.
 pub const META_CHUNK: FrameType = FrameType(0x0101);
-/// `session:u32le stream:u32le` + thread-stream bytes.
+/// `session:u32le stream:u32le` + thread-stream bytes. Written keyed (the prefix is the
+/// frame's key), so that a reader indexes the chunks of a file without decompressing them.
 pub const THREAD_CHUNK: FrameType = FrameType(0x0102);
 /// [`SessionEnd`] (postcard).
 pub const SESSION_END: FrameType = FrameType(0x0103);

@@ -42,10 +42,9 @@ pub enum EventKind {
         /// Stack id.
         stack: u32,
     },
-    /// The allocation half of a `realloc` (only when it returned a block).
+    /// The allocation half of a `realloc` (only when it returned a block; the old block
+    /// is in the release half).
     ReallocAlloc {
-        /// Old block.
-        old: u64,
         /// New block.
         new: u64,
         /// Bytes requested.
@@ -53,8 +52,9 @@ pub enum EventKind {
         /// Stack id.
         stack: u32,
     },
-    /// A call refused because its pointer was never allocated (online mode).
-    Improper(ImproperEvent),
+    /// A call refused because its pointer was never allocated (online mode). Boxed: it is
+    /// rare, and keeps every event small.
+    Improper(Box<ImproperEvent>),
     /// The thread's name (when it started writing, or changed).
     ThreadName(Box<str>),
     /// The agent could not record this many events.
@@ -190,7 +190,6 @@ impl StreamDecoder {
                         emit(
                             r.ts_end,
                             EventKind::ReallocAlloc {
-                                old: r.old_ptr,
                                 new: r.new_ptr,
                                 size: r.size,
                                 stack: r.stack,
@@ -205,7 +204,7 @@ impl StreamDecoder {
                         stack: f.stack,
                     },
                 ),
-                Record::Improper(i) => emit(i.ts, EventKind::Improper(i)),
+                Record::Improper(i) => emit(i.ts, EventKind::Improper(Box::new(i))),
                 Record::Lost { count } => emit(self.state.prev_ts, EventKind::Lost(count)),
                 // Meta records never appear in thread streams.
                 Record::StackDef { .. } | Record::ModuleLoad(_) | Record::ModuleUnload { .. } => {}
@@ -384,6 +383,16 @@ mod tests {
                 None => false,
             }
         }
+    }
+
+    #[test]
+    fn events_are_small() {
+        // Tens of millions of them pass from the decoding thread to the aggregator.
+        assert!(
+            std::mem::size_of::<Event>() <= 40,
+            "{}",
+            std::mem::size_of::<Event>()
+        );
     }
 
     #[test]

@@ -9,7 +9,7 @@
 use std::cell::RefCell;
 use std::collections::{BTreeMap, VecDeque};
 use std::io::{Read, Seek};
-use std::sync::mpsc::{Receiver, sync_channel};
+use std::sync::mpsc::{Receiver, Sender, channel, sync_channel};
 use std::thread::JoinHandle;
 
 use tansa_format::FormatError;
@@ -41,6 +41,8 @@ pub enum RecordingError {
 #[derive(Debug)]
 pub struct MemoryRecording<R> {
     reader: RefCell<Reader<R>>,
+    /// Payload buffer for chunks read without the prefetcher.
+    payload: RefCell<Vec<u8>>,
     stream_warnings: RefCell<Vec<String>>,
     /// Who recorded what.
     pub meta: Option<RecordingMeta>,
@@ -73,6 +75,9 @@ type Batch = Result<(Vec<Event>, Option<String>), String>;
 struct Prefetch {
     rx: Receiver<(u64, Batch)>,
     ready: RefCell<rustc_hash::FxHashMap<u64, Batch>>,
+    /// Emptied event buffers go back to the thread, so that it does not allocate (and
+    /// fault in) fresh memory for every chunk.
+    recycle: Sender<Vec<Event>>,
     _thread: JoinHandle<()>,
 }
 
@@ -152,6 +157,7 @@ impl<R: Read + Seek> MemoryRecording<R> {
         }
         let mut rec = MemoryRecording {
             reader: RefCell::new(reader),
+            payload: RefCell::new(Vec::new()),
             stream_warnings: RefCell::new(Vec::new()),
             meta: None,
             sessions: Vec::new(),
@@ -167,7 +173,11 @@ impl<R: Read + Seek> MemoryRecording<R> {
         let mut metas: BTreeMap<u32, Vec<u8>> = BTreeMap::new();
         let mut symbols = SymbolTable::default();
         loop {
-            let next = rec.reader.get_mut().next_frame();
+            // Thread chunks are only indexed here: their keys say which stream they are.
+            let next = rec
+                .reader
+                .get_mut()
+                .next_frame_skimming(|ty| ty == memory::THREAD_CHUNK);
             let frame = match next {
                 Ok(Some(f)) => f,
                 Ok(None) => break,
@@ -254,6 +264,7 @@ impl<R: Read + Seek> MemoryRecording<R> {
             .collect();
         offsets.sort_unstable();
         let (tx, rx) = sync_channel(64);
+        let (recycle, recycled) = channel::<Vec<Event>>();
         let thread = std::thread::Builder::new()
             .name("tansa-decode".into())
             .spawn(move || {
@@ -262,14 +273,18 @@ impl<R: Read + Seek> MemoryRecording<R> {
                 };
                 let mut decoders: rustc_hash::FxHashMap<(u32, u32), StreamDecoder> =
                     rustc_hash::FxHashMap::default();
+                let mut payload = Vec::new();
                 for (offset, session, last) in offsets {
-                    let batch = match reader.frame_at(offset) {
-                        Ok(frame) => match split_thread_chunk(&frame.payload) {
+                    let batch = match reader.payload_at(offset, &mut payload) {
+                        Ok(_) => match split_thread_chunk(&payload) {
                             Some((s, stream, bytes)) => {
                                 let d = decoders
                                     .entry((s, stream))
                                     .or_insert_with(|| StreamDecoder::new(session));
-                                let mut events = Vec::with_capacity(bytes.len() / 6);
+                                let mut events = recycled
+                                    .try_recv()
+                                    .unwrap_or_else(|_| Vec::with_capacity(bytes.len() / 4));
+                                events.clear();
                                 d.push(bytes, &mut |e| events.push(e));
                                 let warning = if last { stream_warning(d) } else { None };
                                 Ok((events, warning))
@@ -287,6 +302,7 @@ impl<R: Read + Seek> MemoryRecording<R> {
             self.prefetch = Some(Prefetch {
                 rx,
                 ready: RefCell::new(rustc_hash::FxHashMap::default()),
+                recycle,
                 _thread: thread,
             });
         }
@@ -304,6 +320,7 @@ impl<R: Read + Seek> MemoryRecording<R> {
                 warnings: &self.stream_warnings,
                 offsets: offsets.iter().copied().collect(),
                 decoder: StreamDecoder::new(session),
+                payload: &self.payload,
             })
             .collect();
         Merger::new(sources)
@@ -333,6 +350,8 @@ pub struct ChunkSource<'a, R> {
     warnings: &'a RefCell<Vec<String>>,
     offsets: VecDeque<u64>,
     decoder: StreamDecoder,
+    /// Payload buffer shared by all streams (its allocation is reused).
+    payload: &'a RefCell<Vec<u8>>,
 }
 
 impl<R> std::fmt::Debug for ChunkSource<'_, R> {
@@ -353,14 +372,19 @@ impl<R: Read + Seek> EventSource for ChunkSource<'_, R> {
             }
             return false;
         };
-        if let Some(batch) = self.prefetch.and_then(|p| p.take(offset)) {
+        if let Some(prefetch) = self.prefetch
+            && let Some(batch) = prefetch.take(offset)
+        {
             return match batch {
                 Ok((events, warning)) => {
                     if let Some(w) = warning {
                         self.warnings.borrow_mut().push(w);
                     }
                     if out.is_empty() {
-                        *out = VecDeque::from(events);
+                        let used = std::mem::replace(out, VecDeque::from(events));
+                        if used.capacity() > 0 {
+                            let _ = prefetch.recycle.send(Vec::from(used));
+                        }
                     } else {
                         out.extend(events);
                     }
@@ -375,14 +399,14 @@ impl<R: Read + Seek> EventSource for ChunkSource<'_, R> {
                 }
             };
         }
-        let payload = self
+        let mut payload = self.payload.borrow_mut();
+        let read = self
             .reader
             .borrow_mut()
-            .frame_at(offset)
-            .map(|f| f.payload)
+            .payload_at(offset, &mut payload)
             .map_err(|e| e.to_string());
-        match payload {
-            Ok(payload) => {
+        match read {
+            Ok(_) => {
                 if let Some((_, _, bytes)) = split_thread_chunk(&payload) {
                     self.decoder.push(bytes, &mut |e| out.push_back(e));
                 }
