@@ -180,6 +180,33 @@ impl ElfFile {
         None
     }
 
+    /// The whole file's bytes.
+    pub fn data(&self) -> &[u8] {
+        &self.map
+    }
+
+    /// The section named `name` (e.g. `.eh_frame`): its address range and the range of
+    /// its bytes in [`ElfFile::data`] (empty for sections without file data).
+    pub fn section(&self, name: &str) -> Option<(std::ops::Range<u64>, std::ops::Range<usize>)> {
+        let obj = self.parse().ok()?;
+        let s = obj.section_by_name(name)?;
+        let (off, size) = s.file_range().unwrap_or((0, 0));
+        let start = usize::try_from(off).ok()?;
+        let end = start.checked_add(usize::try_from(size).ok()?)?;
+        (end <= self.map.len())
+            .then(|| (s.address()..s.address() + s.size(), start..end))
+    }
+
+    /// The file address of the byte at file offset `offset`, from the `PT_LOAD` segment
+    /// holding it (how a mapping at `offset` of the file is placed in the file's address
+    /// space).
+    pub fn address_of_offset(&self, offset: u64) -> Option<u64> {
+        self.segments()
+            .into_iter()
+            .find(|s| offset >= s.file_offset && offset < s.file_offset + s.file_size.max(1))
+            .map(|s| offset - s.file_offset + s.address)
+    }
+
     /// The bytes of the executable section containing `address`, with the section's start.
     pub fn code_section_containing(&self, address: u64) -> Option<(u64, &[u8])> {
         let obj = self.parse().ok()?;
