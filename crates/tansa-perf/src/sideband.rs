@@ -307,7 +307,15 @@ mod tests {
         };
         assert!(matches!(
             SideBand::parse(&r, SampleFormat::default(), false),
-            Some((SideBand::Fork(TaskRecord { pid: 9, ppid: 5, time: 77, .. }), _))
+            Some((
+                SideBand::Fork(TaskRecord {
+                    pid: 9,
+                    ppid: 5,
+                    time: 77,
+                    ..
+                }),
+                _
+            ))
         ));
         let r = RecordRef {
             ty: 7,

@@ -222,7 +222,11 @@ fn source_text<'a>(a: &'a Annotation, file: &str, line: u32) -> Option<&'a str> 
 /// instruction often shows on the one after it (skid).
 pub fn annotate_asm(a: &Annotation, out: &mut dyn Write) -> io::Result<()> {
     annotation_header(a, out)?;
-    writeln!(out, "{:>8} {:>7}  {:<8}  instruction", "samples", "%", "offset")?;
+    writeln!(
+        out,
+        "{:>8} {:>7}  {:<8}  instruction",
+        "samples", "%", "offset"
+    )?;
     let mut last: Option<(Option<&str>, u32)> = None;
     for i in &a.instructions {
         let key = (i.file.as_deref(), i.line);

@@ -48,8 +48,7 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 use tansa_format::cpu::{
-    AddressCount, CpuInfo, Loc, Mode, Module, ModuleKind, NO_MODULE, Process, Thread,
-    TimelineEntry,
+    AddressCount, CpuInfo, Loc, Mode, Module, ModuleKind, NO_MODULE, Process, Thread, TimelineEntry,
 };
 use tansa_format::meta::{ExitStatus, RecordingMeta};
 use tansa_symbols::ElfFile;
@@ -367,7 +366,10 @@ impl CpuRecordingBuilder {
 
     /// The module for `path` and `build_id`, created on first use.
     fn module(&mut self, path: &str, build_id: &[u8], kind: ModuleKind) -> u32 {
-        if let Some(&m) = self.module_index.get(&(path.to_string(), build_id.to_vec())) {
+        if let Some(&m) = self
+            .module_index
+            .get(&(path.to_string(), build_id.to_vec()))
+        {
             return m;
         }
         let id = self.modules.len() as u32;
@@ -468,7 +470,11 @@ impl CpuRecordingBuilder {
         if p >= self.processes.len() || (s.kernel.is_empty() && s.user.is_empty()) {
             return false;
         }
-        let kernel = if s.kernel.is_empty() { 0 } else { self.kernel() };
+        let kernel = if s.kernel.is_empty() {
+            0
+        } else {
+            self.kernel()
+        };
         let mut frames = std::mem::take(&mut self.scratch);
         frames.clear();
         for (i, &a) in s.kernel.iter().enumerate() {
@@ -656,7 +662,11 @@ mod tests {
         let user = counts.iter().find(|a| a.mode == Mode::User).unwrap();
         assert_eq!(user.count, 5);
         assert_eq!(user.pc.offset, 0x100);
-        assert_eq!(user.caller.map(|c| c.offset), Some(0x1ff), "return address − 1");
+        assert_eq!(
+            user.caller.map(|c| c.offset),
+            Some(0x1ff),
+            "return address − 1"
+        );
         let (frames, kernel, truncated) = split_stack(&b.stacks[1]);
         assert_eq!((frames.len(), kernel, truncated), (4, 2, false));
         assert_eq!(frames[2].offset, 0x100, "the user entry address is exact");

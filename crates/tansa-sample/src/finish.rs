@@ -170,7 +170,8 @@ impl CpuRecordingBuilder {
             .map_err(SampleError::Write)?;
         let counts = self.address_counts();
         for chunk in counts.chunks(CHUNK) {
-            w.value(cpu::ADDRESSES, &chunk).map_err(SampleError::Write)?;
+            w.value(cpu::ADDRESSES, &chunk)
+                .map_err(SampleError::Write)?;
         }
         let stacks: Vec<Stack> = self
             .stacks
@@ -280,7 +281,9 @@ fn read_sources(
         let Ok(meta) = std::fs::metadata(path) else {
             continue;
         };
-        if !meta.is_file() || meta.len() > MAX_SOURCE_BYTES || total + meta.len() > MAX_SOURCES_TOTAL
+        if !meta.is_file()
+            || meta.len() > MAX_SOURCE_BYTES
+            || total + meta.len() > MAX_SOURCES_TOTAL
         {
             continue;
         }

@@ -23,9 +23,8 @@ impl KernelSymbols {
                     .next()
                     .map(|m| m.trim_start_matches('[').trim_end_matches(']'))
                     .unwrap_or("");
-                matches!(ty, "t" | "T" | "w" | "W").then(|| {
-                    (addr, name.to_string(), module.to_string())
-                })
+                matches!(ty, "t" | "T" | "w" | "W")
+                    .then(|| (addr, name.to_string(), module.to_string()))
             })
             .collect();
         if symbols.iter().all(|s| s.0 == 0) {

@@ -149,10 +149,7 @@ mod tests {
 
     #[test]
     fn stat_with_odd_comm() {
-        assert_eq!(
-            parse_stat_ppid("42 (a) b (c)) S 17 42 42 0 -1"),
-            Some(17)
-        );
+        assert_eq!(parse_stat_ppid("42 (a) b (c)) S 17 42 42 0 -1"), Some(17));
         let me = read_process(std::process::id()).unwrap();
         assert!(!me.exe.is_empty());
         assert!(me.threads.iter().any(|t| t.0 == std::process::id()));

@@ -139,7 +139,13 @@ impl Unwinders {
     /// Unwinds the user stack of a sample of address space `space` into `out` (cleared
     /// first): the interrupted address, then return addresses. `stack` is the copy of the
     /// stack from `regs.sp` up.
-    pub fn unwind(&mut self, space: u32, regs: UserRegs, stack: &[u8], out: &mut Vec<u64>) -> Unwound {
+    pub fn unwind(
+        &mut self,
+        space: u32,
+        regs: UserRegs,
+        stack: &[u8],
+        out: &mut Vec<u64>,
+    ) -> Unwound {
         out.clear();
         let mut read_stack = |addr: u64| -> Result<u64, ()> {
             let off = addr.checked_sub(regs.sp).ok_or(())? as usize;

@@ -193,8 +193,7 @@ impl ElfFile {
         let (off, size) = s.file_range().unwrap_or((0, 0));
         let start = usize::try_from(off).ok()?;
         let end = start.checked_add(usize::try_from(size).ok()?)?;
-        (end <= self.map.len())
-            .then(|| (s.address()..s.address() + s.size(), start..end))
+        (end <= self.map.len()).then(|| (s.address()..s.address() + s.size(), start..end))
     }
 
     /// The file address of the byte at file offset `offset`, from the `PT_LOAD` segment

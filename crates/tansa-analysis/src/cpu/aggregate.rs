@@ -162,8 +162,10 @@ fn by_process(
     }
     per.into_iter()
         .map(|(id, split)| {
-            let n =
-                split.user_samples + split.shared_samples + split.kernel_samples + split.other_samples;
+            let n = split.user_samples
+                + split.shared_samples
+                + split.kernel_samples
+                + split.other_samples;
             let p = rec.process(id);
             let mut u = CpuUnit::new(
                 p.map_or_else(|| format!("[process {id}]"), process_label),

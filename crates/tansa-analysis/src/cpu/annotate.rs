@@ -151,7 +151,8 @@ pub fn annotate(
 ) -> Result<Annotation, AnnotateError> {
     let names = Names::new(rec);
     let all = candidates(rec, &names);
-    let wanted = |process: u32| pid.is_none_or(|pid| rec.process(process).is_some_and(|p| p.pid == pid));
+    let wanted =
+        |process: u32| pid.is_none_or(|pid| rec.process(process).is_some_and(|p| p.pid == pid));
     let mut counts: FxHashMap<Loc, u64> = FxHashMap::default();
     let mut all_samples = 0;
     for a in rec.addresses.iter().filter(|a| wanted(a.process)) {
@@ -173,7 +174,8 @@ pub fn annotate(
     let c = match matches.as_slice() {
         [one] => *one,
         [] => {
-            let mut hot: Vec<(u64, &str)> = all.iter().map(|c| (in_block(c), c.unit.as_str())).collect();
+            let mut hot: Vec<(u64, &str)> =
+                all.iter().map(|c| (in_block(c), c.unit.as_str())).collect();
             hot.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(b.1)));
             return Err(AnnotateError::NotFound {
                 name: name.to_string(),
@@ -261,7 +263,11 @@ fn source_blocks(rec: &CpuRecording, instructions: &[AsmLine], function: &str) -
             let bare = function.split('(').next().unwrap_or(function);
             if let Some(decl) = (first.saturating_sub(HEADER_SEARCH).max(1)..first)
                 .rev()
-                .find(|&n| text_lines.get(n as usize - 1).is_some_and(|l| l.contains(bare)))
+                .find(|&n| {
+                    text_lines
+                        .get(n as usize - 1)
+                        .is_some_and(|l| l.contains(bare))
+                })
             {
                 first = decl;
             }

@@ -117,16 +117,12 @@ impl CpuRecording {
                     cpu::INFO => info = Some(frame.decode()?),
                     cpu::PROCESSES => rec.processes = frame.decode()?,
                     cpu::MODULES => rec.modules = frame.decode()?,
-                    cpu::ADDRESSES => rec
-                        .addresses
-                        .extend(frame.decode::<Vec<AddressCount>>()?),
+                    cpu::ADDRESSES => rec.addresses.extend(frame.decode::<Vec<AddressCount>>()?),
                     cpu::STACKS => rec.stacks.extend(frame.decode::<Vec<Stack>>()?),
-                    cpu::STACK_COUNTS => rec
-                        .stack_counts
-                        .extend(frame.decode::<Vec<StackCount>>()?),
-                    cpu::TIMELINE => rec
-                        .timeline
-                        .extend(frame.decode::<Vec<TimelineEntry>>()?),
+                    cpu::STACK_COUNTS => {
+                        rec.stack_counts.extend(frame.decode::<Vec<StackCount>>()?)
+                    }
+                    cpu::TIMELINE => rec.timeline.extend(frame.decode::<Vec<TimelineEntry>>()?),
                     cpu::SOURCES => rec.sources = frame.decode()?,
                     FrameType::SYMBOLS => rec.symbols = frame.decode()?,
                     cpu::SUMMARY => rec.summary = Some(frame.decode()?),
@@ -154,9 +150,8 @@ impl CpuRecording {
         // Stacks are referred to by id: keep them indexable even if frames were lost.
         rec.stacks.sort_by_key(|s| s.id);
         if rec.symbols.modules.is_empty() && !rec.modules.is_empty() {
-            rec.warnings.push(
-                "the recording has no symbol table: functions and lines are unknown".into(),
-            );
+            rec.warnings
+                .push("the recording has no symbol table: functions and lines are unknown".into());
         }
         Ok(rec)
     }

@@ -82,7 +82,11 @@ pub struct Args {
     all: bool,
 
     /// The command to run, with its arguments (put it after `--`).
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "COMMAND")]
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "COMMAND"
+    )]
     command: Vec<OsString>,
 }
 
@@ -161,7 +165,9 @@ fn default_output(args: &Args) -> PathBuf {
 fn exit_code(status: Option<ExitStatus>) -> ExitCode {
     match status {
         Some(ExitStatus::Exited { code }) => ExitCode::from(code.clamp(0, 255) as u8),
-        Some(ExitStatus::Signaled { signal, .. }) => ExitCode::from((128 + signal).clamp(0, 255) as u8),
+        Some(ExitStatus::Signaled { signal, .. }) => {
+            ExitCode::from((128 + signal).clamp(0, 255) as u8)
+        }
         _ => ExitCode::SUCCESS,
     }
 }

@@ -311,7 +311,11 @@ pub fn record<W: Write>(
     if let (Some(c), Some(status)) = (&child, exit)
         && let Some(p) = session.tracker.last(c.pid)
     {
-        let end = session.builder.process(p).and_then(|x| x.end_ns).unwrap_or(0);
+        let end = session
+            .builder
+            .process(p)
+            .and_then(|x| x.end_ns)
+            .unwrap_or(0);
         session.builder.end_process(p, end, Some(status));
     }
     session

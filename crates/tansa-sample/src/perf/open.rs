@@ -137,8 +137,7 @@ fn open_all(
                         Ok(e) => events.push(e),
                         // A thread that ended meanwhile.
                         Err(PerfError::Open { error, .. })
-                            if error.raw_os_error() == Some(libc::ESRCH)
-                                && !events.is_empty() => {}
+                            if error.raw_os_error() == Some(libc::ESRCH) && !events.is_empty() => {}
                         Err(e) => return Err(e),
                     }
                 }

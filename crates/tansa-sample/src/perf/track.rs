@@ -10,7 +10,7 @@ use tansa_perf::{
 
 use crate::builder::{CpuRecordingBuilder, MappingInfo, ProcessId, ProcessInfo, SampleInput};
 use crate::procfs::{self, ProcProcess};
-use crate::unwind::{UserRegs, Unwinders, Unwound};
+use crate::unwind::{Unwinders, Unwound, UserRegs};
 
 /// `PERF_RECORD_MISC_CPUMODE_MASK` value of kernel samples.
 const MISC_KERNEL: u16 = 1;
