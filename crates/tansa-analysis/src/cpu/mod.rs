@@ -3,7 +3,7 @@
 //! * [`recording`]: reading the recording (its reduced counts, chains and symbols);
 //! * [`names`]: naming addresses from the recording's own symbol table;
 //! * [`aggregate`]: the report per process, address space, library, function, source
-//!   line or instruction ([`report`] is the model every renderer consumes);
+//!   line or instruction ([`mod@report`] is the model every renderer consumes);
 //! * [`annotate`]: a function's disassembly and source with per-instruction and
 //!   per-line samples.
 //!
