@@ -60,7 +60,7 @@ pub struct Args {
     call_graph: CallGraphArg,
 
     /// Bytes of user stack copied per sample for DWARF unwinding (8 to 65528).
-    #[arg(long, value_name = "BYTES", default_value_t = 16384,
+    #[arg(long, value_name = "BYTES", default_value_t = 8192,
           value_parser = clap::value_parser!(u32).range(8..=65528))]
     stack_size: u32,
 

@@ -100,7 +100,7 @@ impl Default for Config {
             timeline: false,
             event: EventChoice::Auto,
             call_graph: CallGraph::Dwarf,
-            stack_bytes: 16384,
+            stack_bytes: 8192,
             ring_pages: 512,
         }
     }
