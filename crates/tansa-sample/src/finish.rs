@@ -7,10 +7,11 @@ use std::io::Write;
 use iced_x86::{Decoder, DecoderOptions};
 use tansa_format::container::{FrameType, Kind, Writer};
 use tansa_format::cpu::{
-    self, CpuSummary, Mode, ModuleKind, NO_MODULE, SourceFile, Stack, StackCount,
+    self, CpuSummary, Mode, Module, ModuleKind, NO_MODULE, SourceFile, Stack, StackCount,
 };
 use tansa_format::symtab::{
-    AddrSymbols, CodeBlock, ModuleStatus, ModuleSymbols, NO_STRING, SymFrame, SymbolTableBuilder,
+    AddrSymbols, CodeBlock, ModuleStatus, ModuleSymbols, NO_STRING, StrId, SymFrame, SymbolTable,
+    SymbolTableBuilder,
 };
 use tansa_symbols::{ElfFile, Resolver};
 
@@ -87,69 +88,46 @@ impl CpuRecordingBuilder {
             }
         }
 
-        let resolver = Resolver::new();
+        // Modules are resolved in parallel (large libraries take seconds each), each
+        // worker with its own string table, merged afterwards.
+        let mut order: Vec<(usize, Module)> = self
+            .modules
+            .iter()
+            .map(|m| (lookups.get(&m.id).map_or(0, BTreeSet::len), m.clone()))
+            .collect();
+        order.sort_by_key(|m| std::cmp::Reverse(m.0));
+        let workers = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .clamp(1, 4);
+        let mut shares: Vec<Vec<Module>> = vec![Vec::new(); workers];
+        for (i, (_, m)) in order.into_iter().enumerate() {
+            shares[i % workers].push(m);
+        }
+        let this = &self;
+        let (lookups, exact) = (&lookups, &exact);
+        let parts: Vec<(SymbolTable, BTreeSet<String>)> = std::thread::scope(|scope| {
+            let handles: Vec<_> = shares
+                .iter()
+                .map(|share| scope.spawn(move || this.resolve_modules(share, lookups, exact)))
+                .collect();
+            handles.into_iter().filter_map(|h| h.join().ok()).collect()
+        });
         let mut symtab = SymbolTableBuilder::default();
-        let mut source_files: BTreeSet<u32> = BTreeSet::new();
-        for module in self.modules.clone() {
-            let offsets = lookups.remove(&module.id).unwrap_or_default();
-            match module.kind {
-                ModuleKind::Kernel => {
-                    let m = self.kernel_module_symbols(&mut symtab, module.id, &offsets);
-                    symtab.add_module(m);
-                }
-                ModuleKind::Elf => {
-                    let mut offsets = offsets;
-                    let mut code = Vec::new();
-                    if let (Some(elf), Some(hit)) =
-                        (self.elf_cache.get(&module.id), exact.get(&module.id))
-                    {
-                        for (start, size) in hit_functions(elf, hit) {
-                            if let Some(bytes) = elf.read_at(start, size) {
-                                offsets.extend(instruction_starts(start, bytes));
-                                code.push(CodeBlock {
-                                    start,
-                                    bytes: bytes.to_vec(),
-                                });
-                            }
-                        }
+        let mut source_paths: BTreeSet<String> = BTreeSet::new();
+        for (part, sources) in parts {
+            source_paths.extend(sources);
+            for mut m in part.modules {
+                for a in &mut m.addrs {
+                    for f in &mut a.frames {
+                        f.function = remap(&mut symtab, &part.strings, f.function);
+                        f.file = remap(&mut symtab, &part.strings, f.file);
                     }
-                    let pairs: Vec<(u64, u64)> = offsets.iter().map(|&o| (o, o)).collect();
-                    let mut m = resolver.module_symbols(
-                        &mut symtab,
-                        u64::from(module.id),
-                        &module.path,
-                        &module.build_id,
-                        &pairs,
-                    );
-                    if m.status == ModuleStatus::Resolved {
-                        for block in &code {
-                            let end = block.start + block.bytes.len() as u64;
-                            let lo = m.addrs.partition_point(|a| a.offset < block.start);
-                            for a in m.addrs[lo..].iter().take_while(|a| a.offset < end) {
-                                source_files.extend(
-                                    a.frames.iter().map(|f| f.file).filter(|&f| f != NO_STRING),
-                                );
-                            }
-                        }
-                        m.code = code;
-                    }
-                    symtab.add_module(m);
                 }
-                ModuleKind::Vdso | ModuleKind::Anonymous => {
-                    let pairs: Vec<(u64, u64)> = offsets.iter().map(|&o| (o, o)).collect();
-                    let m = resolver.module_symbols(
-                        &mut symtab,
-                        u64::from(module.id),
-                        &module.path,
-                        &module.build_id,
-                        &pairs,
-                    );
-                    symtab.add_module(m);
-                }
+                symtab.add_module(m);
             }
         }
         let symbols = symtab.finish();
-        let sources = read_sources(&symbols, &source_files);
+        let sources = read_sources(&source_paths);
 
         let summary = CpuSummary {
             samples: self.samples,
@@ -220,6 +198,68 @@ impl CpuRecordingBuilder {
         Ok(summary)
     }
 
+    /// Resolves `modules` with a resolver and string table of its own; returns the
+    /// partial symbol table and the source files named by the functions hit.
+    fn resolve_modules(
+        &self,
+        modules: &[Module],
+        lookups: &BTreeMap<u32, BTreeSet<u64>>,
+        exact: &BTreeMap<u32, BTreeSet<u64>>,
+    ) -> (SymbolTable, BTreeSet<String>) {
+        let resolver = Resolver::new();
+        let mut symtab = SymbolTableBuilder::default();
+        let mut source_files: BTreeSet<u32> = BTreeSet::new();
+        for module in modules {
+            let mut offsets = lookups.get(&module.id).cloned().unwrap_or_default();
+            if module.kind == ModuleKind::Kernel {
+                let m = self.kernel_module_symbols(&mut symtab, module.id, &offsets);
+                symtab.add_module(m);
+                continue;
+            }
+            let mut code = Vec::new();
+            if module.kind == ModuleKind::Elf
+                && let (Some(elf), Some(hit)) =
+                    (self.elf_cache.get(&module.id), exact.get(&module.id))
+            {
+                for (start, size) in hit_functions(elf, hit) {
+                    if let Some(bytes) = elf.read_at(start, size) {
+                        offsets.extend(instruction_starts(start, bytes));
+                        code.push(CodeBlock {
+                            start,
+                            bytes: bytes.to_vec(),
+                        });
+                    }
+                }
+            }
+            let pairs: Vec<(u64, u64)> = offsets.iter().map(|&o| (o, o)).collect();
+            let mut m = resolver.module_symbols(
+                &mut symtab,
+                u64::from(module.id),
+                &module.path,
+                &module.build_id,
+                &pairs,
+            );
+            if m.status == ModuleStatus::Resolved {
+                for block in &code {
+                    let end = block.start + block.bytes.len() as u64;
+                    let lo = m.addrs.partition_point(|a| a.offset < block.start);
+                    for a in m.addrs[lo..].iter().take_while(|a| a.offset < end) {
+                        source_files
+                            .extend(a.frames.iter().map(|f| f.file).filter(|&f| f != NO_STRING));
+                    }
+                }
+                m.code = code;
+            }
+            symtab.add_module(m);
+        }
+        let table = symtab.finish();
+        let sources = source_files
+            .iter()
+            .filter_map(|&id| table.string(id).map(str::to_string))
+            .collect();
+        (table, sources)
+    }
+
     fn kernel_module_symbols(
         &self,
         symtab: &mut SymbolTableBuilder,
@@ -267,17 +307,19 @@ impl CpuRecordingBuilder {
     }
 }
 
-/// Reads the source files named by `ids`, within the size limits.
-fn read_sources(
-    symbols: &tansa_format::symtab::SymbolTable,
-    ids: &BTreeSet<u32>,
-) -> Vec<SourceFile> {
+/// The id in `symtab` of string `id` of `strings`.
+fn remap(symtab: &mut SymbolTableBuilder, strings: &[String], id: StrId) -> StrId {
+    match strings.get(id as usize) {
+        Some(s) if id != NO_STRING => symtab.intern(s),
+        _ => NO_STRING,
+    }
+}
+
+/// Reads the source files at `paths`, within the size limits.
+fn read_sources(paths: &BTreeSet<String>) -> Vec<SourceFile> {
     let mut total = 0u64;
     let mut out = Vec::new();
-    for &id in ids {
-        let Some(path) = symbols.string(id) else {
-            continue;
-        };
+    for path in paths {
         let Ok(meta) = std::fs::metadata(path) else {
             continue;
         };
