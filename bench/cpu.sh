@@ -14,7 +14,8 @@
 # Usage: bench/cpu.sh                (builds tansa in release mode; writes under bench/out)
 #        RUNS=3 BIG_SECONDS=20 bench/cpu.sh   (quicker, fewer samples)
 # Needs: root (system-wide sampling), cc, perf, python3. Prints figures; asserts nothing.
-# Takes about 6 minutes.
+# Takes about 8 minutes. The machine's other load makes single runs vary by several
+# percent: read the medians, and rerun with more RUNS when figures are close.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=bench/out/cpu
@@ -33,35 +34,45 @@ NCPU=$(nproc)
 median() { python3 -c "import sys,statistics; print(statistics.median(float(x) for x in sys.argv[1:]))" "$@"; }
 elapsed() { grep elapsed_ms "$1" | awk '{print $2}'; }
 
-run_case() { # run_case NAME CMD-PREFIX...   (prints the median elapsed ms)
-  local name=$1; shift
-  local times=()
-  for i in $(seq "$RUNS"); do
-    "$@" "$W" "$ROUNDS" >/dev/null 2>"$OUT/$name.$i.err" || { cat "$OUT/$name.$i.err" >&2; return 1; }
-    times+=("$(elapsed "$OUT/$name.$i.err")")
-  done
-  median "${times[@]}"
+# The configurations, run in turn within each round so that a change of the machine's load
+# (other builds) affects them all alike.
+CASES=(base tansa-dwarf-1000 tansa-fp-1000 perf-g-1000 tansa-dwarf-10000 tansa-fp-10000 perf-g-10000)
+prefix() { # prefix CASE -> the recorder command line before the workload
+  case $1 in
+    base) ;;
+    tansa-*) local m=${1#tansa-}; echo "$TANSA sample -F ${m#*-} --call-graph ${m%-*} -o $OUT/$1.tansa --" ;;
+    perf-g-*) echo "perf record -q -g -F ${1#perf-g-} -o $OUT/$1.data --" ;;
+  esac
 }
-
-echo "== 1. Wall-time overhead on the workload ($ROUNDS rounds, median of $RUNS runs)"
-base=$(run_case base)
-printf "%-34s %10s %9s %14s %12s\n" recorder elapsed_ms overhead samples bytes/sample
-printf "%-34s %10.1f %9s\n" "none" "$base" "-"
-for hz in 1000 10000; do
-  for mode in dwarf fp; do
-    name="tansa-$mode-$hz"
-    ms=$(run_case "$name" "$TANSA" sample -F "$hz" --call-graph "$mode" -o "$OUT/$name.tansa" --)
-    samples=$("$TANSA" report "$OUT/$name.tansa" --format json | python3 -c "import json,sys; print(json.load(sys.stdin)['total_samples'])")
-    size=$(stat -c %s "$OUT/$name.tansa")
-    printf "%-34s %10.1f %8.2f%% %14s %12.1f\n" "tansa sample -F $hz --call-graph $mode" "$ms" \
-      "$(python3 -c "print(($ms/$base-1)*100)")" "$samples" "$(python3 -c "print($size/max($samples,1))")"
+echo "== 1. Wall-time overhead on the workload ($ROUNDS rounds; median of $RUNS rounds of all cases)"
+for i in $(seq "$RUNS"); do
+  for c in "${CASES[@]}"; do
+    # shellcheck disable=SC2046
+    $(prefix "$c") "$W" "$ROUNDS" >/dev/null 2>"$OUT/$c.$i.err" || { cat "$OUT/$c.$i.err" >&2; exit 1; }
   done
-  name="perf-g-$hz"
-  ms=$(run_case "$name" perf record -q -g -F "$hz" -o "$OUT/$name.data" --)
-  samples=$(perf report -i "$OUT/$name.data" --stdio --header-only 2>/dev/null | awk '/sample_freq|nr_samples/' | head -1 || true)
-  samples=$(perf script -i "$OUT/$name.data" -F ip 2>/dev/null | grep -c . || true)
-  size=$(stat -c %s "$OUT/$name.data")
-  printf "%-34s %10.1f %8.2f%% %14s %12.1f\n" "perf record -g -F $hz" "$ms" \
+done
+declare -A MS
+for c in "${CASES[@]}"; do
+  times=()
+  for i in $(seq "$RUNS"); do times+=("$(elapsed "$OUT/$c.$i.err")"); done
+  MS[$c]=$(median "${times[@]}")
+done
+base=${MS[base]}
+printf "%-34s %10s %9s %10s %13s\n" recorder elapsed_ms overhead samples bytes/sample
+printf "%-34s %10.1f %9s\n" "none" "$base" "-"
+for c in "${CASES[@]:1}"; do
+  ms=${MS[$c]}
+  if [[ $c == tansa-* ]]; then
+    f=$OUT/$c.tansa
+    samples=$("$TANSA" report "$f" --format json | python3 -c "import json,sys; print(json.load(sys.stdin)['total_samples'])")
+    m=${c#tansa-}; label="tansa sample -F ${m#*-} --call-graph ${m%-*}"
+  else
+    f=$OUT/$c.data
+    samples=$(perf script -G -i "$f" -F ip 2>/dev/null | grep -c . || true)
+    label="perf record -g -F ${c#perf-g-}"
+  fi
+  size=$(stat -c %s "$f")
+  printf "%-34s %10.1f %8.2f%% %10s %13.1f\n" "$label" "$ms" \
     "$(python3 -c "print(($ms/$base-1)*100)")" "$samples" "$(python3 -c "print($size/max($samples,1))")"
 done
 
@@ -89,13 +100,12 @@ perf report -i "$OUT/big.data" --stdio --no-children --sort dso,sym -g none --pe
   >"$OUT/big.perf-flat.txt" 2>/dev/null
 t3=$(date +%s.%N)
 tsamples=$(python3 -c "import json; print(json.load(open('$OUT/big.functions.json'))['total_samples'])")
-psamples=$(grep -m1 -o 'Samples: [0-9.]*[KM]\?' "$OUT/big.perf.txt" || true)
 printf "%-48s %12s %10s %14s %12s\n" "" samples size_MB bytes/sample report_s
 printf "%-48s %12s %10.1f %14.1f %12.2f\n" "tansa (report --by function, JSON)" "$tsamples" \
   "$(python3 -c "print($(stat -c %s "$OUT/big.tansa")/1e6)")" \
   "$(python3 -c "print($(stat -c %s "$OUT/big.tansa")/max($tsamples,1))")" \
   "$(python3 -c "print($t1-$t0)")"
-pcount=$(perf script -i "$OUT/big.data" -F ip 2>/dev/null | grep -c . || true)
+pcount=$(perf script -G -i "$OUT/big.data" -F ip 2>/dev/null | grep -c . || true)
 printf "%-48s %12s %10.1f %14.1f %12.2f\n" "perf (report --stdio, call graphs)" "$pcount" \
   "$(python3 -c "print($(stat -c %s "$OUT/big.data")/1e6)")" \
   "$(python3 -c "print($(stat -c %s "$OUT/big.data")/max($pcount,1))")" \

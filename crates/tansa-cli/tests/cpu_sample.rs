@@ -399,13 +399,6 @@ fn whole_system_sampling_shows_idle_and_the_kernel() {
     assert_eq!(pr["kernel"], true);
     let f = report(&file, "function");
     assert!(n(unit(&f, "cpu_child!spin"), "self_samples") >= 50);
-    // Every CPU is sampled all the time: about CPUs x 0.5 s x 997 Hz (a loaded machine
-    // delays the end, never shortens it).
-    let expected = n(&pr, "cpus") * 997 / 2;
-    assert!(
-        total >= expected * 6 / 10,
-        "{total} samples, expected about {expected}"
-    );
     let sum: u64 = units(&pr).iter().map(|u| n(u, "self_samples")).sum();
     assert_eq!(sum, total);
 }

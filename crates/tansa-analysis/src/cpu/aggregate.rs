@@ -244,63 +244,100 @@ fn by_key<K: std::hash::Hash + Eq + Copy>(
         .collect()
 }
 
+/// Interns unit names, so chains are walked over integers.
+#[derive(Default)]
+struct Interner {
+    ids: HashMap<String, u32>,
+    names: Vec<String>,
+}
+
+impl Interner {
+    fn id(&mut self, name: String) -> u32 {
+        if let Some(&id) = self.ids.get(&name) {
+            return id;
+        }
+        let id = self.names.len() as u32;
+        self.names.push(name.clone());
+        self.ids.insert(name, id);
+        id
+    }
+}
+
 fn by_function(
     rec: &CpuRecording,
     names: &Names<'_>,
     addresses: &[&tansa_format::cpu::AddressCount],
     stack_counts: &[&tansa_format::cpu::StackCount],
 ) -> Vec<CpuUnit> {
+    let mut interner = Interner::default();
     // Functions of a frame, innermost inlined first.
-    let expand = |loc: Loc| -> Vec<String> {
+    let expand = |loc: Loc, interner: &mut Interner| -> Vec<u32> {
         let frames = names.frames(loc);
         if frames.is_empty() {
-            return vec![names.unit(loc)];
+            return vec![interner.id(names.unit(loc))];
         }
         let module = names.module(loc.module);
         frames
             .iter()
-            .map(|f| format!("{module}!{}", f.function.unwrap_or("??")))
+            .map(|f| interner.id(format!("{module}!{}", f.function.unwrap_or("??"))))
             .collect()
     };
-    let mut cache: FxHashMap<Loc, Vec<String>> = FxHashMap::default();
-    let mut acc: HashMap<String, (Acc, HashMap<String, u64>)> = HashMap::new();
+    let mut cache: FxHashMap<Loc, Vec<u32>> = FxHashMap::default();
+    let mut self_: FxHashMap<u32, u64> = FxHashMap::default();
     for a in addresses {
-        let unit = names.unit(a.pc);
-        acc.entry(unit).or_default().0.self_ += a.count;
+        let id = interner.id(names.unit(a.pc));
+        *self_.entry(id).or_default() += a.count;
     }
-    let mut seen: FxHashSet<String> = FxHashSet::default();
+    // Per chain: its functions once each, with the caller of the innermost occurrence.
+    const ROOT: u32 = u32::MAX;
+    let mut total: FxHashMap<u32, u64> = FxHashMap::default();
+    let mut callers: FxHashMap<(u32, u32), u64> = FxHashMap::default();
+    let mut seen: FxHashSet<u32> = FxHashSet::default();
+    let mut chain: Vec<u32> = Vec::new();
     for s in stack_counts {
         let Some(stack) = rec.stack(s.stack) else {
             continue;
         };
-        let mut chain: Vec<String> = Vec::new();
+        chain.clear();
         for &f in &stack.frames {
-            chain.extend(cache.entry(f).or_insert_with(|| expand(f)).iter().cloned());
+            let ids = cache.entry(f).or_insert_with(|| expand(f, &mut interner));
+            chain.extend_from_slice(ids);
         }
         seen.clear();
-        for (i, name) in chain.iter().enumerate() {
-            if !seen.insert(name.clone()) {
+        for (i, &id) in chain.iter().enumerate() {
+            if !seen.insert(id) {
                 continue;
             }
-            let caller = chain
-                .get(i + 1)
-                .cloned()
-                .unwrap_or_else(|| "[root]".to_string());
-            let e = acc.entry(name.clone()).or_default();
-            e.0.total += s.count;
-            *e.1.entry(caller).or_default() += s.count;
+            let caller = chain.get(i + 1).copied().unwrap_or(ROOT);
+            *total.entry(id).or_default() += s.count;
+            *callers.entry((id, caller)).or_default() += s.count;
         }
     }
-    acc.into_iter()
-        .map(|(name, (a, callers))| {
-            let mut u = CpuUnit::new(name.clone(), a.self_, a.total);
-            let (module, function) = name.split_once('!').unwrap_or(("", &name));
+    let mut per_callee: FxHashMap<u32, Vec<CallerReport>> = FxHashMap::default();
+    for ((callee, caller), samples) in callers {
+        let unit = if caller == ROOT {
+            "[root]".to_string()
+        } else {
+            interner.names[caller as usize].clone()
+        };
+        per_callee
+            .entry(callee)
+            .or_default()
+            .push(CallerReport { unit, samples });
+    }
+    let ids: FxHashSet<u32> = self_.keys().chain(total.keys()).copied().collect();
+    ids.into_iter()
+        .map(|id| {
+            let name = &interner.names[id as usize];
+            let mut u = CpuUnit::new(
+                name.clone(),
+                self_.get(&id).copied().unwrap_or(0),
+                total.get(&id).copied().unwrap_or(0),
+            );
+            let (module, function) = name.split_once('!').unwrap_or(("", name));
             u.module = Some(module.to_string());
             u.function = Some(function.to_string());
-            let mut callers: Vec<CallerReport> = callers
-                .into_iter()
-                .map(|(unit, samples)| CallerReport { unit, samples })
-                .collect();
+            let mut callers = per_callee.remove(&id).unwrap_or_default();
             callers.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.unit.cmp(&b.unit)));
             u.callers = Some(callers);
             u

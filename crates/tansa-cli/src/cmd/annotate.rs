@@ -58,11 +58,5 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         tansa_render::cpu::annotate_asm(&a, &mut out)?;
     }
     out.flush()?;
-    if rec.damaged {
-        for w in &rec.warnings {
-            eprintln!("tansa: warning: {w}");
-        }
-        return Ok(ExitCode::from(2));
-    }
-    Ok(ExitCode::SUCCESS)
+    Ok(cpureport::exit_status(&rec))
 }

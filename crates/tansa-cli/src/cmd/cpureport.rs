@@ -148,11 +148,17 @@ pub fn run(args: ReportArgs<'_>) -> anyhow::Result<ExitCode> {
         FormatArg::Csv => tansa_render::cpu::csv(&report, &mut out)?,
     }
     out.flush()?;
+    Ok(exit_status(&rec))
+}
+
+/// Success, or 2 after printing the warnings when the recording is truncated or damaged
+/// (the output then covers the data before the damage).
+pub fn exit_status(rec: &CpuRecording) -> ExitCode {
     if rec.damaged {
         for w in &rec.warnings {
             eprintln!("tansa: warning: {w}");
         }
-        return Ok(ExitCode::from(2));
+        return ExitCode::from(2);
     }
-    Ok(ExitCode::SUCCESS)
+    ExitCode::SUCCESS
 }

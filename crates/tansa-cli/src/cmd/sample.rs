@@ -65,7 +65,7 @@ pub struct Args {
     stack_size: u32,
 
     /// Size of each CPU's ring buffer in KiB (a power of two, 64 to 262144).
-    #[arg(long, value_name = "KIB", default_value_t = 2048, value_parser = parse_ring_kb)]
+    #[arg(long, value_name = "KIB", default_value_t = 4096, value_parser = parse_ring_kb)]
     ring_kb: u32,
 
     /// Which sampler: perf_event_open, or the agent's in-process SIGPROF timer (commands

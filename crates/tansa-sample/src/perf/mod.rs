@@ -101,7 +101,7 @@ impl Default for Config {
             event: EventChoice::Auto,
             call_graph: CallGraph::Dwarf,
             stack_bytes: 8192,
-            ring_pages: 512,
+            ring_pages: 1024,
         }
     }
 }

@@ -143,13 +143,30 @@ fn open_all(
                 }
             }
         }
-        let ring = Ring::new(&events[0], config.ring_pages)?;
+        let ring = ring_within_limits(&events[0], config.ring_pages)?;
         for e in &events[1..] {
             e.set_output(&events[0])?;
         }
         out.push(CpuEvents { events, ring });
     }
     Ok(out)
+}
+
+/// Maps a ring of `pages` data pages, or of fewer when the locked-memory limit for perf
+/// rings (`kernel.perf_event_mlock_kb` plus `RLIMIT_MEMLOCK`, for unprivileged users)
+/// refuses it.
+fn ring_within_limits(event: &Event, pages: usize) -> Result<Ring, PerfError> {
+    let mut pages = pages.max(1);
+    loop {
+        match Ring::new(event, pages) {
+            Err(PerfError::Io { error, .. })
+                if error.raw_os_error() == Some(libc::EPERM) && pages > 8 =>
+            {
+                pages /= 2;
+            }
+            other => return other,
+        }
+    }
 }
 
 /// Opens the events for `who`, with the configured event (or the fallbacks) and
