@@ -36,12 +36,14 @@ elapsed() { grep elapsed_ms "$1" | awk '{print $2}'; }
 
 # The configurations, run in turn within each round so that a change of the machine's load
 # (other builds) affects them all alike.
-CASES=(base tansa-dwarf-1000 tansa-fp-1000 perf-g-1000 tansa-dwarf-10000 tansa-fp-10000 perf-g-10000)
+CASES=(base tansa-dwarf-1000 tansa-fp-1000 perf-g-1000 perf-dwarf-1000
+       tansa-dwarf-10000 tansa-fp-10000 perf-g-10000 perf-dwarf-10000)
 prefix() { # prefix CASE -> the recorder command line before the workload
   case $1 in
     base) ;;
     tansa-*) local m=${1#tansa-}; echo "$TANSA sample -F ${m#*-} --call-graph ${m%-*} -o $OUT/$1.tansa --" ;;
     perf-g-*) echo "perf record -q -g -F ${1#perf-g-} -o $OUT/$1.data --" ;;
+    perf-dwarf-*) echo "perf record -q --call-graph dwarf,8192 -F ${1#perf-dwarf-} -o $OUT/$1.data --" ;;
   esac
 }
 echo "== 1. Wall-time overhead on the workload ($ROUNDS rounds; median of $RUNS rounds of all cases)"
@@ -58,8 +60,8 @@ for c in "${CASES[@]}"; do
   MS[$c]=$(median "${times[@]}")
 done
 base=${MS[base]}
-printf "%-34s %10s %9s %10s %13s\n" recorder elapsed_ms overhead samples bytes/sample
-printf "%-34s %10.1f %9s\n" "none" "$base" "-"
+printf "%-40s %10s %9s %10s %13s\n" recorder elapsed_ms overhead samples bytes/sample
+printf "%-40s %10.1f %9s\n" "none" "$base" "-"
 for c in "${CASES[@]:1}"; do
   ms=${MS[$c]}
   if [[ $c == tansa-* ]]; then
@@ -69,10 +71,11 @@ for c in "${CASES[@]:1}"; do
   else
     f=$OUT/$c.data
     samples=$(perf script -G -i "$f" -F ip 2>/dev/null | grep -c . || true)
-    label="perf record -g -F ${c#perf-g-}"
+    if [[ $c == perf-g-* ]]; then label="perf record -g -F ${c#perf-g-}"
+    else label="perf record --call-graph dwarf -F ${c#perf-dwarf-}"; fi
   fi
   size=$(stat -c %s "$f")
-  printf "%-34s %10.1f %8.2f%% %10s %13.1f\n" "$label" "$ms" \
+  printf "%-40s %10.1f %8.2f%% %10s %13.1f\n" "$label" "$ms" \
     "$(python3 -c "print(($ms/$base-1)*100)")" "$samples" "$(python3 -c "print($size/max($samples,1))")"
 done
 

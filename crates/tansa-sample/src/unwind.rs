@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::{ExplicitModuleSectionInfo, Module, Unwinder};
+use rustc_hash::FxHashMap;
 use tansa_symbols::ElfFile;
 
 /// Deepest user stack unwound.
@@ -51,7 +52,7 @@ pub enum Unwound {
 
 /// One unwinder per address space (process image), sharing a rule cache.
 pub struct Unwinders {
-    spaces: HashMap<u32, UnwinderX86_64<SectionBytes>>,
+    spaces: FxHashMap<u32, UnwinderX86_64<SectionBytes>>,
     cache: CacheX86_64,
     files: HashMap<String, Option<Arc<ElfFile>>>,
 }
@@ -67,7 +68,7 @@ impl std::fmt::Debug for Unwinders {
 impl Default for Unwinders {
     fn default() -> Self {
         Unwinders {
-            spaces: HashMap::new(),
+            spaces: FxHashMap::default(),
             cache: CacheX86_64::new(),
             files: HashMap::new(),
         }

@@ -1,7 +1,7 @@
 //! Process tracking from side-band records (the seed's fork, exec and dispatch hooks) and
 //! the per-sample path: call-chain splitting, DWARF unwinding, handing to the builder.
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 use tansa_format::meta::ExitStatus;
 use tansa_perf::{
     CONTEXT_KERNEL, CONTEXT_MAX, CONTEXT_USER, MmapRecord, SampleLayout, SampleRef, SideBand,
@@ -21,7 +21,7 @@ pub struct Tracker {
     /// Per pid, its program images in order: `(start time, process)`.
     epochs: FxHashMap<u32, Vec<(u64, ProcessId)>>,
     /// Images whose executable is not known yet (set by their first file mapping).
-    exe_pending: FxHashMap<ProcessId, ()>,
+    exe_pending: FxHashSet<ProcessId>,
     unwinders: Unwinders,
     dwarf: bool,
     kernel_frames: Vec<u64>,
@@ -38,7 +38,7 @@ impl Tracker {
     pub fn new(dwarf: bool) -> Self {
         Tracker {
             epochs: FxHashMap::default(),
-            exe_pending: FxHashMap::default(),
+            exe_pending: FxHashSet::default(),
             unwinders: Unwinders::default(),
             dwarf,
             kernel_frames: Vec::with_capacity(128),
@@ -136,7 +136,7 @@ impl Tracker {
         }
         let p = self.process_for(b, m.pid, time);
         let path = text(m.filename);
-        if self.exe_pending.contains_key(&p) && path.starts_with('/') {
+        if self.exe_pending.contains(&p) && path.starts_with('/') {
             self.exe_pending.remove(&p);
             b.set_exe(p, &path);
         }
@@ -198,7 +198,7 @@ impl Tracker {
                 ..ProcessInfo::default()
             });
             self.push_epoch(pid, time, p);
-            self.exe_pending.insert(p, ());
+            self.exe_pending.insert(p);
             b.add_thread(p, tid, name);
         } else {
             let p = self.process_for(b, pid, time);
