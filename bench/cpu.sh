@@ -116,13 +116,15 @@ printf "%-48s %12s %10.1f %14.1f %12.2f\n" "perf (report --stdio, call graphs)" 
 printf "%-48s %12s %10s %14s %12.2f\n" "perf (report --stdio -g none)" "" "" "" "$(python3 -c "print($t3-$t2)")"
 
 echo
-echo "== Per-function self percentages on that run (functions with at least 0.5 %)"
+echo "== Per-function self percentages on that run (functions with at least 0.5 %; names cut at"
+echo "   the first '(' since the two demanglers spell C++ parameter lists differently)"
 python3 - "$OUT/big.functions.json" "$OUT/big.perf-flat.txt" <<'EOF'
 import json, re, sys
 t = json.load(open(sys.argv[1]))
 tansa = {}
 for u in t["units"]:
     mod, _, fn = u["unit"].partition("!")
+    fn = fn.split("(")[0]
     tansa[(mod, fn)] = tansa.get((mod, fn), 0) + u["self_percent"]
 perf = {}
 for line in open(sys.argv[2]):
@@ -130,7 +132,8 @@ for line in open(sys.argv[2]):
     if m:
         dso = m.group(2)
         dso = "[kernel.kallsyms]" if dso.startswith("[kernel") else dso.rsplit("/", 1)[-1]
-        perf[(dso, m.group(3))] = perf.get((dso, m.group(3)), 0) + float(m.group(1))
+        fn = m.group(3).split("(")[0]
+        perf[(dso, fn)] = perf.get((dso, fn), 0) + float(m.group(1))
 keys = sorted(set(k for k, v in tansa.items() if v >= 0.5) | set(k for k, v in perf.items() if v >= 0.5),
               key=lambda k: -max(tansa.get(k, 0), perf.get(k, 0)))
 print(f"{'function':50} {'tansa %':>8} {'perf %':>8} {'diff':>7}")
