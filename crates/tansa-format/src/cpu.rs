@@ -93,6 +93,9 @@ pub struct CpuInfo {
     pub timeline: bool,
     /// Things a reader should know (fallbacks taken, parts not covered).
     pub notes: Vec<String>,
+    /// Process id of the recorder itself (it is sampled like any process with `-a`), 0 if
+    /// not applicable.
+    pub recorder_pid: u32,
 }
 
 /// A thread of a process.

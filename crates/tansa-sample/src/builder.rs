@@ -613,6 +613,7 @@ mod tests {
                 cpus: 1,
                 timeline: false,
                 notes: Vec::new(),
+                recorder_pid: 0,
             },
         )
     }

@@ -64,6 +64,7 @@ fn a_recording_built_without_perf_reports_exactly_its_samples() {
             cpus: 1,
             timeline: true,
             notes: Vec::new(),
+            recorder_pid: 0,
         },
     );
     let p = b.add_process(ProcessInfo {

@@ -43,9 +43,19 @@ pub fn space_class(names: &Names<'_>, process: Option<&Process>, module: u32) ->
     }
 }
 
-/// The name of a process unit: `comm [pid]`, `idle [0]`.
-pub fn process_label(p: &Process) -> String {
-    format!("{} [{}]", if p.pid == 0 { "idle" } else { &p.comm }, p.pid)
+/// The name of a process unit: `comm [pid]`, `idle [0]`, `tansa [pid] (self)` for the
+/// recorder.
+pub fn process_label(p: &Process, recorder_pid: u32) -> String {
+    format!(
+        "{} [{}]{}",
+        if p.pid == 0 { "idle" } else { &p.comm },
+        p.pid,
+        if p.pid != 0 && p.pid == recorder_pid {
+            " (self)"
+        } else {
+            ""
+        }
+    )
 }
 
 #[derive(Default)]
@@ -168,7 +178,10 @@ fn by_process(
                 + split.other_samples;
             let p = rec.process(id);
             let mut u = CpuUnit::new(
-                p.map_or_else(|| format!("[process {id}]"), process_label),
+                p.map_or_else(
+                    || format!("[process {id}]"),
+                    |p| process_label(p, rec.info.recorder_pid),
+                ),
                 n,
                 n,
             );
@@ -194,7 +207,10 @@ fn by_space(
     per.into_iter()
         .map(|((id, m), n)| {
             let p = rec.process(id);
-            let label = p.map_or_else(|| format!("[process {id}]"), process_label);
+            let label = p.map_or_else(
+                || format!("[process {id}]"),
+                |p| process_label(p, rec.info.recorder_pid),
+            );
             let mut u = CpuUnit::new(format!("{label} {}", names.module(m)), n, n);
             u.pid = p.map(|p| p.pid);
             u.command = p.map(|p| p.comm.clone());
@@ -445,4 +461,29 @@ fn by_instruction(
             u
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn process_labels_name_idle_and_the_recorder() {
+        let p = |pid: u32, comm: &str| Process {
+            id: 0,
+            pid,
+            ppid: 0,
+            comm: comm.into(),
+            exe: String::new(),
+            cmdline: Vec::new(),
+            kernel_thread: false,
+            start_ns: 0,
+            end_ns: None,
+            exit: None,
+            threads: Vec::new(),
+        };
+        assert_eq!(process_label(&p(0, "swapper"), 0), "idle [0]");
+        assert_eq!(process_label(&p(42, "tansa"), 42), "tansa [42] (self)");
+        assert_eq!(process_label(&p(43, "app"), 42), "app [43]");
+    }
 }

@@ -86,6 +86,7 @@ impl CpuRecording {
                 cpus: 0,
                 timeline: false,
                 notes: Vec::new(),
+                recorder_pid: 0,
             },
             processes: Vec::new(),
             modules: Vec::new(),

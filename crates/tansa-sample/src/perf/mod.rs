@@ -220,6 +220,7 @@ pub fn record<W: Write>(
         cpus: opened.cpus.len() as u32,
         timeline: config.timeline,
         notes: opened.notes.clone(),
+        recorder_pid: std::process::id(),
     };
     let mut builder = CpuRecordingBuilder::new(meta, info);
     if opened.kernel
