@@ -4,4 +4,5 @@
 //! system calls. Recordings are read from any `Read + Seek`; online aggregation is fed the
 //! same events by the collector.
 
+pub mod cpu;
 pub mod memory;

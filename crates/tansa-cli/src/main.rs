@@ -32,6 +32,10 @@ enum Command {
     Retrace(Box<cmd::retrace::Args>),
     /// Find leaks in a system under test with typed re-tests, run from a TOML plan.
     Leaktest(cmd::leaktest::Args),
+    /// Sample where CPU time goes: a command and its children, processes, or everything.
+    Sample(Box<cmd::sample::Args>),
+    /// Show one function's instructions and source lines with their CPU samples.
+    Annotate(cmd::annotate::Args),
 }
 
 fn main() -> ExitCode {
@@ -42,6 +46,8 @@ fn main() -> ExitCode {
         Command::Dump(args) => cmd::dump::run(args),
         Command::Retrace(args) => cmd::retrace::run(*args),
         Command::Leaktest(args) => cmd::leaktest::run(args),
+        Command::Sample(args) => cmd::sample::run(*args),
+        Command::Annotate(args) => cmd::annotate::run(args),
     };
     match result {
         Ok(code) => code,

@@ -7,11 +7,13 @@
 //! [`meta`] (who recorded what, clock calibration, how processes ended), [`symtab`] (every
 //! address used, resolved to function, file, line and inlined frames at the end of
 //! recording, so a report needs no binaries), [`memory`] (the frames of a heap
-//! recording) and [`retrace`] (the frames of an instruction-trace recording).
+//! recording), [`cpu`] (the frames of a CPU sampling recording) and [`retrace`] (the frames
+//! of an instruction-trace recording).
 //!
 //! Readers stop at the first damaged frame and report it; everything before it stays usable.
 
 pub mod container;
+pub mod cpu;
 pub mod memory;
 pub mod meta;
 pub mod retrace;

@@ -117,6 +117,12 @@ impl SampleFormat {
     pub const PERIOD: SampleFormat = SampleFormat(b::PERF_SAMPLE_PERIOD as u64);
     /// `PERF_SAMPLE_CALLCHAIN`: the call chain (kernel and user frames with context markers).
     pub const CALLCHAIN: SampleFormat = SampleFormat(b::PERF_SAMPLE_CALLCHAIN as u64);
+    /// `PERF_SAMPLE_REGS_USER`: the user-mode registers chosen with
+    /// [`EventAttr::sample_regs_user`].
+    pub const REGS_USER: SampleFormat = SampleFormat(b::PERF_SAMPLE_REGS_USER as u64);
+    /// `PERF_SAMPLE_STACK_USER`: a copy of the top of the user stack, of the size chosen
+    /// with [`EventAttr::sample_stack_user`].
+    pub const STACK_USER: SampleFormat = SampleFormat(b::PERF_SAMPLE_STACK_USER as u64);
 
     /// Every bit [`crate::Sample::parse`] decodes.
     pub const DECODED: SampleFormat = SampleFormat(
@@ -129,7 +135,9 @@ impl SampleFormat {
             | Self::STREAM_ID.0
             | Self::CPU.0
             | Self::PERIOD.0
-            | Self::CALLCHAIN.0,
+            | Self::CALLCHAIN.0
+            | Self::REGS_USER.0
+            | Self::STACK_USER.0,
     );
 
     /// Whether every bit of `other` is set.
@@ -245,8 +253,89 @@ impl EventAttr {
         self
     }
 
+    /// Wakes a poller when `bytes` of records are waiting in the ring (cheaper than
+    /// [`EventAttr::wakeup_events`] at high sample rates).
+    pub fn wakeup_watermark(mut self, bytes: u32) -> Self {
+        self.raw.set_watermark(1);
+        self.raw.wakeup_watermark = bytes;
+        self
+    }
+
+    /// The user-mode registers each sample carries (a bit mask of `PERF_REG_*` numbers;
+    /// needs [`SampleFormat::REGS_USER`]).
+    pub fn sample_regs_user(mut self, mask: u64) -> Self {
+        self.raw.sample_regs_user = mask;
+        self
+    }
+
+    /// How many bytes of user stack each sample copies (a multiple of 8; needs
+    /// [`SampleFormat::STACK_USER`]).
+    pub fn sample_stack_user(mut self, bytes: u32) -> Self {
+        self.raw.sample_stack_user = bytes & !7;
+        self
+    }
+
+    /// Deepest call chain the kernel records (0: the system default,
+    /// `kernel.perf_event_max_stack`).
+    pub fn sample_max_stack(mut self, frames: u16) -> Self {
+        self.raw.sample_max_stack = frames;
+        self
+    }
+
+    /// Leaves the user part out of [`SampleFormat::CALLCHAIN`] (when user stacks are
+    /// unwound from a stack copy instead).
+    pub fn exclude_callchain_user(mut self, yes: bool) -> Self {
+        self.raw.set_exclude_callchain_user(u64::from(yes));
+        self
+    }
+
+    /// Adds the sample-id trailer (the fields of the sample format among TID, TIME, ID,
+    /// STREAM_ID, CPU and IDENTIFIER) to every side-band record, so they can be ordered
+    /// and attributed like samples.
+    pub fn sample_id_all(mut self, yes: bool) -> Self {
+        self.raw.set_sample_id_all(u64::from(yes));
+        self
+    }
+
+    /// Emits `PERF_RECORD_MMAP2` records for executable mappings (with the build id where
+    /// the kernel supports it, see [`EventAttr::mmap_build_id`]).
+    pub fn mmap2(mut self, yes: bool) -> Self {
+        self.raw.set_mmap(u64::from(yes));
+        self.raw.set_mmap2(u64::from(yes));
+        self
+    }
+
+    /// Asks for build ids instead of device and inode numbers in `MMAP2` records.
+    pub fn mmap_build_id(mut self, yes: bool) -> Self {
+        self.raw.set_build_id(u64::from(yes));
+        self
+    }
+
+    /// Emits `PERF_RECORD_COMM` records on `exec` and on thread renames.
+    pub fn comm(mut self, yes: bool) -> Self {
+        self.raw.set_comm(u64::from(yes));
+        self.raw.set_comm_exec(u64::from(yes));
+        self
+    }
+
+    /// Emits `PERF_RECORD_FORK` and `PERF_RECORD_EXIT` records.
+    pub fn task(mut self, yes: bool) -> Self {
+        self.raw.set_task(u64::from(yes));
+        self
+    }
+
     /// The sample format requested.
     pub fn format(&self) -> SampleFormat {
         SampleFormat(self.raw.sample_type)
+    }
+
+    /// The user registers requested (see [`EventAttr::sample_regs_user`]).
+    pub fn regs_user(&self) -> u64 {
+        self.raw.sample_regs_user
+    }
+
+    /// Whether side-band records carry the sample-id trailer.
+    pub fn has_sample_id_all(&self) -> bool {
+        self.raw.sample_id_all() != 0
     }
 }

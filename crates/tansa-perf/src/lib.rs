@@ -5,7 +5,11 @@
 //!   and the usual filters (`exclude_kernel`, `disabled`, `enable_on_exec`, ...).
 //! * [`Event`] is an open event: enable, disable, reset, read its count.
 //! * [`Ring`] maps the event's ring buffer and yields its [`Record`]s.
-//! * [`Sample::parse`] decodes a `PERF_RECORD_SAMPLE` for the sample format you asked for.
+//! * [`Sample::parse`] decodes a `PERF_RECORD_SAMPLE` for the sample format you asked for;
+//!   [`SampleRef::parse`] does it in place, with call chains, user registers and user
+//!   stack copies, for readers that must not allocate per sample ([`Ring::visit`]).
+//! * [`SideBand::parse`] decodes the records that describe processes (mappings, names,
+//!   forks, exits) and losses.
 //!
 //! All system calls live in the private `sys` module. Events that this machine cannot
 //! count (for example hardware counters in a VM without a virtual PMU) fail to open with
@@ -14,11 +18,18 @@
 mod attr;
 mod ring;
 mod sample;
+mod sampleref;
+mod sideband;
 mod sys;
 
 pub use attr::{EventAttr, EventKind, HardwareEvent, SampleFormat, SoftwareEvent};
-pub use ring::{Event, Record, RecordKind, Ring};
+pub use ring::{Event, Record, RecordKind, RecordRef, Ring, poll};
 pub use sample::Sample;
+pub use sampleref::{
+    CONTEXT_KERNEL, CONTEXT_MAX, CONTEXT_USER, SampleLayout, SampleRef, X86_REG_BP, X86_REG_IP,
+    X86_REG_SP, X86_UNWIND_REGS,
+};
+pub use sideband::{MmapRecord, SampleId, SideBand, TaskRecord, sample_id_len};
 
 /// Errors of this crate.
 #[derive(Debug, thiserror::Error)]

@@ -17,8 +17,17 @@ pub struct Event {
 impl Event {
     /// Opens `attr` for process `pid` (0: the calling thread) on any CPU.
     pub fn open(attr: &EventAttr, pid: i32) -> Result<Event, PerfError> {
+        Self::open_on(attr, pid, -1)
+    }
+
+    /// Opens `attr` for thread `pid` (0: the calling thread, -1: every thread) on CPU
+    /// `cpu` (-1: any CPU). `pid = -1` with a CPU samples everything that runs there
+    /// (system-wide; needs `kernel.perf_event_paranoid` ≤ 0 or `CAP_PERFMON`). An
+    /// inherited event (see [`EventAttr::inherit`]) can only have a ring when it is bound
+    /// to a CPU.
+    pub fn open_on(attr: &EventAttr, pid: i32, cpu: i32) -> Result<Event, PerfError> {
         let mut raw = attr.raw;
-        let fd = sys::open(&mut raw, pid, -1).map_err(|error| PerfError::Open {
+        let fd = sys::open(&mut raw, pid, cpu).map_err(|error| PerfError::Open {
             what: attr.kind().name(),
             error,
         })?;
@@ -26,6 +35,20 @@ impl Event {
             fd,
             format: attr.format(),
         })
+    }
+
+    /// Sends this event's records to `target`'s ring (both must be on the same CPU);
+    /// this event then needs no ring of its own.
+    pub fn set_output(&self, target: &Event) -> Result<(), PerfError> {
+        sys::set_output(&self.fd, &target.fd).map_err(|error| PerfError::Io {
+            op: "set-output",
+            error,
+        })
+    }
+
+    /// The file descriptor, for polling.
+    pub fn raw_fd(&self) -> std::os::fd::RawFd {
+        std::os::fd::AsRawFd::as_raw_fd(&self.fd)
     }
 
     /// The sample format the event was opened with.
@@ -60,17 +83,71 @@ impl Event {
     }
 }
 
+/// Waits until one of `events` has records past its wakeup threshold or hung up, or
+/// `timeout_ms` passes; returns how many are ready (0 on timeout or interruption).
+pub fn poll(events: &[&Event], timeout_ms: i32) -> Result<usize, PerfError> {
+    let fds: Vec<std::os::fd::RawFd> = events.iter().map(|e| e.raw_fd()).collect();
+    sys::poll(&fds, timeout_ms).map_err(|error| PerfError::Io { op: "poll", error })
+}
+
 /// Record types (`PERF_RECORD_*`) this crate names; others keep their number.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RecordKind {
-    /// `PERF_RECORD_SAMPLE`: decode with [`crate::Sample::parse`].
+    /// `PERF_RECORD_SAMPLE`: decode with [`crate::Sample::parse`] or
+    /// [`crate::SampleRef::parse`].
     Sample,
     /// `PERF_RECORD_LOST`: the kernel dropped records (the ring was full).
     Lost,
     /// `PERF_RECORD_THROTTLE` / `UNTHROTTLE`: the sample rate hit the kernel's limit.
     Throttle,
+    /// `PERF_RECORD_MMAP2` (and the older `PERF_RECORD_MMAP`): see
+    /// [`crate::SideBand::parse`].
+    Mmap,
+    /// `PERF_RECORD_COMM`: a thread's name changed (`exec` or `prctl`).
+    Comm,
+    /// `PERF_RECORD_FORK`: a process or thread was created.
+    Fork,
+    /// `PERF_RECORD_EXIT`: a process or thread ended.
+    Exit,
+    /// `PERF_RECORD_LOST_SAMPLES`: samples dropped before reaching the ring.
+    LostSamples,
     /// Anything else.
     Other(u32),
+}
+
+impl RecordKind {
+    /// The kind of a `perf_event_header.type`.
+    pub fn from_raw(ty: u32) -> RecordKind {
+        match ty {
+            9 => RecordKind::Sample,
+            2 => RecordKind::Lost,
+            5 | 6 => RecordKind::Throttle,
+            1 | 10 => RecordKind::Mmap,
+            3 => RecordKind::Comm,
+            7 => RecordKind::Fork,
+            4 => RecordKind::Exit,
+            13 => RecordKind::LostSamples,
+            n => RecordKind::Other(n),
+        }
+    }
+}
+
+/// A record borrowed from the ring (see [`Ring::visit`]).
+#[derive(Debug, Clone, Copy)]
+pub struct RecordRef<'a> {
+    /// `perf_event_header.type`.
+    pub ty: u32,
+    /// `perf_event_header.misc`.
+    pub misc: u16,
+    /// The bytes after the 8-byte header.
+    pub body: &'a [u8],
+}
+
+impl RecordRef<'_> {
+    /// Its kind.
+    pub fn kind(&self) -> RecordKind {
+        RecordKind::from_raw(self.ty)
+    }
 }
 
 /// One record read from the ring.
@@ -104,6 +181,8 @@ pub struct Ring {
     map: Mapping,
     data_offset: usize,
     data_size: usize,
+    /// Where records that wrap around the end of the data area are reassembled.
+    scratch: Vec<u8>,
 }
 
 impl std::fmt::Debug for Ring {
@@ -125,7 +204,81 @@ impl Ring {
             map,
             data_offset: page,
             data_size: pages * page,
+            scratch: Vec::with_capacity(1 << 16),
         })
+    }
+
+    /// Size of the data area in bytes.
+    pub fn data_size(&self) -> usize {
+        self.data_size
+    }
+
+    /// A snapshot of the position up to which the kernel has written complete records.
+    /// Pass it to [`Ring::visit`] and [`Ring::advance`] to work on a fixed set of records.
+    pub fn head(&self) -> u64 {
+        let page = self.map.page();
+        // SAFETY: `page` points at the mapped metadata page, which lives as long as
+        // `self.map`; the kernel writes `data_head`, so it is read volatile, then an
+        // acquire fence orders the later data reads after it (perf_event_open(2)).
+        let head = unsafe { std::ptr::addr_of!((*page).data_head).read_volatile() };
+        fence(Ordering::Acquire);
+        head
+    }
+
+    fn tail(&self) -> u64 {
+        let page = self.map.page();
+        // SAFETY: as in `head`; only this process writes `data_tail`.
+        unsafe { std::ptr::addr_of!((*page).data_tail).read_volatile() }
+    }
+
+    /// Calls `f` with every record between the consumer position and `head` (from
+    /// [`Ring::head`]) without freeing them, so a second visit sees them again. Records
+    /// are borrowed straight from the ring, or from a buffer of the ring's when they wrap
+    /// around its end: nothing is allocated per record.
+    pub fn visit(&mut self, head: u64, mut f: impl FnMut(RecordRef<'_>)) {
+        let mut pos = self.tail();
+        while pos + 8 <= head {
+            let mut header = [0u8; 8];
+            self.copy_out(pos, &mut header);
+            let ty = u32::from_ne_bytes([header[0], header[1], header[2], header[3]]);
+            let misc = u16::from_ne_bytes([header[4], header[5]]);
+            let size = u64::from(u16::from_ne_bytes([header[6], header[7]]));
+            if size < 8 || pos + size > head {
+                break;
+            }
+            let len = size as usize - 8;
+            let start = ((pos + 8) % self.data_size as u64) as usize;
+            if start + len <= self.data_size {
+                // SAFETY: `start + len ≤ data_size`, so the range lies inside the mapped
+                // data area, which the kernel does not write between tail and head; the
+                // slice lives no longer than this iteration's `&mut self` borrow.
+                let body = unsafe {
+                    std::slice::from_raw_parts(self.map.base.add(self.data_offset + start), len)
+                };
+                f(RecordRef { ty, misc, body });
+            } else {
+                let mut scratch = std::mem::take(&mut self.scratch);
+                scratch.clear();
+                scratch.resize(len, 0);
+                self.copy_out(pos + 8, &mut scratch);
+                f(RecordRef {
+                    ty,
+                    misc,
+                    body: &scratch,
+                });
+                self.scratch = scratch;
+            }
+            pos += size;
+        }
+    }
+
+    /// Frees the ring up to `head` (a value from [`Ring::head`] whose records were
+    /// visited).
+    pub fn advance(&mut self, head: u64) {
+        let page = self.map.page();
+        fence(Ordering::Release);
+        // SAFETY: writing `data_tail` after the reads tells the kernel the space is free.
+        unsafe { std::ptr::addr_of_mut!((*page).data_tail).write_volatile(head) };
     }
 
     /// Moves every complete record out of the ring into `out`.
@@ -149,12 +302,7 @@ impl Ring {
             }
             let mut body = vec![0u8; size as usize - 8];
             self.copy_out(tail + 8, &mut body);
-            let kind = match ty {
-                9 => RecordKind::Sample,
-                2 => RecordKind::Lost,
-                5 | 6 => RecordKind::Throttle,
-                n => RecordKind::Other(n),
-            };
+            let kind = RecordKind::from_raw(ty);
             out.push(Record { kind, misc, body });
             tail += size;
         }

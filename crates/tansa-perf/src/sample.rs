@@ -60,7 +60,11 @@ impl Sample {
     /// Decodes the body of a `PERF_RECORD_SAMPLE` written for `format`, in the field order
     /// of `perf_event_open(2)`.
     pub fn parse(body: &[u8], format: SampleFormat) -> Result<Sample, PerfError> {
-        if format.0 & !SampleFormat::DECODED.0 != 0 {
+        // User registers and stack copies are decoded by `SampleRef` only.
+        let owned = SampleFormat(
+            SampleFormat::DECODED.0 & !(SampleFormat::REGS_USER.0 | SampleFormat::STACK_USER.0),
+        );
+        if format.0 & !owned.0 != 0 {
             return Err(PerfError::UnsupportedFormat(format.0));
         }
         let mut c = Cursor { body, at: 0 };

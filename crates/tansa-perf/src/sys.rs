@@ -34,6 +34,41 @@ pub(crate) enum Ioctl {
     Reset,
 }
 
+/// `PERF_EVENT_IOC_SET_OUTPUT`: send `fd`'s records to `target`'s ring.
+pub(crate) fn set_output(fd: &OwnedFd, target: &OwnedFd) -> io::Result<()> {
+    // SAFETY: both descriptors are open perf events; SET_OUTPUT takes the target's
+    // descriptor number as an integer argument, no pointer.
+    let rc = unsafe { ioctls::SET_OUTPUT(fd.as_raw_fd(), target.as_raw_fd()) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Waits until one of `fds` is readable or hung up, or `timeout_ms` passes. Returns the
+/// number of ready descriptors (0 on timeout; an interrupted wait counts as a timeout).
+pub(crate) fn poll(fds: &[std::os::fd::RawFd], timeout_ms: i32) -> io::Result<usize> {
+    let mut pfds: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    // SAFETY: `pfds` is a valid array of `pfds.len()` pollfd structures that the kernel
+    // may write `revents` into.
+    let rc = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, timeout_ms) };
+    if rc < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::Interrupted {
+            return Ok(0);
+        }
+        return Err(e);
+    }
+    Ok(rc as usize)
+}
+
 pub(crate) fn ioctl(fd: &OwnedFd, op: Ioctl) -> io::Result<()> {
     let raw = fd.as_raw_fd();
     // SAFETY: `raw` is an open perf event descriptor owned by `fd`; these ioctls take an

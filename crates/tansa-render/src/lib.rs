@@ -1,6 +1,7 @@
 //! Renderers: each turns an analysed report into one output format. Adding a format never
 //! touches the analysis.
 
+pub mod cpu;
 pub mod memory;
 mod table;
 

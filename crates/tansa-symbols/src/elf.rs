@@ -180,6 +180,39 @@ impl ElfFile {
         None
     }
 
+    /// The whole file's bytes.
+    pub fn data(&self) -> &[u8] {
+        &self.map
+    }
+
+    /// The section named `name` (e.g. `.eh_frame`): its address range and the range of
+    /// its bytes in [`ElfFile::data`] (empty for sections without file data).
+    pub fn section(&self, name: &str) -> Option<(std::ops::Range<u64>, std::ops::Range<usize>)> {
+        let obj = self.parse().ok()?;
+        let s = obj.section_by_name(name)?;
+        let (off, size) = s.file_range().unwrap_or((0, 0));
+        let start = usize::try_from(off).ok()?;
+        let end = start.checked_add(usize::try_from(size).ok()?)?;
+        (end <= self.map.len()).then(|| (s.address()..s.address() + s.size(), start..end))
+    }
+
+    /// The file address of the byte at file offset `offset`, where `offset` is the file
+    /// offset of a mapping the loader made (page-aligned, so it may lie before the start
+    /// of the segment it maps): from the last `PT_LOAD` segment starting in or before that
+    /// page. Segments whose address and offset differ by different amounts (as `lld`
+    /// lays them out) are told apart this way, where containment alone would pick the
+    /// previous segment.
+    pub fn address_of_offset(&self, offset: u64) -> Option<u64> {
+        const PAGE: u64 = 0x1000;
+        self.segments()
+            .into_iter()
+            .filter(|s| {
+                s.file_offset & !(PAGE - 1) <= offset && offset < s.file_offset + s.file_size.max(1)
+            })
+            .max_by_key(|s| s.file_offset)
+            .map(|s| (offset + s.address).wrapping_sub(s.file_offset))
+    }
+
     /// The bytes of the executable section containing `address`, with the section's start.
     pub fn code_section_containing(&self, address: u64) -> Option<(u64, &[u8])> {
         let obj = self.parse().ok()?;
@@ -218,6 +251,28 @@ mod tests {
             elf.function_containing(main.address).map(|f| f.name),
             Some("main".to_string())
         );
+    }
+
+    #[test]
+    fn mappings_at_page_aligned_offsets_find_their_segment() {
+        let exe = std::env::current_exe().unwrap();
+        let elf = ElfFile::open(&exe).unwrap();
+        let segs = elf.segments();
+        for s in &segs {
+            let page = s.file_offset & !0xfff;
+            if s.file_size == 0
+                || segs
+                    .iter()
+                    .any(|o| o.file_offset > s.file_offset && o.file_offset & !0xfff == page)
+            {
+                continue;
+            }
+            assert_eq!(
+                elf.address_of_offset(page),
+                Some(s.address - (s.file_offset - page)),
+                "segment {s:?}"
+            );
+        }
     }
 
     #[test]

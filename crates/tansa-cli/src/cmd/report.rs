@@ -11,7 +11,8 @@ use tansa_analysis::memory::Aggregator;
 use tansa_analysis::memory::aggregate::SessionMeta;
 use tansa_analysis::memory::recording::{MemoryRecording, RecordingError};
 
-use super::memopts::{self, ByArg, ChargeArg, FormatArg, FreeToArg};
+use super::cpureport::{self, ReportBy};
+use super::memopts::{self, ChargeArg, FormatArg, FreeToArg};
 
 /// Options of `tansa report`.
 #[derive(Debug, clap::Args)]
@@ -22,30 +23,34 @@ Examples:
   tansa report run.tansa --by thread
   tansa report run.tansa --by interval --interval 1s --format csv
   tansa report run.tansa --format json | jq '.units[0]'
+  tansa report cpu.tansa --by function            CPU time per function (tansa sample)
 
-JSON output follows the schema tansa.memory-report.v1 (docs/json/memory-report.v1.md).
+JSON output follows the schema tansa.memory-report.v1 (docs/json/memory-report.v1.md) for
+memory recordings and tansa.cpu-report.v1 (docs/architecture/cpu.md) for CPU recordings.
 Exit status: 0 on success; 1 when the recording cannot be read; 2 when it is truncated or
 damaged (the report then covers what was recorded before the damage).")]
 pub struct Args {
-    /// The recording (from `tansa record`).
+    /// The recording (from `tansa record` or `tansa sample`).
     #[arg(value_name = "FILE")]
     file: PathBuf,
 
-    /// Unit of aggregation.
-    #[arg(long, value_enum, default_value = "library")]
-    by: ByArg,
+    /// Unit of aggregation. Memory recordings: library, function, thread, call, interval.
+    /// CPU recordings: process, space, library, function, line, instruction.
+    /// [default: library for memory, process for CPU]
+    #[arg(long, value_enum)]
+    by: Option<ReportBy>,
 
-    /// Which frame of each stack is charged.
-    #[arg(long, value_enum, default_value = "first")]
-    charge: ChargeArg,
+    /// Which frame of each stack is charged (memory) [default: first].
+    #[arg(long, value_enum)]
+    charge: Option<ChargeArg>,
 
-    /// Who releases are charged to.
-    #[arg(long, value_enum, default_value = "owner")]
-    free_to: FreeToArg,
+    /// Who releases are charged to (memory) [default: owner].
+    #[arg(long, value_enum)]
+    free_to: Option<FreeToArg>,
 
-    /// Interval length for --by interval, e.g. 100ms, 1s.
-    #[arg(long, default_value = "100ms", value_parser = memopts::parse_duration)]
-    interval: Duration,
+    /// Interval length for --by interval (memory), e.g. 100ms, 1s [default: 100ms].
+    #[arg(long, value_parser = memopts::parse_duration)]
+    interval: Option<Duration>,
 
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
@@ -64,6 +69,33 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let file =
         File::open(&args.file).with_context(|| format!("cannot open {}", args.file.display()))?;
+    if cpureport::is_cpu_recording(&file) {
+        let memory_only = [
+            ("--charge", args.charge.is_some()),
+            ("--free-to", args.free_to.is_some()),
+            ("--interval", args.interval.is_some()),
+        ];
+        if let Some((flag, _)) = memory_only.iter().find(|f| f.1) {
+            anyhow::bail!(
+                "{flag} applies to memory recordings; {} is a CPU recording",
+                args.file.display()
+            );
+        }
+        return cpureport::run(cpureport::ReportArgs {
+            file: &args.file,
+            input: file,
+            by: args.by,
+            format: args.format,
+            pid: args.pid,
+            output: args.output.as_deref(),
+        });
+    }
+    let by = cpureport::memory_by(args.by, &args.file)?;
+    let (charge, free_to, interval) = (
+        args.charge.unwrap_or(ChargeArg::First),
+        args.free_to.unwrap_or(FreeToArg::Owner),
+        args.interval.unwrap_or(Duration::from_millis(100)),
+    );
     let recording = MemoryRecording::open(BufReader::with_capacity(1 << 20, file));
     let mut recording = match recording {
         Ok(r) => r,
@@ -97,7 +129,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Ok(second) = File::open(&args.file) {
         recording.prefetch_from(BufReader::with_capacity(1 << 20, second));
     }
-    let config = memopts::config(args.by, args.charge, args.free_to, args.interval, args.pid);
+    let config = memopts::config(by, charge, free_to, interval, args.pid);
     let mut agg = Aggregator::new(config, recording.calibration.clone());
     for s in &recording.sessions {
         agg.add_session(

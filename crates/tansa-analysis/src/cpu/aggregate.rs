@@ -1,0 +1,489 @@
+//! Turning a CPU recording's counts into a report per unit: the seed's post-processing
+//! steps 39/29 (process and space), 45/49/53 (routines), 63/69 (instructions, lines).
+//!
+//! Self counts come from the address table (the interrupted address of every sample);
+//! total counts from the call-chain table, each unit counted once per chain however
+//! often it appears in it (recursion).
+
+use std::collections::HashMap;
+
+use rustc_hash::{FxHashMap, FxHashSet};
+use tansa_format::cpu::{Loc, Mode, ModuleKind, NO_MODULE, Process};
+
+use super::names::Names;
+use super::recording::CpuRecording;
+use super::report::{By, CallerReport, CpuReport, CpuUnit, SCHEMA, SpaceSplit};
+
+/// Report options.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Options {
+    /// Unit of aggregation.
+    pub by: By,
+    /// Only this process id (all its images).
+    pub pid: Option<u32>,
+}
+
+/// The class of an address space for a process: `user` (its executable), `shared`,
+/// `kernel` or `other`.
+pub fn space_class(names: &Names<'_>, process: Option<&Process>, module: u32) -> &'static str {
+    match names.module_kind(module) {
+        Some(ModuleKind::Kernel) => "kernel",
+        Some(ModuleKind::Vdso) => "shared",
+        Some(ModuleKind::Anonymous) | None => "other",
+        Some(ModuleKind::Elf) => {
+            let path = names.module_path(module);
+            let is_exe = process.is_some_and(|p| {
+                !p.exe.is_empty()
+                    && (p.exe == path
+                        || p.exe.rsplit('/').next() == path.rsplit('/').next()
+                            && p.exe.trim_end_matches(" (deleted)") == path)
+            });
+            if is_exe { "user" } else { "shared" }
+        }
+    }
+}
+
+/// The name of a process unit: `comm [pid]`, `idle [0]`, `tansa [pid] (self)` for the
+/// recorder.
+pub fn process_label(p: &Process, recorder_pid: u32) -> String {
+    format!(
+        "{} [{}]{}",
+        if p.pid == 0 { "idle" } else { &p.comm },
+        p.pid,
+        if p.pid != 0 && p.pid == recorder_pid {
+            " (self)"
+        } else {
+            ""
+        }
+    )
+}
+
+#[derive(Default)]
+struct Acc {
+    self_: u64,
+    total: u64,
+}
+
+/// Builds the report.
+pub fn report(rec: &CpuRecording, options: Options) -> CpuReport {
+    let names = Names::new(rec);
+    let wanted = |process: u32| {
+        options
+            .pid
+            .is_none_or(|pid| rec.process(process).is_some_and(|p| p.pid == pid))
+    };
+    let addresses: Vec<_> = rec.addresses.iter().filter(|a| wanted(a.process)).collect();
+    let stack_counts: Vec<_> = rec
+        .stack_counts
+        .iter()
+        .filter(|s| wanted(s.process))
+        .collect();
+    let total: u64 = addresses.iter().map(|a| a.count).sum();
+    let period = rec.info.period_ns;
+
+    let mut units: Vec<CpuUnit> = match options.by {
+        By::Process => by_process(rec, &names, &addresses),
+        By::Space => by_space(rec, &names, &addresses),
+        By::Library => by_key(
+            &addresses,
+            &stack_counts,
+            rec,
+            |loc| Some(loc.module),
+            |m| {
+                let mut u = CpuUnit::new(names.module(m).to_string(), 0, 0);
+                u.module = Some(names.module(m).to_string());
+                u.path = Some(names.module_path(m).to_string());
+                u
+            },
+        ),
+        By::Function => by_function(rec, &names, &addresses, &stack_counts),
+        By::Line => by_line(rec, &names, &addresses, &stack_counts),
+        By::Instruction => by_instruction(&names, &addresses),
+    };
+    for u in &mut units {
+        u.self_ns = u.self_samples.saturating_mul(period);
+        u.total_ns = u.total_samples.saturating_mul(period);
+        if total > 0 {
+            u.self_percent = round2(u.self_samples as f64 * 100.0 / total as f64);
+            u.total_percent = round2(u.total_samples as f64 * 100.0 / total as f64);
+        }
+    }
+    units.sort_by(|a, b| {
+        (b.self_samples, b.total_samples, &a.unit).cmp(&(a.self_samples, a.total_samples, &b.unit))
+    });
+    let summary = rec.summary.unwrap_or_default();
+    let mut warnings = rec.warnings.clone();
+    if summary.lost_samples + summary.lost_records > 0 {
+        warnings.push(format!(
+            "{} samples and {} records were lost (the reader fell behind): counts are a \
+             lower bound",
+            summary.lost_samples, summary.lost_records
+        ));
+    }
+    if let Some(pid) = options.pid
+        && !rec.processes.iter().any(|p| p.pid == pid)
+    {
+        warnings.push(format!("process {pid} is not in the recording"));
+    }
+    CpuReport {
+        schema: SCHEMA,
+        by: options.by.name(),
+        period_ns: period,
+        total_samples: total,
+        event: rec.info.event.clone(),
+        source: rec.info.source.name(),
+        target: rec.info.target.clone(),
+        kernel: rec.info.kernel,
+        cpus: rec.info.cpus,
+        duration_ns: summary.wall_ns,
+        lost_samples: summary.lost_samples,
+        lost_records: summary.lost_records,
+        pid: options.pid,
+        units,
+        notes: rec.info.notes.clone(),
+        warnings,
+    }
+}
+
+fn round2(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
+
+fn by_process(
+    rec: &CpuRecording,
+    names: &Names<'_>,
+    addresses: &[&tansa_format::cpu::AddressCount],
+) -> Vec<CpuUnit> {
+    let mut per: FxHashMap<u32, SpaceSplit> = FxHashMap::default();
+    for a in addresses {
+        let p = rec.process(a.process);
+        let s = per.entry(a.process).or_default();
+        let class = if a.mode == Mode::Kernel {
+            "kernel"
+        } else {
+            space_class(names, p, a.pc.module)
+        };
+        match class {
+            "user" => s.user_samples += a.count,
+            "shared" => s.shared_samples += a.count,
+            "kernel" => s.kernel_samples += a.count,
+            _ => s.other_samples += a.count,
+        }
+    }
+    per.into_iter()
+        .map(|(id, split)| {
+            let n = split.user_samples
+                + split.shared_samples
+                + split.kernel_samples
+                + split.other_samples;
+            let p = rec.process(id);
+            let mut u = CpuUnit::new(
+                p.map_or_else(
+                    || format!("[process {id}]"),
+                    |p| process_label(p, rec.info.recorder_pid),
+                ),
+                n,
+                n,
+            );
+            u.pid = p.map(|p| p.pid);
+            u.command = p.map(|p| p.comm.clone());
+            u.exe = p.map(|p| p.exe.clone()).filter(|e| !e.is_empty());
+            u.idle = Some(p.is_some_and(|p| p.pid == 0));
+            u.spaces = Some(split);
+            u
+        })
+        .collect()
+}
+
+fn by_space(
+    rec: &CpuRecording,
+    names: &Names<'_>,
+    addresses: &[&tansa_format::cpu::AddressCount],
+) -> Vec<CpuUnit> {
+    let mut per: FxHashMap<(u32, u32), u64> = FxHashMap::default();
+    for a in addresses {
+        *per.entry((a.process, a.pc.module)).or_default() += a.count;
+    }
+    per.into_iter()
+        .map(|((id, m), n)| {
+            let p = rec.process(id);
+            let label = p.map_or_else(
+                || format!("[process {id}]"),
+                |p| process_label(p, rec.info.recorder_pid),
+            );
+            let mut u = CpuUnit::new(format!("{label} {}", names.module(m)), n, n);
+            u.pid = p.map(|p| p.pid);
+            u.command = p.map(|p| p.comm.clone());
+            u.module = Some(names.module(m).to_string());
+            u.path = Some(names.module_path(m).to_string());
+            u.class = Some(space_class(names, p, m));
+            u
+        })
+        .collect()
+}
+
+/// Self and total per key of a frame (each key once per chain).
+fn by_key<K: std::hash::Hash + Eq + Copy>(
+    addresses: &[&tansa_format::cpu::AddressCount],
+    stack_counts: &[&tansa_format::cpu::StackCount],
+    rec: &CpuRecording,
+    key: impl Fn(Loc) -> Option<K>,
+    make: impl Fn(K) -> CpuUnit,
+) -> Vec<CpuUnit> {
+    let mut acc: HashMap<K, Acc> = HashMap::new();
+    for a in addresses {
+        if let Some(k) = key(a.pc) {
+            acc.entry(k).or_default().self_ += a.count;
+        }
+    }
+    let mut seen = FxHashSet::default();
+    for s in stack_counts {
+        let Some(stack) = rec.stack(s.stack) else {
+            continue;
+        };
+        seen.clear();
+        for &f in &stack.frames {
+            if let Some(k) = key(f)
+                && seen.insert(k)
+            {
+                acc.entry(k).or_default().total += s.count;
+            }
+        }
+    }
+    acc.into_iter()
+        .map(|(k, a)| {
+            let mut u = make(k);
+            u.self_samples = a.self_;
+            u.total_samples = a.total;
+            u
+        })
+        .collect()
+}
+
+/// Interns unit names, so chains are walked over integers.
+#[derive(Default)]
+struct Interner {
+    ids: HashMap<String, u32>,
+    names: Vec<String>,
+}
+
+impl Interner {
+    fn id(&mut self, name: String) -> u32 {
+        if let Some(&id) = self.ids.get(&name) {
+            return id;
+        }
+        let id = self.names.len() as u32;
+        self.names.push(name.clone());
+        self.ids.insert(name, id);
+        id
+    }
+}
+
+fn by_function(
+    rec: &CpuRecording,
+    names: &Names<'_>,
+    addresses: &[&tansa_format::cpu::AddressCount],
+    stack_counts: &[&tansa_format::cpu::StackCount],
+) -> Vec<CpuUnit> {
+    let mut interner = Interner::default();
+    // Functions of a frame, innermost inlined first.
+    let expand = |loc: Loc, interner: &mut Interner| -> Vec<u32> {
+        let frames = names.frames(loc);
+        if frames.is_empty() {
+            return vec![interner.id(names.unit(loc))];
+        }
+        let module = names.module(loc.module);
+        frames
+            .iter()
+            .map(|f| interner.id(format!("{module}!{}", f.function.unwrap_or("??"))))
+            .collect()
+    };
+    let mut cache: FxHashMap<Loc, Vec<u32>> = FxHashMap::default();
+    let mut self_: FxHashMap<u32, u64> = FxHashMap::default();
+    for a in addresses {
+        let id = interner.id(names.unit(a.pc));
+        *self_.entry(id).or_default() += a.count;
+    }
+    // Per chain: its functions once each, with the caller of the innermost occurrence.
+    const ROOT: u32 = u32::MAX;
+    let mut total: FxHashMap<u32, u64> = FxHashMap::default();
+    let mut callers: FxHashMap<(u32, u32), u64> = FxHashMap::default();
+    let mut seen: FxHashSet<u32> = FxHashSet::default();
+    let mut chain: Vec<u32> = Vec::new();
+    for s in stack_counts {
+        let Some(stack) = rec.stack(s.stack) else {
+            continue;
+        };
+        chain.clear();
+        for &f in &stack.frames {
+            let ids = cache.entry(f).or_insert_with(|| expand(f, &mut interner));
+            chain.extend_from_slice(ids);
+        }
+        seen.clear();
+        for (i, &id) in chain.iter().enumerate() {
+            if !seen.insert(id) {
+                continue;
+            }
+            let caller = chain.get(i + 1).copied().unwrap_or(ROOT);
+            *total.entry(id).or_default() += s.count;
+            *callers.entry((id, caller)).or_default() += s.count;
+        }
+    }
+    let mut per_callee: FxHashMap<u32, Vec<CallerReport>> = FxHashMap::default();
+    for ((callee, caller), samples) in callers {
+        let unit = if caller == ROOT {
+            "[root]".to_string()
+        } else {
+            interner.names[caller as usize].clone()
+        };
+        per_callee
+            .entry(callee)
+            .or_default()
+            .push(CallerReport { unit, samples });
+    }
+    let ids: FxHashSet<u32> = self_.keys().chain(total.keys()).copied().collect();
+    ids.into_iter()
+        .map(|id| {
+            let name = &interner.names[id as usize];
+            let mut u = CpuUnit::new(
+                name.clone(),
+                self_.get(&id).copied().unwrap_or(0),
+                total.get(&id).copied().unwrap_or(0),
+            );
+            let (module, function) = name.split_once('!').unwrap_or(("", name));
+            u.module = Some(module.to_string());
+            u.function = Some(function.to_string());
+            let mut callers = per_callee.remove(&id).unwrap_or_default();
+            callers.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.unit.cmp(&b.unit)));
+            u.callers = Some(callers);
+            u
+        })
+        .collect()
+}
+
+fn by_line(
+    rec: &CpuRecording,
+    names: &Names<'_>,
+    addresses: &[&tansa_format::cpu::AddressCount],
+    stack_counts: &[&tansa_format::cpu::StackCount],
+) -> Vec<CpuUnit> {
+    type LineKey = (String, u32, String);
+    // The innermost frame's line (inlined code on its own line).
+    let line_of = |loc: Loc| -> LineKey {
+        let frames = names.frames(loc);
+        match frames.first() {
+            Some(f) if f.file.is_some() && f.line > 0 => (
+                f.file.unwrap_or_default().to_string(),
+                f.line,
+                f.function.unwrap_or("??").to_string(),
+            ),
+            _ => (
+                format!("<no line: {}>", names.module(loc.module)),
+                0,
+                names.function(loc).unwrap_or("??").to_string(),
+            ),
+        }
+    };
+    let all_lines = |loc: Loc| -> Vec<LineKey> {
+        let frames = names.frames(loc);
+        if frames.is_empty() {
+            return vec![line_of(loc)];
+        }
+        frames
+            .iter()
+            .filter(|f| f.file.is_some() && f.line > 0)
+            .map(|f| {
+                (
+                    f.file.unwrap_or_default().to_string(),
+                    f.line,
+                    f.function.unwrap_or("??").to_string(),
+                )
+            })
+            .collect()
+    };
+    let mut acc: HashMap<LineKey, Acc> = HashMap::new();
+    for a in addresses {
+        acc.entry(line_of(a.pc)).or_default().self_ += a.count;
+    }
+    let mut cache: FxHashMap<Loc, Vec<LineKey>> = FxHashMap::default();
+    let mut seen: FxHashSet<LineKey> = FxHashSet::default();
+    for s in stack_counts {
+        let Some(stack) = rec.stack(s.stack) else {
+            continue;
+        };
+        seen.clear();
+        for &f in &stack.frames {
+            for k in cache.entry(f).or_insert_with(|| all_lines(f)).iter() {
+                if seen.insert(k.clone()) {
+                    acc.entry(k.clone()).or_default().total += s.count;
+                }
+            }
+        }
+    }
+    acc.into_iter()
+        .map(|((file, line, function), a)| {
+            let unit = if line == 0 {
+                file.clone()
+            } else {
+                format!("{file}:{line}")
+            };
+            let mut u = CpuUnit::new(unit, a.self_, a.total.max(a.self_));
+            u.file = (line > 0).then(|| file.clone());
+            u.line = (line > 0).then_some(line);
+            u.function = Some(function);
+            u
+        })
+        .collect()
+}
+
+fn by_instruction(
+    names: &Names<'_>,
+    addresses: &[&tansa_format::cpu::AddressCount],
+) -> Vec<CpuUnit> {
+    let mut acc: FxHashMap<Loc, u64> = FxHashMap::default();
+    for a in addresses {
+        *acc.entry(a.pc).or_default() += a.count;
+    }
+    acc.into_iter()
+        .map(|(loc, n)| {
+            let module = names.module(loc.module);
+            let unit = match (names.function(loc), names.function_start(loc)) {
+                (Some(f), Some(start)) if loc.offset >= start => {
+                    format!("{module}!{f}+{:#x}", loc.offset - start)
+                }
+                _ if loc.module == NO_MODULE => format!("[unknown]!{:#x}", loc.offset),
+                _ => format!("{module}!{:#x}", loc.offset),
+            };
+            let mut u = CpuUnit::new(unit, n, n);
+            u.module = Some(module.to_string());
+            u.function = names.function(loc).map(str::to_string);
+            u.address = Some(format!("{:#x}", loc.offset));
+            u
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn process_labels_name_idle_and_the_recorder() {
+        let p = |pid: u32, comm: &str| Process {
+            id: 0,
+            pid,
+            ppid: 0,
+            comm: comm.into(),
+            exe: String::new(),
+            cmdline: Vec::new(),
+            kernel_thread: false,
+            start_ns: 0,
+            end_ns: None,
+            exit: None,
+            threads: Vec::new(),
+        };
+        assert_eq!(process_label(&p(0, "swapper"), 0), "idle [0]");
+        assert_eq!(process_label(&p(42, "tansa"), 42), "tansa [42] (self)");
+        assert_eq!(process_label(&p(43, "app"), 42), "app [43]");
+    }
+}

@@ -1,0 +1,294 @@
+//! Annotated listings of one function (seed reports 65 and 71): its disassembly with
+//! per-instruction samples, interleaved with source lines, and its source files with
+//! per-line samples. Everything comes from the recording: the function's machine code,
+//! the line of every instruction and the source text were stored when it was written.
+
+use std::collections::BTreeMap;
+
+use iced_x86::{Decoder, DecoderOptions, Formatter, IntelFormatter};
+use rustc_hash::FxHashMap;
+use tansa_format::cpu::Loc;
+use tansa_format::symtab::CodeBlock;
+
+use super::names::Names;
+use super::recording::CpuRecording;
+
+/// Why a function cannot be annotated.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AnnotateError {
+    /// No function of that name has code in the recording.
+    #[error("no function `{name}` with samples in the recording{}", hint(.candidates))]
+    NotFound {
+        /// What was asked for.
+        name: String,
+        /// The hottest functions that can be annotated.
+        candidates: Vec<String>,
+    },
+    /// Several functions match.
+    #[error("`{name}` names several functions; pick one: {}", .candidates.join(", "))]
+    Ambiguous {
+        /// What was asked for.
+        name: String,
+        /// The matches, as `module!function`.
+        candidates: Vec<String>,
+    },
+}
+
+fn hint(candidates: &[String]) -> String {
+    if candidates.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " (functions with code, hottest first: {})",
+            candidates.join(", ")
+        )
+    }
+}
+
+/// One instruction of the listing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AsmLine {
+    /// Address in the module's file.
+    pub address: u64,
+    /// Offset from the function's start.
+    pub offset: u64,
+    /// Intel-syntax text.
+    pub text: String,
+    /// Samples that interrupted this instruction.
+    pub samples: u64,
+    /// Source file of the innermost (inlined) frame, if known.
+    pub file: Option<String>,
+    /// Its line (0 if unknown).
+    pub line: u32,
+    /// The function the line belongs to (differs from the annotated one when inlined).
+    pub function: Option<String>,
+}
+
+/// One line of a source file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceLine {
+    /// Line number.
+    pub line: u32,
+    /// Its text, if the source was stored.
+    pub text: Option<String>,
+    /// Samples in instructions of this line.
+    pub samples: u64,
+}
+
+/// A source file's part of the listing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceBlock {
+    /// Path.
+    pub file: String,
+    /// Whether its text was stored in the recording.
+    pub available: bool,
+    /// Lines from the first to the last line of the function in this file.
+    pub lines: Vec<SourceLine>,
+}
+
+/// An annotated function.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Annotation {
+    /// `module!function`.
+    pub unit: String,
+    /// Module path.
+    pub module_path: String,
+    /// Start address in the module's file.
+    pub start: u64,
+    /// Size in bytes.
+    pub size: u64,
+    /// Samples in the function.
+    pub samples: u64,
+    /// All samples of the recording (or of the selected process).
+    pub all_samples: u64,
+    /// Sampling period in nanoseconds.
+    pub period_ns: u64,
+    /// The instructions.
+    pub instructions: Vec<AsmLine>,
+    /// Source files, the one with most samples first.
+    pub sources: Vec<SourceBlock>,
+    /// Samples at addresses inside the function that are not instruction starts (a
+    /// listing mismatch; should be 0).
+    pub misaligned_samples: u64,
+}
+
+struct Candidate<'a> {
+    module: u32,
+    unit: String,
+    function: &'a str,
+    block: &'a CodeBlock,
+}
+
+fn candidates<'a>(rec: &'a CpuRecording, names: &Names<'a>) -> Vec<Candidate<'a>> {
+    let mut out = Vec::new();
+    for m in &rec.symbols.modules {
+        let module = m.key as u32;
+        for block in &m.code {
+            let loc = Loc {
+                module,
+                offset: block.start,
+            };
+            if let Some(function) = names.function(loc) {
+                out.push(Candidate {
+                    module,
+                    unit: format!("{}!{}", names.module(module), function),
+                    function,
+                    block,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Annotates the function named `name` (`function` or `module!function`), counting the
+/// samples of process `pid` only when given.
+pub fn annotate(
+    rec: &CpuRecording,
+    name: &str,
+    pid: Option<u32>,
+) -> Result<Annotation, AnnotateError> {
+    let names = Names::new(rec);
+    let all = candidates(rec, &names);
+    let wanted =
+        |process: u32| pid.is_none_or(|pid| rec.process(process).is_some_and(|p| p.pid == pid));
+    let mut counts: FxHashMap<Loc, u64> = FxHashMap::default();
+    let mut all_samples = 0;
+    for a in rec.addresses.iter().filter(|a| wanted(a.process)) {
+        *counts.entry(a.pc).or_default() += a.count;
+        all_samples += a.count;
+    }
+    let in_block = |c: &Candidate<'_>| -> u64 {
+        let end = c.block.start + c.block.bytes.len() as u64;
+        counts
+            .iter()
+            .filter(|(l, _)| l.module == c.module && l.offset >= c.block.start && l.offset < end)
+            .map(|(_, n)| n)
+            .sum()
+    };
+    let matches: Vec<&Candidate<'_>> = all
+        .iter()
+        .filter(|c| c.unit == name || c.function == name)
+        .collect();
+    let c = match matches.as_slice() {
+        [one] => *one,
+        [] => {
+            let mut hot: Vec<(u64, &str)> =
+                all.iter().map(|c| (in_block(c), c.unit.as_str())).collect();
+            hot.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(b.1)));
+            return Err(AnnotateError::NotFound {
+                name: name.to_string(),
+                candidates: hot.iter().take(10).map(|h| h.1.to_string()).collect(),
+            });
+        }
+        many => {
+            return Err(AnnotateError::Ambiguous {
+                name: name.to_string(),
+                candidates: many.iter().map(|c| c.unit.clone()).collect(),
+            });
+        }
+    };
+    let start = c.block.start;
+    let end = start + c.block.bytes.len() as u64;
+    let mut decoder = Decoder::with_ip(64, &c.block.bytes, start, DecoderOptions::NONE);
+    let mut formatter = IntelFormatter::new();
+    let o = formatter.options_mut();
+    o.set_branch_leading_zeros(false);
+    o.set_leading_zeros(false);
+    o.set_hex_prefix("0x");
+    o.set_hex_suffix("");
+    o.set_uppercase_hex(false);
+    o.set_space_after_operand_separator(true);
+    let mut instructions = Vec::new();
+    let mut on_boundary = 0u64;
+    while decoder.can_decode() {
+        let instr = decoder.decode();
+        let mut text = String::new();
+        formatter.format(&instr, &mut text);
+        let loc = Loc {
+            module: c.module,
+            offset: instr.ip(),
+        };
+        let frames = names.frames(loc);
+        let inner = frames.first();
+        let samples = counts.get(&loc).copied().unwrap_or(0);
+        on_boundary += samples;
+        instructions.push(AsmLine {
+            address: instr.ip(),
+            offset: instr.ip() - start,
+            text,
+            samples,
+            file: inner.and_then(|f| f.file).map(str::to_string),
+            line: inner.map_or(0, |f| f.line),
+            function: inner.and_then(|f| f.function).map(str::to_string),
+        });
+    }
+    let samples = in_block(c);
+    let sources = source_blocks(rec, &instructions, c.function);
+    Ok(Annotation {
+        unit: c.unit.clone(),
+        module_path: names.module_path(c.module).to_string(),
+        start,
+        size: end - start,
+        samples,
+        all_samples,
+        period_ns: rec.info.period_ns,
+        instructions,
+        sources,
+        misaligned_samples: samples - on_boundary,
+    })
+}
+
+/// How far above its first line a function's declaration is looked for.
+const HEADER_SEARCH: u32 = 10;
+
+fn source_blocks(rec: &CpuRecording, instructions: &[AsmLine], function: &str) -> Vec<SourceBlock> {
+    let mut per_file: BTreeMap<&str, BTreeMap<u32, u64>> = BTreeMap::new();
+    for i in instructions {
+        if let Some(f) = &i.file
+            && i.line > 0
+        {
+            *per_file.entry(f).or_default().entry(i.line).or_default() += i.samples;
+        }
+    }
+    let mut blocks: Vec<(u64, SourceBlock)> = per_file
+        .into_iter()
+        .map(|(file, lines)| {
+            let text = rec.sources.iter().find(|s| s.path == file).map(|s| &s.text);
+            let mut first = *lines.keys().next().unwrap_or(&1);
+            let last = *lines.keys().last().unwrap_or(&first);
+            let text_lines: Vec<&str> = text.map(|t| t.lines().collect()).unwrap_or_default();
+            // Start at the function's declaration when it is just above.
+            let bare = function.split('(').next().unwrap_or(function);
+            if let Some(decl) = (first.saturating_sub(HEADER_SEARCH).max(1)..first)
+                .rev()
+                .find(|&n| {
+                    text_lines
+                        .get(n as usize - 1)
+                        .is_some_and(|l| l.contains(bare))
+                })
+            {
+                first = decl;
+            }
+            let total: u64 = lines.values().sum();
+            let lines = (first..=last)
+                .map(|n| SourceLine {
+                    line: n,
+                    text: text_lines.get(n as usize - 1).map(|s| s.to_string()),
+                    samples: lines.get(&n).copied().unwrap_or(0),
+                })
+                .collect();
+            (
+                total,
+                SourceBlock {
+                    file: file.to_string(),
+                    available: text.is_some(),
+                    lines,
+                },
+            )
+        })
+        .collect();
+    blocks.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.file.cmp(&b.1.file)));
+    blocks.into_iter().map(|b| b.1).collect()
+}

@@ -1,0 +1,185 @@
+//! Reading a CPU recording into memory (it is a reduction: its size is that of its
+//! distinct addresses and call chains, not of its samples).
+
+use std::io::Read;
+
+use tansa_format::FormatError;
+use tansa_format::container::{FrameType, Kind, Reader};
+use tansa_format::cpu::{
+    self, AddressCount, CpuInfo, CpuSummary, Module, Process, SourceFile, Stack, StackCount,
+    TimelineEntry,
+};
+use tansa_format::meta::RecordingMeta;
+use tansa_format::symtab::SymbolTable;
+
+/// Errors opening a CPU recording.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CpuRecordingError {
+    /// The container could not be read at all.
+    #[error(transparent)]
+    Format(#[from] FormatError),
+    /// The file is a recording of another kind.
+    #[error("this is a {found}, not a CPU recording")]
+    WrongKind {
+        /// What it is.
+        found: &'static str,
+    },
+    /// The file has no description frame: it is not usable.
+    #[error("the recording has no CPU description frame (damaged at the start)")]
+    NoInfo,
+}
+
+/// A CPU recording.
+#[derive(Debug, Clone)]
+pub struct CpuRecording {
+    /// Who recorded what.
+    pub meta: Option<RecordingMeta>,
+    /// What was sampled and how.
+    pub info: CpuInfo,
+    /// Process images.
+    pub processes: Vec<Process>,
+    /// Modules.
+    pub modules: Vec<Module>,
+    /// Counts per `(process, address, caller)`.
+    pub addresses: Vec<AddressCount>,
+    /// Call chains, indexed by id.
+    pub stacks: Vec<Stack>,
+    /// Counts per `(process, thread, chain)`.
+    pub stack_counts: Vec<StackCount>,
+    /// Per-sample timeline, if recorded.
+    pub timeline: Vec<TimelineEntry>,
+    /// Source files of the functions hit.
+    pub sources: Vec<SourceFile>,
+    /// Symbols.
+    pub symbols: SymbolTable,
+    /// Totals (absent if the file is cut short).
+    pub summary: Option<CpuSummary>,
+    /// Problems found while reading.
+    pub warnings: Vec<String>,
+    /// Whether the file is truncated or damaged.
+    pub damaged: bool,
+}
+
+impl CpuRecording {
+    /// Reads a whole recording. A truncated or damaged file is read up to the damage,
+    /// with a warning.
+    pub fn open(input: impl Read) -> Result<CpuRecording, CpuRecordingError> {
+        let mut reader = Reader::new(input)?;
+        if reader.kind() != Kind::Cpu {
+            return Err(CpuRecordingError::WrongKind {
+                found: reader.kind().describe(),
+            });
+        }
+        let mut meta = None;
+        let mut info = None;
+        let mut rec = CpuRecording {
+            meta: None,
+            info: CpuInfo {
+                source: cpu::SampleSource::Perf,
+                event: String::new(),
+                period_ns: 0,
+                frequency_hz: 0,
+                target: String::new(),
+                unwinding: String::new(),
+                kernel: false,
+                cpus: 0,
+                timeline: false,
+                notes: Vec::new(),
+                recorder_pid: 0,
+            },
+            processes: Vec::new(),
+            modules: Vec::new(),
+            addresses: Vec::new(),
+            stacks: Vec::new(),
+            stack_counts: Vec::new(),
+            timeline: Vec::new(),
+            sources: Vec::new(),
+            symbols: SymbolTable::default(),
+            summary: None,
+            warnings: Vec::new(),
+            damaged: false,
+        };
+        loop {
+            let frame = match reader.next_frame() {
+                Ok(Some(f)) => f,
+                Ok(None) => break,
+                Err(e) if e.is_damage() => {
+                    rec.damaged = true;
+                    rec.warnings
+                        .push(format!("{e}; the report covers the data before it"));
+                    break;
+                }
+                Err(e) => return Err(e.into()),
+            };
+            let result: Result<(), FormatError> = (|| {
+                match frame.ty {
+                    FrameType::META => meta = Some(frame.decode()?),
+                    cpu::INFO => info = Some(frame.decode()?),
+                    cpu::PROCESSES => rec.processes = frame.decode()?,
+                    cpu::MODULES => rec.modules = frame.decode()?,
+                    cpu::ADDRESSES => rec.addresses.extend(frame.decode::<Vec<AddressCount>>()?),
+                    cpu::STACKS => rec.stacks.extend(frame.decode::<Vec<Stack>>()?),
+                    cpu::STACK_COUNTS => {
+                        rec.stack_counts.extend(frame.decode::<Vec<StackCount>>()?)
+                    }
+                    cpu::TIMELINE => rec.timeline.extend(frame.decode::<Vec<TimelineEntry>>()?),
+                    cpu::SOURCES => rec.sources = frame.decode()?,
+                    FrameType::SYMBOLS => rec.symbols = frame.decode()?,
+                    cpu::SUMMARY => rec.summary = Some(frame.decode()?),
+                    _ => {}
+                }
+                Ok(())
+            })();
+            if let Err(e) = result {
+                rec.damaged = true;
+                rec.warnings
+                    .push(format!("{e}; the report covers the data before it"));
+                break;
+            }
+        }
+        if !reader.is_complete() && !rec.damaged {
+            rec.damaged = true;
+            rec.warnings.push(
+                "the recording ends early (the recorder was interrupted); the report covers \
+                 the data written before"
+                    .into(),
+            );
+        }
+        rec.meta = meta;
+        rec.info = info.ok_or(CpuRecordingError::NoInfo)?;
+        // Stacks are referred to by id: keep them indexable even if frames were lost.
+        rec.stacks.sort_by_key(|s| s.id);
+        if rec.symbols.modules.is_empty() && !rec.modules.is_empty() {
+            rec.warnings
+                .push("the recording has no symbol table: functions and lines are unknown".into());
+        }
+        Ok(rec)
+    }
+
+    /// The stack with `id`.
+    pub fn stack(&self, id: u32) -> Option<&Stack> {
+        self.stacks
+            .get(id as usize)
+            .filter(|s| s.id == id)
+            .or_else(|| {
+                self.stacks
+                    .binary_search_by_key(&id, |s| s.id)
+                    .ok()
+                    .map(|i| &self.stacks[i])
+            })
+    }
+
+    /// The process with `id`.
+    pub fn process(&self, id: u32) -> Option<&Process> {
+        self.processes
+            .get(id as usize)
+            .filter(|p| p.id == id)
+            .or_else(|| self.processes.iter().find(|p| p.id == id))
+    }
+
+    /// Total samples in the recording.
+    pub fn total_samples(&self) -> u64 {
+        self.addresses.iter().map(|a| a.count).sum()
+    }
+}

@@ -1,0 +1,188 @@
+//! The result of a CPU analysis: what every renderer consumes.
+//!
+//! The JSON form of [`CpuReport`] is the documented contract `tansa.cpu-report.v1` (see
+//! `docs/architecture/cpu.md`): fields are only ever added.
+
+use serde::Serialize;
+
+/// Schema identifier of the JSON form.
+pub const SCHEMA: &str = "tansa.cpu-report.v1";
+
+/// Unit of aggregation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum By {
+    /// Per process: user executable, shared libraries, kernel (seed report 31, Fig. 1).
+    Process,
+    /// Per process and address space (module).
+    Space,
+    /// Per module (executable, library, kernel), over all processes.
+    Library,
+    /// Per function `module!function`, self and total, with callers (seed report 55).
+    Function,
+    /// Per source line `file:line`, inlined code on its own line.
+    Line,
+    /// Per instruction address.
+    Instruction,
+}
+
+impl By {
+    /// Name used on the command line and in JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            By::Process => "process",
+            By::Space => "space",
+            By::Library => "library",
+            By::Function => "function",
+            By::Line => "line",
+            By::Instruction => "instruction",
+        }
+    }
+}
+
+/// Samples per kind of address space (`--by process`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct SpaceSplit {
+    /// In the process's own executable.
+    pub user_samples: u64,
+    /// In shared libraries (and the vDSO).
+    pub shared_samples: u64,
+    /// In the kernel, on behalf of the process.
+    pub kernel_samples: u64,
+    /// Elsewhere (anonymous or unknown code).
+    pub other_samples: u64,
+}
+
+/// A caller of a function and how many of the function's samples came through it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CallerReport {
+    /// `module!function` of the caller (`[root]` when the function is the outermost
+    /// frame).
+    pub unit: String,
+    /// Samples.
+    pub samples: u64,
+}
+
+/// One row of the report.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CpuUnit {
+    /// The unit's name: `hot [1234]`, `libc.so.6`, `hot!work`, `hot.c:12`,
+    /// `hot!work+0x1a`.
+    pub unit: String,
+    /// Samples taken in the unit itself.
+    pub self_samples: u64,
+    /// Samples taken in the unit or in anything it called.
+    pub total_samples: u64,
+    /// `self_samples` × period.
+    pub self_ns: u64,
+    /// `total_samples` × period.
+    pub total_ns: u64,
+    /// `self_samples` in percent of all samples of the report.
+    pub self_percent: f64,
+    /// `total_samples` in percent of all samples of the report.
+    pub total_percent: f64,
+    /// Process id (`process`, `space`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    /// Process name (`process`, `space`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// Executable path (`process`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exe: Option<String>,
+    /// Whether this is the idle task (`process`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idle: Option<bool>,
+    /// Split by address space (`process`).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub spaces: Option<SpaceSplit>,
+    /// Module file name (`space`, `library`, `function`, `instruction`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub module: Option<String>,
+    /// Module path (`space`, `library`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// `user`, `shared`, `kernel` or `other` (`space`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub class: Option<&'static str>,
+    /// Function name (`function`, `line`, `instruction`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub function: Option<String>,
+    /// Source file (`line`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    /// Source line (`line`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+    /// Address in the module's file, hex (`instruction`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
+    /// Callers, most samples first (`function`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub callers: Option<Vec<CallerReport>>,
+}
+
+impl CpuUnit {
+    /// A unit with only its name and counts set.
+    pub fn new(unit: String, self_samples: u64, total_samples: u64) -> Self {
+        CpuUnit {
+            unit,
+            self_samples,
+            total_samples,
+            self_ns: 0,
+            total_ns: 0,
+            self_percent: 0.0,
+            total_percent: 0.0,
+            pid: None,
+            command: None,
+            exe: None,
+            idle: None,
+            spaces: None,
+            module: None,
+            path: None,
+            class: None,
+            function: None,
+            file: None,
+            line: None,
+            address: None,
+            callers: None,
+        }
+    }
+}
+
+/// A CPU report.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CpuReport {
+    /// [`SCHEMA`].
+    pub schema: &'static str,
+    /// Unit of aggregation.
+    pub by: &'static str,
+    /// Nominal sampling period in nanoseconds (samples × period = CPU time).
+    pub period_ns: u64,
+    /// Samples reported on (all samples, or the selected process's).
+    pub total_samples: u64,
+    /// The event sampled (`cpu-clock`, `cycles`, ...).
+    pub event: String,
+    /// The sampler (`perf` or `agent`).
+    pub source: &'static str,
+    /// What was sampled (`command`, `pids`, `system`).
+    pub target: String,
+    /// Whether kernel code was sampled.
+    pub kernel: bool,
+    /// CPUs sampled.
+    pub cpus: u32,
+    /// Wall-clock duration of sampling, in nanoseconds.
+    pub duration_ns: u64,
+    /// Samples dropped before reaching the recorder.
+    pub lost_samples: u64,
+    /// Records dropped because a ring was full.
+    pub lost_records: u64,
+    /// The process selected with `--pid`, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    /// The units, most samples first.
+    pub units: Vec<CpuUnit>,
+    /// Notes of the recorder (fallbacks taken).
+    pub notes: Vec<String>,
+    /// Things the reader should know (damaged recording, lost samples, ...).
+    pub warnings: Vec<String>,
+}

@@ -1,0 +1,62 @@
+//! `tansa annotate`: one function's instructions and source lines with their samples.
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use tansa_analysis::cpu::annotate;
+
+use super::cpureport;
+
+/// Options of `tansa annotate`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Examples:
+  tansa annotate run.tansa work                 disassembly of `work` with samples
+  tansa annotate run.tansa libm.so.6!sin --asm
+  tansa annotate run.tansa work --source        its source lines with samples
+
+Everything comes from the recording (code, lines and source text are stored in it), so this
+works after the binaries and sources are gone. A clock sample names the instruction where
+execution resumed, so a slow instruction's time often shows on the next one (skid).")]
+pub struct Args {
+    /// A CPU recording (from `tansa sample`).
+    #[arg(value_name = "FILE")]
+    file: PathBuf,
+
+    /// The function: `function` or `module!function` as `tansa report --by function`
+    /// names it.
+    #[arg(value_name = "FUNCTION")]
+    function: String,
+
+    /// The disassembly with per-instruction samples, interleaved with source lines
+    /// (the default).
+    #[arg(long, conflicts_with = "source")]
+    asm: bool,
+
+    /// The source files with per-line samples.
+    #[arg(long)]
+    source: bool,
+
+    /// Count only the samples of this process id.
+    #[arg(long, value_name = "PID")]
+    pid: Option<u32>,
+
+    /// Write to FILE instead of standard output.
+    #[arg(short, long, value_name = "FILE")]
+    output: Option<PathBuf>,
+}
+
+/// Runs `tansa annotate`.
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let rec = cpureport::open(&args.file)?;
+    let a = annotate::annotate(&rec, &args.function, args.pid)?;
+    let mut out = crate::output::open(args.output.as_deref())?;
+    if args.source {
+        tansa_render::cpu::annotate_source(&a, &mut out)?;
+    } else {
+        tansa_render::cpu::annotate_asm(&a, &mut out)?;
+    }
+    out.flush()?;
+    Ok(cpureport::exit_status(&rec))
+}

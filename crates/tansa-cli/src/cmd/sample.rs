@@ -1,0 +1,315 @@
+//! `tansa sample`: sample where CPU time goes, across every process of a run.
+
+use std::ffi::OsString;
+use std::fs::File;
+use std::io::{BufWriter, IsTerminal};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, bail};
+use clap::ValueEnum;
+use tansa_format::meta::{ExitStatus, RecordingMeta};
+use tansa_sample::SampleError;
+use tansa_sample::perf::{self, CallGraph, Config, EventChoice, Target};
+
+use super::memopts;
+
+/// Options of `tansa sample`.
+#[derive(Debug, clap::Args)]
+#[command(group(clap::ArgGroup::new("target").required(true).args(["command", "pid", "all"])))]
+#[command(after_help = "\
+Examples:
+  tansa sample -- ./server --port 8080          sample a command and its children
+  tansa sample -F 10000 -o run.tansa -- make    10 kHz, to run.tansa
+  tansa sample -p 1234,1240 --duration 10       two running processes for 10 s
+  tansa sample -a --duration 5                  every process, the kernel and idle
+  tansa report run.tansa --by function          then: where the time went
+  tansa annotate run.tansa work --asm           and: which instructions of `work`
+
+The recording keeps symbols, source lines and the code of every function hit, so reports
+and annotation work after the binaries are gone. With a command, tansa sample exits with
+the command's exit status (128 + N if a signal N killed it).")]
+pub struct Args {
+    /// Samples per second on each CPU.
+    #[arg(short = 'F', long = "freq", value_name = "HZ", default_value_t = 997,
+          value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    frequency: u64,
+
+    /// Recording file to write (default: tansa-sample-NAME.tansa in the current directory).
+    #[arg(short, long, value_name = "FILE")]
+    output: Option<PathBuf>,
+
+    /// Stop after this long, e.g. 10, 2.5, 500ms, 1m (seconds when no unit is given). A
+    /// command still running then is terminated.
+    #[arg(long, value_name = "S", value_parser = parse_seconds)]
+    duration: Option<Duration>,
+
+    /// Keep the time of every sample too (the recording then grows with the run).
+    #[arg(long)]
+    timeline: bool,
+
+    /// Event that drives sampling.
+    #[arg(long, value_enum, default_value = "auto")]
+    event: EventArg,
+
+    /// How user call chains are unwound.
+    #[arg(long, value_enum, default_value = "dwarf")]
+    call_graph: CallGraphArg,
+
+    /// Bytes of user stack copied per sample for DWARF unwinding (8 to 65528).
+    #[arg(long, value_name = "BYTES", default_value_t = 8192,
+          value_parser = clap::value_parser!(u32).range(8..=65528))]
+    stack_size: u32,
+
+    /// Size of each CPU's ring buffer in KiB (a power of two, 64 to 262144).
+    #[arg(long, value_name = "KIB", default_value_t = 4096, value_parser = parse_ring_kb)]
+    ring_kb: u32,
+
+    /// Which sampler: perf_event_open, or the agent's in-process SIGPROF timer (commands
+    /// only). `auto` uses perf and falls back to the agent where perf is not permitted.
+    #[arg(long, value_enum, default_value = "auto")]
+    source: SourceArg,
+
+    /// Sample these running processes (comma-separated ids) instead of a command.
+    #[arg(short, long, value_name = "PID[,PID..]", value_delimiter = ',')]
+    pid: Vec<u32>,
+
+    /// Sample every process on every CPU, the kernel and the idle task included.
+    #[arg(short, long)]
+    all: bool,
+
+    /// The command to run, with its arguments (put it after `--`).
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "COMMAND"
+    )]
+    command: Vec<OsString>,
+}
+
+/// `--event`
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum EventArg {
+    /// Hardware cycles where the machine has a PMU, else cpu-clock.
+    Auto,
+    /// The cpu-clock software event (a timer; also samples idle).
+    CpuClock,
+    /// Hardware cycles (an error without a PMU).
+    Cycles,
+}
+
+/// `--call-graph`
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum CallGraphArg {
+    /// DWARF CFI over a copy of the user stack (works without frame pointers).
+    Dwarf,
+    /// Frame pointers only (cheaper; wrong for code built without them).
+    Fp,
+}
+
+/// `--source`
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+enum SourceArg {
+    /// perf_event_open, else the agent.
+    Auto,
+    /// perf_event_open only.
+    Perf,
+    /// The agent's SIGPROF timer (commands only).
+    Agent,
+}
+
+fn parse_seconds(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    if t.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        let v: f64 = t
+            .parse()
+            .map_err(|_| format!("`{s}` is not a duration (examples: 10, 2.5, 500ms)"))?;
+        if !(v > 0.0 && v.is_finite()) {
+            return Err("the duration must be positive".into());
+        }
+        return Ok(Duration::from_secs_f64(v));
+    }
+    memopts::parse_duration(t)
+}
+
+fn parse_ring_kb(s: &str) -> Result<u32, String> {
+    let v: u32 = s
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number of KiB"))?;
+    if !(64..=262_144).contains(&v) || !v.is_power_of_two() {
+        return Err("the ring size must be a power of two between 64 and 262144 KiB".into());
+    }
+    Ok(v)
+}
+
+fn default_output(args: &Args) -> PathBuf {
+    let name = if args.all {
+        "system".to_string()
+    } else if !args.pid.is_empty() {
+        args.pid
+            .iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join("-")
+    } else {
+        std::path::Path::new(&args.command[0])
+            .file_name()
+            .map_or_else(|| "command".into(), |n| n.to_string_lossy().into_owned())
+    };
+    PathBuf::from(format!("tansa-sample-{name}.tansa"))
+}
+
+fn exit_code(status: Option<ExitStatus>) -> ExitCode {
+    match status {
+        Some(ExitStatus::Exited { code }) => ExitCode::from(code.clamp(0, 255) as u8),
+        Some(ExitStatus::Signaled { signal, .. }) => {
+            ExitCode::from((128 + signal).clamp(0, 255) as u8)
+        }
+        _ => ExitCode::SUCCESS,
+    }
+}
+
+fn agent_unavailable(reason: &str) -> anyhow::Error {
+    anyhow::anyhow!(
+        "the agent's in-process SIGPROF sampler is not available in this build yet ({reason}). \
+         To sample with perf instead, allow perf_event_open: `sysctl \
+         kernel.perf_event_paranoid=2` (user code; 1 or less for kernel code too), or grant \
+         the CAP_PERFMON capability"
+    )
+}
+
+/// Runs `tansa sample`.
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if !args.command.is_empty() && (args.all || !args.pid.is_empty()) {
+        bail!("give either a command (after --), -p PID or -a, not several");
+    }
+    if args.source == SourceArg::Agent {
+        if args.command.is_empty() {
+            bail!("--source agent samples a command it starts; -p and -a need perf");
+        }
+        return Err(agent_unavailable("--source agent was asked for"));
+    }
+    for &pid in &args.pid {
+        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            bail!("no process with id {pid} (-p)");
+        }
+    }
+    let output = args.output.clone().unwrap_or_else(|| default_output(&args));
+    let target = if args.all {
+        Target::System
+    } else if !args.pid.is_empty() {
+        Target::Pids(args.pid.clone())
+    } else {
+        Target::Command(args.command.clone())
+    };
+    let config = Config {
+        target,
+        frequency_hz: args.frequency,
+        duration: args.duration,
+        timeline: args.timeline,
+        event: match args.event {
+            EventArg::Auto => EventChoice::Auto,
+            EventArg::CpuClock => EventChoice::CpuClock,
+            EventArg::Cycles => EventChoice::Cycles,
+        },
+        call_graph: match args.call_graph {
+            CallGraphArg::Dwarf => CallGraph::Dwarf,
+            CallGraphArg::Fp => CallGraph::FramePointers,
+        },
+        stack_bytes: args.stack_size,
+        ring_pages: (args.ring_kb as usize * 1024 / 4096).max(16),
+    };
+    let meta = RecordingMeta {
+        tool: format!("tansa {}", env!("CARGO_PKG_VERSION")),
+        started_unix_ms: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64),
+        hostname: std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .unwrap_or_default()
+            .trim()
+            .to_string(),
+        command: args
+            .command
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect(),
+        options: vec![
+            ("freq".into(), args.frequency.to_string()),
+            ("event".into(), format!("{:?}", args.event)),
+            ("call-graph".into(), format!("{:?}", args.call_graph)),
+            ("stack-size".into(), args.stack_size.to_string()),
+            ("timeline".into(), args.timeline.to_string()),
+        ],
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    {
+        let stop = stop.clone();
+        // A second handler cannot be installed (tests run commands in-process): ignore.
+        let _ = ctrlc::set_handler(move || stop.store(true, Ordering::Relaxed));
+    }
+    let file =
+        File::create(&output).with_context(|| format!("cannot create {}", output.display()))?;
+    let progress = std::io::stderr().is_terminal().then(|| {
+        let p = indicatif::ProgressBar::new_spinner();
+        p.set_message("sampling");
+        p
+    });
+    let mut tick = |n: u64| {
+        if let Some(p) = &progress {
+            p.set_message(format!("{n} samples"));
+            p.tick();
+        }
+    };
+    let result = perf::record(
+        &config,
+        meta,
+        &stop,
+        BufWriter::with_capacity(1 << 20, file),
+        &mut tick,
+    );
+    if let Some(p) = &progress {
+        p.finish_and_clear();
+    }
+    let outcome = match result {
+        Ok(o) => o,
+        Err(e) => {
+            let _ = std::fs::remove_file(&output);
+            if let SampleError::PermissionDenied { reason, .. } = &e
+                && args.source == SourceArg::Auto
+                && !args.command.is_empty()
+            {
+                eprintln!(
+                    "tansa: perf_event_open is not permitted here; falling back to the agent's \
+                     in-process SIGPROF sampler"
+                );
+                return Err(agent_unavailable(reason));
+            }
+            return Err(anyhow::Error::new(e).context("sampling failed"));
+        }
+    };
+    for n in &outcome.notes {
+        eprintln!("tansa: note: {n}");
+    }
+    let s = outcome.summary;
+    let size = std::fs::metadata(&output).map_or(0, |m| m.len());
+    eprintln!(
+        "tansa: {} samples ({} event) written to {} ({} KiB){}; report with `tansa report {}`",
+        s.samples,
+        outcome.event,
+        output.display(),
+        size.div_ceil(1024),
+        if s.lost_samples + s.lost_records > 0 {
+            format!(
+                ", {} samples and {} records lost",
+                s.lost_samples, s.lost_records
+            )
+        } else {
+            String::new()
+        },
+        output.display()
+    );
+    Ok(exit_code(outcome.exit))
+}

@@ -1,0 +1,300 @@
+//! Renderers of [`CpuReport`] and [`Annotation`].
+
+use std::io::{self, Write};
+
+use tansa_analysis::cpu::CpuReport;
+use tansa_analysis::cpu::annotate::Annotation;
+
+use crate::memory::duration;
+use crate::table::{Align, Table};
+
+/// How many callers are shown under each function in the table.
+const CALLERS_SHOWN: usize = 3;
+
+fn percent(x: f64) -> String {
+    format!("{x:.2}")
+}
+
+fn header(r: &CpuReport, out: &mut dyn Write) -> io::Result<()> {
+    let hz = if r.period_ns > 0 {
+        1e9 / r.period_ns as f64
+    } else {
+        0.0
+    };
+    writeln!(
+        out,
+        "CPU profile by {}: {} sampled by {} at {:.0} Hz per CPU ({} CPU(s), {}), {} samples = {} of CPU time{}",
+        r.by,
+        r.event,
+        r.source,
+        hz,
+        r.cpus,
+        if r.kernel {
+            "kernel and user"
+        } else {
+            "user only"
+        },
+        r.total_samples,
+        duration(r.total_samples.saturating_mul(r.period_ns)),
+        if r.duration_ns > 0 {
+            format!(" over {} wall time", duration(r.duration_ns))
+        } else {
+            String::new()
+        }
+    )?;
+    if let Some(pid) = r.pid {
+        writeln!(out, "Process {pid} only.")?;
+    }
+    if r.lost_samples + r.lost_records > 0 {
+        writeln!(
+            out,
+            "Lost: {} samples, {} records.",
+            r.lost_samples, r.lost_records
+        )?;
+    }
+    for n in &r.notes {
+        writeln!(out, "Note: {n}")?;
+    }
+    for w in &r.warnings {
+        writeln!(out, "Warning: {w}")?;
+    }
+    writeln!(out)
+}
+
+/// Writes the report as a table for people.
+pub fn table(r: &CpuReport, out: &mut dyn Write) -> io::Result<()> {
+    header(r, out)?;
+    if r.by == "process" {
+        let mut t = Table::new(&[
+            ("samples", Align::Right),
+            ("%", Align::Right),
+            ("time", Align::Right),
+            ("user", Align::Right),
+            ("shared", Align::Right),
+            ("kernel", Align::Right),
+            ("other", Align::Right),
+            ("process", Align::Left),
+        ]);
+        for u in &r.units {
+            let s = u.spaces.unwrap_or_default();
+            t.row(vec![
+                u.self_samples.to_string(),
+                percent(u.self_percent),
+                duration(u.self_ns),
+                s.user_samples.to_string(),
+                s.shared_samples.to_string(),
+                s.kernel_samples.to_string(),
+                s.other_samples.to_string(),
+                u.unit.clone(),
+            ]);
+        }
+        return t.write(out);
+    }
+    let with_total = matches!(r.by, "library" | "function" | "line");
+    let mut headers = vec![
+        ("self", Align::Right),
+        ("self%", Align::Right),
+        ("self time", Align::Right),
+    ];
+    if with_total {
+        headers.extend([("total", Align::Right), ("total%", Align::Right)]);
+    }
+    if r.by == "space" {
+        headers.push(("class", Align::Left));
+    }
+    headers.push((r.by, Align::Left));
+    let mut t = Table::new(&headers);
+    for u in &r.units {
+        let mut row = vec![
+            u.self_samples.to_string(),
+            percent(u.self_percent),
+            duration(u.self_ns),
+        ];
+        if with_total {
+            row.extend([u.total_samples.to_string(), percent(u.total_percent)]);
+        }
+        if r.by == "space" {
+            row.push(u.class.unwrap_or("").to_string());
+        }
+        let mut label = u.unit.clone();
+        if r.by == "line"
+            && let Some(f) = &u.function
+        {
+            label = format!("{label} ({f})");
+        }
+        row.push(label);
+        t.row(row);
+        if let Some(callers) = &u.callers {
+            for c in callers.iter().take(CALLERS_SHOWN) {
+                let mut row = vec![String::new(); headers.len() - 1];
+                row.push(format!("    <- {} ({})", c.unit, c.samples));
+                t.row(row);
+            }
+        }
+    }
+    t.write(out)
+}
+
+/// Writes the report as JSON (`tansa.cpu-report.v1`).
+pub fn json(r: &CpuReport, out: &mut dyn Write) -> io::Result<()> {
+    crate::json(r, out)
+}
+
+/// Writes the report as CSV, one row per unit.
+pub fn csv(r: &CpuReport, out: &mut dyn Write) -> io::Result<()> {
+    let mut w = ::csv::Writer::from_writer(out);
+    w.write_record([
+        "unit",
+        "self_samples",
+        "total_samples",
+        "self_ns",
+        "total_ns",
+        "self_percent",
+        "total_percent",
+    ])?;
+    for u in &r.units {
+        w.write_record([
+            u.unit.clone(),
+            u.self_samples.to_string(),
+            u.total_samples.to_string(),
+            u.self_ns.to_string(),
+            u.total_ns.to_string(),
+            percent(u.self_percent),
+            percent(u.total_percent),
+        ])?;
+    }
+    w.flush()
+}
+
+fn share(n: u64, of: u64) -> String {
+    if n == 0 || of == 0 {
+        String::new()
+    } else {
+        format!("{:.2}", n as f64 * 100.0 / of as f64)
+    }
+}
+
+fn annotation_header(a: &Annotation, out: &mut dyn Write) -> io::Result<()> {
+    writeln!(
+        out,
+        "{} ({}), {:#x}..{:#x}, {} bytes",
+        a.unit,
+        a.module_path,
+        a.start,
+        a.start + a.size,
+        a.size
+    )?;
+    writeln!(
+        out,
+        "{} samples = {} ({} of all samples); percentages below are of the function's samples",
+        a.samples,
+        duration(a.samples.saturating_mul(a.period_ns)),
+        if a.all_samples > 0 {
+            format!("{:.2}%", a.samples as f64 * 100.0 / a.all_samples as f64)
+        } else {
+            "0%".into()
+        }
+    )?;
+    if a.misaligned_samples > 0 {
+        writeln!(
+            out,
+            "Warning: {} samples fall between instruction starts (the code differs from the \
+             listing)",
+            a.misaligned_samples
+        )?;
+    }
+    writeln!(out)
+}
+
+fn source_text<'a>(a: &'a Annotation, file: &str, line: u32) -> Option<&'a str> {
+    a.sources
+        .iter()
+        .find(|b| b.file == file)?
+        .lines
+        .iter()
+        .find(|l| l.line == line)?
+        .text
+        .as_deref()
+}
+
+/// Writes the annotated disassembly, with the source line of each run of instructions.
+/// A clock sample names the instruction execution resumes at, so the time of a slow
+/// instruction often shows on the one after it (skid).
+pub fn annotate_asm(a: &Annotation, out: &mut dyn Write) -> io::Result<()> {
+    annotation_header(a, out)?;
+    writeln!(
+        out,
+        "{:>8} {:>7}  {:<8}  instruction",
+        "samples", "%", "offset"
+    )?;
+    let mut last: Option<(Option<&str>, u32)> = None;
+    for i in &a.instructions {
+        let key = (i.file.as_deref(), i.line);
+        if last != Some(key) {
+            match (&i.file, i.line) {
+                (Some(f), l) if l > 0 => {
+                    let name = f.rsplit('/').next().unwrap_or(f);
+                    let text = source_text(a, f, l).unwrap_or("").trim();
+                    writeln!(out, "{:>18}  {name}:{l}  {text}", "")?;
+                }
+                _ => writeln!(out, "{:>18}  <no line>", "")?,
+            }
+            last = Some(key);
+        }
+        let samples = if i.samples > 0 {
+            i.samples.to_string()
+        } else {
+            String::new()
+        };
+        writeln!(
+            out,
+            "{:>8} {:>7}  +{:<7x}  {}",
+            samples,
+            share(i.samples, a.samples),
+            i.offset,
+            i.text
+        )?;
+    }
+    Ok(())
+}
+
+/// Writes the source files of the function with per-line samples.
+pub fn annotate_source(a: &Annotation, out: &mut dyn Write) -> io::Result<()> {
+    annotation_header(a, out)?;
+    if a.sources.is_empty() {
+        writeln!(
+            out,
+            "No source lines: the module has no line information (built without -g)."
+        )?;
+    }
+    for b in &a.sources {
+        writeln!(
+            out,
+            "{}{}",
+            b.file,
+            if b.available {
+                ""
+            } else {
+                "  <source unavailable>"
+            }
+        )?;
+        writeln!(out, "{:>8} {:>7} {:>6}  source", "samples", "%", "line")?;
+        for l in &b.lines {
+            let samples = if l.samples > 0 {
+                l.samples.to_string()
+            } else {
+                String::new()
+            };
+            writeln!(
+                out,
+                "{:>8} {:>7} {:>6}  {}",
+                samples,
+                share(l.samples, a.samples),
+                l.line,
+                l.text.as_deref().unwrap_or("")
+            )?;
+        }
+        writeln!(out)?;
+    }
+    Ok(())
+}
