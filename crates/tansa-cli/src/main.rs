@@ -24,7 +24,8 @@ struct Cli {
 enum Command {
     /// Run a command under the heap recorder (every malloc-family call, with its stack).
     Record(cmd::record::Args),
-    /// Report on a recording: memory per library, function, thread, call or interval.
+    /// Report on a recording: memory per library, function, thread, call or interval; CPU
+    /// time per process, space, library, function, line or instruction.
     Report(cmd::report::Args),
     /// Print a recording's raw contents (sessions, modules, stacks, events).
     Dump(cmd::dump::Args),

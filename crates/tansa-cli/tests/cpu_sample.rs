@@ -590,21 +590,85 @@ fn unprivileged_users_get_user_only_sampling_or_a_clear_refusal() {
     }
 }
 
+/// Share of `exe_work` among the two loops' self samples, in percent.
+fn exe_share(f: &Value) -> f64 {
+    let exe = n(unit(f, "cpu_share!exe_work"), "self_samples");
+    let lib = n(unit(f, "libcpushare.so!lib_work"), "self_samples");
+    exe as f64 * 100.0 / (exe + lib) as f64
+}
+
 #[test]
-#[ignore = "needs the agent's SIGPROF mode (lead)"]
 fn sigprof_fallback_gives_the_same_shares() {
     let p = programs();
     let dir = tmp();
-    let file = dir.path().join("agent.tansa");
-    sample(
-        &file,
+    let agent_file = dir.path().join("agent.tansa");
+    let out = sample(
+        &agent_file,
         &["--source", "agent"],
         &[p.share.to_str().unwrap(), "400"],
     );
-    let f = report(&file, "function");
+    assert!(stderr(&out).contains("user code only"), "{}", stderr(&out));
+    let f = report(&agent_file, "function");
     assert_eq!(f["source"], "agent");
+    let total = n(&f, "total_samples");
+    assert!(total >= 100, "{total} samples");
+    let agent_share = exe_share(&f);
+    assert!(
+        (agent_share - 70.0).abs() <= 5.0,
+        "agent: {agent_share:.1}%"
+    );
+    // Against perf on the same program: the same shares within 5 points.
+    let perf_file = dir.path().join("perf.tansa");
+    sample(
+        &perf_file,
+        &["--source", "perf"],
+        &[p.share.to_str().unwrap(), "400"],
+    );
+    let perf_share = exe_share(&report(&perf_file, "function"));
+    assert!(
+        (agent_share - perf_share).abs() <= 5.0,
+        "agent {agent_share:.1}% vs perf {perf_share:.1}%"
+    );
+    // Call chains reach main, and the process split puts the loops in the right spaces.
+    for name in ["cpu_share!exe_work", "libcpushare.so!lib_work"] {
+        let callers = unit(&f, name)["callers"].as_array().unwrap();
+        assert_eq!(callers[0]["unit"], "cpu_share!main", "{name}: {callers:?}");
+    }
+    let pr = report(&agent_file, "process");
+    let proc_unit = units(&pr)
+        .iter()
+        .find(|u| u["command"] == "cpu_share")
+        .expect("the process");
     let exe = n(unit(&f, "cpu_share!exe_work"), "self_samples");
     let lib = n(unit(&f, "libcpushare.so!lib_work"), "self_samples");
-    let exe_share = exe as f64 * 100.0 / (exe + lib) as f64;
-    assert!((exe_share - 70.0).abs() <= 5.0, "{exe_share:.1}%");
+    assert!(n(proc_unit, "user_samples") >= exe, "{proc_unit}");
+    assert!(n(proc_unit, "shared_samples") >= lib, "{proc_unit}");
+    assert_eq!(
+        n(proc_unit, "kernel_samples"),
+        0,
+        "user code only: {proc_unit}"
+    );
+}
+
+#[test]
+fn sigprof_fallback_unwinds_without_frame_pointers_and_annotates() {
+    let p = programs();
+    let dir = tmp();
+    let file = dir.path().join("deep-agent.tansa");
+    sample(
+        &file,
+        &["--source", "agent"],
+        &[p.deep.to_str().unwrap(), "300"],
+    );
+    let f = report(&file, "function");
+    let leaf = n(unit(&f, "cpu_deep!level3"), "self_samples");
+    assert!(leaf >= 50, "{leaf} samples in level3");
+    let main = unit(&f, "cpu_deep!main");
+    assert!(
+        n(main, "total_samples") >= leaf * 95 / 100,
+        "chains reach main: {main}"
+    );
+    let out = run(&["annotate", file.to_str().unwrap(), "level3", "--asm"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("level3"));
 }

@@ -11,11 +11,15 @@
 //! * [`perf`]: the `perf_event_open` recorder: per-CPU clock events (hardware cycles when
 //!   the machine has a PMU), following a command's children, given processes, or the
 //!   whole system; process tracking from side-band records and a `/proc` scan.
+//! * [`agent`]: the in-process fallback where perf is not permitted: the heap agent's
+//!   `SIGPROF` timers (per-thread CPU time), drained by the heap collector and fed to
+//!   the builder.
 //! * [`unwind`]: DWARF CFI unwinding of user stacks from the sampled registers and stack
 //!   copy, with framehop.
 //! * [`procfs`] and [`kernel`]: reading `/proc` (processes, mappings) and
 //!   `/proc/kallsyms`.
 
+pub mod agent;
 pub mod builder;
 mod finish;
 pub mod kernel;

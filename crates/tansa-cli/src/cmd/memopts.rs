@@ -45,7 +45,7 @@ pub enum FreeToArg {
 pub enum FormatArg {
     /// Aligned columns for people.
     Table,
-    /// JSON, schema tansa.memory-report.v1.
+    /// JSON: schema tansa.memory-report.v1 (memory recordings) or tansa.cpu-report.v1 (CPU).
     Json,
     /// CSV, one row per unit.
     Csv,

@@ -172,13 +172,100 @@ fn exit_code(status: Option<ExitStatus>) -> ExitCode {
     }
 }
 
-fn agent_unavailable(reason: &str) -> anyhow::Error {
-    anyhow::anyhow!(
-        "the agent's in-process SIGPROF sampler is not available in this build yet ({reason}). \
-         To sample with perf instead, allow perf_event_open: `sysctl \
-         kernel.perf_event_paranoid=2` (user code; 1 or less for kernel code too), or grant \
-         the CAP_PERFMON capability"
-    )
+/// Samples the command in-process with the agent's `SIGPROF` timers.
+fn run_agent(
+    args: &Args,
+    output: &std::path::Path,
+    meta: RecordingMeta,
+) -> anyhow::Result<ExitCode> {
+    let agent = super::record::find_agent()?;
+    let config = tansa_sample::agent::AgentConfig {
+        command: args.command.clone(),
+        agent,
+        frequency_hz: u32::try_from(args.frequency).unwrap_or(u32::MAX),
+        duration: args.duration,
+        timeline: args.timeline,
+    };
+    let file =
+        File::create(output).with_context(|| format!("cannot create {}", output.display()))?;
+    let progress = std::io::stderr().is_terminal().then(|| {
+        let p = indicatif::ProgressBar::new_spinner();
+        p.set_message("sampling (agent)");
+        p
+    });
+    let mut tick = |n: u64| {
+        if let Some(p) = &progress {
+            p.set_message(format!("{n} samples (agent)"));
+            p.tick();
+        }
+    };
+    let stop = AtomicBool::new(false);
+    let result = tansa_sample::agent::record(
+        &config,
+        meta,
+        &stop,
+        BufWriter::with_capacity(1 << 20, file),
+        &mut tick,
+    );
+    if let Some(p) = &progress {
+        p.finish_and_clear();
+    }
+    let outcome = match result {
+        Ok(o) => o,
+        Err(e) => {
+            let _ = std::fs::remove_file(output);
+            return Err(anyhow::Error::new(e).context("sampling with the agent failed"));
+        }
+    };
+    let s = outcome.summary;
+    let size = std::fs::metadata(output).map_or(0, |m| m.len());
+    eprintln!(
+        "tansa: {} samples ({}, user code only) written to {} ({} KiB){}; report with `tansa \
+         report {}`",
+        s.samples,
+        outcome.event,
+        output.display(),
+        size.div_ceil(1024),
+        if s.lost_samples > 0 {
+            format!(", {} samples lost", s.lost_samples)
+        } else {
+            String::new()
+        },
+        output.display()
+    );
+    if s.samples == 0 {
+        eprintln!(
+            "tansa: warning: no samples: the command used little CPU time, or does not load \
+             the agent (statically linked or set-uid programs)"
+        );
+    }
+    Ok(exit_code(Some(outcome.exit)))
+}
+
+fn recording_meta(args: &Args) -> RecordingMeta {
+    RecordingMeta {
+        tool: format!("tansa {}", env!("CARGO_PKG_VERSION")),
+        started_unix_ms: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64),
+        hostname: std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .unwrap_or_default()
+            .trim()
+            .to_string(),
+        command: args
+            .command
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect(),
+        options: vec![
+            ("freq".into(), args.frequency.to_string()),
+            ("event".into(), format!("{:?}", args.event)),
+            ("call-graph".into(), format!("{:?}", args.call_graph)),
+            ("stack-size".into(), args.stack_size.to_string()),
+            ("timeline".into(), args.timeline.to_string()),
+            ("source".into(), format!("{:?}", args.source)),
+        ],
+    }
 }
 
 /// Runs `tansa sample`.
@@ -190,7 +277,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         if args.command.is_empty() {
             bail!("--source agent samples a command it starts; -p and -a need perf");
         }
-        return Err(agent_unavailable("--source agent was asked for"));
+        let output = args.output.clone().unwrap_or_else(|| default_output(&args));
+        return run_agent(&args, &output, recording_meta(&args));
     }
     for &pid in &args.pid {
         if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
@@ -222,28 +310,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         stack_bytes: args.stack_size,
         ring_pages: (args.ring_kb as usize * 1024 / 4096).max(16),
     };
-    let meta = RecordingMeta {
-        tool: format!("tansa {}", env!("CARGO_PKG_VERSION")),
-        started_unix_ms: SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64),
-        hostname: std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .unwrap_or_default()
-            .trim()
-            .to_string(),
-        command: args
-            .command
-            .iter()
-            .map(|a| a.to_string_lossy().into_owned())
-            .collect(),
-        options: vec![
-            ("freq".into(), args.frequency.to_string()),
-            ("event".into(), format!("{:?}", args.event)),
-            ("call-graph".into(), format!("{:?}", args.call_graph)),
-            ("stack-size".into(), args.stack_size.to_string()),
-            ("timeline".into(), args.timeline.to_string()),
-        ],
-    };
+    let meta = recording_meta(&args);
     let stop = Arc::new(AtomicBool::new(false));
     {
         let stop = stop.clone();
@@ -282,10 +349,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 && !args.command.is_empty()
             {
                 eprintln!(
-                    "tansa: perf_event_open is not permitted here; falling back to the agent's \
-                     in-process SIGPROF sampler"
+                    "tansa: perf_event_open is not permitted here ({reason}); falling back to \
+                     the agent's in-process SIGPROF sampler (user code only)"
                 );
-                return Err(agent_unavailable(reason));
+                return run_agent(&args, &output, recording_meta(&args));
             }
             return Err(anyhow::Error::new(e).context("sampling failed"));
         }

@@ -1,0 +1,412 @@
+//! The in-process fallback sampler: where `perf_event_open` is not permitted, the heap
+//! recorder's agent (`libtansa_agent.so`, preloaded) samples each thread of the command on
+//! a `SIGPROF` timer that counts the thread's own CPU time, unwinds the interrupted user
+//! stack in the signal handler, and writes `Sample` records to its rings. The collector
+//! drains them as it does heap events; [`AgentSink`] turns the agent's module loads, stack
+//! definitions and samples into calls of the [`CpuRecordingBuilder`], so the recording is
+//! the same kind as perf's and every report works on it.
+//!
+//! What it cannot see: kernel code, idle time, and processes that do not load the agent
+//! (statically linked programs, set-uid programs).
+
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use tansa_collect::{CollectError, Sink};
+use tansa_format::cpu::{CpuInfo, CpuSummary, SampleSource};
+use tansa_format::memory::{SessionEnd, SessionInfo};
+use tansa_format::meta::{CalibrationPoint, ExitStatus, RecordingMeta};
+use tansa_wire::event::{DecodeError, Decoder, MODULE_VDSO, ModuleLoad, Record, StreamState};
+
+use crate::SampleError;
+use crate::builder::{CpuRecordingBuilder, MappingInfo, ProcessId, ProcessInfo, SampleInput};
+
+/// What to sample.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    /// The command and its arguments.
+    pub command: Vec<OsString>,
+    /// Path of `libtansa_agent.so`.
+    pub agent: PathBuf,
+    /// Samples per second of each thread's CPU time.
+    pub frequency_hz: u32,
+    /// Stop (terminating the command) after this long.
+    pub duration: Option<Duration>,
+    /// Keep every sample's time.
+    pub timeline: bool,
+}
+
+/// What a run gives back.
+#[derive(Debug, Clone)]
+pub struct AgentOutcome {
+    /// Totals.
+    pub summary: CpuSummary,
+    /// How the command ended.
+    pub exit: ExitStatus,
+    /// The event sampled.
+    pub event: String,
+}
+
+/// The event name recorded for agent samples.
+pub const AGENT_EVENT: &str = "thread-cpu-clock (SIGPROF)";
+
+/// Runs `config.command` under the agent in sampling mode until it ends (or the duration
+/// passes, or `stop` is set), then writes the recording to `out`.
+pub fn record<W: Write>(
+    config: &AgentConfig,
+    meta: RecordingMeta,
+    stop: &AtomicBool,
+    out: W,
+    progress: &mut dyn FnMut(u64),
+) -> Result<AgentOutcome, SampleError> {
+    let hz = config.frequency_hz.max(1);
+    let info = CpuInfo {
+        source: SampleSource::Agent,
+        event: AGENT_EVENT.into(),
+        period_ns: 1_000_000_000 / u64::from(hz),
+        frequency_hz: u64::from(hz),
+        target: "command".into(),
+        unwinding: "dwarf (in-process)".into(),
+        kernel: false,
+        cpus: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
+        timeline: config.timeline,
+        notes: vec![
+            "sampled in-process by the agent's SIGPROF timers (perf_event_open was not used): \
+             user code only, no kernel frames and no idle time"
+                .into(),
+        ],
+        recorder_pid: std::process::id(),
+    };
+    let collect = tansa_collect::Config {
+        command: config.command.clone(),
+        agent: config.agent.clone(),
+        online: false,
+        free_stacks: false,
+        ring_kb: None,
+        max_frames: None,
+        // Sample times in CLOCK_MONOTONIC nanoseconds, like perf's.
+        monotonic_clock: true,
+        sample_hz: Some(hz),
+    };
+    let mut sink = AgentSink::new(CpuRecordingBuilder::new(meta, info));
+    sink.deadline = config.duration.map(|d| Instant::now() + d);
+    sink.stop = Some(stop);
+    sink.progress = Some(progress);
+    let started = Instant::now();
+    let outcome = tansa_collect::record(&collect, &mut sink).map_err(|e| match e {
+        CollectError::Spawn { command, source } => SampleError::Spawn { command, source },
+        other => SampleError::Io {
+            what: "sampling with the agent".into(),
+            source: std::io::Error::other(other.to_string()),
+        },
+    })?;
+    let mut builder = sink.into_builder();
+    builder.set_wall_ns(started.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64);
+    let summary = builder.finish(out)?;
+    Ok(AgentOutcome {
+        summary,
+        exit: outcome.exit,
+        event: AGENT_EVENT.into(),
+    })
+}
+
+/// Bytes of one stream, decoded as they arrive (a record may be split across deliveries).
+#[derive(Debug, Default)]
+struct Stream {
+    state: StreamState,
+    carry: Vec<u8>,
+    broken: bool,
+}
+
+impl Stream {
+    /// Hands every complete record of `bytes` (after what was carried) to `each`.
+    fn push(&mut self, bytes: &[u8], each: &mut dyn FnMut(Record<'_>)) {
+        if self.broken {
+            return;
+        }
+        let mut joined = std::mem::take(&mut self.carry);
+        joined.extend_from_slice(bytes);
+        let mut d = Decoder::with_state(&joined, self.state);
+        let mut used = 0;
+        while let Some(r) = d.next() {
+            match r {
+                Ok(rec) => {
+                    used = d.position();
+                    self.state = d.state();
+                    each(rec);
+                }
+                Err(DecodeError::Truncated { .. }) => break,
+                Err(_) => {
+                    self.broken = true;
+                    used = joined.len();
+                    break;
+                }
+            }
+        }
+        joined.drain(..used);
+        self.carry = joined;
+    }
+}
+
+/// A process image as the agent describes it.
+#[derive(Debug)]
+struct Session {
+    process: ProcessId,
+    /// Load bias of every module, by the agent's module id.
+    bias: HashMap<u32, u64>,
+    /// Stack definitions: absolute addresses, the interrupted instruction first.
+    stacks: HashMap<u32, Box<[u64]>>,
+    meta: Stream,
+}
+
+/// A sample whose stack was not defined yet when it arrived.
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    session: u32,
+    tid: u32,
+    stack: u32,
+    weight: u32,
+    time_ns: u64,
+}
+
+/// Turns what the agent writes in sampling mode into a CPU recording.
+pub struct AgentSink<'a> {
+    builder: CpuRecordingBuilder,
+    sessions: HashMap<u32, Session>,
+    threads: HashMap<(u32, u32), (u32, Stream)>,
+    pending: Vec<Pending>,
+    deadline: Option<Instant>,
+    stop: Option<&'a AtomicBool>,
+    root: Option<u32>,
+    terminated: bool,
+    progress: Option<&'a mut dyn FnMut(u64)>,
+}
+
+impl std::fmt::Debug for AgentSink<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentSink")
+            .field("sessions", &self.sessions.len())
+            .field("samples", &self.builder.samples())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a> AgentSink<'a> {
+    /// A sink feeding `builder`.
+    pub fn new(builder: CpuRecordingBuilder) -> Self {
+        AgentSink {
+            builder,
+            sessions: HashMap::new(),
+            threads: HashMap::new(),
+            pending: Vec::new(),
+            deadline: None,
+            stop: None,
+            root: None,
+            terminated: false,
+            progress: None,
+        }
+    }
+
+    /// The builder, with every sample delivered (samples whose stack never got defined are
+    /// counted as lost).
+    pub fn into_builder(mut self) -> CpuRecordingBuilder {
+        self.retry_pending();
+        let lost = self.pending.len() as u64;
+        if lost > 0 {
+            self.builder.note_lost(0, lost);
+        }
+        self.builder
+    }
+
+    fn add_module(builder: &mut CpuRecordingBuilder, s: &mut Session, m: &ModuleLoad<'_>) {
+        s.bias.insert(m.id, m.bias);
+        let path = if m.flags & MODULE_VDSO != 0 {
+            "[vdso]".to_string()
+        } else {
+            String::from_utf8_lossy(m.path).into_owned()
+        };
+        for seg in m.segments {
+            // Executable segments only (PF_X): samples land in code.
+            if seg.flags & 1 == 0 || seg.memsz == 0 {
+                continue;
+            }
+            let start = seg.vaddr.wrapping_add(m.bias);
+            builder.add_mapping(
+                s.process,
+                MappingInfo {
+                    start,
+                    end: start.wrapping_add(seg.memsz),
+                    file_offset: seg.file_offset,
+                    path: path.clone(),
+                    build_id: (!m.build_id.is_empty()).then(|| m.build_id.to_vec()),
+                    load_bias: Some(m.bias),
+                },
+            );
+        }
+    }
+
+    /// Adds a sample if its stack is known; returns false otherwise.
+    fn try_sample(&mut self, p: Pending) -> bool {
+        let Some(s) = self.sessions.get(&p.session) else {
+            return false;
+        };
+        let Some(frames) = s.stacks.get(&p.stack) else {
+            return false;
+        };
+        let input = SampleInput {
+            process: s.process,
+            tid: p.tid,
+            cpu: 0,
+            time_ns: p.time_ns,
+            kernel: &[],
+            user: frames,
+            truncated: false,
+        };
+        for _ in 0..p.weight.max(1) {
+            self.builder.add_sample(&input);
+        }
+        true
+    }
+
+    fn retry_pending(&mut self) {
+        let pending = std::mem::take(&mut self.pending);
+        for p in pending {
+            if !self.try_sample(p) {
+                self.pending.push(p);
+            }
+        }
+    }
+}
+
+impl Sink for AgentSink<'_> {
+    fn session_started(&mut self, info: &SessionInfo) -> Result<(), CollectError> {
+        let comm = info.exe.rsplit('/').next().unwrap_or(&info.exe).to_string();
+        let process = self.builder.add_process(ProcessInfo {
+            pid: info.pid,
+            ppid: info.ppid,
+            comm,
+            exe: info.exe.clone(),
+            cmdline: info.cmdline.clone(),
+            kernel_thread: false,
+            start_ns: info.start_ticks,
+        });
+        self.root.get_or_insert(info.pid);
+        self.sessions.insert(
+            info.session,
+            Session {
+                process,
+                bias: HashMap::new(),
+                stacks: HashMap::new(),
+                meta: Stream::default(),
+            },
+        );
+        Ok(())
+    }
+
+    fn meta(&mut self, session: u32, bytes: &[u8]) -> Result<(), CollectError> {
+        let Some(s) = self.sessions.get_mut(&session) else {
+            return Ok(());
+        };
+        let builder = &mut self.builder;
+        let mut meta = std::mem::take(&mut s.meta);
+        meta.push(bytes, &mut |rec| match rec {
+            Record::ModuleLoad(m) => Self::add_module(builder, s, &m),
+            Record::StackDef { id, frames } => {
+                let abs: Box<[u64]> = frames
+                    .map(|f| match f.module {
+                        0 => f.offset,
+                        m => f.offset.wrapping_add(s.bias.get(&m).copied().unwrap_or(0)),
+                    })
+                    .collect();
+                s.stacks.insert(id, abs);
+            }
+            _ => {}
+        });
+        s.meta = meta;
+        if !self.pending.is_empty() {
+            self.retry_pending();
+        }
+        Ok(())
+    }
+
+    fn thread(&mut self, session: u32, stream: u32, bytes: &[u8]) -> Result<(), CollectError> {
+        let Some(process) = self.sessions.get(&session).map(|s| s.process) else {
+            return Ok(());
+        };
+        let (mut tid, mut st) = self.threads.remove(&(session, stream)).unwrap_or_default();
+        let mut samples = Vec::new();
+        let builder = &mut self.builder;
+        st.push(bytes, &mut |rec| match rec {
+            Record::ThreadStart { tid: t, name, .. } => {
+                tid = t;
+                builder.add_thread(process, t, &String::from_utf8_lossy(name));
+            }
+            Record::ThreadName { name } => {
+                builder.add_thread(process, tid, &String::from_utf8_lossy(name));
+            }
+            Record::Sample { ts, stack, weight } => samples.push(Pending {
+                session,
+                tid,
+                stack,
+                weight,
+                time_ns: ts,
+            }),
+            Record::Lost { count } => builder.note_lost(0, count),
+            _ => {}
+        });
+        self.threads.insert((session, stream), (tid, st));
+        for p in samples {
+            if !self.try_sample(p) {
+                self.pending.push(p);
+            }
+        }
+        Ok(())
+    }
+
+    fn stream_closed(&mut self, session: u32, stream: u32) -> Result<(), CollectError> {
+        self.threads.remove(&(session, stream));
+        Ok(())
+    }
+
+    fn session_ended(&mut self, end: &SessionEnd) -> Result<(), CollectError> {
+        self.retry_pending();
+        if let Some(s) = self.sessions.get(&end.session) {
+            self.builder
+                .end_process(s.process, end.end_ticks, Some(end.exit));
+            if end.lost_events > 0 {
+                self.builder.note_lost(0, end.lost_events);
+            }
+        }
+        Ok(())
+    }
+
+    fn watermark(&mut self, _: u64) -> Result<(), CollectError> {
+        Ok(())
+    }
+
+    fn tick(&mut self, _: CalibrationPoint) -> Result<(), CollectError> {
+        let samples = self.builder.samples();
+        if let Some(p) = self.progress.as_mut() {
+            p(samples);
+        }
+        let expired = self.deadline.is_some_and(|d| Instant::now() >= d)
+            || self.stop.is_some_and(|s| s.load(Ordering::Relaxed));
+        if expired
+            && !self.terminated
+            && let Some(root) = self.root
+        {
+            // As `timeout` would: the command is asked to end; the collector then drains
+            // what is left and reports how it ended.
+            self.terminated = true;
+            // SAFETY: sending a signal has no memory-safety preconditions.
+            unsafe {
+                libc::kill(root as libc::pid_t, libc::SIGTERM);
+            }
+        }
+        Ok(())
+    }
+}
