@@ -52,6 +52,20 @@ pub enum DecodeError {
 /// Decodes a value from the front of `input`, returning it and the bytes consumed.
 #[inline]
 pub fn decode(input: &[u8]) -> Result<(u64, usize), DecodeError> {
+    // Most values of an event stream (time and address deltas, sizes, stack ids) take one
+    // or two bytes.
+    match *input {
+        [b0, ..] if b0 < 0x80 => return Ok((u64::from(b0), 1)),
+        [b0, b1, ..] if b1 < 0x80 => {
+            return Ok((u64::from(b0 & 0x7f) | (u64::from(b1) << 7), 2));
+        }
+        _ => {}
+    }
+    decode_long(input)
+}
+
+#[inline(never)]
+fn decode_long(input: &[u8]) -> Result<(u64, usize), DecodeError> {
     let mut value: u64 = 0;
     for (i, &byte) in input.iter().enumerate() {
         if i == MAX_LEN - 1 && byte > 1 {

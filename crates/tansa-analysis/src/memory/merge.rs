@@ -8,7 +8,7 @@
 //! time the call began and its allocation at the time it returned.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::BinaryHeap;
 
 use tansa_wire::event::{AllocOp, DecodeError, Decoder, ImproperEvent, Record, StreamState};
 
@@ -218,22 +218,34 @@ impl StreamDecoder {
 
 /// A source of one stream's events, in stream order.
 pub trait EventSource {
-    /// Appends the next batch of events to `out`; false when the stream is exhausted.
-    fn refill(&mut self, out: &mut VecDeque<Event>) -> bool;
+    /// Puts the next batch of events in `out` (empty on entry; its allocation may be
+    /// reused or replaced); false when the stream is exhausted.
+    fn refill(&mut self, out: &mut Vec<Event>) -> bool;
 }
 
-/// Merges streams by timestamp (a k-way merge over per-stream buffers). Events are taken
-/// from the current stream for as long as it is not later than every other stream's head,
-/// so the heap is only touched where streams interleave.
+/// Merges streams by timestamp (a k-way merge over per-stream batches). Events are taken
+/// from the current stream for as long as they are not later than every other stream's
+/// head, so the heap is only touched where streams interleave; [`Merger::for_each_event`]
+/// hands out such runs by reference, without moving the events.
 #[derive(Debug)]
 pub struct Merger<S> {
     sources: Vec<S>,
-    buffers: Vec<VecDeque<Event>>,
+    buffers: Vec<Vec<Event>>,
+    /// Next unread event of each buffer.
+    pos: Vec<usize>,
     /// Streams other than `current` with a buffered event, by their head's timestamp.
     heap: BinaryHeap<Reverse<(u64, usize)>>,
     current: Option<usize>,
     primed: bool,
 }
+
+/// What an event taken out of a buffer by [`Merger::next`] leaves behind.
+const TAKEN: Event = Event {
+    ts: 0,
+    session: 0,
+    tid: 0,
+    kind: EventKind::Lost(0),
+};
 
 impl<S: EventSource> Merger<S> {
     /// A merger over `sources`.
@@ -241,21 +253,69 @@ impl<S: EventSource> Merger<S> {
         let n = sources.len();
         Merger {
             sources,
-            buffers: (0..n).map(|_| VecDeque::new()).collect(),
+            buffers: (0..n).map(|_| Vec::new()).collect(),
+            pos: vec![0; n],
             heap: BinaryHeap::with_capacity(n),
             current: None,
             primed: false,
         }
     }
 
-    /// Makes sure stream `i` has a buffered event; false when it is exhausted.
+    /// Makes sure stream `i` has an unread event; false when it is exhausted.
     fn fill(&mut self, i: usize) -> bool {
-        while self.buffers[i].is_empty() {
+        while self.pos[i] >= self.buffers[i].len() {
+            self.buffers[i].clear();
+            self.pos[i] = 0;
             if !self.sources[i].refill(&mut self.buffers[i]) {
                 return false;
             }
         }
         true
+    }
+
+    fn prime(&mut self) {
+        if !self.primed {
+            self.primed = true;
+            for i in 0..self.sources.len() {
+                if self.fill(i) {
+                    let ts = self.buffers[i][self.pos[i]].ts;
+                    self.heap.push(Reverse((ts, i)));
+                }
+            }
+        }
+    }
+
+    /// Hands every remaining event to `f`, in time order, by reference.
+    pub fn for_each_event(&mut self, mut f: impl FnMut(&Event)) {
+        self.prime();
+        loop {
+            let i = match self.current.take() {
+                Some(i) => i,
+                None => match self.heap.pop() {
+                    Some(Reverse((_, i))) => i,
+                    None => return,
+                },
+            };
+            if !self.fill(i) {
+                continue;
+            }
+            let limit = self.heap.peek().map_or(u64::MAX, |Reverse((t, _))| *t);
+            let buf = &self.buffers[i];
+            let mut p = self.pos[i];
+            while let Some(e) = buf.get(p)
+                && e.ts <= limit
+            {
+                f(e);
+                p += 1;
+            }
+            self.pos[i] = p;
+            match buf.get(p) {
+                // Another stream's head comes first now.
+                Some(e) => self.heap.push(Reverse((e.ts, i))),
+                // The batch is done: refill and go on with this stream.
+                None => self.current = Some(i),
+            }
+        }
     }
 }
 
@@ -263,24 +323,18 @@ impl<S: EventSource> Iterator for Merger<S> {
     type Item = Event;
 
     fn next(&mut self) -> Option<Event> {
-        if !self.primed {
-            self.primed = true;
-            for i in 0..self.sources.len() {
-                if self.fill(i) {
-                    let ts = self.buffers[i].front().map_or(0, |e| e.ts);
-                    self.heap.push(Reverse((ts, i)));
-                }
-            }
-        }
+        self.prime();
         loop {
             if let Some(i) = self.current {
                 if !self.fill(i) {
                     self.current = None;
                     continue;
                 }
-                let ts = self.buffers[i].front().map_or(0, |e| e.ts);
+                let p = self.pos[i];
+                let ts = self.buffers[i][p].ts;
                 if self.heap.peek().is_none_or(|Reverse((t, _))| ts <= *t) {
-                    return self.buffers[i].pop_front();
+                    self.pos[i] = p + 1;
+                    return Some(std::mem::replace(&mut self.buffers[i][p], TAKEN));
                 }
                 self.heap.push(Reverse((ts, i)));
                 self.current = None;
@@ -334,6 +388,7 @@ impl OnlineOrder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::VecDeque;
     use tansa_wire::event::{
         AllocEvent, EventBuf, FreeEvent, ReallocEvent, Sink, encode_thread_start,
     };
@@ -374,10 +429,10 @@ mod tests {
 
     struct Chunks(VecDeque<Vec<u8>>, StreamDecoder);
     impl EventSource for Chunks {
-        fn refill(&mut self, out: &mut VecDeque<Event>) -> bool {
+        fn refill(&mut self, out: &mut Vec<Event>) -> bool {
             match self.0.pop_front() {
                 Some(c) => {
-                    self.1.push(&c, &mut |e| out.push_back(e));
+                    self.1.push(&c, &mut |e| out.push(e));
                     true
                 }
                 None => false,
@@ -408,21 +463,31 @@ mod tests {
         // Cut each stream at every position into two chunks: the merged order is the same.
         for cut_a in 0..a.len() {
             let cut_b = cut_a % b.len();
-            let sources = vec![
-                Chunks(
-                    VecDeque::from(vec![a[..cut_a].to_vec(), a[cut_a..].to_vec()]),
-                    StreamDecoder::new(0),
-                ),
-                Chunks(
-                    VecDeque::from(vec![b[..cut_b].to_vec(), b[cut_b..].to_vec()]),
-                    StreamDecoder::new(0),
-                ),
-            ];
-            let ts: Vec<u64> = Merger::new(sources)
+            let make = || {
+                vec![
+                    Chunks(
+                        VecDeque::from(vec![a[..cut_a].to_vec(), a[cut_a..].to_vec()]),
+                        StreamDecoder::new(0),
+                    ),
+                    Chunks(
+                        VecDeque::from(vec![b[..cut_b].to_vec(), b[cut_b..].to_vec()]),
+                        StreamDecoder::new(0),
+                    ),
+                ]
+            };
+            let ts: Vec<u64> = Merger::new(make())
                 .filter(|e| !matches!(e.kind, EventKind::ThreadName(_)))
                 .map(|e| e.ts)
                 .collect();
             assert_eq!(ts, vec![5, 10, 20, 30, 35, 40], "cut {cut_a}");
+            // Runs by reference give the same order as the iterator.
+            let mut by_ref = Vec::new();
+            Merger::new(make()).for_each_event(|e| {
+                if !matches!(e.kind, EventKind::ThreadName(_)) {
+                    by_ref.push(e.ts);
+                }
+            });
+            assert_eq!(by_ref, ts, "cut {cut_a}");
         }
     }
 

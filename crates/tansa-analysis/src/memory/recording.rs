@@ -9,7 +9,7 @@
 use std::cell::RefCell;
 use std::collections::{BTreeMap, VecDeque};
 use std::io::{Read, Seek};
-use std::sync::mpsc::{Receiver, Sender, channel, sync_channel};
+use std::sync::mpsc::{Receiver, Sender, channel};
 use std::thread::JoinHandle;
 
 use tansa_format::FormatError;
@@ -68,22 +68,39 @@ pub struct MemoryRecording<R> {
 /// why it could not.
 type Batch = Result<(Vec<Event>, Option<String>), String>;
 
-/// Chunks decompressed and decoded ahead by a second thread reading the same file, in file
-/// order (each stream's chunks are in stream order in the file, so that thread can carry
-/// every stream's decoder state).
+/// Chunks decompressed and decoded ahead by a second thread reading the same file. The
+/// merge asks for them: each stream keeps [`LOOK_AHEAD`] chunks requested beyond the one it
+/// reads, so the thread works in the order the merge will need the chunks and holds at
+/// most that many decoded chunks per stream (reading in file order instead can mean
+/// decoding the whole file ahead: a stream's first chunk may come last in the file).
 #[derive(Debug)]
 struct Prefetch {
+    requests: Sender<Request>,
     rx: Receiver<(u64, Batch)>,
     ready: RefCell<rustc_hash::FxHashMap<u64, Batch>>,
     /// Emptied event buffers go back to the thread, so that it does not allocate (and
     /// fault in) fresh memory for every chunk.
     recycle: Sender<Vec<Event>>,
+    /// Whether a merge already used it (its decoders' state belongs to that merge).
+    used: std::cell::Cell<bool>,
     _thread: JoinHandle<()>,
 }
 
+/// Chunks each stream has requested beyond the one being read.
+const LOOK_AHEAD: usize = 2;
+
+/// A chunk to decode: its offset, its stream, and whether it is the stream's last.
+#[derive(Debug, Clone, Copy)]
+struct Request {
+    offset: u64,
+    session: u32,
+    stream: u32,
+    last: bool,
+}
+
 impl Prefetch {
-    /// The events of the chunk at `offset`, once the prefetcher reached it; `None` if the
-    /// prefetcher stopped before it.
+    /// The events of the chunk at `offset` (requested earlier), once decoded; `None` if
+    /// the thread stopped.
     fn take(&self, offset: u64) -> Option<Batch> {
         if let Some(p) = self.ready.borrow_mut().remove(&offset) {
             return Some(p);
@@ -254,16 +271,8 @@ impl<R: Read + Seek> MemoryRecording<R> {
     /// Decompresses event chunks on a second thread, reading `input` (the same recording,
     /// opened again), so that pass two does not wait for decompression.
     pub fn prefetch_from<R2: Read + Seek + Send + 'static>(&mut self, input: R2) {
-        let mut offsets: Vec<(u64, u32, bool)> = self
-            .chunks
-            .iter()
-            .flat_map(|(&(session, _), offs)| {
-                let last = offs.last().copied();
-                offs.iter().map(move |&o| (o, session, Some(o) == last))
-            })
-            .collect();
-        offsets.sort_unstable();
-        let (tx, rx) = sync_channel(64);
+        let (requests, requested) = channel::<Request>();
+        let (tx, rx) = channel();
         let (recycle, recycled) = channel::<Vec<Event>>();
         let thread = std::thread::Builder::new()
             .name("tansa-decode".into())
@@ -274,35 +283,37 @@ impl<R: Read + Seek> MemoryRecording<R> {
                 let mut decoders: rustc_hash::FxHashMap<(u32, u32), StreamDecoder> =
                     rustc_hash::FxHashMap::default();
                 let mut payload = Vec::new();
-                for (offset, session, last) in offsets {
-                    let batch = match reader.payload_at(offset, &mut payload) {
+                for r in requested {
+                    let batch = match reader.payload_at(r.offset, &mut payload) {
                         Ok(_) => match split_thread_chunk(&payload) {
-                            Some((s, stream, bytes)) => {
+                            Some((_, _, bytes)) => {
                                 let d = decoders
-                                    .entry((s, stream))
-                                    .or_insert_with(|| StreamDecoder::new(session));
+                                    .entry((r.session, r.stream))
+                                    .or_insert_with(|| StreamDecoder::new(r.session));
                                 let mut events = recycled
                                     .try_recv()
                                     .unwrap_or_else(|_| Vec::with_capacity(bytes.len() / 4));
                                 events.clear();
                                 d.push(bytes, &mut |e| events.push(e));
-                                let warning = if last { stream_warning(d) } else { None };
+                                let warning = if r.last { stream_warning(d) } else { None };
                                 Ok((events, warning))
                             }
                             None => Ok((Vec::new(), None)),
                         },
                         Err(e) => Err(e.to_string()),
                     };
-                    if tx.send((offset, batch)).is_err() {
+                    if tx.send((r.offset, batch)).is_err() {
                         return;
                     }
                 }
             });
         if let Ok(thread) = thread {
             self.prefetch = Some(Prefetch {
+                requests,
                 rx,
                 ready: RefCell::new(rustc_hash::FxHashMap::default()),
                 recycle,
+                used: std::cell::Cell::new(false),
                 _thread: thread,
             });
         }
@@ -311,19 +322,35 @@ impl<R: Read + Seek> MemoryRecording<R> {
     /// The events of every thread stream, merged in time order (pass two). Problems met
     /// while reading them are added to [`MemoryRecording::stream_warnings`].
     pub fn events(&self) -> Merger<ChunkSource<'_, R>> {
+        // The prefetcher serves one merge (its decoders carry that merge's stream state).
+        let prefetch = self.prefetch.as_ref().filter(|p| !p.used.replace(true));
         let sources = self
             .chunks
             .iter()
-            .map(|(&(session, _), offsets)| ChunkSource {
-                reader: &self.reader,
-                prefetch: self.prefetch.as_ref(),
-                warnings: &self.stream_warnings,
-                offsets: offsets.iter().copied().collect(),
-                decoder: StreamDecoder::new(session),
-                payload: &self.payload,
+            .map(|(&(session, stream), offsets)| {
+                let mut source = ChunkSource {
+                    reader: &self.reader,
+                    prefetch,
+                    warnings: &self.stream_warnings,
+                    offsets: offsets.iter().copied().collect(),
+                    requested: 0,
+                    session,
+                    stream,
+                    decoder: StreamDecoder::new(session),
+                    payload: &self.payload,
+                };
+                source.request_ahead();
+                source
             })
             .collect();
         Merger::new(sources)
+    }
+
+    /// Hands every event of every thread stream to `f`, merged in time order (pass two),
+    /// by reference: the fast way to read a recording. Problems met while reading them are
+    /// added to [`MemoryRecording::stream_warnings`].
+    pub fn for_each_event(&self, f: impl FnMut(&Event)) {
+        self.events().for_each_event(f);
     }
 
     /// Problems met while reading events (after [`MemoryRecording::events`]).
@@ -349,6 +376,10 @@ pub struct ChunkSource<'a, R> {
     prefetch: Option<&'a Prefetch>,
     warnings: &'a RefCell<Vec<String>>,
     offsets: VecDeque<u64>,
+    /// How many of `offsets` (from the front) were requested from the prefetcher.
+    requested: usize,
+    session: u32,
+    stream: u32,
     decoder: StreamDecoder,
     /// Payload buffer shared by all streams (its allocation is reused).
     payload: &'a RefCell<Vec<u8>>,
@@ -362,8 +393,31 @@ impl<R> std::fmt::Debug for ChunkSource<'_, R> {
     }
 }
 
+impl<R> ChunkSource<'_, R> {
+    /// Asks the prefetcher for this stream's next chunks, up to the look-ahead.
+    fn request_ahead(&mut self) {
+        let Some(p) = self.prefetch else {
+            return;
+        };
+        while self.requested < self.offsets.len().min(LOOK_AHEAD + 1) {
+            let offset = self.offsets[self.requested];
+            let last = self.requested + 1 == self.offsets.len();
+            let request = Request {
+                offset,
+                session: self.session,
+                stream: self.stream,
+                last,
+            };
+            if p.requests.send(request).is_err() {
+                return;
+            }
+            self.requested += 1;
+        }
+    }
+}
+
 impl<R: Read + Seek> EventSource for ChunkSource<'_, R> {
-    fn refill(&mut self, out: &mut VecDeque<Event>) -> bool {
+    fn refill(&mut self, out: &mut Vec<Event>) -> bool {
         let Some(offset) = self.offsets.pop_front() else {
             if self.prefetch.is_none()
                 && let Some(w) = stream_warning(&mut self.decoder)
@@ -372,6 +426,8 @@ impl<R: Read + Seek> EventSource for ChunkSource<'_, R> {
             }
             return false;
         };
+        self.requested = self.requested.saturating_sub(1);
+        self.request_ahead();
         if let Some(prefetch) = self.prefetch
             && let Some(batch) = prefetch.take(offset)
         {
@@ -381,9 +437,9 @@ impl<R: Read + Seek> EventSource for ChunkSource<'_, R> {
                         self.warnings.borrow_mut().push(w);
                     }
                     if out.is_empty() {
-                        let used = std::mem::replace(out, VecDeque::from(events));
+                        let used = std::mem::replace(out, events);
                         if used.capacity() > 0 {
-                            let _ = prefetch.recycle.send(Vec::from(used));
+                            let _ = prefetch.recycle.send(used);
                         }
                     } else {
                         out.extend(events);
@@ -408,7 +464,7 @@ impl<R: Read + Seek> EventSource for ChunkSource<'_, R> {
         match read {
             Ok(_) => {
                 if let Some((_, _, bytes)) = split_thread_chunk(&payload) {
-                    self.decoder.push(bytes, &mut |e| out.push_back(e));
+                    self.decoder.push(bytes, &mut |e| out.push(e));
                 }
                 true
             }

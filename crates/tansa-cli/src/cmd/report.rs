@@ -152,8 +152,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         p
     });
     let mut n = 0u64;
-    for e in recording.events() {
-        agg.event(&recording.registry, &e);
+    recording.for_each_event(|e| {
+        agg.event(&recording.registry, e);
         n += 1;
         if n.is_multiple_of(1 << 20)
             && let Some(p) = &progress
@@ -161,7 +161,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             p.set_message(format!("{} million events", n >> 20));
             p.tick();
         }
-    }
+    });
     if let Some(p) = progress {
         p.finish_and_clear();
     }

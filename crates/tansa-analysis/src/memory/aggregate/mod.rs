@@ -74,6 +74,31 @@ pub struct SessionMeta {
 /// Marks a stack whose targets were not computed yet.
 const UNSET: u32 = u32::MAX;
 
+/// The call an event counts as, if any.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Call {
+    None,
+    Malloc,
+    Calloc,
+    Memalign,
+    Realloc,
+    Free,
+}
+
+impl Call {
+    #[inline]
+    fn bump(self, c: &mut Calls) {
+        match self {
+            Call::None => {}
+            Call::Malloc => c.malloc += 1,
+            Call::Calloc => c.calloc += 1,
+            Call::Memalign => c.memalign += 1,
+            Call::Realloc => c.realloc += 1,
+            Call::Free => c.free += 1,
+        }
+    }
+}
+
 #[derive(Debug)]
 struct SessionState {
     meta: SessionMeta,
@@ -201,6 +226,12 @@ pub struct Aggregator {
     /// Interned unit sets (sets of bases an event is charged to).
     sets: Vec<Box<[u32]>>,
     set_index: FxHashMap<Box<[u32]>, u32>,
+    /// The same sets laid out flat for the per-event path: each set's span of
+    /// `set_members`, and for each member its row once known (always `UNSET` per
+    /// interval, where the row depends on the time).
+    set_spans: Vec<(u32, u32)>,
+    set_members: Vec<u32>,
+    set_rows: Vec<u32>,
     live: FxHashMap<(u32, u64), Block>,
     thread_sets: FxHashMap<(u32, u32), u32>,
     call_counter: FxHashMap<Arc<str>, u64>,
@@ -238,6 +269,9 @@ impl Aggregator {
             interval_rows: FxHashMap::default(),
             sets: Vec::new(),
             set_index: FxHashMap::default(),
+            set_spans: Vec::new(),
+            set_members: Vec::new(),
+            set_rows: Vec::new(),
             live: FxHashMap::default(),
             thread_sets: FxHashMap::default(),
             call_counter: FxHashMap::default(),
@@ -275,6 +309,12 @@ impl Aggregator {
             return id;
         }
         let id = self.sets.len() as u32;
+        let start = self.set_members.len() as u32;
+        // Rows are made when a set is first charged (a set may only serve to find
+        // others, as the library sets of `--by call` do, and must not show up as units).
+        self.set_members.extend_from_slice(&bases);
+        self.set_rows.resize(self.set_members.len(), UNSET);
+        self.set_spans.push((start, bases.len() as u32));
         let b: Box<[u32]> = bases.into();
         self.sets.push(b.clone());
         self.set_index.insert(b, id);
@@ -477,29 +517,36 @@ impl Aggregator {
         set
     }
 
-    fn charge(&mut self, set: u32, delta: i64, ts_ns: u64) {
-        for i in 0..self.sets[set as usize].len() {
-            let b = self.sets[set as usize][i];
-            let r = self.row(b, ts_ns);
+    /// Charges `delta` bytes (none when 0) and one `call` to every unit of `set`.
+    #[inline]
+    fn apply(&mut self, set: u32, delta: i64, call: Call, ts_ns: u64) {
+        let (start, len) = self.set_spans[set as usize];
+        for k in start as usize..(start + len) as usize {
+            let b = self.set_members[k];
+            let r = match self.set_rows[k] {
+                UNSET => {
+                    let r = self.row(b, ts_ns);
+                    if self.config.by != By::Interval {
+                        self.set_rows[k] = r as u32;
+                    }
+                    r
+                }
+                r => r as usize,
+            };
             let base = &mut self.bases[b as usize];
             base.net += delta;
             let net = base.net;
             let row = &mut self.rows[r];
-            row.stats.add(delta);
-            if delta > 0 {
-                row.stats.allocated_bytes += delta as u64;
-            } else {
-                row.stats.freed_bytes += delta.unsigned_abs();
+            if delta != 0 {
+                row.stats.add(delta);
+                if delta > 0 {
+                    row.stats.allocated_bytes += delta as u64;
+                } else {
+                    row.stats.freed_bytes += delta.unsigned_abs();
+                }
             }
             row.cumulative = net;
-        }
-    }
-
-    fn count(&mut self, set: u32, ts_ns: u64, f: fn(&mut Calls)) {
-        for i in 0..self.sets[set as usize].len() {
-            let b = self.sets[set as usize][i];
-            let r = self.row(b, ts_ns);
-            f(&mut self.rows[r].stats.calls);
+            call.bump(&mut row.stats.calls);
         }
     }
 
@@ -536,8 +583,11 @@ impl Aggregator {
         entry.count += 1;
     }
 
-    /// Releases a block (a `free`, or the release half of a `realloc`). Returns the unit set
-    /// charged, or `None` when the block was not live.
+    /// Releases a block (a `free`, or the release half of a `realloc`), charging it and
+    /// `call` when `charge`. Returns the unit set charged, or `None` when the block was not
+    /// live.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
     fn release(
         &mut self,
         reg: &Registry,
@@ -546,6 +596,7 @@ impl Aggregator {
         stack: u32,
         ts_ns: u64,
         charge: bool,
+        call: Call,
     ) -> Option<u32> {
         let block = self.live.remove(&(e.session, ptr))?;
         if !charge {
@@ -556,17 +607,31 @@ impl Aggregator {
             FreeTo::Caller => self.caller_set(reg, e, stack, ts_ns),
         };
         let delta = -(block.size as i64);
-        self.charge(set, delta, ts_ns);
+        self.apply(set, delta, call, ts_ns);
         self.totals.add(delta);
         self.totals.freed_bytes += block.size;
+        call.bump(&mut self.totals.calls);
         Some(set)
     }
 
-    fn allocate(&mut self, e: &Event, ptr: u64, size: u64, set: u32, ts_ns: u64, charge: bool) {
+    /// Makes a block live, charging it and `call` to `set` when `charge`.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    fn allocate(
+        &mut self,
+        e: &Event,
+        ptr: u64,
+        size: u64,
+        set: u32,
+        ts_ns: u64,
+        charge: bool,
+        call: Call,
+    ) {
         if charge {
-            self.charge(set, size as i64, ts_ns);
+            self.apply(set, size as i64, call, ts_ns);
             self.totals.add(size as i64);
             self.totals.allocated_bytes += size;
+            call.bump(&mut self.totals.calls);
         }
         let block = Block {
             size,
@@ -579,7 +644,7 @@ impl Aggregator {
             self.anomalies += 1;
             if charge {
                 let delta = -(old.size as i64);
-                self.charge(old.set, delta, ts_ns);
+                self.apply(old.set, delta, Call::None, ts_ns);
                 self.totals.add(delta);
             }
         }
@@ -622,45 +687,39 @@ impl Aggregator {
                 } else {
                     0
                 };
-                if included {
-                    let bump: fn(&mut Calls) = match op {
-                        AllocOp::Malloc => |c| c.malloc += 1,
-                        AllocOp::Calloc => |c| c.calloc += 1,
-                        _ => |c| c.memalign += 1,
-                    };
-                    self.count(set, ts_ns, bump);
-                    bump(&mut self.totals.calls);
-                }
-                self.allocate(e, ptr, size, set, ts_ns, included);
+                let call = match op {
+                    AllocOp::Malloc => Call::Malloc,
+                    AllocOp::Calloc => Call::Calloc,
+                    _ => Call::Memalign,
+                };
+                self.allocate(e, ptr, size, set, ts_ns, included, call);
             }
             &EventKind::Free { ptr, stack } => {
                 let released = if ptr != 0 {
-                    self.release(reg, e, ptr, stack, ts_ns, included)
+                    self.release(reg, e, ptr, stack, ts_ns, included, Call::Free)
                 } else {
                     None
                 };
-                if !included {
+                if !included || released.is_some() {
                     return;
                 }
-                self.totals.calls.free += 1;
-                let set = match released {
-                    Some(set) => set,
-                    None => {
-                        if ptr != 0 {
-                            if self.is_inherited(e.session, ptr) {
-                                self.inherited_frees += 1;
-                            } else {
-                                self.note_improper(e, ImproperOp::Free, ptr, stack, false);
-                            }
-                        }
-                        self.caller_set(reg, e, stack, ts_ns)
+                // Not a live block: counted where it was called from.
+                if ptr != 0 {
+                    if self.is_inherited(e.session, ptr) {
+                        self.inherited_frees += 1;
+                    } else {
+                        self.note_improper(e, ImproperOp::Free, ptr, stack, false);
                     }
-                };
-                self.count(set, ts_ns, |c| c.free += 1);
+                }
+                let set = self.caller_set(reg, e, stack, ts_ns);
+                self.apply(set, 0, Call::Free, ts_ns);
+                self.totals.calls.free += 1;
             }
             &EventKind::ReallocRelease { old, new, stack } => {
                 if old != 0
-                    && self.release(reg, e, old, stack, ts_ns, included).is_none()
+                    && self
+                        .release(reg, e, old, stack, ts_ns, included, Call::None)
+                        .is_none()
                     && included
                 {
                     if self.is_inherited(e.session, old) {
@@ -671,7 +730,7 @@ impl Aggregator {
                 }
                 if new == 0 && included {
                     let set = self.caller_set(reg, e, stack, ts_ns);
-                    self.count(set, ts_ns, |c| c.realloc += 1);
+                    self.apply(set, 0, Call::Realloc, ts_ns);
                     self.totals.calls.realloc += 1;
                 }
             }
@@ -683,11 +742,7 @@ impl Aggregator {
                 } else {
                     0
                 };
-                if included {
-                    self.count(set, ts_ns, |c| c.realloc += 1);
-                    self.totals.calls.realloc += 1;
-                }
-                self.allocate(e, new, size, set, ts_ns, included);
+                self.allocate(e, new, size, set, ts_ns, included, Call::Realloc);
             }
             EventKind::Improper(i) => {
                 if included {
