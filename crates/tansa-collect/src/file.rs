@@ -18,8 +18,9 @@ use tansa_format::container::{FrameEncoder, FrameType, Kind, Writer};
 use tansa_format::memory::{self, SessionEnd, SessionInfo, meta_chunk_prefix, thread_chunk_prefix};
 use tansa_format::meta::{Calibration, CalibrationPoint, ClockSource, RecordingMeta};
 
-use crate::symbolize::AddressSet;
+use crate::symbolize::{AddressSet, BackgroundResolver};
 use crate::{CollectError, Sink};
+use tansa_wire::event::{DecodeError, Decoder, Record, StreamState};
 
 const CHUNK: usize = 256 * 1024;
 const MAX_AGE: Duration = Duration::from_secs(1);
@@ -48,6 +49,12 @@ pub struct FileSink {
     calibration: Vec<CalibrationPoint>,
     clock: ClockSource,
     raw_bytes: u64,
+    /// Reads the files the recording's stacks go through while it runs.
+    resolver: BackgroundResolver,
+    /// How far each session's meta stream was scanned for modules and stacks.
+    scanned: HashMap<u32, (usize, StreamState)>,
+    /// Path of each module, by session and module id.
+    module_paths: HashMap<(u32, u32), String>,
 }
 
 impl std::fmt::Debug for FileSink {
@@ -106,6 +113,9 @@ impl FileSink {
             calibration: Vec::new(),
             clock,
             raw_bytes: 0,
+            resolver: BackgroundResolver::start(),
+            scanned: HashMap::new(),
+            module_paths: HashMap::new(),
         })
     }
 
@@ -139,6 +149,46 @@ impl FileSink {
         Ok(())
     }
 
+    /// Scans the complete records added to a session's meta stream, asking the resolver
+    /// to read every file a stack goes through.
+    fn scan_meta(&mut self, session: u32) {
+        let Some(all) = self.meta_all.get(&session) else {
+            return;
+        };
+        let (pos, state) = self.scanned.get(&session).copied().unwrap_or_default();
+        let Some(rest) = all.get(pos..) else {
+            return;
+        };
+        let mut d = Decoder::with_state(rest, state);
+        let mut used = 0;
+        while let Some(r) = d.next() {
+            match r {
+                Ok(Record::ModuleLoad(m)) => {
+                    self.module_paths.insert(
+                        (session, m.id),
+                        String::from_utf8_lossy(m.path).into_owned(),
+                    );
+                }
+                Ok(Record::StackDef { frames, .. }) => {
+                    for f in frames.filter(|f| f.module != 0) {
+                        if let Some(path) = self.module_paths.get(&(session, f.module)) {
+                            self.resolver.preload(path);
+                        }
+                    }
+                }
+                Ok(_) => {}
+                Err(DecodeError::Truncated { .. }) => break,
+                // A damaged stream: the end of the recording reports it.
+                Err(_) => {
+                    used = rest.len();
+                    break;
+                }
+            }
+            used = d.position();
+        }
+        self.scanned.insert(session, (pos + used, d.state()));
+    }
+
     /// Uncompressed stream bytes received so far.
     pub fn raw_bytes(&self) -> u64 {
         self.raw_bytes
@@ -169,7 +219,8 @@ impl FileSink {
         for id in ids {
             addresses.add_meta_stream(id, &self.meta_all[&id]);
         }
-        let table = addresses.resolve(progress);
+        let resolver = std::mem::take(&mut self.resolver);
+        let table = resolver.resolve(addresses, progress);
         self.send(Job::Frame(FrameType::SYMBOLS, encode(&table)?))?;
         drop(self.jobs.take());
         let size = self
@@ -215,6 +266,7 @@ impl Sink for FileSink {
         if buf.bytes.len() >= CHUNK {
             self.flush_meta(session)?;
         }
+        self.scan_meta(session);
         Ok(())
     }
 

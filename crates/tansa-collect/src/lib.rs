@@ -123,6 +123,9 @@ pub struct Outcome {
     pub pid: u32,
 }
 
+/// A ring found at least this full (in thousandths) is drained again without waiting.
+const DRAIN_AT_ONCE_PERMILLE: u64 = 125;
+
 fn clock_now(tsc: bool) -> u64 {
     if tsc {
         sys::rdtsc()
@@ -245,7 +248,7 @@ pub fn record(config: &Config, sink: &mut dyn Sink) -> Result<Outcome, CollectEr
     let mut root_exited_at: Option<Instant> = None;
     let mut stop_waiting = false;
     let mut last_interrupts = 0;
-    let mut idle_rounds = 0u32;
+    let mut fullest_permille = 0u64;
 
     loop {
         // Control messages: new sessions on the shared socket, new segments and hang-ups on
@@ -257,7 +260,15 @@ pub fn record(config: &Config, sink: &mut dyn Sink) -> Result<Outcome, CollectEr
                 .filter(|s| !s.ended)
                 .map(|s| s.private.as_raw_fd()),
         );
-        let timeout = if idle_rounds > 0 { 1 } else { 0 };
+        // Drain again at once only while some ring is filling up; otherwise wait a
+        // millisecond (new sessions and hang-ups wake the poll early). Polling the rings
+        // back to back would take a CPU from the target and pull the rings' head words
+        // away from the threads writing them on every event.
+        let timeout = if fullest_permille >= DRAIN_AT_ONCE_PERMILLE {
+            0
+        } else {
+            1
+        };
         let ready = sys::poll_readable(&fds, timeout);
         if ready[0] {
             while let sys::Received::Message(bytes, received) =
@@ -291,20 +302,17 @@ pub fn record(config: &Config, sink: &mut dyn Sink) -> Result<Outcome, CollectEr
         let now_ticks = clock_now(tsc);
         let mut watermark = now_ticks;
         let mut moved = 0;
+        fullest_permille = 0;
         for s in sessions.iter_mut() {
             let d = s.drain(sink)?;
             moved += d.bytes;
+            fullest_permille = fullest_permille.max(d.fullest_permille);
             if d.min_pending != 0 {
                 watermark = watermark.min(d.min_pending);
             }
             s.heartbeat();
         }
         total_bytes += moved;
-        idle_rounds = if moved > 0 {
-            0
-        } else {
-            idle_rounds.saturating_add(1)
-        };
         sink.watermark(watermark)?;
 
         // Sessions whose process image is gone: drain what is left and close their streams.

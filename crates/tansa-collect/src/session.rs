@@ -1,7 +1,6 @@
 //! One agent session as seen by the collector: its mapped segments and the draining of its
 //! rings.
 
-use std::collections::HashMap;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::Ordering;
 
@@ -39,7 +38,8 @@ pub struct Session {
     pub finalized: bool,
     geometry: Geometry,
     segments: Vec<Option<Mapping>>,
-    tracks: HashMap<(u32, u32), Track>,
+    /// Consumer state of each thread ring, by `segment * ring_count + ring`.
+    tracks: Vec<Option<Track>>,
     next_stream: u32,
     meta_tail: u64,
     /// Largest timestamp seen in stream starts (for the session end record).
@@ -53,6 +53,8 @@ pub struct Drained {
     pub bytes: u64,
     /// Lowest pending-event bound of any ring (0 if none).
     pub min_pending: u64,
+    /// How full the fullest ring was, in thousandths of its size.
+    pub fullest_permille: u64,
 }
 
 fn text(bytes: &[u8]) -> String {
@@ -107,7 +109,7 @@ impl Session {
             finalized: false,
             geometry,
             segments: vec![Some(map)],
-            tracks: HashMap::new(),
+            tracks: Vec::new(),
             next_stream: 0,
             meta_tail: 0,
             last_ticks: h.start_ticks,
@@ -190,14 +192,17 @@ impl Session {
                 let ring = unsafe { Ring::at(seg.base(), geometry, r) };
                 let h = ring.header();
                 let state = h.state.load(Ordering::Acquire);
-                let key = (seg_index as u32, r);
-                if state == RING_FREE && !self.tracks.contains_key(&key) {
+                let key = seg_index * geometry.ring_count as usize + r as usize;
+                if state == RING_FREE && self.tracks.get(key).is_none_or(Option::is_none) {
                     continue;
                 }
                 let pending = h.pending.load(Ordering::SeqCst);
                 let head = h.head.load(Ordering::Acquire);
                 let generation = h.generation.load(Ordering::Acquire);
-                let track = self.tracks.entry(key).or_insert_with(|| Track {
+                if self.tracks.len() <= key {
+                    self.tracks.resize_with(key + 1, || None);
+                }
+                let track = self.tracks[key].get_or_insert_with(|| Track {
                     generation: u32::MAX,
                     stream: 0,
                     tail: h.tail.load(Ordering::Relaxed),
@@ -220,6 +225,9 @@ impl Session {
                         sink.thread(self.id, track.stream, b)?;
                     }
                     out.bytes += head - track.tail;
+                    out.fullest_permille = out.fullest_permille.max(
+                        (head - track.tail) * 1000 / u64::from(geometry.ring_data_size).max(1),
+                    );
                     track.tail = head;
                     h.tail.store(head, Ordering::Release);
                 }
@@ -240,7 +248,7 @@ impl Session {
 
     /// Closes every stream still open (the process is gone).
     pub fn close_streams(&mut self, sink: &mut dyn Sink) -> Result<(), CollectError> {
-        for t in self.tracks.values_mut() {
+        for t in self.tracks.iter_mut().flatten() {
             if t.open {
                 sink.stream_closed(self.id, t.stream)?;
                 t.open = false;

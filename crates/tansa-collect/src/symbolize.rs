@@ -1,5 +1,11 @@
 //! Resolving, at the end of a recording, every address it uses.
 //!
+//! Reading a file's debugging information is the slow part (a C library's separate debug
+//! file is tens of megabytes of compressed DWARF), and it does not depend on which
+//! addresses are used: [`BackgroundResolver`] reads each file as soon as a stack of the
+//! recording goes through it, on a thread of idle scheduling priority (it only takes CPU
+//! time nothing else wants), so that the end of the recording only does the lookups.
+//!
 //! The meta streams name the modules of each session (`ModuleLoad`) and the frames of each
 //! stack (`StackDef`, as module id and offset). Addresses are grouped by file (path and
 //! build id), so a library shared by many processes is read once, and each file is resolved
@@ -7,6 +13,8 @@
 //! instruction.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::thread::JoinHandle;
 
 use tansa_format::symtab::{SymbolTable, SymbolTableBuilder};
 use tansa_symbols::Resolver;
@@ -66,7 +74,15 @@ impl AddressSet {
 
     /// Resolves everything. `progress` is called before each file with (index, count, path).
     pub fn resolve(&self, progress: &mut dyn FnMut(usize, usize, &str)) -> SymbolTable {
-        let resolver = Resolver::new();
+        self.resolve_with(&Resolver::new(), progress)
+    }
+
+    /// Resolves everything with `resolver` (which may have read some files already).
+    pub fn resolve_with(
+        &self,
+        resolver: &Resolver,
+        progress: &mut dyn FnMut(usize, usize, &str),
+    ) -> SymbolTable {
         let mut builder = SymbolTableBuilder::default();
         let total = self.used.len();
         for (i, (file, offsets)) in self.used.iter().enumerate() {
@@ -84,5 +100,204 @@ impl AddressSet {
         }
         progress(total, total, "");
         builder.finish()
+    }
+}
+
+/// What the resolver thread is asked to do.
+enum Request {
+    /// Read a file's symbols ahead of use.
+    Preload(String),
+    /// Resolve everything, reporting progress, then stop.
+    Resolve(Box<AddressSet>, Sender<Progress>),
+}
+
+/// What the resolver thread reports while resolving.
+enum Progress {
+    File(usize, usize, String),
+    Done(SymbolTable),
+}
+
+/// A resolver on its own thread that reads files' debugging information while the
+/// recording runs (at idle priority) and does the final lookups at the end (at normal
+/// priority).
+#[derive(Debug)]
+pub struct BackgroundResolver {
+    requests: Option<Sender<Request>>,
+    thread: Option<JoinHandle<()>>,
+    preloaded: BTreeSet<String>,
+}
+
+impl Default for BackgroundResolver {
+    /// A resolver without a thread: preloads nothing, resolves on the caller's thread.
+    fn default() -> Self {
+        BackgroundResolver {
+            requests: None,
+            thread: None,
+            preloaded: BTreeSet::new(),
+        }
+    }
+}
+
+impl BackgroundResolver {
+    /// Starts the thread.
+    pub fn start() -> Self {
+        let (tx, rx) = channel::<Request>();
+        let thread = std::thread::Builder::new()
+            .name("tansa-symbols".into())
+            .spawn(move || serve(&rx))
+            .ok();
+        BackgroundResolver {
+            requests: thread.as_ref().map(|_| tx),
+            thread,
+            preloaded: BTreeSet::new(),
+        }
+    }
+
+    /// Asks for `path` to be read ahead (once per path).
+    pub fn preload(&mut self, path: &str) {
+        if let Some(tx) = &self.requests
+            && self.preloaded.insert(path.to_string())
+        {
+            let _ = tx.send(Request::Preload(path.to_string()));
+        }
+    }
+
+    /// Resolves every address of `addresses`; `progress` is called before each file with
+    /// (index, count, path).
+    pub fn resolve(
+        mut self,
+        addresses: AddressSet,
+        progress: &mut dyn FnMut(usize, usize, &str),
+    ) -> SymbolTable {
+        let Some(tx) = self.requests.take() else {
+            return addresses.resolve(progress);
+        };
+        let (ptx, prx) = channel();
+        if let Err(failed) = tx.send(Request::Resolve(Box::new(addresses), ptx)) {
+            // The thread is gone: resolve here.
+            let Request::Resolve(addresses, _) = failed.0 else {
+                unreachable!("a resolve request was sent");
+            };
+            return addresses.resolve(progress);
+        }
+        let mut table = SymbolTable::default();
+        for p in prx {
+            match p {
+                Progress::File(i, n, path) => progress(i, n, &path),
+                Progress::Done(t) => table = t,
+            }
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        table
+    }
+}
+
+impl Drop for BackgroundResolver {
+    fn drop(&mut self) {
+        // Stop the thread without waiting for a preload in progress.
+        self.requests.take();
+    }
+}
+
+/// The resolver thread: preloads at idle priority until asked to resolve.
+fn serve(requests: &Receiver<Request>) {
+    set_idle_priority(true);
+    let resolver = Resolver::new();
+    for r in requests {
+        match r {
+            Request::Preload(path) => resolver.preload(&path),
+            Request::Resolve(addresses, progress) => {
+                set_idle_priority(false);
+                let table = addresses.resolve_with(&resolver, &mut |i, n, path| {
+                    let _ = progress.send(Progress::File(i, n, path.to_string()));
+                });
+                let _ = progress.send(Progress::Done(table));
+                return;
+            }
+        }
+    }
+}
+
+/// Puts the calling thread in (or takes it out of) the idle scheduling class.
+fn set_idle_priority(idle: bool) {
+    let param = libc::sched_param { sched_priority: 0 };
+    let policy = if idle {
+        libc::SCHED_IDLE
+    } else {
+        libc::SCHED_OTHER
+    };
+    // SAFETY: `param` is a valid sched_param; pid 0 is the calling thread. Failure (a
+    // policy the system refuses) leaves the thread as it was.
+    unsafe {
+        libc::sched_setscheduler(0, policy, &param);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tansa_wire::event::{Frame, encode_module_load, encode_stack_def};
+
+    struct Bytes(Vec<u8>);
+    impl tansa_wire::event::Sink for Bytes {
+        fn put(&mut self, b: &[u8]) {
+            self.0.extend_from_slice(b);
+        }
+    }
+
+    /// A meta stream naming this test executable and a stack through its entry point.
+    fn meta() -> (Vec<u8>, String) {
+        let exe = std::env::current_exe().unwrap();
+        let file = std::fs::read(&exe).unwrap();
+        let entry = u64::from_le_bytes(file[24..32].try_into().unwrap());
+        let path = exe.to_string_lossy().into_owned();
+        let mut out = Bytes(Vec::new());
+        encode_module_load(
+            &mut out,
+            1,
+            0,
+            0,
+            0,
+            b"",
+            path.as_bytes(),
+            std::iter::empty(),
+        );
+        let frames = [Frame {
+            module: 1,
+            offset: entry + 1,
+        }];
+        encode_stack_def(&mut out, 1, frames.into_iter());
+        (out.0, path)
+    }
+
+    #[test]
+    fn the_background_resolver_resolves_like_the_plain_one() {
+        let (bytes, path) = meta();
+        let mut plain = AddressSet::default();
+        plain.add_meta_stream(0, &bytes);
+        assert_eq!(plain.size(), (1, 1));
+        let expected = plain.resolve(&mut |_, _, _| {});
+        let mut background = BackgroundResolver::start();
+        background.preload(&path);
+        background.preload(&path);
+        let mut files = Vec::new();
+        let mut set = AddressSet::default();
+        set.add_meta_stream(0, &bytes);
+        let table = background.resolve(set, &mut |i, n, p| files.push((i, n, p.to_string())));
+        assert_eq!(table, expected);
+        assert_eq!(files, vec![(0, 1, path.clone()), (1, 1, String::new())]);
+        // The entry point is `_start`.
+        let m = &table.modules[0];
+        let f = m.addrs[0].frames.last().expect("resolved");
+        assert_eq!(table.strings[f.function as usize], "_start");
+        // Without a thread, the same.
+        let mut set = AddressSet::default();
+        set.add_meta_stream(0, &bytes);
+        assert_eq!(
+            BackgroundResolver::default().resolve(set, &mut |_, _, _| {}),
+            expected
+        );
     }
 }
