@@ -136,7 +136,8 @@ def main():
                            if f.startswith(f"{name}.heaptrack")), None)
             if htfile:
                 hp = statistics.median([run([heaptrack_print, htfile])[0] for _ in range(3)])
-                line += f"; heaptrack_print: {hp:.3f} s ({hp / rt:.1f}x slower)"
+                line += (f"; heaptrack_print: {hp:.3f} s (tansa report time / heaptrack_print "
+                         f"time = {rt / hp:.2f})")
         print(line)
     shutil.rmtree(work, ignore_errors=True)
 
