@@ -527,7 +527,7 @@ impl Active {
             LIVE.remove(ptr as u64);
         }
         self.begin_pending();
-        let ts = clock::now();
+        let ts = clock::now_before_release();
         release();
         let ev = FreeEvent {
             ts,
@@ -552,7 +552,7 @@ impl Active {
     ) -> *mut c_void {
         let stack = self.capture(regs);
         self.begin_pending();
-        let ts_begin = clock::now();
+        let ts_begin = clock::now_before_release();
         let new = call();
         let ts_end = clock::now();
         if new.is_null() && size != 0 {

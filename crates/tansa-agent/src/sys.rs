@@ -47,9 +47,23 @@ pub fn thread_pointer() -> usize {
 pub fn rdtsc_ordered() -> u64 {
     let lo: u32;
     let hi: u32;
-    // SAFETY: lfence and rdtsc are unprivileged and only write eax/edx.
+    // SAFETY: lfence and rdtsc are unprivileged and only write eax/edx. Without `nomem` the
+    // compiler keeps the asm after the call whose completion it timestamps.
     unsafe {
-        core::arch::asm!("lfence", "rdtsc", out("eax") lo, out("edx") hi, options(nostack, nomem, preserves_flags));
+        core::arch::asm!("lfence", "rdtsc", out("eax") lo, out("edx") hi, options(nostack, preserves_flags));
+    }
+    (u64::from(hi) << 32) | u64::from(lo)
+}
+
+/// The time-stamp counter, unfenced (see [`crate::clock::now_before_release`]).
+#[inline]
+pub fn rdtsc() -> u64 {
+    let lo: u32;
+    let hi: u32;
+    // SAFETY: rdtsc is unprivileged and only writes eax/edx. Without `nomem` the compiler
+    // treats the asm as a memory barrier and keeps it before the release that follows.
+    unsafe {
+        core::arch::asm!("rdtsc", out("eax") lo, out("edx") hi, options(nostack, preserves_flags));
     }
     (u64::from(hi) << 32) | u64::from(lo)
 }
