@@ -12,10 +12,10 @@
 //! the payload's first [`KEY_LEN`] bytes (its key: what the frame is about, such as the
 //! stream a chunk belongs to) are stored raw ahead of the rest, which alone is compressed
 //! (when `COMPRESSED`); `raw_len` counts the key. A reader can then index a file by keys
-//! without decompressing anything. `crc32` (IEEE) covers
-//! the first 12 header bytes and the stored payload. Each frame stands alone, so a file cut short or damaged in the
-//! middle is read up to the last intact frame, and a writer that dies loses at most the
-//! frame it was writing. The last frame of a complete file has type [`FrameType::END`].
+//! without decompressing anything. `crc32` (IEEE) covers the first 12 header bytes and the
+//! stored payload. Each frame stands alone, so a file cut short or damaged in the middle is
+//! read up to the last intact frame, and a writer that dies loses at most the frame it was
+//! writing. The last frame of a complete file has type [`FrameType::END`].
 
 use std::io::{self, Read, Seek, SeekFrom, Write};
 
