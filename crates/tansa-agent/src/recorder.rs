@@ -125,7 +125,30 @@ fn name_of_thread(tid: u32, buf: &mut [u8; 64]) -> usize {
 /// The order matters for signal handlers that fire meanwhile: the context is published
 /// first, then the ring is claimed (cheap), and only then the slow setup runs (reading
 /// `/proc`), during which a handler can already write its events to the ring.
+///
+/// The common case (a context with a ring of this session) is inlined into the hooks; the
+/// rest, whose frame holds the unwinder's large state, is a separate cold function so that
+/// the hooks do not set up that frame on every call.
+#[inline]
 fn context(st: &'static ThreadState) -> Option<*mut ThreadCtx> {
+    let p = st.ctx.get();
+    if !p.is_null() {
+        // SAFETY: as below; a shared borrow that ends before `context_setup` runs.
+        let ctx = unsafe { &*p };
+        if ctx
+            .writer
+            .as_ref()
+            .is_some_and(|w| w.generation == SESSION.generation())
+        {
+            return Some(p);
+        }
+    }
+    context_setup(st)
+}
+
+#[cold]
+#[inline(never)]
+fn context_setup(st: &'static ThreadState) -> Option<*mut ThreadCtx> {
     let mut p = st.ctx.get();
     if p.is_null() {
         let ctx = Box::new(ThreadCtx {

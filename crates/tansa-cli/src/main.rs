@@ -56,15 +56,42 @@ fn main() -> ExitCode {
             if output::is_broken_pipe(&err) {
                 return ExitCode::SUCCESS;
             }
-            eprintln!("tansa: error: {err:#}");
+            eprintln!("tansa: error: {}", error_text(&err));
             ExitCode::from(1)
         }
     }
 }
 
+/// The error and its causes, `: `-separated, leaving out a cause whose text the message
+/// before it already ends with (library errors often show their source in their own text).
+fn error_text(err: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in err.chain() {
+        let part = cause.to_string();
+        if text.ends_with(&part) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&part);
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use clap::CommandFactory;
+
+    #[test]
+    fn error_text_leaves_out_causes_already_shown() {
+        let io = std::io::Error::from(std::io::ErrorKind::NotFound);
+        let shown = io.to_string();
+        let err = anyhow::Error::new(io).context(format!("cannot run x: {shown}"));
+        assert_eq!(super::error_text(&err), format!("cannot run x: {shown}"));
+        let err = anyhow::anyhow!("inner").context("outer");
+        assert_eq!(super::error_text(&err), "outer: inner");
+    }
 
     #[test]
     fn command_line_definition_is_consistent() {
