@@ -7,8 +7,9 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
 
-use common::{build_dir, compile, stderr, tansa};
+use common::{build_dir, compile, output_within, stderr, tansa};
 use serde_json::Value;
 
 fn cpu_source(name: &str) -> PathBuf {
@@ -24,6 +25,7 @@ struct Programs {
     forker: PathBuf,
     child: PathBuf,
     short: PathBuf,
+    noperf: PathBuf,
 }
 
 fn programs() -> &'static Programs {
@@ -59,12 +61,15 @@ fn programs() -> &'static Programs {
         compile(&short, &[cpu_source("spinner.c")], &["-g", "-O1"]);
         let forker = dir.join("cpu_forker");
         compile(&forker, &[cpu_source("forker.c")], &["-g", "-O1"]);
+        let noperf = dir.join("noperf");
+        compile(&noperf, &[cpu_source("noperf.c")], &["-O1"]);
         Programs {
             share,
             deep,
             forker,
             child,
             short,
+            noperf,
         }
     })
 }
@@ -648,6 +653,47 @@ fn sigprof_fallback_gives_the_same_shares() {
         0,
         "user code only: {proc_unit}"
     );
+}
+
+/// Where the kernel refuses `perf_event_open` (here a seccomp filter, as container runtimes
+/// install), `--source auto` says so and samples with the agent; `--source perf` fails with
+/// the reason.
+#[test]
+fn refused_perf_falls_back_to_the_agent_automatically() {
+    let p = programs();
+    let dir = tmp();
+    let file = dir.path().join("auto.tansa");
+    let tansa_path = tansa();
+    let mut cmd = Command::new(&p.noperf);
+    cmd.arg(&tansa_path)
+        .args(["sample", "-o", file.to_str().unwrap(), "--"])
+        .args([p.share.to_str().unwrap(), "400"]);
+    let out = output_within(cmd, Duration::from_secs(300));
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("falling back to the agent"), "{err}");
+    assert!(err.contains("seccomp"), "the reason names seccomp: {err}");
+    let f = report(&file, "function");
+    assert_eq!(f["source"], "agent");
+    let share = exe_share(&f);
+    assert!((share - 70.0).abs() <= 5.0, "agent: {share:.1}%");
+
+    let refused = dir.path().join("perf-only.tansa");
+    let mut cmd = Command::new(&p.noperf);
+    cmd.arg(&tansa_path)
+        .args([
+            "sample",
+            "--source",
+            "perf",
+            "-o",
+            refused.to_str().unwrap(),
+        ])
+        .args(["--", p.share.to_str().unwrap(), "10"]);
+    let out = output_within(cmd, Duration::from_secs(300));
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("perf_event_open is not permitted"), "{err}");
+    assert!(!refused.exists(), "no partial recording is left behind");
 }
 
 #[test]

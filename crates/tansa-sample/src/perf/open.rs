@@ -235,14 +235,23 @@ pub fn open(config: &Config, who: &Who, exec: bool) -> Result<Opened, SampleErro
                     kernel = false;
                 }
                 Who::Threads(_) => {
-                    return Err(SampleError::PermissionDenied {
-                        what: "perf_event_open is not permitted".into(),
-                        reason: format!(
+                    let reason = match paranoid() {
+                        // The sysctl allows it: something else refuses.
+                        Some(level) if level <= 2 => format!(
+                            "refused although kernel.perf_event_paranoid is {level}, which \
+                             allows user-space sampling: a seccomp profile (as in containers) \
+                             or a security module forbids perf_event_open"
+                        ),
+                        _ => format!(
                             "kernel.perf_event_paranoid is {} (user-space sampling needs ≤ 2; \
                              `sysctl kernel.perf_event_paranoid=2`) or grant CAP_PERFMON; in a \
                              container, the seccomp profile may forbid perf_event_open",
                             paranoid_text()
                         ),
+                    };
+                    return Err(SampleError::PermissionDenied {
+                        what: "perf_event_open is not permitted".into(),
+                        reason,
                     });
                 }
             },
