@@ -186,37 +186,11 @@ fn run_agent(
         duration: args.duration,
         timeline: args.timeline,
     };
-    let file =
-        File::create(output).with_context(|| format!("cannot create {}", output.display()))?;
-    let progress = std::io::stderr().is_terminal().then(|| {
-        let p = indicatif::ProgressBar::new_spinner();
-        p.set_message("sampling (agent)");
-        p
-    });
-    let mut tick = |n: u64| {
-        if let Some(p) = &progress {
-            p.set_message(format!("{n} samples (agent)"));
-            p.tick();
-        }
-    };
     let stop = AtomicBool::new(false);
-    let result = tansa_sample::agent::record(
-        &config,
-        meta,
-        &stop,
-        BufWriter::with_capacity(1 << 20, file),
-        &mut tick,
-    );
-    if let Some(p) = &progress {
-        p.finish_and_clear();
-    }
-    let outcome = match result {
-        Ok(o) => o,
-        Err(e) => {
-            let _ = std::fs::remove_file(output);
-            return Err(anyhow::Error::new(e).context("sampling with the agent failed"));
-        }
-    };
+    let outcome = record_to(output, " (agent)", |file, tick| {
+        tansa_sample::agent::record(&config, meta, &stop, file, &mut |n| tick(n))
+    })?
+    .context("sampling with the agent failed")?;
     let s = outcome.summary;
     let size = std::fs::metadata(output).map_or(0, |m| m.len());
     eprintln!(
@@ -240,6 +214,37 @@ fn run_agent(
         );
     }
     Ok(exit_code(Some(outcome.exit)))
+}
+
+/// Creates `output` and runs `record` into it, with a spinner counting samples on a
+/// terminal (`label` follows the count). A recording that fails is removed, and its error
+/// returned as the inner result for the caller to inspect.
+fn record_to<T, E>(
+    output: &std::path::Path,
+    label: &str,
+    record: impl FnOnce(BufWriter<File>, &mut dyn FnMut(u64)) -> Result<T, E>,
+) -> anyhow::Result<Result<T, E>> {
+    let file =
+        File::create(output).with_context(|| format!("cannot create {}", output.display()))?;
+    let progress = std::io::stderr().is_terminal().then(|| {
+        let p = indicatif::ProgressBar::new_spinner();
+        p.set_message(format!("sampling{label}"));
+        p
+    });
+    let mut tick = |n: u64| {
+        if let Some(p) = &progress {
+            p.set_message(format!("{n} samples{label}"));
+            p.tick();
+        }
+    };
+    let result = record(BufWriter::with_capacity(1 << 20, file), &mut tick);
+    if let Some(p) = &progress {
+        p.finish_and_clear();
+    }
+    if result.is_err() {
+        let _ = std::fs::remove_file(output);
+    }
+    Ok(result)
 }
 
 fn recording_meta(args: &Args) -> RecordingMeta {
@@ -317,33 +322,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         // A second handler cannot be installed (tests run commands in-process): ignore.
         let _ = ctrlc::set_handler(move || stop.store(true, Ordering::Relaxed));
     }
-    let file =
-        File::create(&output).with_context(|| format!("cannot create {}", output.display()))?;
-    let progress = std::io::stderr().is_terminal().then(|| {
-        let p = indicatif::ProgressBar::new_spinner();
-        p.set_message("sampling");
-        p
-    });
-    let mut tick = |n: u64| {
-        if let Some(p) = &progress {
-            p.set_message(format!("{n} samples"));
-            p.tick();
-        }
-    };
-    let result = perf::record(
-        &config,
-        meta,
-        &stop,
-        BufWriter::with_capacity(1 << 20, file),
-        &mut tick,
-    );
-    if let Some(p) = &progress {
-        p.finish_and_clear();
-    }
+    let result = record_to(&output, "", |file, tick| {
+        perf::record(&config, meta, &stop, file, &mut |n| tick(n))
+    })?;
     let outcome = match result {
         Ok(o) => o,
         Err(e) => {
-            let _ = std::fs::remove_file(&output);
             if let SampleError::PermissionDenied { reason, .. } = &e
                 && args.source == SourceArg::Auto
                 && !args.command.is_empty()
