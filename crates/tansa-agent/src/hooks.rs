@@ -199,6 +199,14 @@ extern "C" fn posix_memalign_impl(
 }
 
 extern "C" fn free_impl(p: *mut c_void, sp: *const u64, bp: u64) {
+    if p.is_null() {
+        // `free(NULL)` does nothing: it is passed on (an allocator behind us may count it)
+        // but neither recorded nor counted as a release. glibc alone makes dozens of them
+        // at every thread exit.
+        // SAFETY: forwarding the caller's (null) pointer.
+        unsafe { real::free(p) };
+        return;
+    }
     if real::is_bootstrap(p) {
         return;
     }

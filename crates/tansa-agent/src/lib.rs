@@ -47,8 +47,10 @@ pub mod heap;
 pub mod hooks;
 pub mod livetable;
 pub mod modules;
+pub mod reach;
 pub mod real;
 pub mod recorder;
+pub mod registry;
 pub mod sampler;
 pub mod session;
 pub mod spin;
@@ -57,13 +59,15 @@ pub mod sys;
 pub mod thread;
 pub mod unwind;
 
-use core::ffi::c_void;
-use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use core::ffi::{c_int, c_void};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 
 use tansa_wire::control::{
     ENV_CLOCK, ENV_FD, ENV_FREE_STACKS, ENV_MAX_FRAMES, ENV_ONLINE, ENV_RING_KB, ENV_SAMPLE_HZ,
 };
-use tansa_wire::layout::{FLAG_FREE_STACKS, FLAG_ONLINE, FLAG_SAMPLING};
+use tansa_wire::layout::{
+    EXIT_IMMEDIATE, EXIT_NORMAL, FLAG_FREE_STACKS, FLAG_ONLINE, FLAG_SAMPLING,
+};
 
 pub use recorder::ThreadCtx;
 
@@ -79,6 +83,15 @@ static STATE: AtomicU32 = AtomicU32::new(UNINIT);
 static INIT_THREAD: AtomicUsize = AtomicUsize::new(0);
 static KEY: AtomicU32 = AtomicU32::new(u32::MAX);
 static MAX_FRAMES: AtomicUsize = AtomicUsize::new(unwind::MAX_FRAMES);
+static TEST_QUEUE_NESTED: AtomicBool = AtomicBool::new(false);
+
+/// Test setting (`TANSA_TEST_QUEUE_NESTED=1`): signal-handler events always go through the
+/// per-thread queue, as when they interrupt the agent itself, so that tests can overflow it
+/// deterministically.
+#[inline]
+pub fn test_queue_nested() -> bool {
+    TEST_QUEUE_NESTED.load(Ordering::Relaxed)
+}
 
 /// Whether hooks record.
 #[derive(Debug, Clone, Copy)]
@@ -155,6 +168,7 @@ fn initialize() -> bool {
         // Preloaded without a collector (e.g. the variable was cleared): just forward.
         return false;
     };
+    reach::CONTACT.configure(fd as i32);
     clock::set_tsc(sys::getenv(&cstr(ENV_CLOCK)) == Some(b"tsc"));
     let ring_kb = sys::getenv(&cstr(ENV_RING_KB))
         .and_then(sys::parse_u64)
@@ -176,11 +190,20 @@ fn initialize() -> bool {
     if sample_hz.is_some() {
         flags |= FLAG_SAMPLING;
     }
+    // Test settings, to force the causes of loss that a test cannot provoke on demand.
+    let ring_limit = sys::getenv(c"TANSA_TEST_MAX_RINGS")
+        .and_then(sys::parse_u64)
+        .map_or(0, |n| n.clamp(1, u64::from(u32::MAX)) as u32);
+    TEST_QUEUE_NESTED.store(
+        env_flag(c"TANSA_TEST_QUEUE_NESTED", false),
+        Ordering::Relaxed,
+    );
     let settings = session::Settings {
         listener: fd as i32,
         flags,
         ring_size: (ring_kb * 1024) as u32,
         ring_count: 8,
+        ring_limit,
     };
     if !session::SESSION.start(settings) {
         return false;
@@ -192,6 +215,9 @@ fn initialize() -> bool {
             KEY.store(key, Ordering::Release);
         }
         sys::atfork(fork_prepare, fork_parent, fork_child);
+        // Learn the exit code of `exit` and of a return from `main` (glibc calls `exit`
+        // internally there, which no interposed symbol sees).
+        sys::on_exit(on_exit_handler);
     }
     if let Some(hz) = sample_hz {
         let _r = thread::Internal::enter();
@@ -223,15 +249,39 @@ unsafe extern "C" fn thread_exit(value: *mut c_void) {
     if ctx.is_null() || ctx as *mut c_void != value {
         return;
     }
-    // SAFETY: `ctx` is this exiting thread's context and is not used after this.
-    unsafe { recorder::finish_thread(st, ctx) };
+    // SAFETY: `ctx` is this exiting thread's context.
+    unsafe { recorder::retire_thread(st, ctx) };
 }
 
-/// Locks held across `fork` (taken in this order, released in reverse).
+extern "C" fn on_exit_handler(code: c_int, _arg: *mut c_void) {
+    session::SESSION.note_exit(EXIT_NORMAL, code);
+}
+
+/// Exported `_exit`: notes the exit code (the process skips its exit handlers, so this is
+/// the agent's only chance to see it), then ends the process as glibc's `_exit` does.
+#[unsafe(no_mangle)]
+pub extern "C" fn _exit(code: c_int) -> ! {
+    session::SESSION.note_exit(EXIT_IMMEDIATE, code);
+    session::SESSION.warn_if_orphaned();
+    sys::exit_group(code)
+}
+
+/// Exported `_Exit`: the same as [`_exit`].
+#[unsafe(no_mangle)]
+#[allow(non_snake_case)]
+pub extern "C" fn _Exit(code: c_int) -> ! {
+    _exit(code)
+}
+
+/// Locks held across `fork` (taken in this order, released in reverse). The forking thread
+/// counts as inside the agent meanwhile, so a signal handler never waits for them.
 unsafe extern "C" fn fork_prepare() {
     if !matches!(state(), State::Ready) {
         return;
     }
+    let st = thread::current();
+    st.depth.set(st.depth.get() + 1);
+    registry::REGISTRY.lock().lock();
     core::mem::forget(modules::MODULES.write());
     for l in session::SESSION.locks() {
         l.lock();
@@ -255,6 +305,9 @@ unsafe extern "C" fn fork_parent() {
     }
     // SAFETY: `fork_prepare` took the write lock on this thread.
     unsafe { modules::MODULES.force_write_unlock() };
+    registry::REGISTRY.lock().unlock();
+    let st = thread::current();
+    st.depth.set(st.depth.get() - 1);
 }
 
 unsafe extern "C" fn fork_child() {
@@ -269,6 +322,11 @@ unsafe extern "C" fn fork_child() {
         l.reset();
     }
     modules::MODULES.reset();
+    // Only the forking thread exists in the child: the other threads' contexts go.
+    let st = thread::current();
+    // SAFETY: in the child of fork, before any other thread exists; the allocator's lock
+    // was reset above.
+    unsafe { registry::REGISTRY.forget_others(st.ctx.get()) };
     // The child is a new process: a new session, new stack ids, the same modules.
     stacks::STACKS.reset();
     if session::SESSION.restart_in_child()
@@ -280,6 +338,7 @@ unsafe extern "C" fn fork_child() {
     // new one.
     sampler::forget_inherited_timer();
     sampler::arm_current_thread();
+    st.depth.set(st.depth.get() - 1);
 }
 
 extern "C" fn on_load() {
@@ -288,6 +347,7 @@ extern "C" fn on_load() {
 
 extern "C" fn on_unload() {
     session::SESSION.mark_exit();
+    session::SESSION.warn_if_orphaned();
 }
 
 #[used]

@@ -263,9 +263,15 @@ pub unsafe fn pthread_create(
     start: StartFn,
     arg: *mut c_void,
 ) -> c_int {
-    let f = get(Func::PthreadCreate);
+    let mut f = get(Func::PthreadCreate);
     if f == 0 {
-        return libc::EAGAIN;
+        // Called before the agent resolved its functions (a library constructor that runs
+        // before the agent's own, on the thread that is initializing it): look it up now.
+        f = sys::dlsym_next(c"pthread_create") as usize;
+        if f == 0 {
+            return libc::EAGAIN;
+        }
+        TABLE[Func::PthreadCreate as usize].store(f, Ordering::Release);
     }
     // SAFETY: `f` is the real pthread_create.
     unsafe { core::mem::transmute::<usize, PthreadCreateFn>(f)(out, attr, start, arg) }

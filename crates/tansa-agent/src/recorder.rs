@@ -8,10 +8,11 @@ use tansa_wire::event::{
     AllocEvent, AllocOp, CountingSink, EventBuf, Frame, FreeEvent, ImproperEvent, ImproperOp,
     ReallocEvent, StreamState, encode_stack_def, encode_thread_name, encode_thread_start,
 };
-use tansa_wire::layout::{FLAG_FREE_STACKS, FLAG_ONLINE};
+use tansa_wire::layout::{FLAG_FREE_STACKS, FLAG_ONLINE, LossCause};
 
 use crate::livetable::LIVE;
 use crate::modules::{MODULES, rescan};
+use crate::registry::{Link, REGISTRY};
 use crate::session::{RingWriter, SESSION};
 use crate::stacks::STACKS;
 use crate::thread::{Busy, NESTED_CAPACITY, NestedEvent as Nested, ThreadState, current};
@@ -23,8 +24,13 @@ use crate::{State, clock, state, sys};
 
 /// Everything a thread needs to record events.
 pub struct ThreadCtx {
+    /// Links in the registry of thread contexts (see [`crate::registry`]).
+    pub(crate) link: Link,
     tid: u32,
     writer: Option<RingWriter>,
+    /// The ring epoch at which this thread last found no ring (`u32::MAX`: never): it
+    /// retries only when the epoch has moved.
+    no_ring_epoch: u32,
     stream: StreamState,
     cache: UnwindCache,
     stack_lo: u64,
@@ -32,6 +38,13 @@ pub struct ThreadCtx {
     stacks: StackCache,
     /// Frames of the CPU sample being taken (preallocated: the signal handler never grows it).
     sample_frames: Vec<u64>,
+}
+
+impl ThreadCtx {
+    /// The thread id of the context's thread.
+    pub fn tid(&self) -> u32 {
+        self.tid
+    }
 }
 
 impl core::fmt::Debug for ThreadCtx {
@@ -93,6 +106,8 @@ pub fn enter() -> Mode {
         return Mode::Nested(st);
     }
     if !SESSION.is_active() {
+        // Recording stopped because the collector is gone: the call is not recorded.
+        SESSION.add_lost(LossCause::CollectorGone, 1);
         return Mode::Pass;
     }
     st.depth.set(1);
@@ -100,23 +115,24 @@ pub fn enter() -> Mode {
         Some(ctx) => Mode::Record(Active { st, ctx }),
         None => {
             st.depth.set(0);
+            SESSION.add_lost(no_context_cause(), 1);
             Mode::Pass
         }
     }
 }
 
-fn name_of_thread(tid: u32, buf: &mut [u8; 64]) -> usize {
-    let mut path = sys::PathBuf64::new();
-    path.push(b"/proc/self/task/")
-        .push_u64(u64::from(tid))
-        .push(b"/comm");
-    let n = sys::read_file(path.as_cstr(), buf);
-    // Drop the trailing newline.
-    if n > 0 && buf[n - 1] == b'\n' {
-        n - 1
+/// Why a thread has no context to record with: no ring was free, or the collector is gone.
+fn no_context_cause() -> LossCause {
+    if SESSION.is_active() {
+        LossCause::NoRing
     } else {
-        n
+        LossCause::CollectorGone
     }
+}
+
+/// The calling thread's name.
+fn name_of_thread(buf: &mut [u8; 16]) -> usize {
+    sys::thread_name(buf)
 }
 
 /// The calling thread's context, created on first use; reclaims a ring when the thread has
@@ -152,8 +168,10 @@ fn context_setup(st: &'static ThreadState) -> Option<*mut ThreadCtx> {
     let mut p = st.ctx.get();
     if p.is_null() {
         let ctx = Box::new(ThreadCtx {
+            link: Link::new(),
             tid: sys::gettid(),
             writer: None,
+            no_ring_epoch: u32::MAX,
             stream: StreamState::default(),
             cache: UnwindCache::new_in(),
             stack_lo: 0,
@@ -162,6 +180,8 @@ fn context_setup(st: &'static ThreadState) -> Option<*mut ThreadCtx> {
             sample_frames: Vec::with_capacity(MAX_FRAMES),
         });
         p = Box::into_raw(ctx);
+        // SAFETY: a new context, released only through the registry.
+        unsafe { REGISTRY.insert(p) };
         st.ctx.set(p);
     }
     // SAFETY: `p` is this thread's context, only ever used by this thread (and by its signal
@@ -177,7 +197,15 @@ fn context_setup(st: &'static ThreadState) -> Option<*mut ThreadCtx> {
             SESSION.release_ring(&old);
         }
         ctx.tid = sys::gettid();
-        let mut w = SESSION.acquire_ring(ctx.tid)?;
+        let epoch = SESSION.ring_epoch();
+        if ctx.no_ring_epoch == epoch {
+            return None;
+        }
+        let Some(mut w) = SESSION.acquire_ring(ctx.tid) else {
+            ctx.no_ring_epoch = epoch;
+            return None;
+        };
+        ctx.no_ring_epoch = u32::MAX;
         let ts = clock::now();
         let pid = sys::getpid();
         let mut count = CountingSink::default();
@@ -194,8 +222,8 @@ fn context_setup(st: &'static ThreadState) -> Option<*mut ThreadCtx> {
         }
         ctx.writer = Some(w);
         // The slow part: the thread's name and, the first time, its stack bounds.
-        let mut name = [0u8; 64];
-        let n = name_of_thread(ctx.tid, &mut name);
+        let mut name = [0u8; 16];
+        let n = name_of_thread(&mut name);
         write_name(st, ctx, &name[..n]);
         if ctx.stack_hi == 0 {
             // The stack is the mapping containing our own frame.
@@ -220,35 +248,51 @@ fn write_name(st: &'static ThreadState, ctx: &mut ThreadCtx, name: &[u8]) {
     SESSION.write_streamed(w, count.0, |sink| encode_thread_name(&mut &mut *sink, name));
 }
 
-/// Ends a thread's recording (its exit): writes its final name and end record and gives
-/// the ring back.
+/// The calling thread is exiting (its pthread-key destructor runs): writes its final name,
+/// drains its signal queue and retires its context. The context and its ring stay in use
+/// for what the thread still does (glibc releases thread memory after the key destructors);
+/// the registry finishes them once the thread is gone ([`finish_dead`]).
 ///
 /// # Safety
 ///
-/// `ctx` must be the calling thread's context, not used afterwards.
-pub unsafe fn finish_thread(st: &'static ThreadState, ctx: *mut ThreadCtx) {
+/// `ctx` must be the calling thread's context.
+pub unsafe fn retire_thread(st: &'static ThreadState, ctx: *mut ThreadCtx) {
     st.depth.set(st.depth.get() + 1);
     // SAFETY: guaranteed by the caller.
-    let mut ctx = unsafe { Box::from_raw(ctx) };
-    if ctx
-        .writer
+    let c = unsafe { &mut *ctx };
+    if c.writer
         .as_ref()
         .is_some_and(|w| w.generation == SESSION.generation())
     {
-        let mut name = [0u8; 64];
-        let n = name_of_thread(ctx.tid, &mut name);
-        write_name(st, &mut ctx, &name[..n]);
-        flush_nested(st, &mut ctx);
-        emit(st, &mut ctx, |stream, buf| {
-            stream.encode_thread_end(clock::now(), buf)
-        });
-        if let Some(w) = ctx.writer.take() {
-            SESSION.release_ring(&w);
-        }
+        let mut name = [0u8; 16];
+        let n = name_of_thread(&mut name);
+        write_name(st, c, &name[..n]);
+        flush_nested(st, c);
     }
-    st.ctx.set(core::ptr::null_mut());
-    drop(ctx);
+    // SAFETY: `ctx` is this thread's registered context.
+    unsafe { REGISTRY.retire(ctx) };
     st.depth.set(st.depth.get() - 1);
+}
+
+/// Ends the recording of a thread that no longer exists: writes its end record, gives its
+/// ring back to the collector and frees its context.
+///
+/// # Safety
+///
+/// `ctx` must be an unregistered context (from `Box::into_raw`) whose thread is gone.
+pub(crate) unsafe fn finish_dead(ctx: *mut ThreadCtx) {
+    // SAFETY: guaranteed by the caller.
+    let mut ctx = unsafe { Box::from_raw(ctx) };
+    if let Some(mut w) = ctx.writer.take()
+        && w.generation == SESSION.generation()
+    {
+        let mut buf = EventBuf::new();
+        ctx.stream.encode_thread_end(clock::now(), &mut buf);
+        // The thread is gone: we are the ring's only writer now. An end record that cannot
+        // be written (collector gone) loses no event.
+        SESSION.write_event(&mut w, &buf);
+        SESSION.release_ring(&w);
+    }
 }
 
 impl Drop for Active {
@@ -322,7 +366,7 @@ fn emit(
         None => false,
     };
     if !written {
-        SESSION.add_lost(1);
+        SESSION.add_lost(LossCause::CollectorGone, 1);
     }
 }
 
@@ -339,7 +383,7 @@ fn encode_nested(ev: &Nested, stream: &mut StreamState, buf: &mut EventBuf) {
 /// thread's queue for the interrupted hook to write.
 fn queue_nested(st: &'static ThreadState, mut ev: Nested, regs: CallerRegs) {
     let p = st.ctx.get();
-    if !p.is_null() && st.busy.get() == 0 {
+    if !p.is_null() && st.busy.get() == 0 && !crate::test_queue_nested() {
         // SAFETY: the interrupted code of this same thread is suspended while the handler
         // runs and is not in a busy section, so the context is consistent and unused.
         let ctx = unsafe { &mut *p };
@@ -367,8 +411,10 @@ fn queue_nested(st: &'static ThreadState, mut ev: Nested, regs: CallerRegs) {
         st.nested[tail % NESTED_CAPACITY].set(Some(ev));
         core::sync::atomic::compiler_fence(Ordering::SeqCst);
         st.nested_tail.set(tail + 1);
+        // Queued events are written without their stack.
+        SESSION.add_stackless();
     } else {
-        SESSION.add_lost(1);
+        SESSION.add_lost(LossCause::SignalQueue, 1);
     }
 }
 
@@ -609,9 +655,17 @@ impl Active {
     }
 }
 
-/// Unwinds the caller's stack and returns its id (0 when it cannot be had). The caller
-/// marks the thread busy: the context's unwinder cache and frame buffer are in use.
+/// Unwinds the caller's stack and returns its id (0, counted, when it cannot be had). The
+/// caller marks the thread busy: the context's unwinder cache and frame buffer are in use.
 fn capture(ctx: &mut ThreadCtx, regs: CallerRegs) -> u32 {
+    let id = capture_inner(ctx, regs);
+    if id == 0 {
+        SESSION.add_stackless();
+    }
+    id
+}
+
+fn capture_inner(ctx: &mut ThreadCtx, regs: CallerRegs) -> u32 {
     let hi = stack_top(ctx, regs.sp);
     // The common case: a stack this thread just had. No lock needed.
     if let Some(id) = ctx.stacks.lookup(regs, hi, crate::modules::generation()) {
@@ -670,7 +724,7 @@ pub(crate) fn sample(ip: u64, sp: u64, bp: u64, weight: u32) {
     }
     let st = current();
     if st.depth.get() != 0 || st.internal.get() != 0 || st.busy.get() != 0 {
-        SESSION.add_lost(1);
+        SESSION.add_lost(LossCause::Sample, 1);
         return;
     }
     st.depth.set(1);
@@ -685,8 +739,10 @@ pub(crate) fn sample(ip: u64, sp: u64, bp: u64, weight: u32) {
             Some(id) => emit(st, ctx, |stream, buf| {
                 stream.encode_sample(clock::now(), id, weight, buf);
             }),
-            None => SESSION.add_lost(1),
+            None => SESSION.add_lost(LossCause::Sample, 1),
         }
+    } else {
+        SESSION.add_lost(LossCause::Sample, 1);
     }
     st.depth.set(0);
 }

@@ -166,6 +166,10 @@ pub unsafe extern "C" fn pthread_create(
     start: extern "C" fn(*mut c_void) -> *mut c_void,
     arg: *mut c_void,
 ) -> c_int {
+    // A thread created by a library constructor may come before the agent's own
+    // constructor: start the agent now, so that the real function is known and, when
+    // sampling, the new thread gets its timer.
+    let _ = crate::state();
     if !is_sampling() {
         // SAFETY: forwarding the caller's arguments.
         return unsafe { crate::real::pthread_create(thread_out, attr, start, arg) };

@@ -10,15 +10,23 @@ use core::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64,
 use tansa_wire::control::{HELLO_MAGIC, HELLO_SEGMENT, HELLO_SESSION, Hello};
 use tansa_wire::event::Sink;
 use tansa_wire::layout::{
-    CMDLINE_CAPACITY, ClockKind, EXE_CAPACITY, Geometry, RING_ACTIVE, RING_CLOSED, RING_FREE, Ring,
-    SEGMENT_MAGIC, SegmentHeader,
+    CMDLINE_CAPACITY, ClockKind, EXE_CAPACITY, Geometry, LossCause, RING_ACTIVE, RING_CLOSED,
+    RING_FREE, Ring, SEGMENT_MAGIC, SegmentHeader, segment_ring_count,
 };
 
+use crate::reach::CONTACT;
 use crate::spin::SpinLock;
 use crate::{clock, sys};
 
-/// Most segments a session may create.
+/// Most segments a session may create. Segments double in ring count up to 1024 rings
+/// (`tansa_wire::layout::segment_ring_count`), so 64 segments hold about 59,000 thread
+/// rings: a thread that finds none free (after the rings of exited threads are reclaimed)
+/// is counted as a loss, never silently.
 pub const MAX_SEGMENTS: usize = 64;
+
+/// How long a thread that found every ring in use waits for the collector to free the rings
+/// of threads that are gone before its events count as lost.
+const RING_WAIT_US: u64 = 200_000;
 
 /// Session settings read from the environment at start.
 #[derive(Debug, Clone, Copy)]
@@ -29,8 +37,11 @@ pub struct Settings {
     pub flags: u32,
     /// Ring data size.
     pub ring_size: u32,
-    /// Rings per segment.
+    /// Rings of segment 0 (later segments have more, see `segment_ring_count`).
     pub ring_count: u32,
+    /// Most thread rings the session may use at once (0: no limit but the segment count).
+    /// Only tests set it (`TANSA_TEST_MAX_RINGS`), to force the no-ring loss.
+    pub ring_limit: u32,
 }
 
 /// The process-wide session.
@@ -43,6 +54,10 @@ pub struct Session {
     ring_size: AtomicU32,
     ring_count: AtomicU32,
     flags: AtomicU32,
+    ring_limit: AtomicU32,
+    /// Changes whenever a ring may have become claimable (a ring given back, a thread
+    /// retired, a segment added): a thread that found no ring retries only then.
+    ring_epoch: AtomicU32,
     seg_base: [AtomicPtr<u8>; MAX_SEGMENTS],
     seg_count: AtomicU32,
     seg_lock: SpinLock,
@@ -60,6 +75,8 @@ pub static SESSION: Session = Session {
     ring_size: AtomicU32::new(0),
     ring_count: AtomicU32::new(0),
     flags: AtomicU32::new(0),
+    ring_limit: AtomicU32::new(0),
+    ring_epoch: AtomicU32::new(0),
     seg_base: [const { AtomicPtr::new(core::ptr::null_mut()) }; MAX_SEGMENTS],
     seg_count: AtomicU32::new(0),
     seg_lock: SpinLock::new(),
@@ -94,9 +111,15 @@ impl Sink for RingSink<'_> {
 }
 
 impl Session {
+    /// Geometry of segment 0.
     fn geometry(&self) -> Geometry {
+        self.segment_geometry(0)
+    }
+
+    /// Geometry of segment `index`.
+    fn segment_geometry(&self, index: usize) -> Geometry {
         Geometry {
-            ring_count: self.ring_count.load(Ordering::Relaxed),
+            ring_count: segment_ring_count(self.ring_count.load(Ordering::Relaxed), index as u32),
             ring_data_size: self.ring_size.load(Ordering::Relaxed),
         }
     }
@@ -134,6 +157,13 @@ impl Session {
     /// Starts a session: creates segment 0, fills its header and announces it to the
     /// collector. Returns false if the collector cannot be reached.
     pub fn start(&self, settings: Settings) -> bool {
+        self.start_with(settings, -1)
+    }
+
+    /// [`Session::start`], for a forked child whose parent's private socket is
+    /// `parent_private` (-1 if none): it may announce itself there when the inherited
+    /// control socket is not the collector's any more.
+    fn start_with(&self, settings: Settings, parent_private: core::ffi::c_int) -> bool {
         let geometry = Geometry {
             ring_count: settings.ring_count,
             ring_data_size: settings.ring_size,
@@ -146,6 +176,8 @@ impl Session {
         self.ring_count
             .store(settings.ring_count, Ordering::Relaxed);
         self.flags.store(settings.flags, Ordering::Relaxed);
+        self.ring_limit
+            .store(settings.ring_limit, Ordering::Relaxed);
         self.seg_count.store(0, Ordering::Relaxed);
         self.meta_head.store(0, Ordering::Relaxed);
         let Some((fd, base)) = sys::create_shared(c"tansa-session", geometry.segment_size()) else {
@@ -155,6 +187,8 @@ impl Session {
         unsafe { init_header(base, geometry, 0, settings.flags) };
         let Some((mine, theirs)) = sys::seqpacket_pair() else {
             sys::close(fd);
+            // SAFETY: nobody else saw this mapping.
+            unsafe { sys::unmap(base, geometry.segment_size()) };
             return false;
         };
         let hello = Hello {
@@ -167,16 +201,27 @@ impl Session {
             ring_data_size: geometry.ring_data_size,
             reserved: 0,
         };
-        self.seg_base[0].store(base, Ordering::Release);
-        self.seg_count.store(1, Ordering::Release);
-        let sent = sys::send_with_fds(settings.listener, &hello.to_bytes(), &[fd, theirs]);
+        let sent = match CONTACT.socket(parent_private) {
+            Ok(control) => sys::send_with_fds(control, &hello.to_bytes(), &[fd, theirs]),
+            Err(why) => {
+                // SAFETY: `base` maps the header page, filled above.
+                let h = unsafe { &*(base as *const SegmentHeader) };
+                report_unreachable(h, why.text());
+                false
+            }
+        };
         sys::close(fd);
         sys::close(theirs);
         if !sent {
             sys::close(mine);
+            // SAFETY: the collector never received this mapping; nobody else uses it.
+            unsafe { sys::unmap(base, geometry.segment_size()) };
             return false;
         }
+        self.seg_base[0].store(base, Ordering::Release);
+        self.seg_count.store(1, Ordering::Release);
         self.private.store(mine, Ordering::Relaxed);
+        CONTACT.set_private(mine);
         if let Some(h) = self.header() {
             self.collector_pid.store(h.collector_pid, Ordering::Relaxed);
         }
@@ -189,18 +234,15 @@ impl Session {
     /// and starts a new one.
     pub fn restart_in_child(&self) -> bool {
         self.active.store(false, Ordering::Release);
-        let old_private = self.private.swap(-1, Ordering::Relaxed);
-        if old_private >= 0 {
-            sys::close(old_private);
-        }
+        let parent_private = self.private.swap(-1, Ordering::Relaxed);
         let geometry = self.geometry();
         let count = self.seg_count.swap(0, Ordering::AcqRel) as usize;
-        for slot in &self.seg_base[..count.min(MAX_SEGMENTS)] {
+        for (index, slot) in self.seg_base[..count.min(MAX_SEGMENTS)].iter().enumerate() {
             let p = slot.swap(core::ptr::null_mut(), Ordering::AcqRel);
             if !p.is_null() {
                 // SAFETY: the child no longer uses the parent's segments; every ring view
                 // into them is dropped when thread contexts see the new generation.
-                unsafe { sys::unmap(p, geometry.segment_size()) };
+                unsafe { sys::unmap(p, self.segment_geometry(index).segment_size()) };
             }
         }
         self.seg_lock.reset();
@@ -210,8 +252,13 @@ impl Session {
             flags: self.flags(),
             ring_size: geometry.ring_data_size,
             ring_count: geometry.ring_count,
+            ring_limit: self.ring_limit.load(Ordering::Relaxed),
         };
-        self.start(settings)
+        let ok = self.start_with(settings, parent_private);
+        if parent_private >= 0 {
+            sys::close(parent_private);
+        }
+        ok
     }
 
     /// The locks the fork handlers must hold across `fork`.
@@ -219,50 +266,146 @@ impl Session {
         [&self.seg_lock, &self.meta_lock]
     }
 
-    /// Claims a free thread ring for thread `tid`, creating a segment if all are in use.
+    /// Claims a free thread ring for thread `tid`. When every ring is in use it first
+    /// reclaims the rings of threads that are gone, then adds a segment, and at the segment
+    /// limit waits a bounded time for the collector to free reclaimed rings. `None` (the
+    /// caller counts the event as lost) only when all of that fails or recording is off.
     pub fn acquire_ring(&self, tid: u32) -> Option<RingWriter> {
         if !self.is_active() {
             return None;
         }
-        let geometry = self.geometry();
         let generation = self.generation();
+        let limit = self.ring_limit.load(Ordering::Relaxed);
+        let mut reclaimed = false;
+        let mut waited_us = 0u64;
         loop {
             let count = self.seg_count.load(Ordering::Acquire) as usize;
-            for (index, slot) in self.seg_base[..count].iter().enumerate() {
-                let base = slot.load(Ordering::Acquire);
-                if base.is_null() {
-                    continue;
+            let mut before = 0u32;
+            for index in 0..count {
+                if let Some(w) = self.claim_in(index, tid, generation, before, limit) {
+                    return Some(w);
                 }
-                let first = if index == 0 { 1 } else { 0 };
-                for r in first..geometry.ring_count {
-                    // SAFETY: `base` maps a whole segment of this geometry for the session.
-                    let ring = unsafe { Ring::at(base, geometry, r) };
-                    let h = ring.header();
-                    if h.state.load(Ordering::Relaxed) == RING_FREE
-                        && h.state
-                            .compare_exchange(
-                                RING_FREE,
-                                RING_ACTIVE,
-                                Ordering::Acquire,
-                                Ordering::Relaxed,
-                            )
-                            .is_ok()
-                    {
-                        h.tid.store(tid, Ordering::Relaxed);
-                        h.generation.fetch_add(1, Ordering::Relaxed);
-                        let head = h.head.load(Ordering::Relaxed);
-                        return Some(RingWriter {
-                            ring,
-                            head,
-                            generation,
-                        });
-                    }
-                }
+                before += self.thread_rings(index);
             }
-            if !self.add_segment(count) {
+            if !reclaimed {
+                reclaimed = true;
+                crate::registry::REGISTRY.reap_all();
+            }
+            let at_limit = limit != 0 && before >= limit;
+            if !at_limit && self.add_segment(count) {
+                continue;
+            }
+            if !self.is_active() || waited_us >= RING_WAIT_US || !self.closed_rings_pending() {
                 return None;
             }
+            sys::sleep_us(100);
+            waited_us += 100;
         }
+    }
+
+    /// Number of thread rings of segment `index` (segment 0 also holds the meta ring).
+    fn thread_rings(&self, index: usize) -> u32 {
+        self.segment_geometry(index).ring_count - u32::from(index == 0)
+    }
+
+    /// Claims a free ring of segment `index`, whose first thread ring is the session's
+    /// thread ring number `before`; rings numbered `limit` and above are not used (0: no
+    /// limit).
+    fn claim_in(
+        &self,
+        index: usize,
+        tid: u32,
+        generation: u32,
+        before: u32,
+        limit: u32,
+    ) -> Option<RingWriter> {
+        let base = self.seg_base[index].load(Ordering::Acquire);
+        if base.is_null() || (limit != 0 && before >= limit) {
+            return None;
+        }
+        let geometry = self.segment_geometry(index);
+        // SAFETY: every segment starts with its header and stays mapped for the session.
+        let header = unsafe { &*(base as *const SegmentHeader) };
+        let first = u32::from(index == 0);
+        // Rings past the limit: from ring `first + limit - before` on.
+        let end = if limit == 0 {
+            geometry.ring_count
+        } else {
+            (first + limit - before).min(geometry.ring_count)
+        };
+        for word in 0..end.div_ceil(64) {
+            let candidates = ring_mask(word, end, first) & !header.claimed_word(word as usize);
+            if let Some(w) =
+                self.claim_bits(base, header, geometry, word, candidates, tid, generation)
+            {
+                return Some(w);
+            }
+        }
+        None
+    }
+
+    /// Tries to claim one of the rings whose bits are set in `candidates` (word `word` of the
+    /// segment at `base`).
+    #[allow(clippy::too_many_arguments)]
+    fn claim_bits(
+        &self,
+        base: *mut u8,
+        header: &SegmentHeader,
+        geometry: Geometry,
+        word: u32,
+        mut candidates: u64,
+        tid: u32,
+        generation: u32,
+    ) -> Option<RingWriter> {
+        while candidates != 0 {
+            let r = word * 64 + candidates.trailing_zeros();
+            candidates &= candidates - 1;
+            // SAFETY: `base` maps a whole segment of this geometry; `r < ring_count`.
+            let ring = unsafe { Ring::at(base, geometry, r) };
+            let h = ring.header();
+            if h.state
+                .compare_exchange(RING_FREE, RING_ACTIVE, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+            {
+                header.mark_claimed(r);
+                h.tid.store(tid, Ordering::Relaxed);
+                h.generation.fetch_add(1, Ordering::Relaxed);
+                let head = h.head.load(Ordering::Relaxed);
+                return Some(RingWriter {
+                    ring,
+                    head,
+                    generation,
+                });
+            }
+        }
+        None
+    }
+
+    /// Whether some ring was given back and waits for the collector to free it.
+    fn closed_rings_pending(&self) -> bool {
+        let count = self.seg_count.load(Ordering::Acquire) as usize;
+        (0..count).any(|index| {
+            let base = self.seg_base[index].load(Ordering::Acquire);
+            if base.is_null() {
+                return false;
+            }
+            let geometry = self.segment_geometry(index);
+            // SAFETY: as in `claim_in`.
+            let header = unsafe { &*(base as *const SegmentHeader) };
+            (0..geometry.ring_count.div_ceil(64)).any(|word| {
+                let mut bits = header.claimed_word(word as usize);
+                while bits != 0 {
+                    let r = word * 64 + bits.trailing_zeros();
+                    bits &= bits - 1;
+                    // SAFETY: as above.
+                    let ring = unsafe { Ring::at(base, geometry, r) };
+                    if ring.header().state.load(Ordering::Relaxed) == RING_CLOSED {
+                        return true;
+                    }
+                }
+                false
+            })
+        })
     }
 
     /// Creates segment number `expected` unless another thread already did.
@@ -277,7 +420,7 @@ impl Session {
             self.seg_lock.unlock();
             return false;
         }
-        let geometry = self.geometry();
+        let geometry = self.segment_geometry(count);
         let ok = match sys::create_shared(c"tansa-segment", geometry.segment_size()) {
             Some((fd, base)) => {
                 // SAFETY: fresh zeroed mapping of the segment size.
@@ -301,6 +444,7 @@ impl Session {
                 if sent {
                     self.seg_base[count].store(base, Ordering::Release);
                     self.seg_count.store(count as u32 + 1, Ordering::Release);
+                    self.bump_ring_epoch();
                 } else {
                     // SAFETY: nobody else saw this mapping.
                     unsafe { sys::unmap(base, geometry.segment_size()) };
@@ -322,7 +466,19 @@ impl Session {
                 .header()
                 .state
                 .store(RING_CLOSED, Ordering::Release);
+            self.bump_ring_epoch();
         }
+    }
+
+    /// The current ring epoch (see [`Session::bump_ring_epoch`]).
+    #[inline]
+    pub fn ring_epoch(&self) -> u32 {
+        self.ring_epoch.load(Ordering::Acquire)
+    }
+
+    /// Notes that a ring may have become claimable.
+    pub fn bump_ring_epoch(&self) {
+        self.ring_epoch.fetch_add(1, Ordering::AcqRel);
     }
 
     /// Waits until `len` bytes are free in `ring` after `head`. Returns false if the
@@ -445,6 +601,31 @@ impl Session {
         ok
     }
 
+    /// At exit: if the collector is gone, nobody will report what this process did after
+    /// it went, so say it on stderr.
+    pub fn warn_if_orphaned(&self) {
+        let Some(h) = self.header() else {
+            return;
+        };
+        let collector = self.collector_pid.load(Ordering::Relaxed);
+        if h.pid != sys::getpid() || collector == 0 {
+            return;
+        }
+        if self.is_active() && sys::process_alive(collector) {
+            return;
+        }
+        let lost = h.lost[LossCause::CollectorGone as usize].load(Ordering::Relaxed);
+        sys::Line::new()
+            .text(b"tansa: the recorder (pid ")
+            .num(u64::from(collector))
+            .text(b") ended before process ")
+            .num(u64::from(h.pid))
+            .text(b": ")
+            .num(lost)
+            .text(b" of its events were not recorded, nor what was still in its buffers")
+            .write_stderr();
+    }
+
     /// Marks that the process is running its exit handlers.
     pub fn mark_exit(&self) {
         if let Some(h) = self.header() {
@@ -452,12 +633,67 @@ impl Session {
         }
     }
 
-    /// Adds to the count of events that could not be recorded.
-    pub fn add_lost(&self, n: u64) {
+    /// Adds to the count of events that could not be recorded, by cause.
+    pub fn add_lost(&self, cause: LossCause, n: u64) {
         if let Some(h) = self.header() {
-            h.lost_events.fetch_add(n, Ordering::Relaxed);
+            h.lost[cause as usize].fetch_add(n, Ordering::Relaxed);
         }
     }
+
+    /// Counts an event recorded without its call stack.
+    pub fn add_stackless(&self) {
+        if let Some(h) = self.header() {
+            h.stackless.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Records how the process is ending (`exit_how` is an `EXIT_*` value). The first
+    /// report wins: `exit` running its handlers and then calling `_exit` stays `exit`.
+    pub fn note_exit(&self, exit_how: u32, code: i32) {
+        // A `vfork` child shares our memory but is another process: not ours to report.
+        if let Some(h) = self.header()
+            && h.pid == sys::getpid()
+            && h.exit_how
+                .compare_exchange(
+                    tansa_wire::layout::EXIT_NONE,
+                    exit_how,
+                    Ordering::AcqRel,
+                    Ordering::Relaxed,
+                )
+                .is_ok()
+        {
+            h.exit_code.store(code, Ordering::Release);
+        }
+    }
+}
+
+/// Says on stderr that this process runs unrecorded, and why: nothing else can (the
+/// collector never heard of it).
+fn report_unreachable(h: &SegmentHeader, why: &[u8]) {
+    let exe = &h.exe[..(h.exe_len as usize).min(h.exe.len())];
+    sys::Line::new()
+        .text(b"tansa: process ")
+        .num(u64::from(h.pid))
+        .text(b" (")
+        .text(exe)
+        .text(b") cannot reach the recorder and is not recorded: ")
+        .text(why)
+        .write_stderr();
+}
+
+/// The bits of claimable rings in word `word` of the bitmap, for rings `first..rings`.
+fn ring_mask(word: u32, rings: u32, first: u32) -> u64 {
+    let lo = word * 64;
+    let hi = (lo + 64).min(rings);
+    if hi <= lo {
+        return 0;
+    }
+    let n = hi - lo;
+    let mut mask = if n == 64 { u64::MAX } else { (1u64 << n) - 1 };
+    if lo < first {
+        mask &= !((1u64 << (first - lo)) - 1);
+    }
+    mask
 }
 
 /// Object-safe view of a [`Sink`], so record encoders can stream into rings.

@@ -160,6 +160,83 @@ pub fn seqpacket_pair() -> Option<(c_int, c_int)> {
     (r == 0).then_some((fds[0], fds[1]))
 }
 
+/// The device and inode numbers of socket `fd`, or `None` if `fd` is not an open socket.
+pub fn socket_identity(fd: c_int) -> Option<(u64, u64)> {
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: stat is plain data; zero is valid.
+    let mut st: libc::stat = unsafe { core::mem::zeroed() };
+    // SAFETY: fstat into a valid stat buffer.
+    let r = unsafe { libc::syscall(libc::SYS_fstat, fd as c_long, &mut st as *mut libc::stat) };
+    (r == 0 && st.st_mode & libc::S_IFMT == libc::S_IFSOCK).then_some((st.st_dev, st.st_ino))
+}
+
+/// The process id of the peer of Unix socket `fd` (for a socket pair: the process that
+/// created it; for a connection: the process that listens).
+pub fn peer_pid(fd: c_int) -> Option<u32> {
+    // SAFETY: ucred is plain data; zero is valid.
+    let mut cred: libc::ucred = unsafe { core::mem::zeroed() };
+    let mut len = core::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: valid out-pointers of the right sizes.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_getsockopt,
+            fd as c_long,
+            libc::SOL_SOCKET as c_long,
+            libc::SO_PEERCRED as c_long,
+            &mut cred as *mut libc::ucred,
+            &mut len as *mut libc::socklen_t,
+        )
+    };
+    (r == 0).then_some(cred.pid as u32)
+}
+
+/// Connects a close-on-exec `SOCK_SEQPACKET` socket to `name` in the abstract Unix
+/// namespace.
+pub fn connect_abstract(name: &[u8]) -> Option<c_int> {
+    // SAFETY: sockaddr_un is plain data; zero is valid.
+    let mut addr: libc::sockaddr_un = unsafe { core::mem::zeroed() };
+    if name.is_empty() || name.len() + 1 > addr.sun_path.len() {
+        return None;
+    }
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    for (dst, &src) in addr.sun_path[1..].iter_mut().zip(name) {
+        *dst = src as libc::c_char;
+    }
+    let len = core::mem::offset_of!(libc::sockaddr_un, sun_path) + 1 + name.len();
+    // SAFETY: creating a socket has no memory-safety preconditions.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_socket,
+            libc::AF_UNIX as c_long,
+            (libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC) as c_long,
+            0 as c_long,
+        )
+    } as c_int;
+    if fd < 0 {
+        return None;
+    }
+    loop {
+        // SAFETY: `addr` is a valid sockaddr_un of at least `len` bytes.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_connect,
+                fd as c_long,
+                &addr as *const libc::sockaddr_un,
+                len as c_long,
+            )
+        };
+        if r == 0 {
+            return Some(fd);
+        }
+        if errno() != libc::EINTR {
+            close(fd);
+            return None;
+        }
+    }
+}
+
 /// Sends `bytes` with up to two descriptors attached (`SCM_RIGHTS`).
 pub fn send_with_fds(sock: c_int, bytes: &[u8], fds: &[c_int]) -> bool {
     debug_assert!(fds.len() <= 2);
@@ -316,6 +393,35 @@ pub fn process_alive(pid: u32) -> bool {
     r == 0 || errno() != libc::ESRCH
 }
 
+/// Whether thread `tid` of process `pid` still exists. `tgkill` with signal 0 fails with
+/// `ESRCH` only once the thread has finished for good (a reused id belongs to a new thread
+/// and reads as alive, which only delays reclaiming).
+pub fn thread_alive(pid: u32, tid: u32) -> bool {
+    // SAFETY: signal 0 only checks for existence and permission.
+    let r = unsafe { libc::syscall(libc::SYS_tgkill, pid as c_long, tid as c_long, 0 as c_long) };
+    r == 0 || errno() != libc::ESRCH
+}
+
+/// Ends the process with `code`, as glibc's `_exit` does.
+pub fn exit_group(code: c_int) -> ! {
+    loop {
+        // SAFETY: exit_group ends every thread of the process; it does not return.
+        unsafe { libc::syscall(libc::SYS_exit_group, code as c_long) };
+    }
+}
+
+unsafe extern "C" {
+    #[link_name = "on_exit"]
+    fn libc_on_exit(function: extern "C" fn(c_int, *mut c_void), arg: *mut c_void) -> c_int;
+}
+
+/// Registers `handler` to run at `exit` with the exit code (glibc's `on_exit`). The caller
+/// marks the call internal: registration may allocate.
+pub fn on_exit(handler: extern "C" fn(c_int, *mut c_void)) -> bool {
+    // SAFETY: a valid function pointer and a null argument it ignores.
+    unsafe { libc_on_exit(handler, core::ptr::null_mut()) == 0 }
+}
+
 /// The value of an environment variable, without copying.
 pub fn getenv(name: &CStr) -> Option<&'static [u8]> {
     // SAFETY: getenv reads the environment without allocating; the returned string lives
@@ -349,6 +455,11 @@ pub fn dlsym_next(name: &CStr) -> *mut c_void {
 
 /// The `[low, high)` bounds of the mapping containing `addr`, read from
 /// `/proc/self/maps` with raw system calls and a fixed buffer (no allocation).
+///
+/// Asks the kernel for that one mapping (`PROCMAP_QUERY`, Linux 6.11 and later), which
+/// costs the same whatever the number of mappings; older kernels get the file read line by
+/// line. (A process with 10,000 threads has over 20,000 mappings: reading them all for each
+/// new thread would make thread creation quadratic.)
 pub fn mapping_containing(addr: u64) -> Option<(u64, u64)> {
     // SAFETY: a valid path; O_RDONLY.
     let fd = unsafe {
@@ -361,6 +472,10 @@ pub fn mapping_containing(addr: u64) -> Option<(u64, u64)> {
     } as c_int;
     if fd < 0 {
         return None;
+    }
+    if let Some(found) = procmap_query(fd, addr) {
+        close(fd);
+        return found;
     }
     let mut buf = [0u8; 4096];
     let mut filled = 0usize;
@@ -400,6 +515,75 @@ pub fn mapping_containing(addr: u64) -> Option<(u64, u64)> {
     }
     close(fd);
     found
+}
+
+/// `struct procmap_query` of `<linux/fs.h>`.
+#[repr(C)]
+#[derive(Default)]
+struct ProcmapQuery {
+    size: u64,
+    query_flags: u64,
+    query_addr: u64,
+    vma_start: u64,
+    vma_end: u64,
+    vma_flags: u64,
+    vma_page_size: u64,
+    vma_offset: u64,
+    inode: u64,
+    dev_major: u32,
+    dev_minor: u32,
+    vma_name_size: u32,
+    build_id_size: u32,
+    vma_name_addr: u64,
+    build_id_addr: u64,
+}
+
+/// `PROCMAP_QUERY`: `_IOWR('f', 17, struct procmap_query)`.
+const PROCMAP_QUERY: u64 =
+    (3 << 30) | ((core::mem::size_of::<ProcmapQuery>() as u64) << 16) | ((b'f' as u64) << 8) | 17;
+
+/// The mapping containing `addr`, asked of the kernel through the `/proc/self/maps`
+/// descriptor `fd`: `Some(None)` if no mapping contains it, `None` if the kernel does not
+/// know the request.
+fn procmap_query(fd: c_int, addr: u64) -> Option<Option<(u64, u64)>> {
+    let mut q = ProcmapQuery {
+        size: core::mem::size_of::<ProcmapQuery>() as u64,
+        query_addr: addr,
+        ..ProcmapQuery::default()
+    };
+    // SAFETY: `q` is a valid, writable procmap_query whose size field is set; the name and
+    // build-id buffers are not requested (sizes 0).
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_ioctl,
+            fd as c_long,
+            PROCMAP_QUERY as c_long,
+            &mut q as *mut ProcmapQuery,
+        )
+    };
+    if r == 0 {
+        return Some(Some((q.vma_start, q.vma_end)));
+    }
+    match errno() {
+        libc::ENOENT => Some(None),
+        _ => None,
+    }
+}
+
+/// The calling thread's name (as `prctl(PR_GET_NAME)` gives it); returns its length.
+pub fn thread_name(buf: &mut [u8; 16]) -> usize {
+    // SAFETY: PR_GET_NAME writes at most 16 bytes, NUL included, into `buf`.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_prctl,
+            libc::PR_GET_NAME as c_long,
+            buf.as_mut_ptr(),
+        )
+    };
+    if r != 0 {
+        return 0;
+    }
+    buf.iter().position(|&b| b == 0).unwrap_or(buf.len())
 }
 
 fn parse_range(line: &[u8]) -> Option<(u64, u64)> {
@@ -443,48 +627,49 @@ pub fn fmt_u64(mut value: u64, buf: &mut [u8; 20]) -> &[u8] {
     }
 }
 
-/// Builds a NUL-terminated path from parts in a fixed buffer.
+/// A line of text built in a fixed buffer (no allocation), for messages on stderr.
 #[derive(Debug)]
-pub struct PathBuf64 {
-    buf: [u8; 64],
+pub struct Line {
+    buf: [u8; 512],
     len: usize,
 }
 
-impl Default for PathBuf64 {
+impl Default for Line {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl PathBuf64 {
-    /// An empty path.
-    pub fn new() -> Self {
-        PathBuf64 {
-            buf: [0; 64],
+impl Line {
+    /// An empty line.
+    pub const fn new() -> Line {
+        Line {
+            buf: [0; 512],
             len: 0,
         }
     }
 
-    /// Appends bytes (silently truncated at 63 bytes).
-    pub fn push(&mut self, part: &[u8]) -> &mut Self {
-        let n = part.len().min(63 - self.len);
-        self.buf[self.len..self.len + n].copy_from_slice(&part[..n]);
+    /// Appends bytes (what does not fit is cut).
+    pub fn text(&mut self, t: &[u8]) -> &mut Line {
+        let n = t.len().min(self.buf.len() - self.len);
+        self.buf[self.len..self.len + n].copy_from_slice(&t[..n]);
         self.len += n;
         self
     }
 
-    /// Appends a decimal number.
-    pub fn push_u64(&mut self, v: u64) -> &mut Self {
-        let mut tmp = [0u8; 20];
-        let digits = fmt_u64(v, &mut tmp);
+    /// Appends a number in decimal.
+    pub fn num(&mut self, v: u64) -> &mut Line {
+        let mut digits = [0u8; 20];
+        let d = fmt_u64(v, &mut digits);
         let mut copy = [0u8; 20];
-        copy[..digits.len()].copy_from_slice(digits);
-        self.push(&copy[..digits.len()])
+        copy[..d.len()].copy_from_slice(d);
+        self.text(&copy[..d.len()])
     }
 
-    /// The path as a C string.
-    pub fn as_cstr(&self) -> &CStr {
-        CStr::from_bytes_until_nul(&self.buf[..=self.len]).unwrap_or(c"")
+    /// Writes the line and a newline to stderr.
+    pub fn write_stderr(&mut self) {
+        self.text(b"\n");
+        write_stderr(&self.buf[..self.len]);
     }
 }
 

@@ -12,7 +12,7 @@ use tansa_analysis::memory::model::{
 };
 use tansa_analysis::memory::{Config, MemoryReport};
 use tansa_collect::{CollectError, Sink};
-use tansa_format::memory::{SessionEnd, SessionInfo};
+use tansa_format::memory::{SessionEnd, SessionInfo, SessionLosses, Unrecorded};
 use tansa_format::meta::{Calibration, CalibrationPoint, ClockSource};
 use tansa_symbols::Resolver;
 use tansa_wire::event::{DecodeError, Decoder, Record, StreamState};
@@ -187,6 +187,17 @@ impl Sink for OnlineSink {
     fn session_ended(&mut self, end: &SessionEnd) -> Result<(), CollectError> {
         self.aggregator
             .end_session(end.session, end.exit, end.lost_events);
+        Ok(())
+    }
+
+    fn session_losses(&mut self, losses: &SessionLosses) -> Result<(), CollectError> {
+        self.aggregator
+            .session_losses(losses.session, &losses.losses);
+        Ok(())
+    }
+
+    fn unrecorded(&mut self, process: &Unrecorded) -> Result<(), CollectError> {
+        self.aggregator.unrecorded(process.clone());
         Ok(())
     }
 

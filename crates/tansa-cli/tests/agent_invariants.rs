@@ -133,7 +133,8 @@ fn the_agent_allocates_nothing_through_the_hooked_allocator() {
         spied.len()
     );
     let mut unmatched = Vec::new();
-    for c in &spied {
+    // `free(NULL)` is passed on but, doing nothing, is not recorded (see the agent's hooks).
+    for c in spied.iter().filter(|c| !(c.0 == "free" && c.1 == 0)) {
         match recorded.get_mut(c) {
             Some(n) if *n > 0 => *n -= 1,
             _ => unmatched.push(c.clone()),
@@ -180,23 +181,35 @@ fn malloc_from_a_signal_handler() {
     );
     let r = report_json(&file, &[]);
     assert!(
-        r["warnings"].as_array().unwrap().is_empty(),
-        "{}",
-        r["warnings"]
-    );
-    assert!(
         r["improper"].as_array().unwrap().is_empty(),
         "{}",
         r["improper"]
     );
     // A handler that interrupts the agent while it writes or unwinds cannot unwind itself:
     // its event is queued without a stack ([unknown]). Every other event has its stack.
+    // Nothing is lost, and the report says how many events lack their stack.
     let exe_unit = unit(&r, "signals");
     let stackless = if has_unit(&r, "[unknown]") {
         unit(&r, "[unknown]")["calls"]["malloc"].as_u64().unwrap()
     } else {
         0
     };
+    let warnings: Vec<&str> = r["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_str().unwrap())
+        .collect();
+    let said: u64 = warnings
+        .iter()
+        .find_map(|w| {
+            w.strip_suffix(" event(s) recorded without their call stack (charged to [unknown])")
+        })
+        .map_or(0, |n| n.parse().unwrap());
+    assert!(
+        warnings.len() <= 1 && said >= stackless && (said > 0) == (warnings.len() == 1),
+        "only the count of events without a stack ({stackless} mallocs in [unknown]): {warnings:?}"
+    );
     assert_eq!(
         exe_unit["calls"]["malloc"].as_u64().unwrap() + stackless,
         n + handled + 2

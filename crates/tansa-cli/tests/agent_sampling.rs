@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use common::*;
 use tansa_collect::{CollectError, Config, Sink};
-use tansa_format::memory::{SessionEnd, SessionInfo};
+use tansa_format::memory::{SessionEnd, SessionInfo, SessionLosses, Unrecorded};
 use tansa_format::meta::CalibrationPoint;
 use tansa_symbols::ElfFile;
 use tansa_wire::event::{Decoder, Record, StreamState};
@@ -37,6 +37,12 @@ impl Sink for Samples {
         Ok(())
     }
     fn session_ended(&mut self, _: &SessionEnd) -> Result<(), CollectError> {
+        Ok(())
+    }
+    fn session_losses(&mut self, _: &SessionLosses) -> Result<(), CollectError> {
+        Ok(())
+    }
+    fn unrecorded(&mut self, _: &Unrecorded) -> Result<(), CollectError> {
         Ok(())
     }
     fn watermark(&mut self, _: u64) -> Result<(), CollectError> {

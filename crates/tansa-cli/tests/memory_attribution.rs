@@ -403,7 +403,7 @@ fn decoding_on_a_second_thread_yields_the_same_events() {
     let mut prefetched = MemoryRecording::open(open()).unwrap();
     prefetched.prefetch_from(open());
     let threaded: Vec<_> = prefetched.events().collect();
-    assert!(direct.len() > 100);
+    assert!(direct.len() > 50, "{} events", direct.len());
     assert_eq!(direct, threaded);
     assert!(
         direct.windows(2).all(|w| w[0].ts <= w[1].ts),

@@ -15,7 +15,10 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use tansa_format::container::{FrameEncoder, FrameType, Kind, Writer};
-use tansa_format::memory::{self, SessionEnd, SessionInfo, meta_chunk_prefix, thread_chunk_prefix};
+use tansa_format::memory::{
+    self, SessionEnd, SessionInfo, SessionLosses, Unrecorded, meta_chunk_prefix,
+    thread_chunk_prefix,
+};
 use tansa_format::meta::{Calibration, CalibrationPoint, ClockSource, RecordingMeta};
 
 use crate::symbolize::{AddressSet, BackgroundResolver};
@@ -304,6 +307,14 @@ impl Sink for FileSink {
             self.flush_thread(k)?;
         }
         self.send(Job::Frame(memory::SESSION_END, encode(end)?))
+    }
+
+    fn session_losses(&mut self, losses: &SessionLosses) -> Result<(), CollectError> {
+        self.send(Job::Frame(memory::SESSION_LOSSES, encode(losses)?))
+    }
+
+    fn unrecorded(&mut self, process: &Unrecorded) -> Result<(), CollectError> {
+        self.send(Job::Frame(memory::UNRECORDED, encode(process)?))
     }
 
     fn watermark(&mut self, _ticks: u64) -> Result<(), CollectError> {

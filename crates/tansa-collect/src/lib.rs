@@ -14,14 +14,14 @@
 //! [`Sink`]. The [`file::FileSink`] writes them into a recording and, when the target is
 //! gone, resolves every address the recording uses ([`symbolize`]).
 
+mod collector;
 pub mod file;
 pub mod session;
 pub mod symbolize;
 mod sys;
 
-use std::collections::HashMap;
 use std::ffi::OsString;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::Command;
@@ -29,15 +29,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use tansa_format::memory::{SessionEnd, SessionInfo};
+use tansa_format::memory::{SessionEnd, SessionInfo, SessionLosses, Unrecorded};
 use tansa_format::meta::{CalibrationPoint, ClockSource, ExitStatus};
 use tansa_wire::control::{
-    ENV_CLOCK, ENV_COLLECTOR_PID, ENV_FD, ENV_FREE_STACKS, ENV_MAX_FRAMES, ENV_ONLINE, ENV_RING_KB,
-    ENV_SAMPLE_HZ, HELLO_SEGMENT, HELLO_SESSION, Hello,
+    ENV_CLOCK, ENV_COLLECTOR_PID, ENV_ENDPOINT, ENV_FD, ENV_FD_ID, ENV_FREE_STACKS, ENV_MAX_FRAMES,
+    ENV_ONLINE, ENV_RING_KB, ENV_SAMPLE_HZ,
 };
-use tansa_wire::layout::Geometry;
 
-use crate::session::Session;
+use crate::collector::Collector;
 pub use crate::sys::tsc_is_reliable;
 
 /// Errors of the collector.
@@ -80,6 +79,11 @@ pub trait Sink {
     fn stream_closed(&mut self, session: u32, stream: u32) -> Result<(), CollectError>;
     /// A session ended.
     fn session_ended(&mut self, end: &SessionEnd) -> Result<(), CollectError>;
+    /// What a session's agent could not record (sent after `session_ended`, only when
+    /// something was lost or recorded without a stack).
+    fn session_losses(&mut self, losses: &SessionLosses) -> Result<(), CollectError>;
+    /// A process of the tree ran without being recorded.
+    fn unrecorded(&mut self, process: &Unrecorded) -> Result<(), CollectError>;
     /// Every event with a timestamp below `ticks` has been delivered.
     fn watermark(&mut self, ticks: u64) -> Result<(), CollectError>;
     /// A clock calibration point, and a chance to do periodic work.
@@ -121,10 +125,9 @@ pub struct Outcome {
     pub bytes: u64,
     /// Root process id.
     pub pid: u32,
+    /// Processes of the tree that ran without being recorded.
+    pub unrecorded: u32,
 }
-
-/// A ring found at least this full (in thousandths) is drained again without waiting.
-const DRAIN_AT_ONCE_PERMILLE: u64 = 125;
 
 fn clock_now(tsc: bool) -> u64 {
     if tsc {
@@ -185,6 +188,12 @@ pub fn record(config: &Config, sink: &mut dyn Sink) -> Result<Outcome, CollectEr
     }
     let tsc = !config.monotonic_clock && sys::tsc_is_reliable();
     let (listener, theirs) = sys::control_pair()?;
+    let fd_id = sys::socket_identity(theirs.as_raw_fd())?;
+    // Without the endpoint (no abstract namespace?), agents still have the inherited pair.
+    let (endpoint, endpoint_name) = match sys::listen_endpoint() {
+        Ok((fd, name)) => (Some(fd), Some(name)),
+        Err(_) => (None, None),
+    };
     sys::become_subreaper();
     let signals = Signals::install();
 
@@ -201,6 +210,7 @@ pub fn record(config: &Config, sink: &mut dyn Sink) -> Result<Outcome, CollectEr
     cmd.args(args)
         .env("LD_PRELOAD", preload)
         .env(ENV_FD, theirs.as_raw_fd().to_string())
+        .env(ENV_FD_ID, format!("{}:{}", fd_id.0, fd_id.1))
         .env(ENV_COLLECTOR_PID, std::process::id().to_string())
         .env(ENV_ONLINE, if config.online { "1" } else { "0" })
         .env(ENV_FREE_STACKS, if config.free_stacks { "1" } else { "0" })
@@ -211,6 +221,10 @@ pub fn record(config: &Config, sink: &mut dyn Sink) -> Result<Outcome, CollectEr
     if let Some(n) = config.max_frames {
         cmd.env(ENV_MAX_FRAMES, n.to_string());
     }
+    match &endpoint_name {
+        Some(name) => cmd.env(ENV_ENDPOINT, name),
+        None => cmd.env_remove(ENV_ENDPOINT),
+    };
     match config.sample_hz {
         Some(hz) => cmd.env(ENV_SAMPLE_HZ, hz.to_string()),
         None => cmd.env_remove(ENV_SAMPLE_HZ),
@@ -239,102 +253,22 @@ pub fn record(config: &Config, sink: &mut dyn Sink) -> Result<Outcome, CollectEr
     // We reap children ourselves (we are a subreaper), so the std handle is not waited on.
     drop(child);
 
-    let mut sessions: Vec<Session> = Vec::new();
-    let mut statuses: HashMap<u32, ExitStatus> = HashMap::new();
+    let mut collector = Collector::new(listener, endpoint, root, tsc);
     let mut root_status: Option<ExitStatus> = None;
-    let mut total_bytes = 0u64;
     let mut last_tick = Instant::now();
     let mut waiting_note_shown = false;
     let mut root_exited_at: Option<Instant> = None;
     let mut stop_waiting = false;
     let mut last_interrupts = 0;
-    let mut fullest_permille = 0u64;
 
     loop {
-        // Control messages: new sessions on the shared socket, new segments and hang-ups on
-        // the private ones.
-        let mut fds = vec![listener.as_raw_fd()];
-        fds.extend(
-            sessions
-                .iter()
-                .filter(|s| !s.ended)
-                .map(|s| s.private.as_raw_fd()),
-        );
-        // Drain again at once only while some ring is filling up; otherwise wait a
-        // millisecond (new sessions and hang-ups wake the poll early). Polling the rings
-        // back to back would take a CPU from the target and pull the rings' head words
-        // away from the threads writing them on every event.
-        let timeout = if fullest_permille >= DRAIN_AT_ONCE_PERMILLE {
-            0
-        } else {
-            1
-        };
-        let ready = sys::poll_readable(&fds, timeout);
-        if ready[0] {
-            while let sys::Received::Message(bytes, received) =
-                sys::recv_with_fds(listener.as_raw_fd())?
-            {
-                handle_hello(&bytes, received, &mut sessions, sink, None)?;
-            }
-        }
-        let live: Vec<usize> = (0..sessions.len())
-            .filter(|&i| !sessions[i].ended)
-            .collect();
-        for (k, &i) in live.iter().enumerate() {
-            if !ready.get(k + 1).copied().unwrap_or(false) {
-                continue;
-            }
-            loop {
-                match sys::recv_with_fds(sessions[i].private.as_raw_fd())? {
-                    sys::Received::Message(bytes, received) => {
-                        handle_hello(&bytes, received, &mut sessions, sink, Some(i))?;
-                    }
-                    sys::Received::WouldBlock => break,
-                    sys::Received::Eof => {
-                        sessions[i].ended = true;
-                        break;
-                    }
-                }
-            }
-        }
-
-        // Drain every ring; compute the online watermark.
-        let now_ticks = clock_now(tsc);
-        let mut watermark = now_ticks;
-        let mut moved = 0;
-        fullest_permille = 0;
-        for s in sessions.iter_mut() {
-            let d = s.drain(sink)?;
-            moved += d.bytes;
-            fullest_permille = fullest_permille.max(d.fullest_permille);
-            if d.min_pending != 0 {
-                watermark = watermark.min(d.min_pending);
-            }
-            s.heartbeat();
-        }
-        total_bytes += moved;
+        collector.poll_control(sink)?;
+        let watermark = collector.drain(sink, clock_now(tsc))?;
         sink.watermark(watermark)?;
-
-        // Sessions whose process image is gone: drain what is left and close their streams.
-        // (Their end records are written last, when every exit status is known.)
-        for s in sessions.iter_mut() {
-            if s.ended && !s.finalized {
-                s.drain(sink)?;
-                s.close_streams(sink)?;
-                s.finalized = true;
-            }
+        if let Some(status) = collector.reap() {
+            root_status = Some(status);
+            root_exited_at = Some(Instant::now());
         }
-
-        // Children (the root, and orphans we inherited as subreaper).
-        while let Some((pid, raw)) = sys::reap_any() {
-            let status = decode_status(raw);
-            statuses.insert(pid, status);
-            if pid == root {
-                root_status = Some(status);
-                root_exited_at = Some(Instant::now());
-            }
-        }
-
         if last_tick.elapsed() >= Duration::from_millis(100) {
             last_tick = Instant::now();
             sink.tick(CalibrationPoint {
@@ -356,59 +290,27 @@ pub fn record(config: &Config, sink: &mut dyn Sink) -> Result<Outcome, CollectEr
             }
         }
 
-        let live_sessions = sessions.iter().filter(|s| !s.ended).count();
         if root_status.is_some() {
-            if live_sessions == 0 || stop_waiting {
+            let live: Vec<String> = collector
+                .live_sessions()
+                .map(|s| format!("{} ({})", s.pid, s.info.exe))
+                .collect();
+            if live.is_empty() || stop_waiting {
                 break;
             }
             let grace_over = root_exited_at.is_some_and(|t| t.elapsed() >= Duration::from_secs(1));
             if !waiting_note_shown && grace_over {
                 waiting_note_shown = true;
-                let pids: Vec<String> = sessions
-                    .iter()
-                    .filter(|s| !s.ended)
-                    .map(|s| format!("{} ({})", s.pid, s.info.exe))
-                    .collect();
                 eprintln!(
                     "tansa: the command exited; still recording {} process(es) it started: {} (Ctrl-C to stop)",
-                    pids.len(),
-                    pids.join(", ")
+                    live.len(),
+                    live.join(", ")
                 );
             }
         }
     }
 
-    // Final drain of everything, then session ends with the best status we know.
-    for s in sessions.iter_mut() {
-        total_bytes += s.drain(sink)?.bytes;
-        s.close_streams(sink)?;
-    }
-    sink.watermark(u64::MAX)?;
-    let end_ticks = clock_now(tsc);
-    for (i, s) in sessions.iter().enumerate() {
-        let exec_later = sessions[i + 1..].iter().any(|t| t.pid == s.pid);
-        let exit = if exec_later {
-            ExitStatus::Exec
-        } else if !s.ended {
-            ExitStatus::Running
-        } else if let Some(st) = statuses.get(&s.pid) {
-            *st
-        } else {
-            ExitStatus::Unknown {
-                normal_exit: s.exited_normally(),
-            }
-        };
-        sink.session_ended(&SessionEnd {
-            session: s.id,
-            exit,
-            lost_events: s.lost_events(),
-            end_ticks,
-        })?;
-    }
-    sink.tick(CalibrationPoint {
-        ticks: clock_now(tsc),
-        ns: sys::monotonic_ns(),
-    })?;
+    collector.finish(sink)?;
     Ok(Outcome {
         exit: root_status.unwrap_or(ExitStatus::Running),
         clock: if tsc {
@@ -416,55 +318,9 @@ pub fn record(config: &Config, sink: &mut dyn Sink) -> Result<Outcome, CollectEr
         } else {
             ClockSource::Monotonic
         },
-        sessions: sessions.len() as u32,
-        bytes: total_bytes,
+        sessions: collector.sessions.len() as u32,
+        bytes: collector.total_bytes,
         pid: root,
+        unrecorded: collector.unrecorded.len() as u32,
     })
-}
-
-fn handle_hello(
-    bytes: &[u8],
-    fds: Vec<OwnedFd>,
-    sessions: &mut Vec<Session>,
-    sink: &mut dyn Sink,
-    from: Option<usize>,
-) -> Result<(), CollectError> {
-    let Some(hello) = Hello::from_bytes(bytes) else {
-        return Err(CollectError::Protocol("malformed control message".into()));
-    };
-    if hello.version != tansa_wire::PROTOCOL_VERSION {
-        return Err(CollectError::Protocol(format!(
-            "agent speaks protocol {} but this collector speaks {} (mixed tansa versions?)",
-            hello.version,
-            tansa_wire::PROTOCOL_VERSION
-        )));
-    }
-    let geometry = Geometry {
-        ring_count: hello.ring_count,
-        ring_data_size: hello.ring_data_size,
-    };
-    let mut fds = fds.into_iter();
-    match (hello.kind, from) {
-        (HELLO_SESSION, None) => {
-            let (Some(memfd), Some(private)) = (fds.next(), fds.next()) else {
-                return Err(CollectError::Protocol(
-                    "session announcement without descriptors".into(),
-                ));
-            };
-            let id = sessions.len() as u32;
-            let s = Session::open(id, memfd, private, geometry)?;
-            sink.session_started(&s.info)?;
-            sessions.push(s);
-        }
-        (HELLO_SEGMENT, Some(i)) => {
-            let Some(memfd) = fds.next() else {
-                return Err(CollectError::Protocol(
-                    "segment announcement without descriptor".into(),
-                ));
-            };
-            sessions[i].add_segment(hello.segment_index, memfd, geometry)?;
-        }
-        _ => return Err(CollectError::Protocol("unexpected control message".into())),
-    }
-    Ok(())
 }

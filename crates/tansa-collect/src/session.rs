@@ -4,10 +4,11 @@
 use std::os::fd::OwnedFd;
 use std::sync::atomic::Ordering;
 
+use tansa_format::memory::Losses;
 use tansa_format::memory::SessionInfo;
 use tansa_wire::layout::{
-    ClockKind, FLAG_FREE_STACKS, FLAG_ONLINE, Geometry, RING_CLOSED, RING_FREE, Ring,
-    SEGMENT_MAGIC, SegmentHeader,
+    ClockKind, EXIT_IMMEDIATE, EXIT_NONE, EXIT_NORMAL, FLAG_FREE_STACKS, FLAG_ONLINE, Geometry,
+    LossCause, MAX_RINGS_PER_SEGMENT, RING_CLOSED, RING_FREE, Ring, SEGMENT_MAGIC, SegmentHeader,
 };
 
 use crate::sys::Mapping;
@@ -32,14 +33,19 @@ pub struct Session {
     pub info: SessionInfo,
     /// Private socket: end-of-file means the process image is gone.
     pub private: OwnedFd,
+    /// A pidfd of the process, once it closed its private socket but went on running.
+    watch: Option<OwnedFd>,
     /// Whether the private socket reported end-of-file.
     pub ended: bool,
     /// Whether the session's rings were drained for the last time.
     pub finalized: bool,
-    geometry: Geometry,
-    segments: Vec<Option<Mapping>>,
-    /// Consumer state of each thread ring, by `segment * ring_count + ring`.
-    tracks: Vec<Option<Track>>,
+    /// The exit status read from `/proc` while the process was a zombie, if it was seen
+    /// as one when its image ended.
+    pub zombie_status: Option<tansa_format::meta::ExitStatus>,
+    /// Each segment's mapping and geometry, by index.
+    segments: Vec<Option<(Mapping, Geometry)>>,
+    /// Consumer state of each thread ring, by segment and ring.
+    tracks: Vec<Vec<Option<Track>>>,
     next_stream: u32,
     meta_tail: u64,
     /// Largest timestamp seen in stream starts (for the session end record).
@@ -105,10 +111,11 @@ impl Session {
             pid: h.pid,
             info,
             private,
+            watch: None,
             ended: false,
             finalized: false,
-            geometry,
-            segments: vec![Some(map)],
+            zombie_status: None,
+            segments: vec![Some((map, geometry))],
             tracks: Vec::new(),
             next_stream: 0,
             meta_tail: 0,
@@ -116,31 +123,85 @@ impl Session {
         })
     }
 
-    /// Maps a further segment.
+    /// Maps a further segment (each segment has its own ring count; the ring size is the
+    /// session's).
     pub fn add_segment(
         &mut self,
         index: u32,
         memfd: OwnedFd,
         geometry: Geometry,
     ) -> Result<(), CollectError> {
-        if geometry != self.geometry || index as usize > 1024 {
-            return Err(CollectError::Protocol(
-                "segment geometry differs from the session's".into(),
-            ));
+        let ring_size = self.segments[0].as_ref().map(|s| s.1.ring_data_size);
+        if !geometry.is_valid()
+            || Some(geometry.ring_data_size) != ring_size
+            || index == 0
+            || index > 1024
+        {
+            return Err(CollectError::Protocol(format!(
+                "segment {index} announced with an invalid geometry ({} rings of {} bytes)",
+                geometry.ring_count, geometry.ring_data_size
+            )));
         }
         let map = Mapping::map(&memfd, geometry.segment_size())?;
         let i = index as usize;
         if self.segments.len() <= i {
             self.segments.resize_with(i + 1, || None);
         }
-        self.segments[i] = Some(map);
+        self.segments[i] = Some((map, geometry));
         Ok(())
     }
 
     fn header(&self) -> Option<&SegmentHeader> {
-        let m = self.segments.first()?.as_ref()?;
+        let (m, _) = self.segments.first()?.as_ref()?;
         // SAFETY: segment 0 maps the header page.
         Some(unsafe { &*(m.base() as *const SegmentHeader) })
+    }
+
+    /// How the agent saw the process end: the exit code passed to `exit` (or returned from
+    /// `main`) or to `_exit`, and whether exit handlers ran.
+    pub fn agent_exit(&self) -> Option<(i32, bool)> {
+        let h = self.header()?;
+        let how = h.exit_how.load(Ordering::Acquire);
+        let code = h.exit_code.load(Ordering::Acquire);
+        match how {
+            EXIT_NONE => None,
+            EXIT_NORMAL => Some((code, true)),
+            EXIT_IMMEDIATE => Some((code, false)),
+            _ => None,
+        }
+    }
+
+    /// What the agent could not record, by cause, and how many events lack their stack.
+    pub fn losses(&self) -> Losses {
+        let Some(h) = self.header() else {
+            return Losses::default();
+        };
+        let lost = |c: LossCause| h.lost[c as usize].load(Ordering::Relaxed);
+        Losses {
+            no_ring: lost(LossCause::NoRing),
+            signal_queue: lost(LossCause::SignalQueue),
+            collector_gone: lost(LossCause::CollectorGone),
+            samples: lost(LossCause::Sample),
+            stackless: h.stackless.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The descriptor to poll for the end of the image: the private socket, or the pidfd
+    /// after the program closed that socket.
+    pub fn watched_fd(&self) -> std::os::fd::RawFd {
+        use std::os::fd::AsRawFd;
+        self.watch.as_ref().unwrap_or(&self.private).as_raw_fd()
+    }
+
+    /// Whether the program closed the private socket and the process itself is watched.
+    pub fn is_detached(&self) -> bool {
+        self.watch.is_some()
+    }
+
+    /// Watches the process through a pidfd from now on; false if that is not possible.
+    pub fn detach(&mut self) -> bool {
+        self.watch = crate::sys::pidfd_open(self.pid);
+        self.watch.is_some()
     }
 
     /// Bumps the heartbeat the agent watches when it waits for ring space.
@@ -156,21 +217,27 @@ impl Session {
             .is_some_and(|h| h.exited_normally.load(Ordering::Acquire) != 0)
     }
 
-    /// Events the agent reported lost.
+    /// Events the agent reported lost, all causes together.
     pub fn lost_events(&self) -> u64 {
-        self.header()
-            .map_or(0, |h| h.lost_events.load(Ordering::Relaxed))
+        self.header().map_or(0, SegmentHeader::lost_total)
     }
 
-    /// Moves everything published in the session's rings to `sink`.
+    /// Moves everything published in the session's rings to `sink`. Only claimed rings
+    /// (the segment's bitmap) are visited; a ring given back by its thread is drained,
+    /// its stream closed, and the ring freed for another thread.
     pub fn drain(&mut self, sink: &mut dyn Sink) -> Result<Drained, CollectError> {
         let mut out = Drained::default();
-        let geometry = self.geometry;
+        let id = self.id;
+        if self.tracks.len() < self.segments.len() {
+            self.tracks.resize_with(self.segments.len(), Vec::new);
+        }
         for (seg_index, seg) in self.segments.iter().enumerate() {
-            let Some(seg) = seg else {
+            let Some((seg, geometry)) = seg else {
                 continue;
             };
-            let first = if seg_index == 0 { 1 } else { 0 };
+            let geometry = *geometry;
+            // SAFETY: every segment starts with its header page.
+            let header = unsafe { &*(seg.base() as *const SegmentHeader) };
             if seg_index == 0 {
                 // SAFETY: the segment is mapped with this geometry; ring 0 is the meta ring.
                 let ring = unsafe { Ring::at(seg.base(), geometry, 0) };
@@ -178,68 +245,42 @@ impl Session {
                 if head != self.meta_tail {
                     // SAFETY: we are the ring's only consumer.
                     let (a, b) = unsafe { ring.readable(self.meta_tail, head) };
-                    sink.meta(self.id, a)?;
+                    sink.meta(id, a)?;
                     if !b.is_empty() {
-                        sink.meta(self.id, b)?;
+                        sink.meta(id, b)?;
                     }
-                    out.bytes += head - self.meta_tail;
+                    out.bytes += head.wrapping_sub(self.meta_tail);
                     self.meta_tail = head;
                     ring.header().tail.store(head, Ordering::Release);
                 }
             }
-            for r in first..geometry.ring_count {
-                // SAFETY: as above.
-                let ring = unsafe { Ring::at(seg.base(), geometry, r) };
-                let h = ring.header();
-                let state = h.state.load(Ordering::Acquire);
-                let key = seg_index * geometry.ring_count as usize + r as usize;
-                if state == RING_FREE && self.tracks.get(key).is_none_or(Option::is_none) {
-                    continue;
-                }
-                let pending = h.pending.load(Ordering::SeqCst);
-                let head = h.head.load(Ordering::Acquire);
-                let generation = h.generation.load(Ordering::Acquire);
-                if self.tracks.len() <= key {
-                    self.tracks.resize_with(key + 1, || None);
-                }
-                let track = self.tracks[key].get_or_insert_with(|| Track {
-                    generation: u32::MAX,
-                    stream: 0,
-                    tail: h.tail.load(Ordering::Relaxed),
-                    open: false,
-                });
-                if track.generation != generation && state != RING_FREE {
-                    if track.open {
-                        sink.stream_closed(self.id, track.stream)?;
+            let tracks = &mut self.tracks[seg_index];
+            let rings = geometry.ring_count.min(MAX_RINGS_PER_SEGMENT);
+            if tracks.len() < rings as usize {
+                tracks.resize_with(rings as usize, || None);
+            }
+            for word in 0..rings.div_ceil(64) {
+                let mut bits = header.claimed_word(word as usize);
+                while bits != 0 {
+                    let r = word * 64 + bits.trailing_zeros();
+                    bits &= bits - 1;
+                    if r >= rings || (seg_index == 0 && r == 0) {
+                        continue;
                     }
-                    track.generation = generation;
-                    track.stream = self.next_stream;
-                    track.open = true;
-                    self.next_stream += 1;
-                }
-                if head != track.tail {
-                    // SAFETY: we are the ring's only consumer.
-                    let (a, b) = unsafe { ring.readable(track.tail, head) };
-                    sink.thread(self.id, track.stream, a)?;
-                    if !b.is_empty() {
-                        sink.thread(self.id, track.stream, b)?;
-                    }
-                    out.bytes += head - track.tail;
-                    out.fullest_permille = out.fullest_permille.max(
-                        (head - track.tail) * 1000 / u64::from(geometry.ring_data_size).max(1),
-                    );
-                    track.tail = head;
-                    h.tail.store(head, Ordering::Release);
-                }
-                if pending != 0 && (out.min_pending == 0 || pending < out.min_pending) {
-                    out.min_pending = pending;
-                }
-                if state == RING_CLOSED {
-                    if track.open {
-                        sink.stream_closed(self.id, track.stream)?;
-                        track.open = false;
-                    }
-                    h.state.store(RING_FREE, Ordering::Release);
+                    // SAFETY: as above; `r < ring_count`.
+                    let ring = unsafe { Ring::at(seg.base(), geometry, r) };
+                    let track = &mut tracks[r as usize];
+                    drain_ring(
+                        id,
+                        &ring,
+                        header,
+                        r,
+                        track,
+                        &mut self.next_stream,
+                        sink,
+                        &mut out,
+                        geometry,
+                    )?;
                 }
             }
         }
@@ -248,7 +289,7 @@ impl Session {
 
     /// Closes every stream still open (the process is gone).
     pub fn close_streams(&mut self, sink: &mut dyn Sink) -> Result<(), CollectError> {
-        for t in self.tracks.iter_mut().flatten() {
+        for t in self.tracks.iter_mut().flatten().flatten() {
             if t.open {
                 sink.stream_closed(self.id, t.stream)?;
                 t.open = false;
@@ -256,4 +297,72 @@ impl Session {
         }
         Ok(())
     }
+}
+
+/// Drains one claimed thread ring: opens a stream when the ring has a new owner, moves its
+/// published bytes, and frees the ring when its owner gave it back.
+#[allow(clippy::too_many_arguments)]
+fn drain_ring(
+    session: u32,
+    ring: &Ring,
+    header: &SegmentHeader,
+    r: u32,
+    track: &mut Option<Track>,
+    next_stream: &mut u32,
+    sink: &mut dyn Sink,
+    out: &mut Drained,
+    geometry: Geometry,
+) -> Result<(), CollectError> {
+    let h = ring.header();
+    let state = h.state.load(Ordering::Acquire);
+    if state == RING_FREE {
+        return Ok(());
+    }
+    let pending = h.pending.load(Ordering::SeqCst);
+    let head = h.head.load(Ordering::Acquire);
+    let generation = h.generation.load(Ordering::Acquire);
+    let track = track.get_or_insert_with(|| Track {
+        generation: u32::MAX,
+        stream: 0,
+        tail: h.tail.load(Ordering::Relaxed),
+        open: false,
+    });
+    if track.generation != generation {
+        if track.open {
+            sink.stream_closed(session, track.stream)?;
+        }
+        track.generation = generation;
+        track.stream = *next_stream;
+        track.open = true;
+        *next_stream += 1;
+    }
+    if head != track.tail {
+        // SAFETY: we are the ring's only consumer.
+        let (a, b) = unsafe { ring.readable(track.tail, head) };
+        sink.thread(session, track.stream, a)?;
+        if !b.is_empty() {
+            sink.thread(session, track.stream, b)?;
+        }
+        let moved = head.wrapping_sub(track.tail);
+        out.bytes += moved;
+        out.fullest_permille = out
+            .fullest_permille
+            .max(moved * 1000 / u64::from(geometry.ring_data_size).max(1));
+        track.tail = head;
+        h.tail.store(head, Ordering::Release);
+    }
+    if pending != 0 && (out.min_pending == 0 || pending < out.min_pending) {
+        out.min_pending = pending;
+    }
+    if state == RING_CLOSED {
+        if track.open {
+            sink.stream_closed(session, track.stream)?;
+            track.open = false;
+        }
+        // Clear the claimed bit before freeing: a thread that claims the ring next sets it
+        // again after its claim.
+        header.clear_claimed(r);
+        h.state.store(RING_FREE, Ordering::Release);
+    }
+    Ok(())
 }

@@ -206,16 +206,191 @@ pub fn become_subreaper() {
     unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
 }
 
-/// Collects one exited child without blocking: `(pid, raw status)`.
-pub fn reap_any() -> Option<(u32, i32)> {
+/// Collects one exited child without blocking: `(pid, raw status, command name)`. The
+/// name is read while the child is still a zombie (its `/proc` entry goes with it).
+pub fn reap_any() -> Option<(u32, i32, String)> {
+    // SAFETY: siginfo_t is plain data; zero is valid.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: peeking (WNOWAIT) at an exited child into a valid siginfo_t.
+    let r = unsafe {
+        libc::waitid(
+            libc::P_ALL,
+            0,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+        )
+    };
+    // SAFETY: waitid filled `info` (si_pid is 0 when no child has exited).
+    let peeked = if r == 0 { unsafe { info.si_pid() } } else { 0 };
+    let comm = if peeked > 0 {
+        std::fs::read_to_string(format!("/proc/{peeked}/comm"))
+            .map(|c| c.trim_end().to_string())
+            .unwrap_or_default()
+    } else {
+        String::new()
+    };
     let mut status = 0;
     // SAFETY: valid out-pointer.
     let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
-    (pid > 0).then_some((pid as u32, status))
+    (pid > 0).then(|| {
+        let comm = if pid == peeked { comm } else { String::new() };
+        (pid as u32, status, comm)
+    })
+}
+
+/// A pidfd of process `pid`: readable once the process has exited.
+pub fn pidfd_open(pid: u32) -> Option<OwnedFd> {
+    // SAFETY: pidfd_open with no flags has no memory-safety preconditions.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::c_long, 0 as libc::c_long) };
+    // SAFETY: a descriptor the kernel just gave us.
+    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
 /// Sends `signal` to `pid`.
 pub fn kill(pid: u32, signal: i32) {
     // SAFETY: kill has no memory-safety preconditions.
     unsafe { libc::kill(pid as libc::pid_t, signal) };
+}
+
+/// The wait status of process `pid` if it is a zombie (dead, not yet collected by its
+/// parent), from field 52 of `/proc/PID/stat`.
+pub fn zombie_status(pid: u32) -> Option<tansa_format::meta::ExitStatus> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces and parentheses: fields resume after the
+    // last ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // fields[0] is field 3 (the state); field 52 (exit_code) is fields[49].
+    if *fields.first()? != "Z" {
+        return None;
+    }
+    let raw: i32 = fields.get(49)?.parse().ok()?;
+    Some(crate::decode_status(raw))
+}
+
+/// The identity of a socket descriptor: its device and inode numbers (socket inodes are
+/// unique among the sockets alive), which the agent compares with what it inherited.
+pub fn socket_identity(fd: RawFd) -> io::Result<(u64, u64)> {
+    // SAFETY: fstat on a descriptor into a zeroed stat buffer.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    if unsafe { libc::fstat(fd, &mut st) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((st.st_dev, st.st_ino))
+}
+
+/// A listening `SOCK_SEQPACKET` socket in the abstract Unix namespace with an unguessable
+/// name (`tansa-PID-` and 128 random bits), and that name. Agents that lost their
+/// inherited descriptor connect to it.
+pub fn listen_endpoint() -> io::Result<(OwnedFd, String)> {
+    let mut random = [0u8; 16];
+    // SAFETY: `random` is a valid buffer of its length.
+    if unsafe { libc::getrandom(random.as_mut_ptr() as *mut libc::c_void, random.len(), 0) }
+        != random.len() as isize
+    {
+        return Err(io::Error::last_os_error());
+    }
+    let hex: String = random.iter().map(|b| format!("{b:02x}")).collect();
+    let name = format!("tansa-{}-{hex}", std::process::id());
+    // SAFETY: creating a socket has no memory-safety preconditions.
+    let fd = unsafe {
+        libc::socket(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
+            0,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a descriptor we just created and own.
+    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: sockaddr_un is plain data; zero is valid.
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    // Abstract namespace: a leading NUL, then the name (no terminator).
+    for (dst, &src) in addr.sun_path[1..].iter_mut().zip(name.as_bytes()) {
+        *dst = src as libc::c_char;
+    }
+    let len = std::mem::offset_of!(libc::sockaddr_un, sun_path) + 1 + name.len();
+    // SAFETY: `addr` is a valid sockaddr_un of at least `len` bytes.
+    if unsafe {
+        libc::bind(
+            sock.as_raw_fd(),
+            &addr as *const libc::sockaddr_un as *const libc::sockaddr,
+            len as libc::socklen_t,
+        )
+    } != 0
+    {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: listen on a bound socket.
+    if unsafe { libc::listen(sock.as_raw_fd(), 128) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((sock, name))
+}
+
+/// Accepts one pending connection without blocking.
+pub fn accept(listener: RawFd) -> io::Result<Option<OwnedFd>> {
+    // SAFETY: accept4 with null address pointers.
+    let fd = unsafe {
+        libc::accept4(
+            listener,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
+        )
+    };
+    if fd < 0 {
+        let e = io::Error::last_os_error();
+        return match e.raw_os_error() {
+            Some(libc::EAGAIN) | Some(libc::EINTR) | Some(libc::ECONNABORTED) => Ok(None),
+            _ => Err(e),
+        };
+    }
+    // SAFETY: a descriptor the kernel just gave us.
+    Ok(Some(unsafe { OwnedFd::from_raw_fd(fd) }))
+}
+
+/// The process id and user id of the peer of a connected Unix socket.
+pub fn peer_credentials(fd: RawFd) -> io::Result<(u32, u32)> {
+    // SAFETY: ucred is plain data; zero is valid.
+    let mut cred: libc::ucred = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: `cred` and `len` are valid out-pointers of the right size.
+    if unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            &mut cred as *mut libc::ucred as *mut libc::c_void,
+            &mut len,
+        )
+    } != 0
+    {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((cred.pid as u32, cred.uid))
+}
+
+/// The effective user id of this process.
+pub fn euid() -> u32 {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// The parent process id of `pid`, from `/proc/PID/stat`.
+pub fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// The executable of process `pid`, if it can be read.
+pub fn exe_of(pid: u32) -> Option<String> {
+    std::fs::read_link(format!("/proc/{pid}/exe"))
+        .ok()
+        .map(|p| p.to_string_lossy().into_owned())
 }

@@ -1,7 +1,8 @@
 //! Frames of a memory (heap) recording.
 //!
 //! ```text
-//! META CALIBRATION? (SESSION | META_CHUNK | THREAD_CHUNK | SESSION_END)* CALIBRATION SYMBOLS END
+//! META CALIBRATION? (SESSION | META_CHUNK | THREAD_CHUNK | SESSION_END | SESSION_LOSSES
+//!                    | UNRECORDED)* CALIBRATION SYMBOLS END
 //! ```
 //!
 //! A *session* is one process image (fork and exec start new sessions). `META_CHUNK` and
@@ -23,6 +24,12 @@ pub const META_CHUNK: FrameType = FrameType(0x0101);
 pub const THREAD_CHUNK: FrameType = FrameType(0x0102);
 /// [`SessionEnd`] (postcard).
 pub const SESSION_END: FrameType = FrameType(0x0103);
+/// [`SessionLosses`] (postcard): what a session's agent could not record, by cause. Written
+/// right after the session's `SESSION_END` (readers that predate it skip it).
+pub const SESSION_LOSSES: FrameType = FrameType(0x0104);
+/// [`Unrecorded`] (postcard): a process of the recorded tree that ran without being
+/// recorded, and why.
+pub const UNRECORDED: FrameType = FrameType(0x0105);
 
 /// A process image that ran under the agent.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -56,6 +63,106 @@ pub struct SessionEnd {
     pub lost_events: u64,
     /// Last timestamp seen in the session.
     pub end_ticks: u64,
+}
+
+/// What the agent of a session could not record, by cause. Every count is also in
+/// [`SessionEnd::lost_events`] (their total), except `stackless`, which counts events that
+/// were recorded, only without their call stack.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Losses {
+    /// Events of threads that found no ring to write to.
+    pub no_ring: u64,
+    /// Signal-handler events beyond the queue of a hook they interrupted.
+    pub signal_queue: u64,
+    /// Events after the collector was gone.
+    pub collector_gone: u64,
+    /// CPU samples dropped (they interrupted the agent, or had no usable stack).
+    pub samples: u64,
+    /// Events recorded without their call stack.
+    pub stackless: u64,
+}
+
+impl Losses {
+    /// Events not recorded, all causes together.
+    pub fn lost(&self) -> u64 {
+        [
+            self.no_ring,
+            self.signal_queue,
+            self.collector_gone,
+            self.samples,
+        ]
+        .iter()
+        .fold(0u64, |a, &b| a.saturating_add(b))
+    }
+
+    /// Adds another session's counts.
+    pub fn add(&mut self, other: &Losses) {
+        self.no_ring = self.no_ring.saturating_add(other.no_ring);
+        self.signal_queue = self.signal_queue.saturating_add(other.signal_queue);
+        self.collector_gone = self.collector_gone.saturating_add(other.collector_gone);
+        self.samples = self.samples.saturating_add(other.samples);
+        self.stackless = self.stackless.saturating_add(other.stackless);
+    }
+
+    /// One sentence per non-zero count, for a report's warnings.
+    pub fn describe(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.no_ring > 0 {
+            out.push(format!(
+                "{} event(s) not recorded: their thread found no free ring buffer (too many \
+                 threads alive at once, or no memory for more)",
+                self.no_ring
+            ));
+        }
+        if self.signal_queue > 0 {
+            out.push(format!(
+                "{} event(s) not recorded: signal handlers allocated more than the agent can \
+                 queue while it was busy",
+                self.signal_queue
+            ));
+        }
+        if self.collector_gone > 0 {
+            out.push(format!(
+                "{} event(s) not recorded: the recorder was gone",
+                self.collector_gone
+            ));
+        }
+        if self.samples > 0 {
+            out.push(format!(
+                "{} CPU sample(s) dropped: they interrupted the agent itself or had no usable stack",
+                self.samples
+            ));
+        }
+        if self.stackless > 0 {
+            out.push(format!(
+                "{} event(s) recorded without their call stack (charged to [unknown])",
+                self.stackless
+            ));
+        }
+        out
+    }
+}
+
+/// [`Losses`] of one session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionLosses {
+    /// Session number.
+    pub session: u32,
+    /// The counts.
+    pub losses: Losses,
+}
+
+/// A process of the recorded tree that ran without being recorded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Unrecorded {
+    /// Process id.
+    pub pid: u32,
+    /// Parent process id, when known (0 otherwise).
+    pub ppid: u32,
+    /// Executable path, when known.
+    pub exe: String,
+    /// Why it was not recorded.
+    pub reason: String,
 }
 
 /// Splits a `META_CHUNK` payload into its session and stream bytes.

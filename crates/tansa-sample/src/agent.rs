@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use tansa_collect::{CollectError, Sink};
 use tansa_format::cpu::{CpuInfo, CpuSummary, SampleSource};
-use tansa_format::memory::{SessionEnd, SessionInfo};
+use tansa_format::memory::{SessionEnd, SessionInfo, SessionLosses, Unrecorded};
 use tansa_format::meta::{CalibrationPoint, ExitStatus, RecordingMeta};
 use tansa_wire::event::{DecodeError, Decoder, MODULE_VDSO, ModuleLoad, Record, StreamState};
 
@@ -381,6 +381,25 @@ impl Sink for AgentSink<'_> {
                 self.builder.note_lost(0, end.lost_events);
             }
         }
+        Ok(())
+    }
+
+    fn session_losses(&mut self, _: &SessionLosses) -> Result<(), CollectError> {
+        // Every loss of a sampling agent is a lost sample, already counted from the
+        // session's end (`lost_events`).
+        Ok(())
+    }
+
+    fn unrecorded(&mut self, process: &Unrecorded) -> Result<(), CollectError> {
+        let exe = if process.exe.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", process.exe)
+        };
+        self.builder.info_mut().notes.push(format!(
+            "process {}{exe} was not sampled: {}",
+            process.pid, process.reason
+        ));
         Ok(())
     }
 

@@ -1,4 +1,4 @@
-//! Messages on the control socket.
+//! Messages on the control sockets.
 //!
 //! The collector passes one end of a `SOCK_SEQPACKET` socket pair to the target through
 //! the `TANSA_FD` environment variable; every process of the tree inherits it. An agent
@@ -8,6 +8,15 @@
 //! image is gone when that private socket reports end-of-file. Later segments are
 //! announced on the private socket with a [`Hello`] of kind [`HELLO_SEGMENT`] carrying the
 //! segment's memfd.
+//!
+//! A program may close the inherited descriptor and reuse its number (or a launcher may
+//! close every descriptor before `exec`), so an agent never trusts the number alone: it
+//! compares the descriptor's device and inode with [`ENV_FD_ID`] before sending anything.
+//! When the check fails it announces its session on another control socket of the
+//! collector: the private socket it inherited from its parent (a forked child), or a
+//! connection to the collector's listening socket in the abstract Unix namespace, named by
+//! [`ENV_ENDPOINT`] (whose peer it checks to be the collector's process). The collector
+//! accepts a [`HELLO_SESSION`] on any of its control sockets.
 
 /// Magic number of a [`Hello`] (`"TNSA"`).
 pub const HELLO_MAGIC: u32 = u32::from_le_bytes(*b"TNSA");
@@ -33,6 +42,12 @@ pub const ENV_MAX_FRAMES: &str = "TANSA_MAX_FRAMES";
 pub const ENV_SAMPLE_HZ: &str = "TANSA_SAMPLE_HZ";
 /// Name of the environment variable holding the collector's process id.
 pub const ENV_COLLECTOR_PID: &str = "TANSA_COLLECTOR_PID";
+/// Name of the environment variable holding the identity of the [`ENV_FD`] socket,
+/// `DEV:INODE` in decimal.
+pub const ENV_FD_ID: &str = "TANSA_FD_ID";
+/// Name of the environment variable holding the name of the collector's listening socket in
+/// the abstract Unix namespace (without the leading NUL).
+pub const ENV_ENDPOINT: &str = "TANSA_ENDPOINT";
 
 /// The fixed-size announcement message.
 #[repr(C)]

@@ -3,9 +3,13 @@
 //! A *session* is one agent instance, i.e. one process image (a fork or an exec starts a
 //! new session). Its memory is one or more *segments*, each a `memfd` created by the agent
 //! and handed to the collector over the control socket. Every segment starts with a
-//! [`SegmentHeader`] page followed by `ring_count` rings. Ring 0 of segment 0 is the
-//! *meta ring* (stack definitions and module loads, written by any thread under the
-//! ring's spin lock); every other ring is a *thread ring* owned by one thread at a time.
+//! [`SegmentHeader`] page followed by `ring_count` rings (segment `k` has
+//! [`segment_ring_count`]`(first, k)` of them: each segment doubles the previous one, up to
+//! [`MAX_RINGS_PER_SEGMENT`]). Ring 0 of segment 0 is the *meta ring* (stack definitions and
+//! module loads, written by any thread under the ring's spin lock); every other ring is a
+//! *thread ring* owned by one thread at a time, and reused by another thread once its owner
+//! is gone and the collector has drained it (see [`RING_CLOSED`]). The header's `claimed`
+//! bitmap lets both sides find the rings in use without reading every ring header.
 //!
 //! A ring is a byte ring of `ring_data_size` bytes (a power of two). The writer appends
 //! encoded records (see [`crate::event`]) at `head`, wrapping at the end of the data area,
@@ -14,7 +18,7 @@
 //! in the data area are taken modulo the ring size. A record is never visible half-written,
 //! so a target that dies at any instant leaves only complete records behind.
 
-use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
 
 /// Magic number at the start of every segment (`"TANSASG1"`).
 pub const SEGMENT_MAGIC: u64 = u64::from_le_bytes(*b"TANSASG1");
@@ -64,6 +68,59 @@ pub const FLAG_FREE_STACKS: u32 = 1 << 1;
 /// Session flag: the agent takes CPU samples (and records no heap events).
 pub const FLAG_SAMPLING: u32 = 1 << 2;
 
+/// Most rings one segment may hold (the size of [`SegmentHeader::claimed`] in bits).
+pub const MAX_RINGS_PER_SEGMENT: u32 = 1024;
+
+/// Number of rings of segment `index` of a session whose segment 0 has `first` rings: each
+/// segment doubles the previous one up to [`MAX_RINGS_PER_SEGMENT`], so a process with
+/// thousands of threads needs few segments while a small one stays small.
+pub const fn segment_ring_count(first: u32, index: u32) -> u32 {
+    let shift = if index < 7 { index } else { 7 };
+    let n = (first as u64) << shift;
+    if n > MAX_RINGS_PER_SEGMENT as u64 {
+        MAX_RINGS_PER_SEGMENT
+    } else {
+        n as u32
+    }
+}
+
+/// Why the agent could not record an event: the index of its counter in
+/// [`SegmentHeader::lost`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(usize)]
+pub enum LossCause {
+    /// A thread found no ring to write to (every ring of every segment in use).
+    NoRing = 0,
+    /// More signal-handler events piled up inside one hook than its queue holds.
+    SignalQueue = 1,
+    /// The collector was gone (killed, or its socket unusable): recording stopped.
+    CollectorGone = 2,
+    /// A CPU sample interrupted the agent itself (or found no usable stack) and was dropped.
+    Sample = 3,
+}
+
+impl LossCause {
+    /// Every cause, in counter order.
+    pub const ALL: [LossCause; 4] = [
+        LossCause::NoRing,
+        LossCause::SignalQueue,
+        LossCause::CollectorGone,
+        LossCause::Sample,
+    ];
+}
+
+/// Number of loss counters in the header (room for more causes).
+pub const LOSS_COUNTERS: usize = 8;
+
+/// [`SegmentHeader::exit_how`]: the agent saw no exit.
+pub const EXIT_NONE: u32 = 0;
+/// [`SegmentHeader::exit_how`]: `exit` was called (or `main` returned) with
+/// [`SegmentHeader::exit_code`]; exit handlers ran.
+pub const EXIT_NORMAL: u32 = 1;
+/// [`SegmentHeader::exit_how`]: `_exit` or `_Exit` was called with
+/// [`SegmentHeader::exit_code`]; exit handlers were skipped.
+pub const EXIT_IMMEDIATE: u32 = 2;
+
 /// The header page at the start of every segment. Fields after `first_thread_ring` are only
 /// meaningful in segment 0, where they describe the session.
 #[repr(C)]
@@ -94,15 +151,26 @@ pub struct SegmentHeader {
     /// Timestamp taken when the session started.
     pub start_ticks: u64,
     /// Incremented by the collector while it is alive; the agent watches it when a ring
-    /// is full to tell a slow collector from a dead one.
+    /// is full (and before it reports a process as unreachable) to tell a slow collector
+    /// from a dead one.
     pub heartbeat: AtomicU64,
     /// Set to 1 by the agent when the process runs its exit handlers (a normal `exit`).
     pub exited_normally: AtomicU32,
     /// Process id of the collector.
     pub collector_pid: u32,
-    /// Events the agent could not record (nested signal-handler events beyond the side
-    /// buffer, or events after the collector died).
-    pub lost_events: AtomicU64,
+    /// How the process ended, as the agent saw it (`EXIT_*`).
+    pub exit_how: AtomicU32,
+    /// The exit code passed to `exit`/`_exit` (valid when `exit_how` is not `EXIT_NONE`).
+    pub exit_code: AtomicI32,
+    /// Events the agent could not record, by [`LossCause`].
+    pub lost: [AtomicU64; LOSS_COUNTERS],
+    /// Events recorded without their call stack (the module map was busy for too long, or
+    /// the meta ring had no room for a new stack): counted, not lost.
+    pub stackless: AtomicU64,
+    /// Which rings of this segment are claimed: bit `r` of word `r / 64` is set by the agent
+    /// after it claims ring `r`, and cleared by the collector just before it frees the ring
+    /// again, so both sides find rings without touching every ring header.
+    pub claimed: [AtomicU64; (MAX_RINGS_PER_SEGMENT / 64) as usize],
     /// Bytes used in `exe`.
     pub exe_len: u32,
     /// Bytes used in `cmdline`.
@@ -114,6 +182,37 @@ pub struct SegmentHeader {
 }
 
 const _: () = assert!(core::mem::size_of::<SegmentHeader>() <= SEGMENT_HEADER_SIZE);
+
+impl SegmentHeader {
+    /// Marks ring `r` of this segment as claimed (the agent, after claiming it).
+    pub fn mark_claimed(&self, r: u32) {
+        if let Some(word) = self.claimed.get((r / 64) as usize) {
+            word.fetch_or(1 << (r % 64), Ordering::Release);
+        }
+    }
+
+    /// Clears ring `r`'s claimed bit (the collector, just before it frees the ring).
+    pub fn clear_claimed(&self, r: u32) {
+        if let Some(word) = self.claimed.get((r / 64) as usize) {
+            word.fetch_and(!(1 << (r % 64)), Ordering::AcqRel);
+        }
+    }
+
+    /// Word `w` of the claimed-ring bitmap.
+    pub fn claimed_word(&self, w: usize) -> u64 {
+        self.claimed
+            .get(w)
+            .map_or(0, |word| word.load(Ordering::Acquire))
+    }
+
+    /// The total of the loss counters.
+    pub fn lost_total(&self) -> u64 {
+        self.lost
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .fold(0u64, u64::saturating_add)
+    }
+}
 
 /// Header of one ring. The first cache line is written by the producer, the second by the
 /// collector, so they never share a line.
@@ -170,7 +269,7 @@ impl Geometry {
     /// Whether the geometry is one both sides accept.
     pub const fn is_valid(&self) -> bool {
         self.ring_count > 0
-            && self.ring_count <= 4096
+            && self.ring_count <= MAX_RINGS_PER_SEGMENT
             && self.ring_data_size.is_power_of_two()
             && self.ring_data_size >= 4096
             && self.ring_data_size <= (1 << 28)

@@ -21,4 +21,4 @@ pub mod layout;
 pub mod varint;
 
 /// Version of the protocol described by this crate. Both sides refuse a mismatch.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;

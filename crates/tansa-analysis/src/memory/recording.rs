@@ -14,7 +14,9 @@ use std::thread::JoinHandle;
 
 use tansa_format::FormatError;
 use tansa_format::container::{FrameType, Kind, Reader};
-use tansa_format::memory::{self, SessionEnd, SessionInfo, split_meta_chunk, split_thread_chunk};
+use tansa_format::memory::{
+    self, SessionEnd, SessionInfo, SessionLosses, Unrecorded, split_meta_chunk, split_thread_chunk,
+};
 use tansa_format::meta::{Calibration, RecordingMeta};
 use tansa_format::symtab::SymbolTable;
 use tansa_wire::event::{Decoder, Record};
@@ -50,6 +52,10 @@ pub struct MemoryRecording<R> {
     pub sessions: Vec<SessionInfo>,
     /// How sessions ended.
     pub ends: Vec<SessionEnd>,
+    /// What each session's agent could not record, by cause (sessions with a loss only).
+    pub losses: Vec<SessionLosses>,
+    /// Processes of the tree that ran without being recorded.
+    pub unrecorded: Vec<Unrecorded>,
     /// Clock calibration.
     pub calibration: Calibration,
     /// Resolved modules and stacks.
@@ -179,6 +185,8 @@ impl<R: Read + Seek> MemoryRecording<R> {
             meta: None,
             sessions: Vec::new(),
             ends: Vec::new(),
+            losses: Vec::new(),
+            unrecorded: Vec::new(),
             calibration: Calibration::monotonic(),
             registry: Registry::default(),
             warnings: Vec::new(),
@@ -216,6 +224,8 @@ impl<R: Read + Seek> MemoryRecording<R> {
                     }
                     memory::SESSION => rec.sessions.push(frame.decode()?),
                     memory::SESSION_END => rec.ends.push(frame.decode()?),
+                    memory::SESSION_LOSSES => rec.losses.push(frame.decode()?),
+                    memory::UNRECORDED => rec.unrecorded.push(frame.decode()?),
                     memory::META_CHUNK => {
                         if let Some((s, bytes)) = split_meta_chunk(&frame.payload) {
                             metas.entry(s).or_default().extend_from_slice(bytes);

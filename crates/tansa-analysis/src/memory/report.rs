@@ -4,6 +4,7 @@
 //! (see `docs/json/memory-report.v1.md`): fields are only ever added.
 
 use serde::Serialize;
+use tansa_format::memory::Losses;
 use tansa_format::meta::{ExitStatus, signal_name};
 
 /// Schema identifier of the JSON form.
@@ -124,6 +125,21 @@ pub struct ProcessReport {
     pub events: u64,
     /// Events the agent could not record.
     pub lost_events: u64,
+    /// The same, by cause, and the events recorded without their stack.
+    pub losses: Losses,
+}
+
+/// A process of the recorded tree that ran without being recorded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UnrecordedReport {
+    /// Process id.
+    pub pid: u32,
+    /// Parent process id (0 when unknown).
+    pub ppid: u32,
+    /// Executable path, when known.
+    pub exe: String,
+    /// Why it was not recorded.
+    pub reason: String,
 }
 
 /// Thread details of a `--by thread` unit.
@@ -228,6 +244,8 @@ pub struct MemoryReport {
     pub events: u64,
     /// Time from the first process start to the last event, in nanoseconds.
     pub duration_ns: u64,
+    /// Processes of the tree that ran without being recorded.
+    pub unrecorded: Vec<UnrecordedReport>,
     /// Things the reader should know (truncated recording, lost events, ...).
     pub warnings: Vec<String>,
 }

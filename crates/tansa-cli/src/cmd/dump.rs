@@ -128,6 +128,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 " end {:?}",
                 frame.decode::<tansa_format::memory::SessionEnd>()?
             )?,
+            memory::SESSION_LOSSES => writeln!(
+                out,
+                " losses {:?}",
+                frame.decode::<tansa_format::memory::SessionLosses>()?
+            )?,
+            memory::UNRECORDED => writeln!(
+                out,
+                " unrecorded {:?}",
+                frame.decode::<tansa_format::memory::Unrecorded>()?
+            )?,
             memory::META_CHUNK => {
                 let (s, bytes) = split_meta_chunk(&frame.payload).context("short meta chunk")?;
                 writeln!(out, " meta stream of session {s}")?;

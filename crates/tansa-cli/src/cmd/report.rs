@@ -146,6 +146,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     for e in &recording.ends {
         agg.end_session(e.session, e.exit, e.lost_events);
     }
+    for l in &recording.losses {
+        agg.session_losses(l.session, &l.losses);
+    }
+    for u in &recording.unrecorded {
+        agg.unrecorded(u.clone());
+    }
     let progress = (std::io::stderr().is_terminal()).then(|| {
         let p = indicatif::ProgressBar::new_spinner();
         p.set_message("reading events");

@@ -1,5 +1,6 @@
 //! Building the report from the aggregator's state.
 
+use tansa_format::memory::Losses;
 use tansa_format::meta::ExitStatus;
 use tansa_wire::event::ImproperOp;
 
@@ -8,6 +9,7 @@ use crate::memory::classify::By;
 use crate::memory::model::Registry;
 use crate::memory::report::{
     FrameReport, ImproperReport, MemoryReport, ProcessReport, SCHEMA, ThreadReport, UnitReport,
+    UnrecordedReport,
 };
 
 impl Aggregator {
@@ -96,6 +98,7 @@ impl Aggregator {
                 exit: s.exit.into(),
                 events: s.events,
                 lost_events: s.lost,
+                losses: s.losses,
             }
         };
         let processes: Vec<ProcessReport> = self.order.iter().map(process_report).collect();
@@ -112,6 +115,7 @@ impl Aggregator {
                 exit: ExitStatus::Running.into(),
                 events: 0,
                 lost_events: 0,
+                losses: Losses::default(),
             });
         let mut improper: Vec<ImproperReport> = self
             .improper
@@ -130,16 +134,42 @@ impl Aggregator {
             .collect();
         improper.sort_by(|a, b| b.count.cmp(&a.count).then(a.ptr.cmp(&b.ptr)));
         let mut warnings = Vec::new();
-        let lost: u64 = self
-            .sessions
-            .iter()
-            .flatten()
-            .filter(|s| s.included)
-            .map(|s| s.lost)
-            .sum();
+        let included = || self.sessions.iter().flatten().filter(|s| s.included);
+        let lost: u64 = included().map(|s| s.lost).sum();
+        let mut losses = Losses::default();
+        for s in included() {
+            losses.add(&s.losses);
+        }
         if lost > 0 {
             warnings.push(format!(
-                "the agent could not record {lost} event(s); figures may be incomplete"
+                "the agent could not record {lost} event(s): the figures are incomplete"
+            ));
+        }
+        warnings.extend(losses.describe());
+        if !self.unrecorded.is_empty() {
+            let list: Vec<String> = self
+                .unrecorded
+                .iter()
+                .take(10)
+                .map(|u| {
+                    let exe = u.exe.rsplit('/').next().unwrap_or(&u.exe);
+                    format!(
+                        "{} ({}): {}",
+                        u.pid,
+                        if exe.is_empty() { "?" } else { exe },
+                        u.reason
+                    )
+                })
+                .collect();
+            warnings.push(format!(
+                "{} process(es) ran without being recorded: {}{}",
+                self.unrecorded.len(),
+                list.join("; "),
+                if self.unrecorded.len() > 10 {
+                    "; ..."
+                } else {
+                    ""
+                }
             ));
         }
         if self.anomalies > 0 {
@@ -158,6 +188,16 @@ impl Aggregator {
             processes,
             totals: self.totals,
             units: units.into_iter().map(|(u, _)| u).collect(),
+            unrecorded: self
+                .unrecorded
+                .iter()
+                .map(|u| UnrecordedReport {
+                    pid: u.pid,
+                    ppid: u.ppid,
+                    exe: u.exe.clone(),
+                    reason: u.reason.clone(),
+                })
+                .collect(),
             improper,
             inherited_frees: self.inherited_frees,
             events: self.events,

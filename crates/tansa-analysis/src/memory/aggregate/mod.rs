@@ -19,6 +19,7 @@ mod finish;
 use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
+use tansa_format::memory::{Losses, Unrecorded};
 use tansa_format::meta::{Calibration, ExitStatus};
 use tansa_wire::event::{AllocOp, ImproperOp};
 
@@ -106,6 +107,8 @@ struct SessionState {
     parent: Option<u32>,
     exit: ExitStatus,
     lost: u64,
+    /// What the agent could not record, by cause (recordings that carry it).
+    losses: Losses,
     events: u64,
     included: bool,
     /// Unit set of each stack id (`UNSET` until computed).
@@ -244,6 +247,8 @@ pub struct Aggregator {
     last_ticks: u64,
     thread_names: FxHashMap<(u32, u32), String>,
     anomalies: u64,
+    /// Processes of the tree that ran without being recorded.
+    unrecorded: Vec<Unrecorded>,
 }
 
 fn intern_in(names: &mut FxHashMap<String, Arc<str>>, s: String) -> Arc<str> {
@@ -284,6 +289,7 @@ impl Aggregator {
             last_ticks: 0,
             thread_names: FxHashMap::default(),
             anomalies: 0,
+            unrecorded: Vec::new(),
         };
         // Set 0 is the empty set (events not charged: sessions outside `--pid`).
         a.intern_set(Vec::new());
@@ -351,6 +357,7 @@ impl Aggregator {
             parent,
             exit: ExitStatus::Running,
             lost: 0,
+            losses: Losses::default(),
             events: 0,
             included,
             targets: Vec::new(),
@@ -365,6 +372,21 @@ impl Aggregator {
         if let Some(Some(s)) = self.sessions.get_mut(id as usize) {
             s.exit = exit;
             s.lost = s.lost.max(lost);
+        }
+    }
+
+    /// Records what a process image's agent could not record, by cause.
+    pub fn session_losses(&mut self, id: u32, losses: &Losses) {
+        if let Some(Some(s)) = self.sessions.get_mut(id as usize) {
+            s.losses = *losses;
+            s.lost = s.lost.max(losses.lost());
+        }
+    }
+
+    /// Records a process of the tree that ran without being recorded.
+    pub fn unrecorded(&mut self, process: Unrecorded) {
+        if self.config.pid.is_none_or(|p| p == process.pid) {
+            self.unrecorded.push(process);
         }
     }
 

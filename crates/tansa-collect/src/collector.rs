@@ -1,0 +1,469 @@
+//! The collector's loop, one step at a time: control messages, draining, reaping, signals,
+//! and the end of the recording.
+//!
+//! Every process image running the agent is a [`Session`]. The collector learns of a new
+//! session through a [`Hello`] on any of its control sockets: the socket pair whose other
+//! end the target inherited (`TANSA_FD`), a session's private socket (a forked child whose
+//! inherited descriptor was closed or reused uses its parent's), or a connection to its
+//! listening socket in the abstract namespace (`TANSA_ENDPOINT`), accepted only from the
+//! same user or from a descendant of the recorded command.
+//!
+//! A session's private socket reports end-of-file when its image is gone. The image may
+//! have exited (the collector reads a zombie's status from `/proc` when it is not its
+//! parent), or replaced itself with `execve`: then the new image either announces itself
+//! (a new session of the same pid) or runs without the agent, and is listed as unrecorded.
+//! A program may also close the private socket while it goes on running; the collector
+//! then watches the process through a pidfd and keeps draining its rings until it ends.
+
+use std::collections::{HashMap, HashSet};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::time::{Duration, Instant};
+
+use tansa_format::memory::{Losses, SessionEnd, SessionLosses, Unrecorded};
+use tansa_format::meta::{CalibrationPoint, ExitStatus};
+use tansa_wire::control::{HELLO_SEGMENT, HELLO_SESSION, Hello};
+use tansa_wire::layout::Geometry;
+
+use crate::session::Session;
+use crate::{CollectError, Sink, sys};
+
+/// A ring found at least this full (in thousandths) is drained again without waiting.
+const DRAIN_AT_ONCE_PERMILLE: u64 = 125;
+
+/// How long an image that replaced itself with `execve` has to announce its new session
+/// before it counts as unrecorded.
+const EXEC_GRACE: Duration = Duration::from_secs(1);
+
+/// Where a control message came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Source {
+    /// The inherited socket pair, or a connection to the endpoint.
+    Shared,
+    /// Session `i`'s private socket.
+    Private(usize),
+}
+
+/// An image that ended its session by `execve` while still alive.
+#[derive(Debug)]
+struct PendingExec {
+    since: Instant,
+    /// The executable it runs now, read when its old image ended.
+    exe: String,
+    ppid: u32,
+}
+
+/// The collector's state; see the module documentation.
+#[derive(Debug)]
+pub struct Collector {
+    listener: OwnedFd,
+    endpoint: Option<OwnedFd>,
+    /// Connections accepted on the endpoint, until they hang up.
+    accepted: Vec<OwnedFd>,
+    /// The recorded command's process id.
+    root: u32,
+    tsc: bool,
+    /// Every session, in order of announcement.
+    pub sessions: Vec<Session>,
+    /// Exit statuses of the processes this collector reaped (its children and orphans).
+    pub statuses: HashMap<u32, ExitStatus>,
+    /// Processes that ran without being recorded.
+    pub unrecorded: Vec<Unrecorded>,
+    pending_exec: HashMap<u32, PendingExec>,
+    /// Process ids that had at least one session.
+    recorded_pids: HashSet<u32>,
+    /// Processes reaped without a session yet: their announcement may still be queued.
+    reaped_unknown: Vec<(Instant, Unrecorded)>,
+    /// How full the fullest ring was at the last drain.
+    fullest_permille: u64,
+    /// Bytes drained so far.
+    pub total_bytes: u64,
+}
+
+impl Collector {
+    /// A collector listening on `listener` (its end of the inherited pair) and, if it has
+    /// one, on `endpoint`, for the tree started as process `root`.
+    pub fn new(listener: OwnedFd, endpoint: Option<OwnedFd>, root: u32, tsc: bool) -> Collector {
+        Collector {
+            listener,
+            endpoint,
+            accepted: Vec::new(),
+            root,
+            tsc,
+            sessions: Vec::new(),
+            statuses: HashMap::new(),
+            unrecorded: Vec::new(),
+            pending_exec: HashMap::new(),
+            recorded_pids: HashSet::new(),
+            reaped_unknown: Vec::new(),
+            fullest_permille: 0,
+            total_bytes: 0,
+        }
+    }
+
+    /// Sessions whose process image is still running.
+    pub fn live_sessions(&self) -> impl Iterator<Item = &Session> {
+        self.sessions.iter().filter(|s| !s.ended)
+    }
+
+    /// Waits (at most a millisecond, not at all while a ring fills up) for control messages
+    /// and handles them: new sessions and segments, images that ended.
+    pub fn poll_control(&mut self, sink: &mut dyn Sink) -> Result<(), CollectError> {
+        let mut fds: Vec<RawFd> = vec![self.listener.as_raw_fd()];
+        let endpoint_at = self.endpoint.as_ref().map(|e| {
+            fds.push(e.as_raw_fd());
+            fds.len() - 1
+        });
+        let accepted_at = fds.len();
+        fds.extend(self.accepted.iter().map(AsRawFd::as_raw_fd));
+        let sessions_at = fds.len();
+        let live: Vec<usize> = (0..self.sessions.len())
+            .filter(|&i| !self.sessions[i].ended)
+            .collect();
+        fds.extend(live.iter().map(|&i| self.sessions[i].watched_fd()));
+        // Drain again at once only while some ring is filling up; otherwise wait a
+        // millisecond (new sessions and hang-ups wake the poll early). Polling the rings
+        // back to back would take a CPU from the target and pull the rings' head words
+        // away from the threads writing them on every event.
+        let timeout = if self.fullest_permille >= DRAIN_AT_ONCE_PERMILLE {
+            0
+        } else {
+            1
+        };
+        let ready = sys::poll_readable(&fds, timeout);
+        if ready[0] {
+            let fd = self.listener.as_raw_fd();
+            self.receive(fd, Source::Shared, sink)?;
+        }
+        if let Some(at) = endpoint_at
+            && ready[at]
+        {
+            self.accept_connections()?;
+        }
+        let mut hung_up = Vec::new();
+        for k in 0..self.accepted.len().min(ready.len() - accepted_at) {
+            if ready[accepted_at + k] {
+                let fd = self.accepted[k].as_raw_fd();
+                if self.receive(fd, Source::Shared, sink)? {
+                    hung_up.push(k);
+                }
+            }
+        }
+        for k in hung_up.into_iter().rev() {
+            self.accepted.swap_remove(k);
+        }
+        for (k, &i) in live.iter().enumerate() {
+            if !ready.get(sessions_at + k).copied().unwrap_or(false) {
+                continue;
+            }
+            if self.sessions[i].is_detached() {
+                // The pidfd of a process that closed its private socket: it has exited.
+                self.image_gone(i);
+                continue;
+            }
+            let fd = self.sessions[i].private.as_raw_fd();
+            if self.receive(fd, Source::Private(i), sink)? {
+                self.image_gone(i);
+            }
+        }
+        Ok(())
+    }
+
+    /// Receives every message waiting on `fd`; returns whether the peer hung up.
+    fn receive(
+        &mut self,
+        fd: RawFd,
+        from: Source,
+        sink: &mut dyn Sink,
+    ) -> Result<bool, CollectError> {
+        loop {
+            match sys::recv_with_fds(fd)? {
+                sys::Received::Message(bytes, received) => {
+                    self.handle_hello(&bytes, received, from, sink)?;
+                }
+                sys::Received::WouldBlock => return Ok(false),
+                sys::Received::Eof => return Ok(true),
+            }
+        }
+    }
+
+    /// Accepts pending connections on the endpoint from the same user or from a process of
+    /// the recorded tree; others are closed at once.
+    fn accept_connections(&mut self) -> Result<(), CollectError> {
+        let Some(endpoint) = &self.endpoint else {
+            return Ok(());
+        };
+        while let Some(conn) = sys::accept(endpoint.as_raw_fd())? {
+            let Ok((pid, uid)) = sys::peer_credentials(conn.as_raw_fd()) else {
+                continue;
+            };
+            if uid == sys::euid() || self.is_descendant(pid) {
+                self.accepted.push(conn);
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether `pid` descends from the recorded command (or is it).
+    fn is_descendant(&self, mut pid: u32) -> bool {
+        for _ in 0..4096 {
+            if pid == self.root {
+                return true;
+            }
+            match sys::parent_of(pid) {
+                Some(p) if p > 1 && p != pid => pid = p,
+                _ => return false,
+            }
+        }
+        false
+    }
+
+    fn handle_hello(
+        &mut self,
+        bytes: &[u8],
+        fds: Vec<OwnedFd>,
+        from: Source,
+        sink: &mut dyn Sink,
+    ) -> Result<(), CollectError> {
+        let Some(hello) = Hello::from_bytes(bytes) else {
+            return Err(CollectError::Protocol("malformed control message".into()));
+        };
+        if hello.version != tansa_wire::PROTOCOL_VERSION {
+            return Err(CollectError::Protocol(format!(
+                "agent speaks protocol {} but this collector speaks {} (mixed tansa versions?)",
+                hello.version,
+                tansa_wire::PROTOCOL_VERSION
+            )));
+        }
+        let geometry = Geometry {
+            ring_count: hello.ring_count,
+            ring_data_size: hello.ring_data_size,
+        };
+        let mut fds = fds.into_iter();
+        match (hello.kind, from) {
+            (HELLO_SESSION, _) => {
+                let (Some(memfd), Some(private)) = (fds.next(), fds.next()) else {
+                    return Err(CollectError::Protocol(
+                        "session announcement without descriptors".into(),
+                    ));
+                };
+                let id = self.sessions.len() as u32;
+                let s = Session::open(id, memfd, private, geometry)?;
+                // An earlier image of this pid still counted as running has replaced itself.
+                // (Announcements travel on different sockets, so a later image may be heard
+                // of first: the images' start times order them.)
+                for old in self.sessions.iter_mut().filter(|o| {
+                    o.pid == s.pid && !o.ended && o.info.start_ticks < s.info.start_ticks
+                }) {
+                    old.ended = true;
+                }
+                self.pending_exec.remove(&s.pid);
+                self.recorded_pids.insert(s.pid);
+                sink.session_started(&s.info)?;
+                self.sessions.push(s);
+            }
+            (HELLO_SEGMENT, Source::Private(i)) => {
+                let Some(memfd) = fds.next() else {
+                    return Err(CollectError::Protocol(
+                        "segment announcement without descriptor".into(),
+                    ));
+                };
+                self.sessions[i].add_segment(hello.segment_index, memfd, geometry)?;
+            }
+            _ => return Err(CollectError::Protocol("unexpected control message".into())),
+        }
+        Ok(())
+    }
+
+    /// Session `i`'s private socket hung up (or its process exited after it had closed
+    /// the socket): find out whether the image exited or replaced itself.
+    fn image_gone(&mut self, i: usize) {
+        let pid = self.sessions[i].pid;
+        if let Some(status) = sys::zombie_status(pid) {
+            self.sessions[i].ended = true;
+            self.sessions[i].zombie_status = Some(status);
+            return;
+        }
+        let Some(exe) = sys::exe_of(pid) else {
+            // Gone (collected already by its parent).
+            self.sessions[i].ended = true;
+            return;
+        };
+        let was_detached = self.sessions[i].is_detached();
+        if exe != self.sessions[i].info.exe || was_detached {
+            // Another program: the image replaced itself. Its new image announces itself
+            // within the grace period, or it runs unrecorded.
+            self.sessions[i].ended = true;
+            if !was_detached {
+                self.pending_exec.insert(
+                    pid,
+                    PendingExec {
+                        since: Instant::now(),
+                        exe,
+                        ppid: sys::parent_of(pid).unwrap_or(0),
+                    },
+                );
+            }
+            return;
+        }
+        // The same program still running: either it closed our socket, or it re-executed
+        // itself (then its new session ends this one). Watch the process itself.
+        if !self.sessions[i].detach() {
+            self.sessions[i].ended = true;
+        }
+    }
+
+    /// Moves what every session published to `sink`; returns the lowest pending timestamp
+    /// (the online watermark) given the current time `now_ticks`.
+    pub fn drain(&mut self, sink: &mut dyn Sink, now_ticks: u64) -> Result<u64, CollectError> {
+        let mut watermark = now_ticks;
+        let mut moved = 0;
+        self.fullest_permille = 0;
+        for s in self.sessions.iter_mut() {
+            let d = s.drain(sink)?;
+            moved += d.bytes;
+            self.fullest_permille = self.fullest_permille.max(d.fullest_permille);
+            if d.min_pending != 0 {
+                watermark = watermark.min(d.min_pending);
+            }
+            s.heartbeat();
+        }
+        self.total_bytes += moved;
+        // Sessions whose process image is gone: drain what is left and close their streams.
+        // (Their end records are written last, when every exit status is known.)
+        for s in self.sessions.iter_mut() {
+            if s.ended && !s.finalized {
+                self.total_bytes += s.drain(sink)?.bytes;
+                s.close_streams(sink)?;
+                s.finalized = true;
+            }
+        }
+        Ok(watermark)
+    }
+
+    /// Collects exited children (the command, and orphans this collector inherited);
+    /// returns the command's status once it has exited.
+    pub fn reap(&mut self) -> Option<ExitStatus> {
+        let mut root = None;
+        while let Some((pid, raw, comm)) = sys::reap_any() {
+            let status = crate::decode_status(raw);
+            self.statuses.insert(pid, status);
+            if pid == self.root {
+                root = Some(status);
+            }
+            if !self.recorded_pids.contains(&pid) && !self.pending_exec.contains_key(&pid) {
+                self.reaped_unknown.push((
+                    Instant::now(),
+                    Unrecorded {
+                        pid,
+                        ppid: 0,
+                        exe: comm,
+                        reason: format!(
+                            "it never ran the agent (a statically linked or set-uid program, \
+                             or LD_PRELOAD removed); it {}",
+                            status.describe()
+                        ),
+                    },
+                ));
+            }
+        }
+        self.expire_pending_exec(false);
+        self.settle_reaped(false);
+        root
+    }
+
+    /// Processes reaped without a session are unrecorded once their announcement could no
+    /// longer be in flight (or at the end, with `all`).
+    fn settle_reaped(&mut self, all: bool) {
+        let recorded = &self.recorded_pids;
+        let unrecorded = &mut self.unrecorded;
+        self.reaped_unknown.retain(|(when, u)| {
+            if recorded.contains(&u.pid) {
+                return false;
+            }
+            if all || when.elapsed() >= Duration::from_millis(200) {
+                unrecorded.push(u.clone());
+                return false;
+            }
+            true
+        });
+    }
+
+    /// Images that replaced themselves and did not announce a new session in time (or at
+    /// all, with `all`) ran unrecorded.
+    fn expire_pending_exec(&mut self, all: bool) {
+        let expired: Vec<u32> = self
+            .pending_exec
+            .iter()
+            .filter(|(_, p)| all || p.since.elapsed() >= EXEC_GRACE)
+            .map(|(&pid, _)| pid)
+            .collect();
+        for pid in expired {
+            if let Some(p) = self.pending_exec.remove(&pid) {
+                self.unrecorded.push(Unrecorded {
+                    pid,
+                    ppid: p.ppid,
+                    exe: p.exe,
+                    reason: "it replaced itself (execve) with a program that did not run the \
+                             agent: statically linked, set-uid, or started without LD_PRELOAD"
+                        .into(),
+                });
+            }
+        }
+    }
+
+    /// Ends the recording: drains everything left, closes every stream and writes each
+    /// session's end with the best exit status known, its losses, and the processes that ran
+    /// unrecorded.
+    pub fn finish(&mut self, sink: &mut dyn Sink) -> Result<(), CollectError> {
+        for s in self.sessions.iter_mut() {
+            self.total_bytes += s.drain(sink)?.bytes;
+            s.close_streams(sink)?;
+        }
+        sink.watermark(u64::MAX)?;
+        let end_ticks = crate::clock_now(self.tsc);
+        for s in &self.sessions {
+            let exec_later = self
+                .sessions
+                .iter()
+                .any(|t| t.pid == s.pid && t.info.start_ticks > s.info.start_ticks);
+            let exit = if exec_later {
+                ExitStatus::Exec
+            } else if !s.ended {
+                ExitStatus::Running
+            } else if let Some(st) = self.statuses.get(&s.pid) {
+                *st
+            } else if let Some(st) = s.zombie_status {
+                st
+            } else if let Some((code, _)) = s.agent_exit() {
+                ExitStatus::Exited { code }
+            } else {
+                ExitStatus::Unknown {
+                    normal_exit: s.exited_normally(),
+                }
+            };
+            sink.session_ended(&SessionEnd {
+                session: s.id,
+                exit,
+                lost_events: s.lost_events(),
+                end_ticks,
+            })?;
+            let losses = s.losses();
+            if losses != Losses::default() {
+                sink.session_losses(&SessionLosses {
+                    session: s.id,
+                    losses,
+                })?;
+            }
+        }
+        self.expire_pending_exec(true);
+        self.settle_reaped(true);
+        for u in &self.unrecorded {
+            sink.unrecorded(u)?;
+        }
+        sink.tick(CalibrationPoint {
+            ticks: crate::clock_now(self.tsc),
+            ns: sys::monotonic_ns(),
+        })?;
+        Ok(())
+    }
+}
