@@ -293,6 +293,7 @@ impl Collector {
             // Another program: the image replaced itself. Its new image announces itself
             // within the grace period, or it runs unrecorded.
             self.sessions[i].ended = true;
+            self.sessions[i].replaced = true;
             if !was_detached {
                 self.pending_exec.insert(
                     pid,
@@ -426,7 +427,7 @@ impl Collector {
                 .sessions
                 .iter()
                 .any(|t| t.pid == s.pid && t.info.start_ticks > s.info.start_ticks);
-            let exit = if exec_later {
+            let exit = if exec_later || s.replaced {
                 ExitStatus::Exec
             } else if !s.ended {
                 ExitStatus::Running

@@ -39,6 +39,8 @@ pub struct Session {
     pub ended: bool,
     /// Whether the session's rings were drained for the last time.
     pub finalized: bool,
+    /// Whether the image was seen to replace itself with another program (`execve`).
+    pub replaced: bool,
     /// The exit status read from `/proc` while the process was a zombie, if it was seen
     /// as one when its image ended.
     pub zombie_status: Option<tansa_format::meta::ExitStatus>,
@@ -115,6 +117,7 @@ impl Session {
             ended: false,
             finalized: false,
             zombie_status: None,
+            replaced: false,
             segments: vec![Some((map, geometry))],
             tracks: Vec::new(),
             next_stream: 0,

@@ -120,9 +120,10 @@ impl ExitStatus {
             ),
             ExitStatus::Exec => "replaced itself with execve".to_string(),
             ExitStatus::Unknown { normal_exit: true } => "exited normally".to_string(),
-            ExitStatus::Unknown { normal_exit: false } => {
-                "ended abnormally (signal or _exit; status collected elsewhere)".to_string()
-            }
+            ExitStatus::Unknown { normal_exit: false } => "ended without the agent seeing how: \
+                 killed by a signal, or replaced by a program that ran unrecorded (its parent \
+                 collected the status)"
+                .to_string(),
             ExitStatus::Running => "still running when recording stopped".to_string(),
         }
     }

@@ -118,7 +118,13 @@ pub fn render(
     match format {
         FormatArg::Table => tansa_render::memory::table(report, out),
         FormatArg::Json => tansa_render::memory::json(report, out),
-        FormatArg::Csv => tansa_render::memory::csv(report, out),
+        FormatArg::Csv => {
+            // CSV has no place for them: the warnings (lost events, damage) go to stderr.
+            for w in &report.warnings {
+                eprintln!("tansa: warning: {w}");
+            }
+            tansa_render::memory::csv(report, out)
+        }
     }
 }
 

@@ -1,0 +1,424 @@
+//! A loss is never silent: each cause of loss is forced, counted by the agent, carried by
+//! the recording and shown by every report. And the agent reaches its collector whatever
+//! the program does to the inherited descriptor, starts threads for library constructors
+//! that run before it, and reports how every process ended.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::Value;
+
+fn warnings(r: &Value) -> Vec<String> {
+    r["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_str().unwrap().to_string())
+        .collect()
+}
+
+/// The number at the start of the warning that ends with `suffix`.
+fn warned_count(r: &Value, suffix: &str) -> Option<u64> {
+    warnings(r)
+        .iter()
+        .find_map(|w| w.split_once(suffix).map(|(n, _)| n.trim().parse().unwrap()))
+}
+
+fn record_env(
+    file: &std::path::Path,
+    extra: &[&str],
+    cmd: &[&str],
+    env: &[(&str, &str)],
+) -> std::process::Output {
+    ensure_agent();
+    let mut c = Command::new(tansa());
+    c.args(["record", "-o", file.to_str().unwrap()])
+        .args(extra)
+        .arg("--")
+        .args(cmd);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    output_within(c, RUN_DEADLINE)
+}
+
+/// Threads that find no ring: with the agent limited to 4 rings (main and 3 workers), 16
+/// threads alive at once. Every call of the workers is either recorded or counted, and the
+/// count is in the JSON, the table and (on stderr) the CSV report.
+#[test]
+fn events_of_threads_without_a_ring_are_counted_and_reported() {
+    let exe = program("threadchurn", "threadchurn.c", &["-g", "-O2", "-pthread"]);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("rings.tansa");
+    let out = record_env(
+        &file,
+        &[],
+        &[exe.to_str().unwrap(), "16", "16"],
+        &[("TANSA_TEST_MAX_RINGS", "4")],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r = report_json(&file, &[]);
+    let lost = r["processes"][0]["losses"]["no_ring"].as_u64().unwrap();
+    assert!(lost > 0, "{}", r["processes"][0]);
+    assert_eq!(r["processes"][0]["lost_events"].as_u64().unwrap(), lost);
+    assert_eq!(
+        warned_count(&r, "event(s) not recorded: their thread found no free ring"),
+        Some(lost),
+        "{:?}",
+        warnings(&r)
+    );
+    // Accounting: each worker makes 4 mallocs and 4 frees; those not in the recording are
+    // exactly the ones counted as lost.
+    let pid = r["processes"][0]["pid"].as_u64().unwrap() as u32;
+    let recorded: u64 = raw_counts(&file)
+        .iter()
+        .filter(|(tid, _)| **tid != pid)
+        .flat_map(|(_, kinds)| kinds.iter())
+        .filter(|(k, _)| *k == "Malloc" || *k == "Free")
+        .map(|(_, n)| n)
+        .sum();
+    assert_eq!(recorded + lost, 16 * 8, "recorded {recorded}, lost {lost}");
+    let table = run_tansa(&["report", file.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(
+        text.contains(&format!("warning: {lost} event(s) not recorded")),
+        "{text}"
+    );
+    let csv = run_tansa(&["report", file.to_str().unwrap(), "--format", "csv"]);
+    assert!(
+        stderr(&csv).contains(&format!("{lost} event(s) not recorded")),
+        "{}",
+        stderr(&csv)
+    );
+}
+
+/// Signal-handler events beyond the per-thread queue: a shim behind the agent raises a
+/// signal inside every malloc(77) of 10 rounds; the handler makes 40 mallocs, and the
+/// queue (always used in this test setting) holds 32 of them.
+#[test]
+fn signal_handler_events_beyond_the_queue_are_counted_and_reported() {
+    let raiser = build_dir().join("raiser.so");
+    compile(
+        &raiser,
+        &[source("raiser.c")],
+        &["-shared", "-fPIC", "-O1", "-ldl"],
+    );
+    let exe = program("sigqueue", "sigqueue.c", &["-g", "-O1"]);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("queue.tansa");
+    let out = record_env(
+        &file,
+        &[],
+        &[exe.to_str().unwrap(), "10", raiser.to_str().unwrap()],
+        &[("TANSA_TEST_QUEUE_NESTED", "1")],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "handled 10");
+    let r = report_json(&file, &[]);
+    let losses = &r["processes"][1]["losses"];
+    assert_eq!(losses["signal_queue"], 10 * 8, "{}", r["processes"]);
+    assert_eq!(
+        warned_count(&r, "event(s) not recorded: signal handlers allocated more"),
+        Some(80),
+        "{:?}",
+        warnings(&r)
+    );
+    let queued = run_tansa(&["dump", "--events", file.to_str().unwrap()]);
+    let dump = String::from_utf8_lossy(&queued.stdout);
+    let n33 = dump
+        .lines()
+        .filter(|l| l.contains("op: Malloc") && l.contains("size: 33,"))
+        .count();
+    assert_eq!(n33, 10 * 32, "the queued events are recorded");
+}
+
+/// The collector killed while the program runs: the program goes on, unharmed, and its
+/// agent says on stderr how many events were not recorded.
+#[test]
+fn a_dead_recorder_is_reported_by_the_program_it_recorded() {
+    ensure_agent();
+    let exe = program("orphan", "orphan.c", &["-g", "-O1"]);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("orphan.tansa");
+    let mut child = Command::new(tansa())
+        .args([
+            "record",
+            "--ring-kb",
+            "64",
+            "-o",
+            file.to_str().unwrap(),
+            "--",
+        ])
+        .arg(&exe)
+        .arg("2000000")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    let pid: i32 = line
+        .trim()
+        .strip_prefix("ready ")
+        .unwrap_or_else(|| panic!("{line}"))
+        .parse()
+        .unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // SAFETY: sending a signal has no memory-safety preconditions.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGUSR1) }, 0);
+    // The pipes close when the program, which holds them too, exits.
+    let started = Instant::now();
+    let mut rest = String::new();
+    out.read_to_string(&mut rest).unwrap();
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(started.elapsed() < Duration::from_secs(120));
+    assert_eq!(rest.trim(), "done", "the program ran to its end");
+    let said = err
+        .lines()
+        .find(|l| l.contains("ended before process"))
+        .unwrap_or_else(|| panic!("no word of the recorder's death: {err}"));
+    let lost: u64 = said
+        .split_once("ended before process ")
+        .and_then(|(_, s)| s.split_once(": "))
+        .and_then(|(_, s)| s.split(' ').next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(lost > 0, "{said}");
+    assert!(lost <= 4_000_000, "{said}");
+}
+
+fn fdreuse_programs() -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
+    let fdreuse = program("fdreuse", "fdreuse.c", &["-g", "-O1"]);
+    let allocer = program("allocer", "allocer.c", &["-g", "-O1"]);
+    let stat = program("allocer-static", "allocer.c", &["-g", "-O1", "-static"]);
+    (fdreuse, allocer, stat)
+}
+
+fn processes(r: &Value) -> Vec<(u64, String, String)> {
+    r["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["pid"].as_u64().unwrap(),
+                p["exe"]
+                    .as_str()
+                    .unwrap()
+                    .rsplit('/')
+                    .next()
+                    .unwrap()
+                    .to_string(),
+                p["exit"]["kind"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// A program closes the agent's inherited descriptor and puts a socket of its own at that
+/// number: its socket receives nothing of tansa's, and its forked child and the program it
+/// starts are still recorded (through the parent's private socket and the endpoint).
+#[test]
+fn a_reused_descriptor_number_receives_nothing_and_loses_no_process() {
+    let (fdreuse, allocer, _) = fdreuse_programs();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("reuse.tansa");
+    let out = record(
+        &file,
+        &[],
+        &[fdreuse.to_str().unwrap(), allocer.to_str().unwrap()],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "received 0");
+    let r = report_json(&file, &["--by", "function"]);
+    let mut procs = processes(&r);
+    procs.sort();
+    let kinds: Vec<(&str, &str)> = procs.iter().map(|p| (p.1.as_str(), p.2.as_str())).collect();
+    assert_eq!(
+        kinds.len(),
+        4,
+        "the program, its forked child, and the started program's two images: {procs:?}"
+    );
+    assert!(kinds.contains(&("allocer", "exited")), "{procs:?}");
+    assert!(kinds.contains(&("fdreuse", "exec")), "{procs:?}");
+    assert_eq!(calls(unit(&r, "fdreuse!use")), (2, 0, 0, 2, 0));
+    assert_eq!(calls(unit(&r, "allocer!main")), (1, 0, 0, 1, 0));
+    assert!(r["unrecorded"].as_array().unwrap().is_empty());
+    assert!(warnings(&r).is_empty(), "{:?}", warnings(&r));
+}
+
+/// With the endpoint gone too, a started program cannot reach the recorder: it says so on
+/// stderr, and the recording lists it as unrecorded; the forked child is still recorded.
+#[test]
+fn a_process_that_cannot_reach_the_recorder_is_reported() {
+    let (fdreuse, allocer, _) = fdreuse_programs();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("cut.tansa");
+    let out = record(
+        &file,
+        &[],
+        &[fdreuse.to_str().unwrap(), allocer.to_str().unwrap(), "cut"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("cannot reach the recorder and is not recorded"),
+        "{}",
+        stderr(&out)
+    );
+    let r = report_json(&file, &["--by", "function"]);
+    assert_eq!(calls(unit(&r, "fdreuse!use")), (2, 0, 0, 2, 0));
+    let unrecorded = r["unrecorded"].as_array().unwrap();
+    assert_eq!(unrecorded.len(), 1, "{unrecorded:?}");
+    assert!(
+        unrecorded[0]["exe"].as_str().unwrap().ends_with("/allocer"),
+        "{unrecorded:?}"
+    );
+    assert!(
+        warnings(&r)
+            .iter()
+            .any(|w| w.starts_with("1 process(es) ran without being recorded")),
+        "{:?}",
+        warnings(&r)
+    );
+}
+
+/// A statically linked program started by a recorded one runs without the agent: it is
+/// listed as unrecorded, with the reason, and its parent's image as replaced.
+#[test]
+fn a_static_program_started_by_the_tree_is_listed_as_unrecorded() {
+    let (fdreuse, _, stat) = fdreuse_programs();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("static.tansa");
+    let out = record(
+        &file,
+        &[],
+        &[fdreuse.to_str().unwrap(), stat.to_str().unwrap()],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r = report_json(&file, &[]);
+    let unrecorded = r["unrecorded"].as_array().unwrap();
+    assert_eq!(unrecorded.len(), 1, "{unrecorded:?}");
+    assert!(
+        unrecorded[0]["exe"]
+            .as_str()
+            .unwrap()
+            .ends_with("allocer-static")
+    );
+    assert!(
+        unrecorded[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("did not run the agent"),
+        "{unrecorded:?}"
+    );
+    let replaced = processes(&r).iter().filter(|p| p.2 == "exec").count();
+    assert_eq!(replaced, 1, "{:?}", processes(&r));
+}
+
+/// A library constructor that creates a thread before the agent's own constructor ran:
+/// the thread is created (no EAGAIN) and recorded, under `tansa record` and under the
+/// agent's CPU sampling.
+#[test]
+fn threads_created_before_the_agent_started_work_and_are_recorded() {
+    let lib = build_dir().join("libearly.so");
+    compile(
+        &lib,
+        &[source("libearly.c")],
+        &["-shared", "-fPIC", "-g", "-O1", "-pthread"],
+    );
+    let exe = build_dir().join("early");
+    let ldir = format!("-L{}", build_dir().display());
+    let rpath = format!("-Wl,-rpath,{}", build_dir().display());
+    compile(
+        &exe,
+        &[source("early.c")],
+        &["-g", "-O1", "-pthread", &ldir, "-learly", &rpath],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("early.tansa");
+    let out = record(&file, &[], &[exe.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "early 0");
+    let r = report_json(&file, &["--by", "function"]);
+    assert_eq!(calls(unit(&r, "libearly.so!early_thread")), (1, 0, 0, 1, 0));
+    let sampled = dir.path().join("early-cpu.tansa");
+    let out = run_tansa(&[
+        "sample",
+        "--source",
+        "agent",
+        "-o",
+        sampled.to_str().unwrap(),
+        "--",
+        exe.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "early 0");
+}
+
+/// How each process of a shell's tree really ended: `sh` runs its children and collects
+/// their statuses itself, and ends pipeline members with `_exit`.
+#[test]
+fn the_exit_of_every_process_of_a_shell_is_known() {
+    let exe = program("allocer", "allocer.c", &["-g", "-O1"]);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("sh.tansa");
+    let script = format!(
+        "{a}; {a} | cat >/dev/null; echo hi | cat >/dev/null; (exit 3) || true; sh -c 'exit 5' || true",
+        a = exe.display()
+    );
+    let out = record(&file, &[], &["sh", "-c", &script]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r = report_json(&file, &[]);
+    let procs = r["processes"].as_array().unwrap();
+    assert!(procs.len() >= 6, "{procs:?}");
+    for p in procs {
+        let kind = p["exit"]["kind"].as_str().unwrap();
+        assert!(
+            kind == "exited" || kind == "exec",
+            "every process exited (or replaced itself): {p}"
+        );
+    }
+    let codes: Vec<i64> = procs
+        .iter()
+        .filter(|p| p["exit"]["kind"] == "exited")
+        .map(|p| p["exit"]["code"].as_i64().unwrap())
+        .collect();
+    assert!(codes.contains(&3) && codes.contains(&5), "{codes:?}");
+}
+
+/// `free(NULL)` does nothing and is not counted as a release.
+#[test]
+fn free_of_null_is_not_counted() {
+    let exe = program("threadchurn", "threadchurn.c", &["-g", "-O2", "-pthread"]);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("null.tansa");
+    // glibc calls free(NULL) dozens of times at each thread's exit.
+    let out = record(&file, &[], &[exe.to_str().unwrap(), "50", "5"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r = report_json(&file, &[]);
+    let c = &r["totals"]["calls"];
+    let allocations = c["malloc"].as_u64().unwrap() + c["calloc"].as_u64().unwrap();
+    assert!(
+        c["free"].as_u64().unwrap() <= allocations,
+        "no more releases than allocations: {c}"
+    );
+    let dump = run_tansa(&["dump", "--events", file.to_str().unwrap()]);
+    assert!(
+        !String::from_utf8_lossy(&dump.stdout).contains("ptr: 0, stack"),
+        "no event with a null pointer"
+    );
+}
