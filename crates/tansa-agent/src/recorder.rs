@@ -251,7 +251,7 @@ fn write_name(st: &'static ThreadState, ctx: &mut ThreadCtx, name: &[u8]) {
 /// The calling thread is exiting (its pthread-key destructor runs): writes its final name,
 /// drains its signal queue and retires its context. The context and its ring stay in use
 /// for what the thread still does (glibc releases thread memory after the key destructors);
-/// the registry finishes them once the thread is gone ([`finish_dead`]).
+/// the registry finishes them once the thread is gone (`finish_dead`).
 ///
 /// # Safety
 ///

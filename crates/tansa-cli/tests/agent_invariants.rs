@@ -372,3 +372,27 @@ fn a_hundred_thousand_threads_eight_at_a_time_are_recorded_exactly() {
 fn ten_thousand_threads_alive_at_once_are_recorded_exactly() {
     churn_is_recorded_exactly(10_000, 10_000);
 }
+
+/// A long run through small rings: 2,000,000 events wrap a 64 KiB ring hundreds of times
+/// while the collector drains it; every event arrives.
+#[test]
+fn a_long_run_through_small_rings_loses_nothing() {
+    let exe = program("orphan", "orphan.c", &["-g", "-O1"]);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("long.tansa");
+    let rounds = 1_000_000u64;
+    let out = record(
+        &file,
+        &["--ring-kb", "64"],
+        &[exe.to_str().unwrap(), &rounds.to_string(), "now"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r = report_json(&file, &["--by", "function"]);
+    assert_eq!(calls(unit(&r, "orphan!main")), (rounds, 0, 0, rounds, 0));
+    assert_eq!(r["process"]["lost_events"], 0);
+    assert!(
+        r["warnings"].as_array().unwrap().is_empty(),
+        "{}",
+        r["warnings"]
+    );
+}

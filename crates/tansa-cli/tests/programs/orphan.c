@@ -1,5 +1,6 @@
-/* orphan ROUNDS: prints "ready PID", waits for SIGUSR1, then does ROUNDS malloc/free pairs
- * and prints "done". The test kills the recorder in between. */
+/* orphan ROUNDS [now]: prints "ready PID", waits for SIGUSR1 (unless "now" is given), then
+ * does ROUNDS malloc/free pairs of 48 bytes and prints "done". The test kills the recorder
+ * in between. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@ int main(int argc, char **argv) {
     signal(SIGUSR1, on_usr1);
     printf("ready %d\n", (int)getpid());
     fflush(stdout);
+    if (argc > 2) go = 1;
     while (!go) pause();
     for (long i = 0; i < rounds; i++) {
         void *volatile p = malloc(48);
