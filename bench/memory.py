@@ -7,6 +7,8 @@ Workloads:
   (a) storm:  bench/storm.c, 2 threads x N iterations of malloc/free + ring replacement at
               call depth ~20 (4 events per iteration).
   (b) sqlite: Debian's sqlite3 building a 300k-row table with an index in :memory:.
+  (c) churn:  a thread per request, crates/tansa-cli/tests/programs/threadchurn.c: N threads,
+              8 alive at a time, 4 malloc/free pairs each (the report must count them all).
 
 For each workload, in alternating order within every round, medians over --runs rounds of
 whole-process wall time for: plain, `tansa record`, `tansa record --no-free-stacks`, and
@@ -62,6 +64,8 @@ def main():
     ap.add_argument("--iterations", type=int, default=2_000_000)
     ap.add_argument("--skip-build", action="store_true")
     ap.add_argument("--no-sqlite", action="store_true")
+    ap.add_argument("--churn-threads", type=int, default=20_000,
+                    help="threads of the churn workload (0: skip it)")
     args = ap.parse_args()
 
     if not args.skip_build:
@@ -77,6 +81,12 @@ def main():
     sqlite = shutil.which("sqlite3")
 
     workloads = [("storm", [storm, str(args.iterations)], None)]
+    if args.churn_threads > 0:
+        churn = os.path.join(work, "threadchurn")
+        subprocess.run(["cc", "-O2", "-g", "-pthread", "-o", churn,
+                        os.path.join(ROOT, "crates", "tansa-cli", "tests", "programs", "threadchurn.c")],
+                       check=True)
+        workloads.append(("churn", [churn, str(args.churn_threads), "8"], None))
     if sqlite and not args.no_sqlite:
         workloads.append(("sqlite", [sqlite, ":memory:"], os.path.join(BENCH, "sqlite.sql")))
     elif not args.no_sqlite:
@@ -120,6 +130,13 @@ def main():
         report = json.loads(subprocess.run([tansa, "report", rec, "--format", "json"],
                                            capture_output=True, check=True).stdout)
         events = report["events"]
+        if name == "churn":
+            by_fn = json.loads(subprocess.run([tansa, "report", rec, "--by", "function", "--format", "json"],
+                                              capture_output=True, check=True).stdout)
+            work_unit = next(u for u in by_fn["units"] if u["unit"].endswith("!work"))
+            print(f"churn exactness: {work_unit['calls']['malloc']} mallocs and "
+                  f"{work_unit['calls']['free']} frees recorded of {4 * args.churn_threads} each; "
+                  f"lost events: {by_fn['process']['lost_events']}")
         size = os.path.getsize(rec)
         print(f"recording: {events} events, {human(size)}, {size / max(events, 1):.2f} bytes/event "
               f"(--no-free-stacks: {human(os.path.getsize(rec + '.nf'))})")

@@ -17,6 +17,7 @@
 //! system calls are in the private `sys` module; `tansa-perf` wraps `perf_event_open`.
 
 mod code;
+pub mod follow;
 mod maps;
 mod record;
 mod region;

@@ -151,3 +151,66 @@ pub(crate) fn kill(pid: i32) -> io::Result<()> {
     }
     Ok(())
 }
+
+/// `ptrace(PTRACE_SEIZE)`: attaches to thread `tid` without stopping it.
+pub(crate) fn seize(tid: i32) -> io::Result<()> {
+    // SAFETY: PTRACE_SEIZE takes the options in `data` (none), no pointers.
+    let rc = unsafe { libc::ptrace(libc::PTRACE_SEIZE, tid, 0usize, 0usize) };
+    check(rc).map(drop)
+}
+
+/// `ptrace(PTRACE_INTERRUPT)`: stops a seized thread.
+pub(crate) fn interrupt(tid: i32) -> io::Result<()> {
+    // SAFETY: PTRACE_INTERRUPT takes no arguments.
+    let rc = unsafe { libc::ptrace(libc::PTRACE_INTERRUPT, tid, 0usize, 0usize) };
+    check(rc).map(drop)
+}
+
+/// `ptrace(PTRACE_DETACH)`, delivering `signal` (0 for none).
+pub(crate) fn detach(tid: i32, signal: i32) -> io::Result<()> {
+    // SAFETY: PTRACE_DETACH takes the signal in `data`, no pointers.
+    let rc = unsafe { libc::ptrace(libc::PTRACE_DETACH, tid, 0usize, signal as usize) };
+    check(rc).map(drop)
+}
+
+/// `waitpid(tid, __WALL)` returning the raw status, retrying on EINTR.
+pub(crate) fn wait_raw(tid: i32) -> io::Result<i32> {
+    loop {
+        let mut status = 0;
+        // SAFETY: `status` is a valid out-pointer for the duration of the call.
+        let rc = unsafe { libc::waitpid(tid, &mut status, libc::__WALL) };
+        if rc == -1 {
+            let err = io::Error::last_os_error();
+            if err.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(err);
+        }
+        return Ok(status);
+    }
+}
+
+/// The registers the path follower reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FullRegs {
+    pub(crate) rip: u64,
+    pub(crate) rsp: u64,
+}
+
+/// Reads the stopped tracee's `rip` and `rsp` (the same as [`regs`], for any thread).
+pub(crate) fn full_regs(tid: i32) -> io::Result<FullRegs> {
+    let r = regs(tid)?;
+    Ok(FullRegs {
+        rip: r.rip,
+        rsp: r.rsp,
+    })
+}
+
+/// Sets debug register `index` (0-3: addresses, 7: control) of the stopped tracee.
+pub(crate) fn set_debug_register(tid: i32, index: usize, value: u64) -> io::Result<()> {
+    let offset = std::mem::offset_of!(libc::user, u_debugreg) + index * 8;
+    // SAFETY: PTRACE_POKEUSER writes `value` at `offset` in the tracee's `struct user`; no
+    // pointer of ours is involved.
+    let rc = unsafe { libc::ptrace(libc::PTRACE_POKEUSER, tid, offset, value as usize) };
+    check(rc).map(drop)
+}
