@@ -440,13 +440,11 @@ impl AttachedThread {
                         base = code.function(next).map(|f| f.entry).into_iter().collect();
                     }
                 },
-                FlowControl::ConditionalBranch => {
-                    if innermost != 0 {
-                        on_event(PathEvent::Branch {
-                            at: prev,
-                            taken: next != fallthrough,
-                        });
-                    }
+                FlowControl::ConditionalBranch if innermost != 0 => {
+                    on_event(PathEvent::Branch {
+                        at: prev,
+                        taken: next != fallthrough,
+                    });
                 }
                 _ => {}
             }
