@@ -95,7 +95,7 @@ fn follow(x: u32) -> (Vec<String>, Vec<(u64, bool)>) {
         .unwrap();
     let tid: i32 = line.trim().parse().unwrap();
     let pid = child.id();
-    let mut code = ExeCode::new(pid, &exe);
+    let code = ExeCode::new(pid, &exe);
     let traced = code.functions.iter().find(|f| f.2 == "traced").unwrap().0;
     let mut t = AttachedThread::attach(pid as i32, tid).unwrap();
     child
