@@ -58,6 +58,7 @@
 pub mod clock;
 pub mod heap;
 pub mod hooks;
+pub mod leakcause;
 pub mod livetable;
 pub mod modules;
 pub mod reach;
@@ -76,10 +77,11 @@ use core::ffi::{c_int, c_void};
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 
 use tansa_wire::control::{
-    ENV_CLOCK, ENV_FD, ENV_FREE_STACKS, ENV_MAX_FRAMES, ENV_ONLINE, ENV_RING_KB, ENV_SAMPLE_HZ,
+    ENV_CLOCK, ENV_FD, ENV_FREE_STACKS, ENV_LEAK_CAUSE, ENV_MAX_FRAMES, ENV_ONLINE, ENV_RING_KB,
+    ENV_SAMPLE_HZ,
 };
 use tansa_wire::layout::{
-    EXIT_IMMEDIATE, EXIT_NORMAL, FLAG_FREE_STACKS, FLAG_ONLINE, FLAG_SAMPLING,
+    EXIT_IMMEDIATE, EXIT_NORMAL, FLAG_FREE_STACKS, FLAG_LEAK_CAUSE, FLAG_ONLINE, FLAG_SAMPLING,
 };
 
 pub use recorder::ThreadCtx;
@@ -196,6 +198,9 @@ fn initialize() -> bool {
     }
     if env_flag(&cstr(ENV_FREE_STACKS), true) {
         flags |= FLAG_FREE_STACKS;
+    }
+    if env_flag(&cstr(ENV_LEAK_CAUSE), false) {
+        flags |= FLAG_LEAK_CAUSE;
     }
     let sample_hz = sys::getenv(&cstr(ENV_SAMPLE_HZ))
         .and_then(sys::parse_u64)

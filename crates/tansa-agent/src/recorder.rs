@@ -546,6 +546,7 @@ impl Active {
             stream.encode_alloc(&ev, buf)
         });
         self.end_pending();
+        crate::leakcause::after_allocation(stack, ptr as u64, regs);
     }
 
     /// Checks a pointer about to be released or reallocated in online mode; returns false
@@ -595,6 +596,7 @@ impl Active {
             let _busy = Busy::enter(self.st);
             LIVE.remove(ptr as u64);
         }
+        crate::leakcause::before_release(ptr as u64);
         self.begin_pending();
         let ts = clock::now_before_release();
         release();
@@ -620,6 +622,9 @@ impl Active {
         call: impl FnOnce() -> *mut c_void,
     ) -> *mut c_void {
         let stack = self.capture(regs);
+        if !old.is_null() {
+            crate::leakcause::before_release(old as u64);
+        }
         self.begin_pending();
         let ts_begin = clock::now_before_release();
         let new = call();

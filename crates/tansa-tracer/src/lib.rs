@@ -19,6 +19,7 @@
 mod code;
 pub mod follow;
 mod maps;
+pub mod procmap;
 mod record;
 mod region;
 mod sys;

@@ -9,74 +9,18 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 
 use tansa_symbols::ElfFile;
-use tansa_tracer::follow::{
-    AttachedThread, CodeMap, FollowEnd, FollowLimits, FunctionInfo, PathEvent,
-};
+use tansa_tracer::follow::{AttachedThread, FollowEnd, FollowLimits, PathEvent};
+use tansa_tracer::procmap::{ProcessCode, is_runtime_library};
 
-/// Functions of the executable (stepped); anything else is a library function entered at
-/// the address called (not stepped).
-struct ExeCode {
-    lo: u64,
-    hi: u64,
-    /// (start, end, name), absolute, sorted.
-    functions: Vec<(u64, u64, String)>,
-}
-
-impl ExeCode {
-    fn new(pid: u32, exe: &std::path::Path) -> ExeCode {
-        let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
-        let exe_s = exe.to_str().unwrap();
-        let mut lo = u64::MAX;
-        let mut hi = 0;
-        let mut base = u64::MAX;
-        for l in maps.lines().filter(|l| l.ends_with(exe_s)) {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            let (a, b) = f[0].split_once('-').unwrap();
-            let (a, b) = (
-                u64::from_str_radix(a, 16).unwrap(),
-                u64::from_str_radix(b, 16).unwrap(),
-            );
-            let off = u64::from_str_radix(f[2], 16).unwrap();
-            lo = lo.min(a);
-            hi = hi.max(b);
-            if off == 0 {
-                base = base.min(a);
-            }
-        }
-        let elf = ElfFile::open(exe).unwrap();
-        let functions = elf
-            .functions()
-            .into_iter()
-            .filter(|f| f.size > 0)
-            .map(|f| (base + f.address, base + f.address + f.size, f.name))
-            .collect();
-        ExeCode { lo, hi, functions }
-    }
-
-    fn name(&self, entry: u64) -> String {
-        self.functions
-            .iter()
-            .find(|f| f.0 == entry)
-            .map_or_else(|| "lib".to_string(), |f| f.2.clone())
-    }
-}
-
-impl CodeMap for ExeCode {
-    fn function(&mut self, addr: u64) -> Option<FunctionInfo> {
-        if addr < self.lo || addr >= self.hi {
-            return Some(FunctionInfo {
-                entry: addr,
-                step: false,
-            });
-        }
-        self.functions
-            .iter()
-            .find(|f| addr >= f.0 && addr < f.1)
-            .map(|f| FunctionInfo {
-                entry: f.0,
-                step: true,
-            })
-    }
+/// The executable's first mapping: branch addresses relative to it are the same in every
+/// run (PIE).
+fn exe_base(pid: u32, exe: &std::path::Path) -> u64 {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+    maps.lines()
+        .filter(|l| l.ends_with(exe.to_str().unwrap()))
+        .map(|l| u64::from_str_radix(l.split('-').next().unwrap(), 16).unwrap())
+        .min()
+        .unwrap()
 }
 
 /// Runs pathprog with `x`, follows `traced` to its return, and gives the events with
@@ -84,7 +28,10 @@ impl CodeMap for ExeCode {
 fn follow(x: u32) -> (Vec<String>, Vec<(u64, bool)>) {
     let dir = tempfile::tempdir().unwrap();
     let exe = common::build(dir.path(), "pathprog");
+    // Bound at load time, as `tansa record --leak-cause` runs programs: a lazily bound first
+    // call would run the dynamic linker's resolver instead of the function.
     let mut child = Command::new(&exe)
+        .env("LD_BIND_NOW", "1")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
@@ -95,8 +42,10 @@ fn follow(x: u32) -> (Vec<String>, Vec<(u64, bool)>) {
         .unwrap();
     let tid: i32 = line.trim().parse().unwrap();
     let pid = child.id();
-    let code = ExeCode::new(pid, &exe);
-    let traced = code.functions.iter().find(|f| f.2 == "traced").unwrap().0;
+    let base = exe_base(pid, &exe);
+    let mut code = ProcessCode::new(pid as i32, Box::new(|p| !is_runtime_library(p))).unwrap();
+    let elf = ElfFile::open(&exe).unwrap();
+    let traced = base + elf.function_by_name("traced").unwrap().address;
     let mut t = AttachedThread::attach(pid as i32, tid).unwrap();
     child
         .stdin
@@ -109,7 +58,7 @@ fn follow(x: u32) -> (Vec<String>, Vec<(u64, bool)>) {
     let mut branches = Vec::new();
     let end = t
         .follow(
-            &mut code.clone_map(),
+            &mut code,
             0,
             FollowLimits::default(),
             &mut || false,
@@ -120,25 +69,15 @@ fn follow(x: u32) -> (Vec<String>, Vec<(u64, bool)>) {
     t.detach().unwrap();
     assert!(child.wait().unwrap().success());
     let mut names = Vec::new();
+    let name = |entry: u64| code.function_at(entry).unwrap().name.clone();
     for e in events {
         match e {
-            PathEvent::Enter { entry } => names.push(format!("{}-S", code.name(entry))),
-            PathEvent::Exit { entry } => names.push(format!("{}-E", code.name(entry))),
-            // Relative to the executable's first mapping: the same in every run (PIE).
-            PathEvent::Branch { at, taken } => branches.push((at - code.lo, taken)),
+            PathEvent::Enter { entry } => names.push(format!("{}-S", name(entry))),
+            PathEvent::Exit { entry } => names.push(format!("{}-E", name(entry))),
+            PathEvent::Branch { at, taken } => branches.push((at - base, taken)),
         }
     }
     (names, branches)
-}
-
-impl ExeCode {
-    fn clone_map(&self) -> ExeCode {
-        ExeCode {
-            lo: self.lo,
-            hi: self.hi,
-            functions: self.functions.clone(),
-        }
-    }
 }
 
 #[test]
@@ -146,7 +85,9 @@ fn function_entries_exits_and_branches_of_both_paths() {
     let (big, big_branches) = follow(9);
     assert_eq!(
         big,
-        ["choose-S", "leaf-S", "leaf-E", "choose-E", "lib-S", "lib-E"],
+        [
+            "choose-S", "leaf-S", "leaf-E", "choose-E", "puts-S", "puts-E"
+        ],
         "x = 9: choose calls leaf, then puts runs at full speed"
     );
     let (small, small_branches) = follow(1);

@@ -42,6 +42,8 @@ pub const ENV_MAX_FRAMES: &str = "TANSA_MAX_FRAMES";
 pub const ENV_SAMPLE_HZ: &str = "TANSA_SAMPLE_HZ";
 /// Name of the environment variable holding the collector's process id.
 pub const ENV_COLLECTOR_PID: &str = "TANSA_COLLECTOR_PID";
+/// Name of the environment variable selecting leak-cause mode (`1`).
+pub const ENV_LEAK_CAUSE: &str = "TANSA_LEAK_CAUSE";
 /// Name of the environment variable holding the identity of the [`ENV_FD`] socket,
 /// `DEV:INODE` in decimal.
 pub const ENV_FD_ID: &str = "TANSA_FD_ID";

@@ -68,6 +68,63 @@ pub const FLAG_FREE_STACKS: u32 = 1 << 1;
 /// Session flag: the agent takes CPU samples (and records no heap events).
 pub const FLAG_SAMPLING: u32 = 1 << 2;
 
+/// Session flag: leak-cause mode. The agent watches the allocation sites the collector
+/// lists in [`SegmentHeader::trace_sites`] and hands the thread of each such allocation to
+/// the collector's path follower through [`SegmentHeader::trace`].
+pub const FLAG_LEAK_CAUSE: u32 = 1 << 3;
+
+/// How many allocation sites can be traced at once (seed 001 ¶0057 limits it).
+pub const TRACE_SITES: usize = 16;
+
+/// An allocation site whose next allocations the collector wants traced.
+#[repr(C)]
+#[derive(Debug)]
+pub struct TraceSite {
+    /// The allocation stack id (0: the entry is unused).
+    pub stack: AtomicU32,
+    /// Allocations still to trace at this site.
+    pub remaining: AtomicU32,
+    /// Where a trace ends if the block is not freed before: the return of the function this
+    /// many frames above the allocating one (0: the allocating function itself).
+    pub range_depth: AtomicU32,
+    /// Reserved, zero.
+    pub reserved: u32,
+}
+
+/// [`TraceSlot::state`]: no trace in flight; an agent may claim the slot.
+pub const TRACE_IDLE: u32 = 0;
+/// The agent is filling the slot.
+pub const TRACE_FILLING: u32 = 1;
+/// The agent filled the slot and waits (inside the allocator) for the collector.
+pub const TRACE_REQUESTED: u32 = 2;
+/// The collector took the request and is attaching to the thread.
+pub const TRACE_ATTACHING: u32 = 3;
+/// The collector follows the thread; the agent returns from the allocator.
+pub const TRACE_FOLLOWING: u32 = 4;
+
+/// The one trace in flight of a process: its thread, the traced block, and where the
+/// allocator returns to (where following starts).
+#[repr(C)]
+#[derive(Debug)]
+pub struct TraceSlot {
+    /// `TRACE_*`.
+    pub state: AtomicU32,
+    /// The allocating thread.
+    pub tid: AtomicU32,
+    /// Index of the site in [`SegmentHeader::trace_sites`].
+    pub site: AtomicU32,
+    /// Set to 1 by the agent when the traced block is released (by any thread).
+    pub freed: AtomicU32,
+    /// The traced block.
+    pub ptr: AtomicU64,
+    /// The return address of the allocator call.
+    pub resume_at: AtomicU64,
+    /// The stack pointer after that return.
+    pub resume_sp: AtomicU64,
+    /// Incremented by the agent for each request.
+    pub sequence: AtomicU64,
+}
+
 /// Most rings one segment may hold (the size of [`SegmentHeader::claimed`] in bits).
 pub const MAX_RINGS_PER_SEGMENT: u32 = 1024;
 
@@ -167,6 +224,13 @@ pub struct SegmentHeader {
     /// Events recorded without their call stack (the module map was busy for too long, or
     /// the meta ring had no room for a new stack): counted, not lost.
     pub stackless: AtomicU64,
+    /// Leak-cause mode: the number of used entries of `trace_sites` (a quick test for the
+    /// allocation hook).
+    pub tracing: AtomicU32,
+    /// Leak-cause mode: the sites to trace.
+    pub trace_sites: [TraceSite; TRACE_SITES],
+    /// Leak-cause mode: the trace in flight.
+    pub trace: TraceSlot,
     /// Which rings of this segment are claimed: bit `r` of word `r / 64` is set by the agent
     /// after it claims ring `r`, and cleared by the collector just before it frees the ring
     /// again, so both sides find rings without touching every ring header.

@@ -1,0 +1,131 @@
+//! Leak-cause mode (seed 001): handing the thread of a traced allocation to the collector.
+//!
+//! The collector judges allocation sites as leaking while the program runs and lists them,
+//! with how many of their next allocations to trace and where each trace ends, in the
+//! session header (`trace_sites`). After recording an allocation at such a site, the hook
+//! claims the process's one trace slot, fills it (the thread, the block, where the
+//! allocator returns) and waits until the collector's path follower has attached to the
+//! thread; then it returns, and the follower steps the thread from the allocator's return
+//! on. When the traced block is released, by any thread, the release hook says so in the
+//! slot: the trace ends there with "freed".
+//!
+//! Costs: one load of `tracing` per allocation and per release when the mode is on; the
+//! wait only for the few traced allocations. A collector that does not answer within half
+//! a second gets the request back (the allocation is not traced, the program goes on).
+
+use core::sync::atomic::Ordering;
+
+use tansa_wire::layout::{
+    FLAG_LEAK_CAUSE, SegmentHeader, TRACE_ATTACHING, TRACE_FILLING, TRACE_FOLLOWING, TRACE_IDLE,
+    TRACE_REQUESTED,
+};
+
+use crate::session::SESSION;
+use crate::sys;
+use crate::unwind::CallerRegs;
+
+/// How long a request may wait for the collector to take it.
+const TAKE_WAIT_US: u64 = 500_000;
+/// How long the collector may take to attach once it took a request.
+const ATTACH_WAIT_US: u64 = 5_000_000;
+
+fn header() -> Option<&'static SegmentHeader> {
+    if SESSION.flags() & FLAG_LEAK_CAUSE == 0 {
+        return None;
+    }
+    SESSION
+        .header()
+        .filter(|h| h.tracing.load(Ordering::Relaxed) != 0)
+}
+
+/// After an allocation at `stack` returned `ptr` to the caller described by `regs`: if the
+/// collector asked for this site to be traced, hands the thread to it (and returns once
+/// the path follower has attached).
+pub fn after_allocation(stack: u32, ptr: u64, regs: CallerRegs) {
+    let Some(h) = header() else {
+        return;
+    };
+    if stack == 0 {
+        return;
+    }
+    let Some(site) = h
+        .trace_sites
+        .iter()
+        .position(|s| s.stack.load(Ordering::Acquire) == stack)
+    else {
+        return;
+    };
+    let slot = &h.trace;
+    if slot
+        .state
+        .compare_exchange(
+            TRACE_IDLE,
+            TRACE_FILLING,
+            Ordering::Acquire,
+            Ordering::Relaxed,
+        )
+        .is_err()
+    {
+        // Another trace is in flight: this allocation goes untraced.
+        return;
+    }
+    let entry = &h.trace_sites[site];
+    let took = entry
+        .remaining
+        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
+        .is_ok();
+    if !took || entry.stack.load(Ordering::Acquire) != stack {
+        slot.state.store(TRACE_IDLE, Ordering::Release);
+        return;
+    }
+    slot.tid.store(sys::gettid(), Ordering::Relaxed);
+    slot.site.store(site as u32, Ordering::Relaxed);
+    slot.freed.store(0, Ordering::Relaxed);
+    slot.ptr.store(ptr, Ordering::Relaxed);
+    slot.resume_at.store(regs.ra, Ordering::Relaxed);
+    slot.resume_sp.store(regs.sp, Ordering::Relaxed);
+    slot.sequence.fetch_add(1, Ordering::Relaxed);
+    slot.state.store(TRACE_REQUESTED, Ordering::Release);
+    let mut waited = 0u64;
+    loop {
+        match slot.state.load(Ordering::Acquire) {
+            TRACE_FOLLOWING => return,
+            TRACE_REQUESTED if waited >= TAKE_WAIT_US => {
+                if slot
+                    .state
+                    .compare_exchange(
+                        TRACE_REQUESTED,
+                        TRACE_IDLE,
+                        Ordering::AcqRel,
+                        Ordering::Acquire,
+                    )
+                    .is_ok()
+                {
+                    // Not taken: give the trace back to the site.
+                    entry.remaining.fetch_add(1, Ordering::AcqRel);
+                    return;
+                }
+            }
+            TRACE_ATTACHING if waited >= ATTACH_WAIT_US => return,
+            TRACE_IDLE => return,
+            _ => {}
+        }
+        sys::sleep_us(20);
+        waited += 20;
+    }
+}
+
+/// Before the release of `ptr` (by `free` or `realloc`): ends a trace of that block.
+#[inline]
+pub fn before_release(ptr: u64) {
+    let Some(h) = header() else {
+        return;
+    };
+    let slot = &h.trace;
+    let state = slot.state.load(Ordering::Acquire);
+    if (state == TRACE_ATTACHING || state == TRACE_FOLLOWING)
+        && slot.ptr.load(Ordering::Acquire) == ptr
+    {
+        slot.freed.store(1, Ordering::Release);
+    }
+}
