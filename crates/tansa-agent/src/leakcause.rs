@@ -90,21 +90,21 @@ pub fn after_allocation(stack: u32, ptr: u64, regs: CallerRegs) {
     loop {
         match slot.state.load(Ordering::Acquire) {
             TRACE_FOLLOWING => return,
-            TRACE_REQUESTED if waited >= TAKE_WAIT_US => {
-                if slot
-                    .state
-                    .compare_exchange(
-                        TRACE_REQUESTED,
-                        TRACE_IDLE,
-                        Ordering::AcqRel,
-                        Ordering::Acquire,
-                    )
-                    .is_ok()
-                {
-                    // Not taken: give the trace back to the site.
-                    entry.remaining.fetch_add(1, Ordering::AcqRel);
-                    return;
-                }
+            TRACE_REQUESTED
+                if waited >= TAKE_WAIT_US
+                    && slot
+                        .state
+                        .compare_exchange(
+                            TRACE_REQUESTED,
+                            TRACE_IDLE,
+                            Ordering::AcqRel,
+                            Ordering::Acquire,
+                        )
+                        .is_ok() =>
+            {
+                // Not taken: give the trace back to the site.
+                entry.remaining.fetch_add(1, Ordering::AcqRel);
+                return;
             }
             TRACE_ATTACHING if waited >= ATTACH_WAIT_US => return,
             TRACE_IDLE => return,
