@@ -291,13 +291,35 @@ fn bad_plans_are_rejected_with_the_line() {
 }
 
 #[test]
-fn a_server_that_cannot_start_is_a_usage_error() {
+fn a_server_that_cannot_start_is_a_test_that_cannot_run() {
     let (code, err) = rejected(
         "[[process]]\nname = \"srv\"\ncommand = [\"/bin/sh\", \"-c\", \"echo cannot bind >&2; exit 3\"]\nready_file = \"p\"\n[[item]]\nname = \"x\"\ncommand = \"true\"\n",
     );
-    assert_eq!(code, 2);
+    assert_eq!(code, 4, "its own status: 1 means a fault was found");
     assert!(
         err.contains("process `srv`") && err.contains("cannot bind"),
+        "{err}"
+    );
+}
+
+#[test]
+fn durations_too_long_for_the_clock_are_rejected_with_the_line() {
+    // They used to pass the plan check and panic when added to the clock.
+    let (code, err) = rejected(
+        "[[process]]\nname = \"srv\"\ncommand = [\"sleep\", \"30\"]\nstart_timeout = \"18446744073709551615s\"\n[[item]]\nname = \"x\"\ncommand = \"true\"\n",
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("plan.toml:4:") && err.contains("longer than a year"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+    let (code, err) = rejected(
+        "[[process]]\nname = \"srv\"\ncommand = [\"sleep\", \"30\"]\n[[item]]\nname = \"x\"\ncommand = \"true\"\ntimeout = \"18446744073709551615s\"\n",
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("plan.toml:7:") && err.contains("longer than a year"),
         "{err}"
     );
 }

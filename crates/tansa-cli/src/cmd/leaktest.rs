@@ -17,8 +17,11 @@ use crate::output;
 
 /// Exit status when a fault verdict was found.
 const EXIT_FAULT: u8 = 1;
-/// Exit status for a bad command line or plan, or a system under test that cannot be set up.
+/// Exit status for a bad command line, or a plan that cannot be read or used.
 const EXIT_USAGE: u8 = 2;
+/// Exit status when the test cannot run: the system under test cannot be set up, the
+/// report cannot be written.
+const EXIT_CANNOT_RUN: u8 = 4;
 /// Exit status when interrupted (SIGINT or SIGTERM), as shells report a signal.
 const EXIT_INTERRUPTED: u8 = 130;
 
@@ -35,7 +38,10 @@ not-fault (one-off growth that did not recur), undeterminable (with the reason).
 Exit status:
   0    no fault verdict
   1    a fault verdict (1-a, 2 or 3-a) was found
-  2    the command line or the plan is wrong, or the system under test could not be set up
+  2    the command line is wrong, or the plan cannot be read or used (the message gives its
+       line)
+  4    the test could not run: a process of the system under test could not be started or
+       found, or the report could not be written
   130  interrupted (the processes tansa started are stopped; no report)";
 
 /// Options of `tansa leaktest`.
@@ -63,8 +69,20 @@ enum FormatArg {
     Junit,
 }
 
-/// Runs `tansa leaktest`.
+/// Runs `tansa leaktest`. Its own failures have their own status ([`EXIT_CANNOT_RUN`]), as
+/// 1 means that a fault was found.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    match run_plan(args) {
+        Ok(code) => Ok(code),
+        Err(e) if output::is_broken_pipe(&e) => Ok(ExitCode::SUCCESS),
+        Err(e) => {
+            eprintln!("tansa: error: {}", crate::error_text(&e));
+            Ok(ExitCode::from(EXIT_CANNOT_RUN))
+        }
+    }
+}
+
+fn run_plan(args: Args) -> anyhow::Result<ExitCode> {
     let shown = args.plan.display().to_string();
     let text = match std::fs::read_to_string(&args.plan) {
         Ok(t) => t,
@@ -91,7 +109,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let mut target = match LocalTarget::start(&plan, &base, cleanup) {
         Ok(t) => t,
-        Err(e) => return usage(format!("{shown}: {e}")),
+        Err(e) => {
+            eprintln!("tansa: error: {shown}: {e}");
+            return Ok(ExitCode::from(EXIT_CANNOT_RUN));
+        }
     };
     let started_unix_ms = target
         .epoch()

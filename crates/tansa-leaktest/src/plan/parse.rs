@@ -306,8 +306,12 @@ fn count(lines: &Lines<'_>, v: &Spanned<i64>, what: &str) -> Result<u32, PlanErr
         .ok_or_else(|| lines.err(&v.span(), format!("{what} must be a positive whole number")))
 }
 
+/// Longest duration a plan takes: a year. Anything longer is a mistake, and would not fit
+/// the clock arithmetic of a run.
+pub(super) const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 60 * 60);
+
 fn duration(lines: &Lines<'_>, v: &Spanned<String>) -> Result<Duration, PlanError> {
-    humantime::parse_duration(v.get_ref()).map_err(|e| {
+    let d = humantime::parse_duration(v.get_ref()).map_err(|e| {
         lines.err(
             &v.span(),
             format!(
@@ -315,7 +319,17 @@ fn duration(lines: &Lines<'_>, v: &Spanned<String>) -> Result<Duration, PlanErro
                 v.get_ref()
             ),
         )
-    })
+    })?;
+    if d > MAX_DURATION {
+        return Err(lines.err(
+            &v.span(),
+            format!(
+                "`{}` is longer than a year, the longest duration a plan takes",
+                v.get_ref()
+            ),
+        ));
+    }
+    Ok(d)
 }
 
 fn positive_duration(

@@ -62,12 +62,19 @@ pub(super) fn signal_group_of(leader: u32, signal: Signal) {
     }
 }
 
-/// Waits for `child` until `deadline`; `None` when it is still running then.
-pub(super) fn wait_until(child: &mut Child, deadline: Instant) -> Option<ExitStatus> {
+/// The instant `d` from now; `None` (no deadline) when that is beyond what the clock
+/// can represent.
+pub(super) fn deadline(d: Duration) -> Option<Instant> {
+    Instant::now().checked_add(d)
+}
+
+/// Waits for `child` until `deadline` (for ever without one); `None` when it is still
+/// running then.
+pub(super) fn wait_until(child: &mut Child, deadline: Option<Instant>) -> Option<ExitStatus> {
     loop {
         match child.try_wait() {
             Ok(Some(status)) => return Some(status),
-            Ok(None) if Instant::now() >= deadline => return None,
+            Ok(None) if deadline.is_some_and(|d| Instant::now() >= d) => return None,
             Ok(None) => std::thread::sleep(POLL),
             // The child is ours; waiting on it cannot fail but for a bug. Treat as ended.
             Err(_) => return Some(ExitStatus::from_raw(0)),
@@ -82,7 +89,7 @@ pub(super) fn stop(child: &mut Child, grace: Duration) -> Option<ExitStatus> {
         return Some(status);
     }
     signal_group(child, Signal::TERM);
-    let status = wait_until(child, Instant::now() + grace);
+    let status = wait_until(child, deadline(grace));
     signal_group(child, Signal::KILL);
     status.or_else(|| child.wait().ok())
 }
@@ -111,7 +118,7 @@ pub(super) fn run(
             };
         }
     };
-    let outcome = match wait_until(&mut child, Instant::now() + timeout) {
+    let outcome = match wait_until(&mut child, deadline(timeout)) {
         Some(status) if status.success() => RunOutcome::Completed,
         Some(status) => RunOutcome::Failed {
             exit_code: status.code(),
@@ -218,9 +225,21 @@ mod tests {
         let mut child = c.spawn(&mut long).unwrap();
         c.stop_all();
         // Ended by the stop, long before its 30 s.
-        let status = wait_until(&mut child, Instant::now() + Duration::from_secs(5));
+        let status = wait_until(&mut child, deadline(Duration::from_secs(5)));
         assert!(status.is_some_and(|s| !s.success()));
         let mut again = command(&CommandSpec::Shell("true".into()), dir.path());
         assert!(c.spawn(&mut again).is_err());
+    }
+
+    #[test]
+    fn a_timeout_beyond_the_clock_waits_without_a_deadline() {
+        assert!(deadline(Duration::MAX).is_none());
+        assert!(deadline(Duration::from_secs(1)).is_some());
+        let dir = tempfile::tempdir().unwrap();
+        let err = dir.path().join("err");
+        let c = Cleanup::default();
+        let t = command(&CommandSpec::Shell("true".into()), dir.path());
+        let o = run(t, Duration::MAX, &err, &c);
+        assert_eq!(o, RunOutcome::Completed);
     }
 }

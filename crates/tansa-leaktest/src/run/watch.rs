@@ -288,7 +288,7 @@ fn wait_ready(
     base: &Path,
     output: &Path,
 ) -> Result<(), String> {
-    let deadline = Instant::now() + launch.start_timeout;
+    let deadline = command::deadline(launch.start_timeout);
     let addrs: Vec<_> = match &launch.ready_tcp {
         Some(a) => a
             .to_socket_addrs()
@@ -321,7 +321,7 @@ fn wait_ready(
         if file_ok && tcp_ok {
             break;
         }
-        if Instant::now() >= deadline {
+        if deadline.is_some_and(|d| Instant::now() >= d) {
             return Err(format!(
                 "`{}` was not ready within {} (waiting for {})",
                 command::display(&launch.command),

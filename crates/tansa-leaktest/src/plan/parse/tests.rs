@@ -257,3 +257,28 @@ fn logs_name_their_process() {
     let p = Plan::parse(&format!("{base}[[log]]\njournal = true\n")).unwrap();
     assert_eq!(p.logs[0].kind, LogKind::Journal);
 }
+
+#[test]
+fn durations_beyond_a_year_are_rejected_at_their_line() {
+    const HUGE: &str = "\"18446744073709551615s\"";
+    // A process's start timeout (line 4), an item's timeout (line 8), the default timeout,
+    // the settle times and the idle test: each at its own line.
+    let text = format!(
+        "[[process]]\nname = \"a\"\ncommand = \"true\"\nstart_timeout = {HUGE}\n[[item]]\nname = \"x\"\ncommand = \"true\"\n"
+    );
+    assert_eq!(line_of(&text, "longer than"), 4);
+    let text = format!(
+        "[[process]]\nname = \"a\"\npid = 1\n[[item]]\nname = \"x\"\ncommand = \"true\"\n\ntimeout = {HUGE}\n"
+    );
+    assert_eq!(line_of(&text, "18446744073709551615s"), 8);
+    let base = "[[process]]\nname = \"a\"\npid = 1\n[[item]]\nname = \"x\"\ncommand = \"true\"\n";
+    for key in ["timeout", "settle", "reading_interval"] {
+        let text = format!("{base}[settings]\n{key} = {HUGE}\n");
+        assert_eq!(line_of(&text, "longer than"), 8, "{key}");
+    }
+    let text = format!("{base}[idle]\nduration = {HUGE}\ninterval = \"1s\"\n");
+    assert_eq!(line_of(&text, "longer than"), 8);
+    // A year itself is fine.
+    let text = format!("{base}[settings]\ntimeout = \"365days\"\n");
+    assert!(Plan::parse(&text).is_ok());
+}
