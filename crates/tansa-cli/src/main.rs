@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod cmd;
+mod exit;
 mod online;
 mod output;
 
@@ -57,7 +58,7 @@ fn main() -> ExitCode {
                 return ExitCode::SUCCESS;
             }
             eprintln!("tansa: error: {}", error_text(&err));
-            ExitCode::from(1)
+            ExitCode::from(exit::status_of(&err))
         }
     }
 }

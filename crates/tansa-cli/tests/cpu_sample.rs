@@ -495,8 +495,9 @@ fn flags_of_the_other_kind_and_damage_are_reported() {
     let file = dir.path().join("c.tansa");
     sample(&file, &[], &[p.child.to_str().unwrap(), "100"]);
     let f = file.to_str().unwrap();
+    // Options that do not apply to the file, or name what is not in it: misuse (2).
     let out = run(&["report", f, "--by", "thread"]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     let e = stderr(&out);
     assert!(
         e.contains("--by thread applies to memory recordings")
@@ -504,25 +505,25 @@ fn flags_of_the_other_kind_and_damage_are_reported() {
         "{e}"
     );
     let out = run(&["report", f, "--charge", "last"]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("--charge applies to memory recordings"));
     let out = run(&["annotate", f, "no_such_function"]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     let e = stderr(&out);
     assert!(
         e.contains("no function `no_such_function`") && e.contains("cpu_child!spin"),
         "{e}"
     );
     let out = run(&["report", f, "--pid", "4194304"]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("process 4194304 is not in"));
 
-    // Cut short: the report covers what is there and says so with exit status 2.
+    // Cut short: the report covers what is there and says so with exit status 3.
     let bytes = std::fs::read(&file).unwrap();
     let cut = dir.path().join("cut.tansa");
     std::fs::write(&cut, &bytes[..bytes.len() - 30]).unwrap();
     let out = run(&["report", cut.to_str().unwrap(), "--by", "function"]);
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     assert!(stderr(&out).contains("warning"));
     assert!(String::from_utf8_lossy(&out.stdout).contains("cpu_child!spin"));
 }

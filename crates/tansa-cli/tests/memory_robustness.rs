@@ -243,7 +243,7 @@ fn truncated_recordings_report_what_precedes_the_damage() {
     );
     assert!(out.status.success());
     let bytes_full = std::fs::read(&file).unwrap();
-    // Every cut point: never a panic; a damaged file exits 2 with a warning; the events
+    // Every cut point: never a panic; a damaged file exits 3 with a warning; the events
     // that survived are reported.
     let step = (bytes_full.len() / 40).max(1);
     for cut in (0..bytes_full.len()).step_by(step) {
@@ -256,12 +256,12 @@ fn truncated_recordings_report_what_precedes_the_damage() {
             assert_eq!(out.status.code(), Some(1), "cut {cut}: {err}");
             continue;
         }
-        assert_eq!(out.status.code(), Some(2), "cut {cut}: {err}");
+        assert_eq!(out.status.code(), Some(3), "cut {cut}: {err}");
         assert!(err.contains("warning"), "cut {cut}: {err}");
         let r: Value = serde_json::from_slice(&out.stdout).unwrap();
         assert!(r["warnings"].as_array().unwrap().iter().any(|w| {
             let w = w.as_str().unwrap();
-            w.contains("truncated") || w.contains("incomplete")
+            w.contains("ends in the middle of a frame") || w.contains("without its end marker")
         }));
     }
     // A flipped byte in the middle of an event chunk is caught by its checksum.
@@ -271,8 +271,12 @@ fn truncated_recordings_report_what_precedes_the_damage() {
     let t = dir.path().join("flipped.tansa");
     std::fs::write(&t, &bad).unwrap();
     let out = run_tansa(&["report", t.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(stderr(&out).contains("corrupt"), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("damaged data (its checksum does not match) at byte"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]

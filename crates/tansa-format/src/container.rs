@@ -16,12 +16,24 @@
 //! stored payload. Each frame stands alone, so a file cut short or damaged in the middle is
 //! read up to the last intact frame, and a writer that dies loses at most the frame it was
 //! writing. The last frame of a complete file has type [`FrameType::END`].
+//!
+//! # Untrusted input
+//!
+//! A recording may come from anywhere, so the reader trusts no length it reads before it
+//! is bounded by what the file can hold: a frame's stored bytes are read as they arrive
+//! (a header that claims more than the rest of the file costs no more memory than the
+//! file), a compressed payload is decompressed into a buffer that grows with what the
+//! decompressor really produces, never beyond the size the header claims, and a header
+//! that claims more than [`MAX_EXPANSION`] times its stored size is damaged (the writer
+//! stores such payloads uncompressed). The decompressor's window is limited to
+//! 2^[`MAX_WINDOW_LOG`] bytes. Errors say which frame (by number and by what it holds)
+//! and at which byte.
 
 use std::io::{self, Read, Seek, SeekFrom, Write};
 
 use serde::{Serialize, de::DeserializeOwned};
 
-use crate::FormatError;
+use crate::{Damage, FormatError, Place};
 
 /// First bytes of every recording.
 pub const MAGIC: [u8; 8] = *b"TANSAREC";
@@ -39,6 +51,16 @@ pub const KEYED: u16 = 2;
 pub const KEY_LEN: usize = 8;
 /// Largest payload accepted (raw or stored); anything larger is treated as corruption.
 pub const MAX_FRAME_LEN: u32 = 1 << 30;
+/// Largest ratio of a compressed payload's size to its stored size. Highly repetitive
+/// payloads that would compress better are stored uncompressed, so that a frame of `n`
+/// bytes never decompresses to more than `n * MAX_EXPANSION` bytes (a "compression bomb"
+/// is damage).
+pub const MAX_EXPANSION: u64 = 1024;
+/// Base-2 logarithm of the largest decompression window accepted (the writer's frames
+/// need at most 2^19 bytes).
+pub const MAX_WINDOW_LOG: u32 = 23;
+/// Stored bytes are read in pieces of at least this size, growing with what arrives.
+const READ_STEP: usize = 64 * 1024;
 
 /// What a recording holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,6 +114,36 @@ impl FrameType {
     pub const SYMBOLS: FrameType = FrameType(0x0003);
     /// Last frame of a complete file (empty payload).
     pub const END: FrameType = FrameType(0xffff);
+
+    /// What a frame of this type holds, in words for messages ("a thread event chunk").
+    pub fn describe(self) -> &'static str {
+        use crate::{cpu, memory, retrace};
+        match self {
+            FrameType::META => "the recording's description",
+            FrameType::CALIBRATION => "the clock calibration",
+            FrameType::SYMBOLS => "the symbol table",
+            FrameType::END => "the end marker",
+            memory::SESSION => "the start of a process",
+            memory::META_CHUNK => "a chunk of module and stack definitions",
+            memory::THREAD_CHUNK => "a thread event chunk",
+            memory::SESSION_END => "the end of a process",
+            cpu::INFO => "the sampling description",
+            cpu::PROCESSES => "the process list",
+            cpu::MODULES => "the module list",
+            cpu::ADDRESSES => "sample counts per address",
+            cpu::STACKS => "call chains",
+            cpu::STACK_COUNTS => "sample counts per call chain",
+            cpu::TIMELINE => "the sample timeline",
+            cpu::SOURCES => "source files",
+            cpu::SUMMARY => "the sampling totals",
+            retrace::INFO => "the region description",
+            retrace::CODE => "the region's code",
+            retrace::EXECUTIONS => "sampled executions",
+            retrace::GROUND_TRUTH => "the true traces",
+            retrace::SUMMARY => "the recording totals",
+            _ => "a frame of an unknown type",
+        }
+    }
 }
 
 /// Builds frames; keeps a zstd context between frames.
@@ -166,7 +218,8 @@ impl FrameEncoder {
             let n = self
                 .compressor
                 .compress_to_buffer(payload, &mut out[start..])?;
-            if n < payload.len() {
+            // A payload that compresses beyond what readers accept is stored as it is.
+            if n < payload.len() && payload.len() as u64 <= n as u64 * MAX_EXPANSION {
                 out.truncate(start + n);
                 (COMPRESSED, n)
             } else {
@@ -270,6 +323,16 @@ impl<W: Write> Writer<W> {
     }
 }
 
+/// Where a frame is: the offset of its header in the file and its number (1 for the first
+/// frame after the file header), for reading it again and for messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FramePos {
+    /// Offset of its header in the file.
+    pub offset: u64,
+    /// Its number, from 1.
+    pub index: u64,
+}
+
 /// A frame read back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Frame {
@@ -277,17 +340,35 @@ pub struct Frame {
     pub ty: FrameType,
     /// Offset of its header in the file.
     pub offset: u64,
+    /// Its number in the file, from 1.
+    pub index: u64,
     /// The decompressed payload.
     pub payload: Vec<u8>,
 }
 
 impl Frame {
+    /// Where it is.
+    pub fn pos(&self) -> FramePos {
+        FramePos {
+            offset: self.offset,
+            index: self.index,
+        }
+    }
+
+    /// Where it is, for messages.
+    pub fn place(&self) -> Place {
+        Place {
+            offset: self.offset,
+            frame: self.index,
+            ty: Some(self.ty),
+        }
+    }
+
     /// Decodes a postcard payload.
     pub fn decode<T: DeserializeOwned>(&self) -> Result<T, FormatError> {
-        postcard::from_bytes(&self.payload).map_err(|source| FormatError::Payload {
-            offset: self.offset,
-            ty: self.ty.0,
-            source,
+        postcard::from_bytes(&self.payload).map_err(|cause| FormatError::Payload {
+            at: self.place(),
+            cause,
         })
     }
 }
@@ -297,11 +378,13 @@ pub struct Reader<R> {
     input: R,
     kind: Kind,
     offset: u64,
+    /// Frames read so far (the number of the last one).
+    frames: u64,
     saw_end: bool,
     done: bool,
     /// Kept between frames: a decompression context and the stored bytes of the last
     /// frame, so that reading many frames allocates nothing per frame.
-    decompressor: Option<zstd::bulk::Decompressor<'static>>,
+    dctx: Option<zstd::zstd_safe::DCtx<'static>>,
     stored: Vec<u8>,
 }
 
@@ -310,6 +393,7 @@ impl<R> std::fmt::Debug for Reader<R> {
         f.debug_struct("Reader")
             .field("kind", &self.kind)
             .field("offset", &self.offset)
+            .field("frames", &self.frames)
             .field("complete", &self.saw_end)
             .finish_non_exhaustive()
     }
@@ -324,7 +408,9 @@ impl<R: Read> Reader<R> {
             return Err(FormatError::NotARecording);
         }
         if n < HEADER_LEN {
-            return Err(FormatError::Truncated { offset: 0 });
+            return Err(FormatError::Truncated {
+                at: Place::file_header(),
+            });
         }
         let version = u16::from_le_bytes([header[8], header[9]]);
         if version != FORMAT_VERSION {
@@ -334,17 +420,15 @@ impl<R: Read> Reader<R> {
             });
         }
         let raw_kind = u16::from_le_bytes([header[10], header[11]]);
-        let kind = Kind::from_raw(raw_kind).ok_or(FormatError::Corrupt {
-            offset: 10,
-            reason: "unknown recording kind",
-        })?;
+        let kind = Kind::from_raw(raw_kind).ok_or(FormatError::UnknownKind { raw: raw_kind })?;
         Ok(Reader {
             input,
             kind,
             offset: HEADER_LEN as u64,
+            frames: 0,
             saw_end: false,
             done: false,
-            decompressor: None,
+            dctx: None,
             stored: Vec::new(),
         })
     }
@@ -362,6 +446,14 @@ impl<R: Read> Reader<R> {
     /// Offset of the next frame.
     pub fn offset(&self) -> u64 {
         self.offset
+    }
+
+    /// Where the next frame is (the place an error of the next read refers to).
+    pub fn next_pos(&self) -> FramePos {
+        FramePos {
+            offset: self.offset,
+            index: self.frames + 1,
+        }
     }
 
     /// Reads the next frame. `Ok(None)` after the end frame or at a clean end of input.
@@ -388,20 +480,24 @@ impl<R: Read> Reader<R> {
         if self.done {
             return Ok(None);
         }
-        let offset = self.offset;
+        let pos = self.next_pos();
         let mut payload = Vec::new();
-        let result = self.read_one(&key_only, &mut payload);
+        let result = self.read_one(pos, &key_only, &mut payload);
         match result {
-            Ok(Some(ty)) if ty == FrameType::END => {
-                self.saw_end = true;
-                self.done = true;
-                Ok(None)
+            Ok(Some(ty)) => {
+                self.frames = pos.index;
+                if ty == FrameType::END {
+                    self.saw_end = true;
+                    self.done = true;
+                    return Ok(None);
+                }
+                Ok(Some(Frame {
+                    ty,
+                    offset: pos.offset,
+                    index: pos.index,
+                    payload,
+                }))
             }
-            Ok(Some(ty)) => Ok(Some(Frame {
-                ty,
-                offset,
-                payload,
-            })),
             Ok(None) => {
                 self.done = true;
                 Ok(None)
@@ -413,42 +509,39 @@ impl<R: Read> Reader<R> {
         }
     }
 
-    /// Reads the frame at the current offset into `out` (its payload, or only its key as
-    /// `key_only` decides), returning its type; `None` at a clean end of input.
+    /// Reads the frame at `pos` (the current offset) into `out` (its payload, or only its
+    /// key as `key_only` decides), returning its type; `None` at a clean end of input.
     fn read_one(
         &mut self,
+        pos: FramePos,
         key_only: &dyn Fn(FrameType) -> bool,
         out: &mut Vec<u8>,
     ) -> Result<Option<FrameType>, FormatError> {
-        let offset = self.offset;
         let mut header = [0u8; FRAME_HEADER_LEN];
         let n = read_full(&mut self.input, &mut header)?;
         if n == 0 {
             return Ok(None);
         }
+        let mut at = Place {
+            offset: pos.offset,
+            frame: pos.index,
+            ty: None,
+        };
+        if n >= 2 {
+            at.ty = Some(FrameType(u16::from_le_bytes([header[0], header[1]])));
+        }
         if n < FRAME_HEADER_LEN {
-            return Err(FormatError::Truncated { offset });
+            return Err(FormatError::Truncated { at });
         }
         let ty = FrameType(u16::from_le_bytes([header[0], header[1]]));
         let flags = u16::from_le_bytes([header[2], header[3]]);
-        let stored = u32::from_le_bytes(header[4..8].try_into().expect("4 bytes"));
-        let raw = u32::from_le_bytes(header[8..12].try_into().expect("4 bytes"));
+        let stored = u32::from_le_bytes([header[4], header[5], header[6], header[7]]);
+        let raw = u32::from_le_bytes([header[8], header[9], header[10], header[11]]);
+        check_header(flags, stored, raw).map_err(|problem| FormatError::Corrupt { at, problem })?;
         let keyed = flags & KEYED != 0;
-        if stored > MAX_FRAME_LEN
-            || raw > MAX_FRAME_LEN
-            || flags & !(COMPRESSED | KEYED) != 0
-            || (keyed && (stored as usize) < KEY_LEN)
-        {
-            return Err(FormatError::Corrupt {
-                offset,
-                reason: "implausible frame header",
-            });
-        }
         let mut stored_bytes = std::mem::take(&mut self.stored);
-        stored_bytes.clear();
-        stored_bytes.resize(stored as usize, 0);
         let result = self.decode_stored(
-            offset,
+            at,
             &header,
             &mut stored_bytes,
             raw as usize,
@@ -458,32 +551,32 @@ impl<R: Read> Reader<R> {
         );
         self.stored = stored_bytes;
         result?;
-        self.offset += (FRAME_HEADER_LEN + stored as usize) as u64;
+        self.offset = pos.offset + (FRAME_HEADER_LEN as u64) + u64::from(stored);
         Ok(Some(ty))
     }
 
-    /// Reads a frame's stored bytes into `stored` (sized by the caller), checks them and
-    /// decodes them into `out`.
+    /// Reads a frame's stored bytes into `stored`, checks them and decodes them into
+    /// `out`.
     #[allow(clippy::too_many_arguments)]
     fn decode_stored(
         &mut self,
-        offset: u64,
+        at: Place,
         header: &[u8; FRAME_HEADER_LEN],
-        stored: &mut [u8],
+        stored: &mut Vec<u8>,
         raw: usize,
         keyed: bool,
         key_only: bool,
         out: &mut Vec<u8>,
     ) -> Result<(), FormatError> {
-        let n = read_full(&mut self.input, stored)?;
-        if n < stored.len() {
-            return Err(FormatError::Truncated { offset });
+        let len = u32::from_le_bytes([header[4], header[5], header[6], header[7]]) as usize;
+        if !read_growing(&mut self.input, stored, len)? {
+            return Err(FormatError::Truncated { at });
         }
-        let crc = u32::from_le_bytes(header[12..16].try_into().expect("4 bytes"));
+        let crc = u32::from_le_bytes([header[12], header[13], header[14], header[15]]);
         if frame_crc(&header[..12], stored) != crc {
             return Err(FormatError::Corrupt {
-                offset,
-                reason: "checksum mismatch",
+                at,
+                problem: Damage::Checksum,
             });
         }
         let flags = u16::from_le_bytes([header[2], header[3]]);
@@ -496,55 +589,174 @@ impl<R: Read> Reader<R> {
         if flags & COMPRESSED == 0 {
             out.extend_from_slice(body);
         } else {
-            let corrupt = |reason| FormatError::Corrupt { offset, reason };
-            if self.decompressor.is_none() {
-                self.decompressor = Some(
-                    zstd::bulk::Decompressor::new()
-                        .map_err(|_| corrupt("cannot create a decompression context"))?,
-                );
-            }
-            let d = self.decompressor.as_mut().expect("created above");
-            out.reserve_exact(raw.saturating_sub(out.len()));
-            let mut cursor = io::Cursor::new(&mut *out);
-            cursor.set_position(key.len() as u64);
-            d.decompress_to_buffer(body, &mut cursor)
-                .map_err(|_| corrupt("compressed payload does not decompress"))?;
+            let dctx = match &mut self.dctx {
+                Some(d) => d,
+                None => {
+                    let mut d =
+                        zstd::zstd_safe::DCtx::try_create().ok_or(FormatError::Corrupt {
+                            at,
+                            problem: Damage::Decompress,
+                        })?;
+                    d.set_parameter(zstd::zstd_safe::DParameter::WindowLogMax(MAX_WINDOW_LOG))
+                        .map_err(|_| FormatError::Corrupt {
+                            at,
+                            problem: Damage::Decompress,
+                        })?;
+                    self.dctx.insert(d)
+                }
+            };
+            decompress(dctx, body, out, raw)
+                .map_err(|problem| FormatError::Corrupt { at, problem })?;
         }
         if out.len() != raw {
             return Err(FormatError::Corrupt {
-                offset,
-                reason: "decompressed size differs from header",
+                at,
+                problem: Damage::Size,
             });
         }
         Ok(())
     }
 }
 
+/// Checks a frame header's flags and lengths before anything is read or allocated for it.
+fn check_header(flags: u16, stored: u32, raw: u32) -> Result<(), Damage> {
+    let keyed = flags & KEYED != 0;
+    let compressed = flags & COMPRESSED != 0;
+    if stored > MAX_FRAME_LEN || raw > MAX_FRAME_LEN {
+        return Err(Damage::TooLarge {
+            claimed: u64::from(stored.max(raw)),
+        });
+    }
+    let key = if keyed { KEY_LEN as u32 } else { 0 };
+    if flags & !(COMPRESSED | KEYED) != 0
+        || stored < key
+        || raw < key
+        || (!compressed && stored != raw)
+    {
+        return Err(Damage::Header);
+    }
+    if compressed && u64::from(raw - key) > u64::from(stored - key) * MAX_EXPANSION {
+        return Err(Damage::Expansion {
+            claimed: u64::from(raw),
+            stored: u64::from(stored),
+        });
+    }
+    Ok(())
+}
+
+/// Decompresses one zstd frame `body` into `out` (after what it holds), which grows with
+/// what the decompressor produces and must end up exactly `raw` bytes long.
+fn decompress(
+    dctx: &mut zstd::zstd_safe::DCtx<'static>,
+    body: &[u8],
+    out: &mut Vec<u8>,
+    raw: usize,
+) -> Result<(), Damage> {
+    use zstd::zstd_safe::{InBuffer, OutBuffer, ResetDirective};
+    dctx.reset(ResetDirective::SessionOnly)
+        .map_err(|_| Damage::Decompress)?;
+    let mut input = InBuffer::around(body);
+    loop {
+        if out.len() >= raw {
+            // Everything the header announced is there: the frame must end without
+            // producing more.
+            let mut probe = [0u8; 1];
+            let mut ob = OutBuffer::around(&mut probe[..]);
+            let before = input.pos();
+            let hint = dctx
+                .decompress_stream(&mut ob, &mut input)
+                .map_err(|_| Damage::Decompress)?;
+            if ob.pos() > 0 {
+                return Err(Damage::Size);
+            }
+            if hint == 0 {
+                break;
+            }
+            if input.pos() == before {
+                // No progress: the input ended before the frame did.
+                return Err(Damage::Decompress);
+            }
+            continue;
+        }
+        if out.len() == out.capacity() {
+            let grow = (raw - out.len()).min(out.len().max(READ_STEP));
+            out.reserve_exact(grow);
+        }
+        let start = out.len();
+        let before = input.pos();
+        let mut ob = OutBuffer::around_pos(out, start);
+        let hint = dctx
+            .decompress_stream(&mut ob, &mut input)
+            .map_err(|_| Damage::Decompress)?;
+        let produced = ob.pos() - start;
+        if hint == 0 {
+            break;
+        }
+        if produced == 0 && input.pos() == before {
+            // No progress with room to write: the input ended before the frame did.
+            return Err(Damage::Decompress);
+        }
+    }
+    if input.pos() != body.len() {
+        return Err(Damage::Decompress);
+    }
+    Ok(())
+}
+
 impl<R: Read + Seek> Reader<R> {
-    /// Reads the frame whose header is at `offset` (from an earlier pass), without
-    /// disturbing sequential reading.
-    pub fn frame_at(&mut self, offset: u64) -> Result<Frame, FormatError> {
+    /// Reads the frame at `pos` (from an earlier pass), without disturbing sequential
+    /// reading.
+    pub fn frame_at(&mut self, pos: FramePos) -> Result<Frame, FormatError> {
         let mut payload = Vec::new();
-        let ty = self.payload_at(offset, &mut payload)?;
+        let ty = self.payload_at(pos, &mut payload)?;
         Ok(Frame {
             ty,
-            offset,
+            offset: pos.offset,
+            index: pos.index,
             payload,
         })
     }
 
-    /// Reads the payload of the frame whose header is at `offset` into `out` (replacing
-    /// its contents; its allocation is reused) and returns the frame's type.
-    pub fn payload_at(&mut self, offset: u64, out: &mut Vec<u8>) -> Result<FrameType, FormatError> {
+    /// Reads the payload of the frame at `pos` into `out` (replacing its contents; its
+    /// allocation is reused) and returns the frame's type.
+    pub fn payload_at(
+        &mut self,
+        pos: FramePos,
+        out: &mut Vec<u8>,
+    ) -> Result<FrameType, FormatError> {
         let (saved_offset, saved_done) = (self.offset, self.done);
-        self.input.seek(SeekFrom::Start(offset))?;
-        self.offset = offset;
-        let result = self.read_one(&|_| false, out);
+        self.input.seek(SeekFrom::Start(pos.offset))?;
+        self.offset = pos.offset;
+        let result = self.read_one(pos, &|_| false, out);
         self.input.seek(SeekFrom::Start(saved_offset))?;
         self.offset = saved_offset;
         self.done = saved_done;
-        result?.ok_or(FormatError::Truncated { offset })
+        result?.ok_or(FormatError::Truncated {
+            at: Place {
+                offset: pos.offset,
+                frame: pos.index,
+                ty: None,
+            },
+        })
     }
+}
+
+/// Reads `len` bytes into `buf` (replacing its contents), growing it as the bytes arrive
+/// so that a length that the input does not hold costs no more memory than the input.
+/// Returns whether all `len` bytes were there.
+fn read_growing(input: &mut impl Read, buf: &mut Vec<u8>, len: usize) -> io::Result<bool> {
+    buf.clear();
+    while buf.len() < len {
+        let filled = buf.len();
+        let want = (len - filled).min(filled.max(READ_STEP));
+        buf.resize(filled + want, 0);
+        let n = read_full(input, &mut buf[filled..])?;
+        if n < want {
+            buf.truncate(filled + n);
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 /// CRC-32 of a frame: its header fields (without the CRC) and its stored payload.
@@ -619,10 +831,11 @@ mod tests {
         assert_eq!(e.payload, b"12345678tiny");
         assert_eq!(r.next_frame().unwrap(), None);
         assert!(r.is_complete());
-        let again = r.frame_at(b.offset).unwrap();
+        let again = r.frame_at(b.pos()).unwrap();
         assert_eq!(again, b);
+        assert_eq!((a.index, b.index, e.index), (1, 2, 5));
         let mut buf = vec![1, 2, 3];
-        assert_eq!(r.payload_at(d.offset, &mut buf).unwrap(), FrameType(0x103));
+        assert_eq!(r.payload_at(d.pos(), &mut buf).unwrap(), FrameType(0x103));
         assert_eq!(buf, keyed_payload());
     }
 
@@ -633,13 +846,14 @@ mod tests {
         let mut r = Reader::new(Cursor::new(&bytes)).unwrap();
         let mut got = Vec::new();
         while let Some(f) = r.next_frame_skimming(|ty| ty == FrameType(0x103)).unwrap() {
-            got.push((f.ty, f.payload.len(), f.offset));
+            got.push((f.ty, f.payload.len(), f.pos()));
         }
         assert!(r.is_complete());
         let lens: Vec<usize> = got.iter().map(|g| g.1).collect();
         // Unkeyed frames come whole; keyed frames of the skimmed type come as their key.
         assert_eq!(lens, vec![5, 40_000, lens[2], KEY_LEN, KEY_LEN]);
         let whole = r.frame_at(got[3].2).unwrap();
+        assert_eq!(whole.index, 4);
         assert_eq!(whole.payload, keyed_payload());
     }
 
@@ -700,6 +914,130 @@ mod tests {
                 "flip at {i} went unnoticed"
             );
         }
+    }
+
+    /// A file header and one frame header with these fields, then `body`.
+    fn crafted(flags: u16, stored: u32, raw: u32, body: &[u8]) -> Vec<u8> {
+        let mut bytes = Writer::new(Vec::new(), Kind::Memory).unwrap().out.clone();
+        let mut h = [0u8; FRAME_HEADER_LEN];
+        h[0..2].copy_from_slice(&0x100u16.to_le_bytes());
+        h[2..4].copy_from_slice(&flags.to_le_bytes());
+        h[4..8].copy_from_slice(&stored.to_le_bytes());
+        h[8..12].copy_from_slice(&raw.to_le_bytes());
+        let crc = frame_crc(&h[..12], body);
+        h[12..16].copy_from_slice(&crc.to_le_bytes());
+        bytes.extend_from_slice(&h);
+        bytes.extend_from_slice(body);
+        bytes
+    }
+
+    #[test]
+    fn a_header_claiming_a_gibibyte_costs_no_more_than_the_file() {
+        // 1 GiB claimed, 100 bytes present: the reader must notice the truncation without
+        // reserving (or zero-filling) the claimed size.
+        let bytes = crafted(0, MAX_FRAME_LEN, MAX_FRAME_LEN, &[7u8; 100]);
+        let mut r = Reader::new(Cursor::new(&bytes)).unwrap();
+        let e = r.next_frame().unwrap_err();
+        assert!(matches!(e, FormatError::Truncated { .. }), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "the file ends in the middle of a frame at byte 16 (frame 1, the start of a process)"
+        );
+        assert!(
+            r.stored.capacity() <= 2 * READ_STEP,
+            "{} bytes reserved for a {}-byte file",
+            r.stored.capacity(),
+            bytes.len()
+        );
+        // One byte more than a frame may hold is damage, not truncation.
+        let bytes = crafted(0, MAX_FRAME_LEN + 1, MAX_FRAME_LEN + 1, &[]);
+        let e = Reader::new(Cursor::new(&bytes))
+            .unwrap()
+            .next_frame()
+            .unwrap_err();
+        assert!(
+            matches!(
+                e,
+                FormatError::Corrupt {
+                    problem: Damage::TooLarge { .. },
+                    ..
+                }
+            ),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn decompressed_sizes_are_bounded_by_the_stored_bytes() {
+        // A compressed frame whose header claims far more than its bytes can hold.
+        let body = zstd::bulk::compress(&[1u8; 1000], 1).unwrap();
+        let claimed = (body.len() as u64 * MAX_EXPANSION + 1) as u32;
+        let bytes = crafted(COMPRESSED, body.len() as u32, claimed, &body);
+        let e = Reader::new(Cursor::new(&bytes))
+            .unwrap()
+            .next_frame()
+            .unwrap_err();
+        assert!(
+            matches!(
+                e,
+                FormatError::Corrupt {
+                    problem: Damage::Expansion { .. },
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        // A header that claims more (or less) than the data decompresses to.
+        for raw in [999u32, 1001, 60_000] {
+            let bytes = crafted(COMPRESSED, body.len() as u32, raw, &body);
+            let mut r = Reader::new(Cursor::new(&bytes)).unwrap();
+            let e = r.next_frame().unwrap_err();
+            assert!(matches!(e, FormatError::Corrupt { .. }), "raw {raw}: {e}");
+        }
+        // Exactly right: read.
+        let bytes = crafted(COMPRESSED, body.len() as u32, 1000, &body);
+        let f = Reader::new(Cursor::new(&bytes))
+            .unwrap()
+            .next_frame()
+            .unwrap()
+            .unwrap();
+        assert_eq!(f.payload, vec![1u8; 1000]);
+        // The writer stores what compresses beyond the bound as it is.
+        let mut w = Writer::new(Vec::new(), Kind::Memory).unwrap();
+        w.frame(FrameType(0x100), &vec![0u8; 1 << 20]).unwrap();
+        let bytes = w.finish().unwrap();
+        assert!(bytes.len() > 1 << 20);
+        let f = Reader::new(Cursor::new(&bytes))
+            .unwrap()
+            .next_frame()
+            .unwrap()
+            .unwrap();
+        assert_eq!(f.payload.len(), 1 << 20);
+    }
+
+    #[test]
+    fn messages_name_the_frame_and_the_byte() {
+        let bytes = sample();
+        let mut r = Reader::new(Cursor::new(&bytes)).unwrap();
+        let first = r.next_frame().unwrap().unwrap();
+        let second_at = r.offset();
+        let mut bad = bytes.clone();
+        bad[second_at as usize + FRAME_HEADER_LEN + 3] ^= 1;
+        let mut r = Reader::new(Cursor::new(&bad)).unwrap();
+        assert_eq!(r.next_frame().unwrap().unwrap(), first);
+        let e = r.next_frame().unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "damaged data (its checksum does not match) at byte {second_at} (frame 2, a chunk of module and stack definitions)"
+            )
+        );
+        assert_eq!(
+            Reader::new(Cursor::new(&bytes[..10]))
+                .unwrap_err()
+                .to_string(),
+            "the file ends in the middle of a frame at byte 0 (the file header)"
+        );
     }
 
     #[test]

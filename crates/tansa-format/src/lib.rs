@@ -19,21 +19,90 @@ pub mod meta;
 pub mod retrace;
 pub mod symtab;
 
-pub use container::{Frame, FrameEncoder, FrameType, Kind, Reader, Writer};
+pub use container::{Frame, FrameEncoder, FramePos, FrameType, Kind, Reader, Writer};
 
-/// Errors reading a recording.
+/// Where in a recording something is: a byte offset, and the frame there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Place {
+    /// Offset of the frame's header in the file (0: the file header).
+    pub offset: u64,
+    /// Number of the frame, from 1 (0: the file header).
+    pub frame: u64,
+    /// Its type, when its header could be read that far.
+    pub ty: Option<FrameType>,
+}
+
+impl Place {
+    /// The file header.
+    pub fn file_header() -> Place {
+        Place {
+            offset: 0,
+            frame: 0,
+            ty: None,
+        }
+    }
+}
+
+impl std::fmt::Display for Place {
+    /// `byte 4096 (frame 12, a thread event chunk)`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.frame, self.ty) {
+            (0, _) => write!(f, "byte {} (the file header)", self.offset),
+            (n, Some(ty)) => write!(f, "byte {} (frame {n}, {})", self.offset, ty.describe()),
+            (n, None) => write!(f, "byte {} (the header of frame {n})", self.offset),
+        }
+    }
+}
+
+/// What is wrong with a damaged frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Damage {
+    /// Unknown flags, or lengths that contradict each other.
+    #[error("a damaged frame header")]
+    Header,
+    /// A length beyond [`container::MAX_FRAME_LEN`].
+    #[error("a frame header that claims {claimed} bytes, more than a frame may hold")]
+    TooLarge {
+        /// The length claimed.
+        claimed: u64,
+    },
+    /// A decompressed size beyond [`container::MAX_EXPANSION`] times the stored size.
+    #[error(
+        "a frame header that claims {claimed} bytes, more than its {stored} stored bytes can hold"
+    )]
+    Expansion {
+        /// The decompressed size claimed.
+        claimed: u64,
+        /// The stored size.
+        stored: u64,
+    },
+    /// The checksum does not match the bytes.
+    #[error("damaged data (its checksum does not match)")]
+    Checksum,
+    /// The compressed bytes do not decompress.
+    #[error("damaged compressed data")]
+    Decompress,
+    /// The payload is not as long as its header says.
+    #[error("damaged compressed data (not the size its header gives)")]
+    Size,
+}
+
+/// Errors reading a recording. Their text says what is wrong in words and where (byte
+/// offset, frame number, what the frame holds); whoever shows it adds the file name and
+/// what the reader can do.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum FormatError {
     /// An I/O error.
-    #[error("I/O error: {0}")]
+    #[error("cannot read the file: {0}")]
     Io(#[from] std::io::Error),
     /// The file does not start with the recording magic.
-    #[error("not a tansa recording (bad magic number)")]
+    #[error("not a tansa recording (it does not start with the TANSAREC signature)")]
     NotARecording,
     /// Written by a newer or older, incompatible tansa.
     #[error(
-        "recording format version {found} is not supported (this tansa reads version {supported})"
+        "written in recording format {found}, which this tansa does not read (it reads format {supported})"
     )]
     UnsupportedVersion {
         /// Version in the file.
@@ -41,29 +110,33 @@ pub enum FormatError {
         /// Version this build reads.
         supported: u16,
     },
-    /// The file ends inside a frame.
-    #[error("recording is truncated at byte {offset}")]
+    /// The file header names a kind of recording this tansa does not know.
+    #[error("an unknown kind of recording ({raw}) at byte 10 (the file header)")]
+    UnknownKind {
+        /// The kind number in the file.
+        raw: u16,
+    },
+    /// The file ends inside a frame (or inside its header).
+    #[error("the file ends in the middle of a frame at {at}")]
     Truncated {
-        /// Offset of the incomplete frame.
-        offset: u64,
+        /// The incomplete frame.
+        at: Place,
     },
     /// A frame failed its checks.
-    #[error("recording is corrupt at byte {offset}: {reason}")]
+    #[error("{problem} at {at}")]
     Corrupt {
-        /// Offset of the bad frame.
-        offset: u64,
-        /// What was wrong.
-        reason: &'static str,
+        /// The bad frame.
+        at: Place,
+        /// What is wrong with it.
+        problem: Damage,
     },
     /// A frame's payload does not decode as the value its type promises.
-    #[error("frame of type {ty:#06x} at byte {offset} does not decode: {source}")]
+    #[error("contents that do not decode at {at}")]
     Payload {
-        /// Offset of the frame.
-        offset: u64,
-        /// Its type.
-        ty: u16,
-        /// The decoding error.
-        source: postcard::Error,
+        /// The frame.
+        at: Place,
+        /// The decoder's complaint (for debugging; not part of the message).
+        cause: postcard::Error,
     },
 }
 
@@ -77,5 +150,15 @@ impl FormatError {
                 | FormatError::Corrupt { .. }
                 | FormatError::Payload { .. }
         )
+    }
+
+    /// Where the damage is, for damage.
+    pub fn place(&self) -> Option<Place> {
+        match self {
+            FormatError::Truncated { at }
+            | FormatError::Corrupt { at, .. }
+            | FormatError::Payload { at, .. } => Some(*at),
+            _ => None,
+        }
     }
 }

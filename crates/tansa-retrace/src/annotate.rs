@@ -90,8 +90,11 @@ impl Program {
     }
 
     fn add(&mut self, f: &FunctionCode, formatter: &mut IntelFormatter) {
+        // Code that would run past the end of the address space is damage: left out.
+        let Some(end) = f.start.checked_add(f.bytes.len() as u64) else {
+            return;
+        };
         let id = self.functions.len() as u32;
-        let end = f.start + f.bytes.len() as u64;
         let mut decoder = Decoder::with_ip(64, &f.bytes, f.start, DecoderOptions::NONE);
         let mut decoded: Vec<Instruction> = Vec::new();
         while decoder.can_decode() {

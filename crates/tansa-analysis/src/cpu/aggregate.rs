@@ -73,12 +73,10 @@ pub fn report(rec: &CpuRecording, options: Options) -> CpuReport {
             .is_none_or(|pid| rec.process(process).is_some_and(|p| p.pid == pid))
     };
     let addresses: Vec<_> = rec.addresses.iter().filter(|a| wanted(a.process)).collect();
-    let stack_counts: Vec<_> = rec
-        .stack_counts
+    let stack_counts = per_stack(rec.stack_counts.iter().filter(|s| wanted(s.process)));
+    let total = addresses
         .iter()
-        .filter(|s| wanted(s.process))
-        .collect();
-    let total: u64 = addresses.iter().map(|a| a.count).sum();
+        .fold(0u64, |sum, a| sum.saturating_add(a.count));
     let period = rec.info.period_ns;
 
     let mut units: Vec<CpuUnit> = match options.by {
@@ -113,7 +111,7 @@ pub fn report(rec: &CpuRecording, options: Options) -> CpuReport {
     });
     let summary = rec.summary.unwrap_or_default();
     let mut warnings = rec.warnings.clone();
-    if summary.lost_samples + summary.lost_records > 0 {
+    if summary.lost_samples.saturating_add(summary.lost_records) > 0 {
         warnings.push(format!(
             "{} samples and {} records were lost (the reader fell behind): counts are a \
              lower bound",
@@ -149,6 +147,27 @@ fn round2(x: f64) -> f64 {
     (x * 100.0).round() / 100.0
 }
 
+/// Samples per call chain, whatever the thread: what total counts are computed from. Each
+/// chain is then walked once however many threads had it (a recording can list one long
+/// chain for very many threads).
+fn per_stack<'a>(
+    counts: impl Iterator<Item = &'a tansa_format::cpu::StackCount>,
+) -> Vec<(u32, u64)> {
+    let mut per: FxHashMap<u32, u64> = FxHashMap::default();
+    for c in counts {
+        let n = per.entry(c.stack).or_default();
+        *n = n.saturating_add(c.count);
+    }
+    let mut out: Vec<(u32, u64)> = per.into_iter().collect();
+    out.sort_unstable();
+    out
+}
+
+/// Adds `n` to a count, saturating.
+fn bump(count: &mut u64, n: u64) {
+    *count = count.saturating_add(n);
+}
+
 fn by_process(
     rec: &CpuRecording,
     names: &Names<'_>,
@@ -164,18 +183,19 @@ fn by_process(
             space_class(names, p, a.pc.module)
         };
         match class {
-            "user" => s.user_samples += a.count,
-            "shared" => s.shared_samples += a.count,
-            "kernel" => s.kernel_samples += a.count,
-            _ => s.other_samples += a.count,
+            "user" => bump(&mut s.user_samples, a.count),
+            "shared" => bump(&mut s.shared_samples, a.count),
+            "kernel" => bump(&mut s.kernel_samples, a.count),
+            _ => bump(&mut s.other_samples, a.count),
         }
     }
     per.into_iter()
         .map(|(id, split)| {
-            let n = split.user_samples
-                + split.shared_samples
-                + split.kernel_samples
-                + split.other_samples;
+            let n = split
+                .user_samples
+                .saturating_add(split.shared_samples)
+                .saturating_add(split.kernel_samples)
+                .saturating_add(split.other_samples);
             let p = rec.process(id);
             let mut u = CpuUnit::new(
                 p.map_or_else(
@@ -202,7 +222,7 @@ fn by_space(
 ) -> Vec<CpuUnit> {
     let mut per: FxHashMap<(u32, u32), u64> = FxHashMap::default();
     for a in addresses {
-        *per.entry((a.process, a.pc.module)).or_default() += a.count;
+        bump(per.entry((a.process, a.pc.module)).or_default(), a.count);
     }
     per.into_iter()
         .map(|((id, m), n)| {
@@ -225,7 +245,7 @@ fn by_space(
 /// Self and total per key of a frame (each key once per chain).
 fn by_key<K: std::hash::Hash + Eq + Copy>(
     addresses: &[&tansa_format::cpu::AddressCount],
-    stack_counts: &[&tansa_format::cpu::StackCount],
+    stack_counts: &[(u32, u64)],
     rec: &CpuRecording,
     key: impl Fn(Loc) -> Option<K>,
     make: impl Fn(K) -> CpuUnit,
@@ -233,12 +253,12 @@ fn by_key<K: std::hash::Hash + Eq + Copy>(
     let mut acc: HashMap<K, Acc> = HashMap::new();
     for a in addresses {
         if let Some(k) = key(a.pc) {
-            acc.entry(k).or_default().self_ += a.count;
+            bump(&mut acc.entry(k).or_default().self_, a.count);
         }
     }
     let mut seen = FxHashSet::default();
-    for s in stack_counts {
-        let Some(stack) = rec.stack(s.stack) else {
+    for &(id, count) in stack_counts {
+        let Some(stack) = rec.stack(id) else {
             continue;
         };
         seen.clear();
@@ -246,7 +266,7 @@ fn by_key<K: std::hash::Hash + Eq + Copy>(
             if let Some(k) = key(f)
                 && seen.insert(k)
             {
-                acc.entry(k).or_default().total += s.count;
+                bump(&mut acc.entry(k).or_default().total, count);
             }
         }
     }
@@ -283,7 +303,7 @@ fn by_function(
     rec: &CpuRecording,
     names: &Names<'_>,
     addresses: &[&tansa_format::cpu::AddressCount],
-    stack_counts: &[&tansa_format::cpu::StackCount],
+    stack_counts: &[(u32, u64)],
 ) -> Vec<CpuUnit> {
     let mut interner = Interner::default();
     // Functions of a frame, innermost inlined first.
@@ -302,7 +322,7 @@ fn by_function(
     let mut self_: FxHashMap<u32, u64> = FxHashMap::default();
     for a in addresses {
         let id = interner.id(names.unit(a.pc));
-        *self_.entry(id).or_default() += a.count;
+        bump(self_.entry(id).or_default(), a.count);
     }
     // Per chain: its functions once each, with the caller of the innermost occurrence.
     const ROOT: u32 = u32::MAX;
@@ -310,8 +330,8 @@ fn by_function(
     let mut callers: FxHashMap<(u32, u32), u64> = FxHashMap::default();
     let mut seen: FxHashSet<u32> = FxHashSet::default();
     let mut chain: Vec<u32> = Vec::new();
-    for s in stack_counts {
-        let Some(stack) = rec.stack(s.stack) else {
+    for &(stack_id, count) in stack_counts {
+        let Some(stack) = rec.stack(stack_id) else {
             continue;
         };
         chain.clear();
@@ -325,8 +345,8 @@ fn by_function(
                 continue;
             }
             let caller = chain.get(i + 1).copied().unwrap_or(ROOT);
-            *total.entry(id).or_default() += s.count;
-            *callers.entry((id, caller)).or_default() += s.count;
+            bump(total.entry(id).or_default(), count);
+            bump(callers.entry((id, caller)).or_default(), count);
         }
     }
     let mut per_callee: FxHashMap<u32, Vec<CallerReport>> = FxHashMap::default();
@@ -365,7 +385,7 @@ fn by_line(
     rec: &CpuRecording,
     names: &Names<'_>,
     addresses: &[&tansa_format::cpu::AddressCount],
-    stack_counts: &[&tansa_format::cpu::StackCount],
+    stack_counts: &[(u32, u64)],
 ) -> Vec<CpuUnit> {
     type LineKey = (String, u32, String);
     // The innermost frame's line (inlined code on its own line).
@@ -403,19 +423,19 @@ fn by_line(
     };
     let mut acc: HashMap<LineKey, Acc> = HashMap::new();
     for a in addresses {
-        acc.entry(line_of(a.pc)).or_default().self_ += a.count;
+        bump(&mut acc.entry(line_of(a.pc)).or_default().self_, a.count);
     }
     let mut cache: FxHashMap<Loc, Vec<LineKey>> = FxHashMap::default();
     let mut seen: FxHashSet<LineKey> = FxHashSet::default();
-    for s in stack_counts {
-        let Some(stack) = rec.stack(s.stack) else {
+    for &(id, count) in stack_counts {
+        let Some(stack) = rec.stack(id) else {
             continue;
         };
         seen.clear();
         for &f in &stack.frames {
             for k in cache.entry(f).or_insert_with(|| all_lines(f)).iter() {
                 if seen.insert(k.clone()) {
-                    acc.entry(k.clone()).or_default().total += s.count;
+                    bump(&mut acc.entry(k.clone()).or_default().total, count);
                 }
             }
         }
@@ -442,7 +462,7 @@ fn by_instruction(
 ) -> Vec<CpuUnit> {
     let mut acc: FxHashMap<Loc, u64> = FxHashMap::default();
     for a in addresses {
-        *acc.entry(a.pc).or_default() += a.count;
+        bump(acc.entry(a.pc).or_default(), a.count);
     }
     acc.into_iter()
         .map(|(loc, n)| {

@@ -156,16 +156,16 @@ pub fn annotate(
     let mut counts: FxHashMap<Loc, u64> = FxHashMap::default();
     let mut all_samples = 0;
     for a in rec.addresses.iter().filter(|a| wanted(a.process)) {
-        *counts.entry(a.pc).or_default() += a.count;
-        all_samples += a.count;
+        let n = counts.entry(a.pc).or_default();
+        *n = n.saturating_add(a.count);
+        all_samples = a.count.saturating_add(all_samples);
     }
     let in_block = |c: &Candidate<'_>| -> u64 {
-        let end = c.block.start + c.block.bytes.len() as u64;
+        let end = c.block.start.saturating_add(c.block.bytes.len() as u64);
         counts
             .iter()
             .filter(|(l, _)| l.module == c.module && l.offset >= c.block.start && l.offset < end)
-            .map(|(_, n)| n)
-            .sum()
+            .fold(0u64, |sum, (_, n)| sum.saturating_add(*n))
     };
     let matches: Vec<&Candidate<'_>> = all
         .iter()
@@ -190,7 +190,7 @@ pub fn annotate(
         }
     };
     let start = c.block.start;
-    let end = start + c.block.bytes.len() as u64;
+    let end = start.saturating_add(c.block.bytes.len() as u64);
     let mut decoder = Decoder::with_ip(64, &c.block.bytes, start, DecoderOptions::NONE);
     let mut formatter = IntelFormatter::new();
     let o = formatter.options_mut();
@@ -213,10 +213,10 @@ pub fn annotate(
         let frames = names.frames(loc);
         let inner = frames.first();
         let samples = counts.get(&loc).copied().unwrap_or(0);
-        on_boundary += samples;
+        on_boundary = on_boundary.saturating_add(samples);
         instructions.push(AsmLine {
             address: instr.ip(),
-            offset: instr.ip() - start,
+            offset: instr.ip().wrapping_sub(start),
             text,
             samples,
             file: inner.and_then(|f| f.file).map(str::to_string),
@@ -236,12 +236,17 @@ pub fn annotate(
         period_ns: rec.info.period_ns,
         instructions,
         sources,
-        misaligned_samples: samples - on_boundary,
+        misaligned_samples: samples.saturating_sub(on_boundary),
     })
 }
 
 /// How far above its first line a function's declaration is looked for.
 const HEADER_SEARCH: u32 = 10;
+
+/// Most lines listed between the first and the last line of a function beyond its source
+/// text (when the text is missing, or shorter than the line numbers say): more is damage,
+/// and then only the lines with instructions are listed.
+const MAX_BLIND_SPAN: u32 = 10_000;
 
 fn source_blocks(rec: &CpuRecording, instructions: &[AsmLine], function: &str) -> Vec<SourceBlock> {
     let mut per_file: BTreeMap<&str, BTreeMap<u32, u64>> = BTreeMap::new();
@@ -249,7 +254,8 @@ fn source_blocks(rec: &CpuRecording, instructions: &[AsmLine], function: &str) -
         if let Some(f) = &i.file
             && i.line > 0
         {
-            *per_file.entry(f).or_default().entry(i.line).or_default() += i.samples;
+            let n = per_file.entry(f).or_default().entry(i.line).or_default();
+            *n = n.saturating_add(i.samples);
         }
     }
     let mut blocks: Vec<(u64, SourceBlock)> = per_file
@@ -271,8 +277,14 @@ fn source_blocks(rec: &CpuRecording, instructions: &[AsmLine], function: &str) -
             {
                 first = decl;
             }
-            let total: u64 = lines.values().sum();
-            let lines = (first..=last)
+            let total = lines.values().fold(0u64, |sum, n| sum.saturating_add(*n));
+            // Every line of the span, as far as the text or a plausible span goes; beyond,
+            // the lines with instructions.
+            let known = u32::try_from(text_lines.len()).unwrap_or(u32::MAX);
+            let listed = known.max(first.saturating_add(MAX_BLIND_SPAN)).min(last);
+            let beyond = lines.range(listed.saturating_add(1)..).map(|(&n, _)| n);
+            let lines = (first..=listed)
+                .chain(beyond)
                 .map(|n| SourceLine {
                     line: n,
                     text: text_lines.get(n as usize - 1).map(|s| s.to_string()),

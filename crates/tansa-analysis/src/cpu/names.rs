@@ -72,9 +72,13 @@ impl<'a> Names<'a> {
         let Some(a) = self.lookup(loc) else {
             return Vec::new();
         };
+        // At most MAX_INLINED frames: the innermost ones and the physical function.
+        let n = a.frames.len();
         a.frames
             .iter()
-            .map(|f| SourceFrame {
+            .enumerate()
+            .filter(|&(i, _)| i + 1 < crate::memory::model::MAX_INLINED || i + 1 == n)
+            .map(|(_, f)| SourceFrame {
                 function: self.rec.symbols.string(f.function),
                 file: self.rec.symbols.string(f.file),
                 line: f.line,

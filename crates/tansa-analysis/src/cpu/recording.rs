@@ -26,8 +26,18 @@ pub enum CpuRecordingError {
         found: &'static str,
     },
     /// The file has no description frame: it is not usable.
-    #[error("the recording has no CPU description frame (damaged at the start)")]
-    NoInfo,
+    #[error("the recording holds no description of its sampling{}", damage_note(.damage))]
+    NoInfo {
+        /// The damage that stopped reading, if any.
+        damage: Option<String>,
+    },
+}
+
+fn damage_note(damage: &Option<String>) -> String {
+    damage
+        .as_ref()
+        .map(|d| format!(" before the damage: {d}"))
+        .unwrap_or_default()
 }
 
 /// A CPU recording.
@@ -106,8 +116,9 @@ impl CpuRecording {
                 Ok(None) => break,
                 Err(e) if e.is_damage() => {
                     rec.damaged = true;
-                    rec.warnings
-                        .push(format!("{e}; the report covers the data before it"));
+                    rec.warnings.push(format!(
+                        "{e}; the report covers what was recorded before it"
+                    ));
                     break;
                 }
                 Err(e) => return Err(e.into()),
@@ -133,21 +144,24 @@ impl CpuRecording {
             })();
             if let Err(e) = result {
                 rec.damaged = true;
-                rec.warnings
-                    .push(format!("{e}; the report covers the data before it"));
+                rec.warnings.push(format!(
+                    "{e}; the report covers what was recorded before it"
+                ));
                 break;
             }
         }
         if !reader.is_complete() && !rec.damaged {
             rec.damaged = true;
-            rec.warnings.push(
-                "the recording ends early (the recorder was interrupted); the report covers \
-                 the data written before"
-                    .into(),
-            );
+            rec.warnings.push(format!(
+                "the file ends without its end marker at byte {} (the recorder did not finish \
+                 writing it); the report covers what was recorded before it",
+                reader.offset()
+            ));
         }
         rec.meta = meta;
-        rec.info = info.ok_or(CpuRecordingError::NoInfo)?;
+        rec.info = info.ok_or_else(|| CpuRecordingError::NoInfo {
+            damage: rec.damaged.then(|| rec.warnings.join("; ")),
+        })?;
         // Stacks are referred to by id: keep them indexable even if frames were lost.
         rec.stacks.sort_by_key(|s| s.id);
         if rec.symbols.modules.is_empty() && !rec.modules.is_empty() {
@@ -180,6 +194,8 @@ impl CpuRecording {
 
     /// Total samples in the recording.
     pub fn total_samples(&self) -> u64 {
-        self.addresses.iter().map(|a| a.count).sum()
+        self.addresses
+            .iter()
+            .fold(0u64, |sum, a| sum.saturating_add(a.count))
     }
 }

@@ -170,27 +170,29 @@ fn is_allocator_entry(f: &LogicalFrame) -> bool {
         .is_some_and(|n| ALLOCATOR.iter().any(|p| n.starts_with(p)))
 }
 
-/// The frames that may be charged: inside the root, without the allocator entry points.
-pub fn eligible<'s>(stack: &'s Stack, reg: &Registry) -> &'s [LogicalFrame] {
-    let frames = &stack.frames[..];
+/// The frames that may be charged: inside the root, without the allocator entry points
+/// (a range of frame indices, innermost first).
+pub fn eligible(stack: &Stack, reg: &Registry) -> std::ops::Range<usize> {
+    let len = stack.len();
+    let frame = |i: usize| stack.get(i).expect("index below the stack's length");
     let module = |f: &LogicalFrame| f.module.map(|m| reg.module(m));
     // The root: `main` of the main executable, if the stack reaches it.
-    let mut end = frames
-        .iter()
+    let mut end = stack
+        .frames()
         .rposition(|f| f.function.as_deref() == Some("main") && module(f).is_some_and(|m| m.main))
-        .map_or(frames.len(), |r| r + 1);
+        .map_or(len, |r| r + 1);
     // Without `main` (a thread, an exit handler, a stripped executable): drop the run of
     // start-up frames at the outer end (C library, dynamic loader, named start-up code).
-    if end == frames.len() {
+    if end == len {
         while end > 0 {
-            let f = &frames[end - 1];
+            let f = frame(end - 1);
             let startup = function_is(f, STARTUP)
                 || module(f).is_some_and(|m| is_c_library(m) || is_loader(m));
-            let unnamed_entry = end == frames.len()
+            let unnamed_entry = end == len
                 && f.function.is_none()
                 && module(f).is_some_and(|m| m.main)
                 && end >= 2
-                && module(&frames[end - 2]).is_some_and(is_c_library);
+                && module(frame(end - 2)).is_some_and(is_c_library);
             if startup || unnamed_entry {
                 end -= 1;
             } else {
@@ -198,16 +200,16 @@ pub fn eligible<'s>(stack: &'s Stack, reg: &Registry) -> &'s [LogicalFrame] {
             }
         }
     }
-    let mut start = 0;
-    while start < frames.len() && is_allocator_entry(&frames[start]) {
-        start += 1;
-    }
+    let start = stack
+        .frames()
+        .position(|f| !is_allocator_entry(f))
+        .unwrap_or(len);
     if start >= end {
         // Nothing but start-up or tear-down code (a C library releasing a thread's buffers
         // at exit, say): charge the frames themselves rather than nobody.
-        return &frames[start.min(frames.len())..];
+        return start.min(len)..len;
     }
-    &frames[start..end]
+    start..end
 }
 
 fn function_name(f: &LogicalFrame, m: Option<&ModuleInfo>) -> String {
@@ -231,10 +233,11 @@ pub fn targets(
     let Some(stack) = stack else {
         return vec![Target::Unknown];
     };
-    let frames = eligible(stack, reg);
-    if frames.is_empty() {
+    let range = eligible(stack, reg);
+    if range.is_empty() {
         return vec![Target::Unknown];
     }
+    let frames = || stack.range(range.start, range.end);
     let module = |f: &LogicalFrame| f.module.map(|m| reg.module(m));
     let in_shared = |f: &&LogicalFrame| module(f).is_some_and(ModuleInfo::is_shared_library);
     let to_target = |f: &LogicalFrame, intern: &mut dyn FnMut(String) -> Arc<str>| {
@@ -248,25 +251,26 @@ pub fn targets(
         }
     };
     let chosen: Vec<&LogicalFrame> = match charge {
-        Charge::First => frames.iter().rev().find(in_shared).into_iter().collect(),
-        Charge::Last => frames.iter().find(in_shared).into_iter().collect(),
-        Charge::All => frames.iter().rev().filter(in_shared).collect(),
+        Charge::First => frames().rev().find(in_shared).into_iter().collect(),
+        Charge::Last => frames().find(in_shared).into_iter().collect(),
+        Charge::All => frames().rev().filter(in_shared).collect(),
     };
     if chosen.is_empty() {
+        let innermost = frames().next().expect("a non-empty range");
         return vec![if by_function {
-            Target::Function(intern(function_name(&frames[0], module(&frames[0]))))
+            Target::Function(intern(function_name(innermost, module(innermost))))
         } else {
-            let name = frames
-                .iter()
+            let name = frames()
                 .find_map(|f| module(f).filter(|m| m.main))
                 .map_or(main_name, |m| m.name.as_str());
             Target::Library(intern(name.to_string()))
         }];
     }
-    let mut out: Vec<Target> = Vec::with_capacity(chosen.len());
+    let mut out: Vec<Target> = Vec::with_capacity(chosen.len().min(16));
+    let mut seen = std::collections::HashSet::new();
     for f in chosen {
         let t = to_target(f, intern);
-        if !out.contains(&t) {
+        if seen.insert(t.clone()) {
             out.push(t);
         }
     }

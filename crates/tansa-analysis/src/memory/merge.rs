@@ -12,6 +12,44 @@ use std::collections::BinaryHeap;
 
 use tansa_wire::event::{AllocOp, DecodeError, Decoder, ImproperEvent, Record, StreamState};
 
+/// Largest block an allocator can hand out (`PTRDIFF_MAX`): a recorded allocation that is
+/// larger is damage.
+pub const MAX_BLOCK_SIZE: u64 = i64::MAX as u64;
+
+/// Longest record a thread stream holds (a thread's start with its name is the longest,
+/// about 100 bytes): an unfinished record that grows beyond this is damage, not a record
+/// continued in the next chunk.
+pub const MAX_THREAD_RECORD: usize = 4096;
+
+/// Why a thread stream stopped being decoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StreamError {
+    /// The stream ends inside a record (normal for a process that died while writing).
+    #[error("the stream ends in the middle of an event record")]
+    Truncated,
+    /// A byte that starts no known record, or a malformed field.
+    #[error("an unreadable event record")]
+    Unreadable {
+        /// Offset of the record in the stream (from its first chunk).
+        offset: u64,
+    },
+    /// An allocation larger than any allocator can return.
+    #[error("an allocation of {size} bytes, more than any allocator can return")]
+    ImpossibleSize {
+        /// The size recorded.
+        size: u64,
+        /// Offset of the record in the stream.
+        offset: u64,
+    },
+    /// A record that does not end within [`MAX_THREAD_RECORD`] bytes.
+    #[error("an event record that never ends")]
+    Unending {
+        /// Offset of the record in the stream.
+        offset: u64,
+    },
+}
+
 /// What happened.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EventKind {
@@ -74,6 +112,18 @@ pub struct Event {
     pub kind: EventKind,
 }
 
+impl StreamError {
+    /// Offset of the bad record in the stream, when known.
+    pub fn offset(&self) -> Option<u64> {
+        match *self {
+            StreamError::Truncated => None,
+            StreamError::Unreadable { offset }
+            | StreamError::ImpossibleSize { offset, .. }
+            | StreamError::Unending { offset } => Some(offset),
+        }
+    }
+}
+
 /// Decodes one thread stream delivered in arbitrary pieces.
 #[derive(Debug)]
 pub struct StreamDecoder {
@@ -81,7 +131,10 @@ pub struct StreamDecoder {
     tid: u32,
     state: StreamState,
     carry: Vec<u8>,
-    error: Option<DecodeError>,
+    /// Stream offset of the first byte of `carry` (or of the next piece).
+    consumed: u64,
+    error: Option<StreamError>,
+    reported: bool,
 }
 
 impl StreamDecoder {
@@ -92,7 +145,9 @@ impl StreamDecoder {
             tid: 0,
             state: StreamState::default(),
             carry: Vec::new(),
+            consumed: 0,
             error: None,
+            reported: false,
         }
     }
 
@@ -105,42 +160,78 @@ impl StreamDecoder {
         if self.carry.is_empty() {
             let used = self.decode(bytes, out);
             self.carry.extend_from_slice(&bytes[used..]);
+            self.consumed += used as u64;
         } else {
             let mut joined = std::mem::take(&mut self.carry);
             joined.extend_from_slice(bytes);
             let used = self.decode(&joined, out);
             joined.drain(..used);
             self.carry = joined;
+            self.consumed += used as u64;
+        }
+        if self.error.is_none() && self.carry.len() > MAX_THREAD_RECORD {
+            self.error = Some(StreamError::Unending {
+                offset: self.consumed,
+            });
+            self.carry = Vec::new();
         }
     }
 
     /// Ends the stream: an incomplete record left over is reported.
-    pub fn finish(&mut self) -> Option<DecodeError> {
+    pub fn finish(&mut self) -> Option<StreamError> {
         if self.error.is_none() && !self.carry.is_empty() {
-            self.error = Some(DecodeError::Truncated { offset: 0 });
+            self.error = Some(StreamError::Truncated);
         }
         self.error
     }
 
     /// The decoding error that stopped this stream, if any.
-    pub fn error(&self) -> Option<DecodeError> {
+    pub fn error(&self) -> Option<StreamError> {
         self.error
+    }
+
+    /// The damage that stopped this stream, the first time it is asked for after it
+    /// happened (a record cut short at the very end of the stream is not damage).
+    pub fn new_damage(&mut self) -> Option<StreamError> {
+        match self.error {
+            Some(StreamError::Truncated) | None => None,
+            Some(e) if !self.reported => {
+                self.reported = true;
+                Some(e)
+            }
+            Some(_) => None,
+        }
     }
 
     fn decode(&mut self, bytes: &[u8], out: &mut dyn FnMut(Event)) -> usize {
         let mut d = Decoder::with_state(bytes, self.state);
         let mut used = 0;
         let session = self.session;
+        let base = self.consumed;
         while let Some(r) = d.next() {
             let rec = match r {
                 Ok(rec) => rec,
                 Err(DecodeError::Truncated { .. }) => break,
-                Err(e) => {
-                    self.error = Some(e);
-                    used = bytes.len();
-                    return used;
+                Err(DecodeError::Corrupt { offset }) => {
+                    self.error = Some(StreamError::Unreadable {
+                        offset: base + offset as u64,
+                    });
+                    return bytes.len();
                 }
             };
+            // Sizes are trusted only as far as an allocator could have returned them.
+            let size = match rec {
+                Record::Alloc(a) => a.size,
+                Record::Realloc(r) if r.new_ptr != 0 => r.size,
+                _ => 0,
+            };
+            if size > MAX_BLOCK_SIZE {
+                self.error = Some(StreamError::ImpossibleSize {
+                    size,
+                    offset: base + used as u64,
+                });
+                return bytes.len();
+            }
             used = d.position();
             self.state = d.state();
             let mut emit = |ts, kind| {

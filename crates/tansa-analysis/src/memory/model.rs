@@ -51,12 +51,114 @@ pub struct LogicalFrame {
     pub function_start: Option<u64>,
 }
 
+/// Most source-level frames kept for one return address (the innermost inlined
+/// functions first, and always the function that physically contains the address): deeper
+/// inlining than this is not met in practice, and a recording cannot make one address cost
+/// more.
+pub const MAX_INLINED: usize = 64;
+
 /// A call stack, innermost frame (the allocator's caller) first.
+///
+/// Each return address contributes its source-level frames (inlined functions first); those
+/// are shared between every stack through the same address, so a stack costs memory in
+/// proportion to its return addresses, not to its source-level frames.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Stack {
-    /// The frames.
-    pub frames: Vec<LogicalFrame>,
+    /// Per return address, its frames.
+    segments: Vec<Arc<[LogicalFrame]>>,
+    /// Number of frames up to and including each segment.
+    ends: Vec<usize>,
 }
+
+impl Stack {
+    /// A stack of these frames.
+    pub fn from_frames(frames: Vec<LogicalFrame>) -> Stack {
+        let mut s = Stack::default();
+        for f in frames {
+            s.push(Arc::from([f]));
+        }
+        s
+    }
+
+    fn push(&mut self, segment: Arc<[LogicalFrame]>) {
+        if segment.is_empty() {
+            return;
+        }
+        let end = self.len() + segment.len();
+        self.segments.push(segment);
+        self.ends.push(end);
+    }
+
+    /// Number of frames.
+    pub fn len(&self) -> usize {
+        self.ends.last().copied().unwrap_or(0)
+    }
+
+    /// Whether it has no frame.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Frame `i`, counting from the innermost.
+    pub fn get(&self, i: usize) -> Option<&LogicalFrame> {
+        let seg = self.ends.partition_point(|&e| e <= i);
+        let start = if seg == 0 { 0 } else { self.ends[seg - 1] };
+        self.segments.get(seg)?.get(i - start)
+    }
+
+    /// The frames, innermost first.
+    pub fn frames(&self) -> StackFrames<'_> {
+        self.range(0, self.len())
+    }
+
+    /// Frames `start..end`, innermost first.
+    pub fn range(&self, start: usize, end: usize) -> StackFrames<'_> {
+        let end = end.min(self.len());
+        StackFrames {
+            stack: self,
+            front: start.min(end),
+            back: end,
+        }
+    }
+}
+
+/// The frames of a [`Stack`] (or of part of it), innermost first.
+#[derive(Debug, Clone)]
+pub struct StackFrames<'a> {
+    stack: &'a Stack,
+    front: usize,
+    back: usize,
+}
+
+impl<'a> Iterator for StackFrames<'a> {
+    type Item = &'a LogicalFrame;
+
+    fn next(&mut self) -> Option<&'a LogicalFrame> {
+        if self.front >= self.back {
+            return None;
+        }
+        let f = self.stack.get(self.front);
+        self.front += 1;
+        f
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = self.back - self.front;
+        (n, Some(n))
+    }
+}
+
+impl DoubleEndedIterator for StackFrames<'_> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        if self.front >= self.back {
+            return None;
+        }
+        self.back -= 1;
+        self.stack.get(self.back)
+    }
+}
+
+impl ExactSizeIterator for StackFrames<'_> {}
 
 /// One resolved source frame, as an [`AddressResolver`] returns it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -93,8 +195,10 @@ pub struct Registry {
     by_file: FxHashMap<(String, Vec<u8>), ModuleIdx>,
     session_modules: FxHashMap<(u32, u32), ModuleIdx>,
     stacks: FxHashMap<(u32, u32), Arc<Stack>>,
+    /// Number of stacks defined by each session.
+    session_stacks: FxHashMap<u32, u32>,
     names: FxHashMap<String, Arc<str>>,
-    frames_cache: FxHashMap<(ModuleIdx, u64), Arc<[LogicalFrame]>>,
+    frames_cache: FxHashMap<(Option<ModuleIdx>, u64), Arc<[LogicalFrame]>>,
     unresolved_stacks: Vec<(u32, u32, Vec<Frame>)>,
 }
 
@@ -107,6 +211,18 @@ impl Registry {
     /// A module.
     pub fn module(&self, idx: ModuleIdx) -> &ModuleInfo {
         &self.modules[idx as usize]
+    }
+
+    /// Number of stacks `session` defined (stack ids are numbered from 1 as they are
+    /// defined, so a larger id is a sparse one).
+    pub fn stack_count(&self, session: u32) -> u32 {
+        self.session_stacks.get(&session).copied().unwrap_or(0)
+    }
+
+    fn insert_stack(&mut self, session: u32, id: u32, stack: Stack) {
+        if self.stacks.insert((session, id), Arc::new(stack)).is_none() {
+            *self.session_stacks.entry(session).or_default() += 1;
+        }
     }
 
     fn intern(&mut self, s: &str) -> Arc<str> {
@@ -172,7 +288,7 @@ impl Registry {
             return;
         }
         let stack = self.build_stack(session, &frames, resolver);
-        self.stacks.insert((session, id), Arc::new(stack));
+        self.insert_stack(session, id, stack);
     }
 
     /// Resolves stacks whose modules were announced after them. Returns how many stay
@@ -185,7 +301,7 @@ impl Registry {
                 .all(|f| f.module == 0 || self.session_module(session, f.module).is_some());
             if ready || force {
                 let stack = self.build_stack(session, &frames, resolver);
-                self.stacks.insert((session, id), Arc::new(stack));
+                self.insert_stack(session, id, stack);
             } else {
                 self.unresolved_stacks.push((session, id, frames));
             }
@@ -199,41 +315,43 @@ impl Registry {
         frames: &[Frame],
         resolver: &mut dyn AddressResolver,
     ) -> Stack {
-        let mut out = Vec::with_capacity(frames.len() + 4);
+        let mut out = Stack::default();
         for f in frames {
             let module = (f.module != 0)
                 .then(|| self.session_module(session, f.module))
                 .flatten();
-            match module {
-                // The agent's own frames (its `dlclose` wrapper, say) are not the program's.
-                Some(m) if self.modules[m as usize].agent => {}
-                Some(m) => {
-                    let logical = match self.frames_cache.get(&(m, f.offset)) {
-                        Some(l) => Arc::clone(l),
-                        None => {
-                            let r = resolver.resolve(&self.modules[m as usize], f.offset);
-                            let l: Arc<[LogicalFrame]> = self.logical(m, f.offset, r).into();
-                            self.frames_cache.insert((m, f.offset), Arc::clone(&l));
-                            l
-                        }
-                    };
-                    out.extend(logical.iter().cloned());
-                }
-                None => out.push(LogicalFrame {
-                    module: None,
-                    function: None,
-                    file: None,
-                    line: 0,
-                    inlined: false,
-                    offset: f.offset,
-                    function_start: None,
-                }),
+            // The agent's own frames (its `dlclose` wrapper, say) are not the program's.
+            if module.is_some_and(|m| self.modules[m as usize].agent) {
+                continue;
             }
+            let segment = match self.frames_cache.get(&(module, f.offset)) {
+                Some(l) => Arc::clone(l),
+                None => {
+                    let l: Arc<[LogicalFrame]> = match module {
+                        Some(m) => {
+                            let r = resolver.resolve(&self.modules[m as usize], f.offset);
+                            self.logical(m, f.offset, r).into()
+                        }
+                        None => Arc::from([LogicalFrame {
+                            module: None,
+                            function: None,
+                            file: None,
+                            line: 0,
+                            inlined: false,
+                            offset: f.offset,
+                            function_start: None,
+                        }]),
+                    };
+                    self.frames_cache.insert((module, f.offset), Arc::clone(&l));
+                    l
+                }
+            };
+            out.push(segment);
         }
-        Stack { frames: out }
+        out
     }
 
-    fn logical(&mut self, module: ModuleIdx, offset: u64, r: Resolution) -> Vec<LogicalFrame> {
+    fn logical(&mut self, module: ModuleIdx, offset: u64, mut r: Resolution) -> Vec<LogicalFrame> {
         if r.frames.is_empty() {
             return vec![LogicalFrame {
                 module: Some(module),
@@ -244,6 +362,12 @@ impl Registry {
                 offset,
                 function_start: r.function_start,
             }];
+        }
+        if r.frames.len() > MAX_INLINED {
+            // Keep the innermost inlined functions and the physical function.
+            let outer = r.frames.pop();
+            r.frames.truncate(MAX_INLINED - 1);
+            r.frames.extend(outer);
         }
         let n = r.frames.len();
         r.frames

@@ -13,7 +13,7 @@ use std::sync::mpsc::{Receiver, Sender, channel};
 use std::thread::JoinHandle;
 
 use tansa_format::FormatError;
-use tansa_format::container::{FrameType, Kind, Reader};
+use tansa_format::container::{FramePos, FrameType, Kind, Reader};
 use tansa_format::memory::{
     self, SessionEnd, SessionInfo, SessionLosses, Unrecorded, split_meta_chunk, split_thread_chunk,
 };
@@ -21,8 +21,10 @@ use tansa_format::meta::{Calibration, RecordingMeta};
 use tansa_format::symtab::SymbolTable;
 use tansa_wire::event::{Decoder, Record};
 
-use super::merge::{Event, EventSource, Merger, StreamDecoder};
+use super::aggregate::{Aggregator, Config, SessionMeta};
+use super::merge::{Event, EventSource, Merger, StreamDecoder, StreamError};
 use super::model::{AddressResolver, ModuleInfo, Registry, Resolution, SourceFrame};
+use super::report::MemoryReport;
 
 /// Errors opening a memory recording.
 #[derive(Debug, thiserror::Error)]
@@ -62,9 +64,12 @@ pub struct MemoryRecording<R> {
     pub registry: Registry,
     /// Problems found while reading.
     pub warnings: Vec<String>,
-    /// Whether the file is truncated or damaged (the report covers what precedes the damage).
+    /// Whether pass one found the file truncated or damaged (the report covers what
+    /// precedes the damage); see [`MemoryRecording::is_damaged`] for the whole file.
     pub damaged: bool,
-    chunks: BTreeMap<(u32, u32), Vec<u64>>,
+    /// Whether pass two found damaged event streams.
+    streams_damaged: std::cell::Cell<bool>,
+    chunks: BTreeMap<(u32, u32), Vec<FramePos>>,
     symbols_present: bool,
     prefetch: Option<Prefetch>,
 }
@@ -74,6 +79,9 @@ pub struct MemoryRecording<R> {
 /// why it could not.
 type Batch = Result<(Vec<Event>, Option<String>), String>;
 
+/// What every warning about damage ends with: what the report still is.
+const PARTIAL: &str = "the report covers what was recorded before it";
+
 /// Chunks decompressed and decoded ahead by a second thread reading the same file. The
 /// merge asks for them: each stream keeps [`LOOK_AHEAD`] chunks requested beyond the one it
 /// reads, so the thread works in the order the merge will need the chunks and holds at
@@ -82,8 +90,8 @@ type Batch = Result<(Vec<Event>, Option<String>), String>;
 #[derive(Debug)]
 struct Prefetch {
     requests: Sender<Request>,
-    rx: Receiver<(u64, Batch)>,
-    ready: RefCell<rustc_hash::FxHashMap<u64, Batch>>,
+    rx: Receiver<(FramePos, Batch)>,
+    ready: RefCell<rustc_hash::FxHashMap<FramePos, Batch>>,
     /// Emptied event buffers go back to the thread, so that it does not allocate (and
     /// fault in) fresh memory for every chunk.
     recycle: Sender<Vec<Event>>,
@@ -98,7 +106,7 @@ const LOOK_AHEAD: usize = 2;
 /// A chunk to decode: its offset, its stream, and whether it is the stream's last.
 #[derive(Debug, Clone, Copy)]
 struct Request {
-    offset: u64,
+    pos: FramePos,
     session: u32,
     stream: u32,
     last: bool,
@@ -107,12 +115,12 @@ struct Request {
 impl Prefetch {
     /// The events of the chunk at `offset` (requested earlier), once decoded; `None` if
     /// the thread stopped.
-    fn take(&self, offset: u64) -> Option<Batch> {
-        if let Some(p) = self.ready.borrow_mut().remove(&offset) {
+    fn take(&self, pos: FramePos) -> Option<Batch> {
+        if let Some(p) = self.ready.borrow_mut().remove(&pos) {
             return Some(p);
         }
         while let Ok((at, payload)) = self.rx.recv() {
-            if at == offset {
+            if at == pos {
                 return Some(payload);
             }
             self.ready.borrow_mut().insert(at, payload);
@@ -151,10 +159,17 @@ impl AddressResolver for TableResolver {
         let Some(a) = m.lookup(offset) else {
             return Resolution::default();
         };
+        // At most MAX_INLINED frames are kept per address (see `Registry`): the innermost
+        // ones and the physical function.
+        let n = a.frames.len();
+        let kept = a
+            .frames
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| i + 1 < super::model::MAX_INLINED || i + 1 == n);
         Resolution {
-            frames: a
-                .frames
-                .iter()
+            frames: kept
+                .map(|(_, f)| f)
                 .map(|f| SourceFrame {
                     function: self.table.string(f.function).map(str::to_string),
                     file: self.table.string(f.file).map(str::to_string),
@@ -191,11 +206,13 @@ impl<R: Read + Seek> MemoryRecording<R> {
             registry: Registry::default(),
             warnings: Vec::new(),
             damaged: false,
+            streams_damaged: std::cell::Cell::new(false),
             chunks: BTreeMap::new(),
             symbols_present: false,
             prefetch: None,
         };
         let mut metas: BTreeMap<u32, Vec<u8>> = BTreeMap::new();
+        let mut seen_sessions: rustc_hash::FxHashSet<u32> = rustc_hash::FxHashSet::default();
         let mut symbols = SymbolTable::default();
         loop {
             // Thread chunks are only indexed here: their keys say which stream they are.
@@ -207,8 +224,7 @@ impl<R: Read + Seek> MemoryRecording<R> {
                 Ok(Some(f)) => f,
                 Ok(None) => break,
                 Err(e) if e.is_damage() => {
-                    rec.warnings
-                        .push(format!("{e}; reporting what was recorded before it"));
+                    rec.warnings.push(format!("{e}; {PARTIAL}"));
                     rec.damaged = true;
                     break;
                 }
@@ -222,7 +238,20 @@ impl<R: Read + Seek> MemoryRecording<R> {
                         symbols = frame.decode()?;
                         rec.symbols_present = true;
                     }
-                    memory::SESSION => rec.sessions.push(frame.decode()?),
+                    memory::SESSION => {
+                        let info: SessionInfo = frame.decode()?;
+                        if !seen_sessions.insert(info.session) {
+                            rec.warnings.push(format!(
+                                "a second start of process image {} at {}; it is left out of \
+                                 the report",
+                                info.session,
+                                frame.place()
+                            ));
+                            rec.damaged = true;
+                        } else {
+                            rec.sessions.push(info);
+                        }
+                    }
                     memory::SESSION_END => rec.ends.push(frame.decode()?),
                     memory::SESSION_LOSSES => rec.losses.push(frame.decode()?),
                     memory::UNRECORDED => rec.unrecorded.push(frame.decode()?),
@@ -233,10 +262,7 @@ impl<R: Read + Seek> MemoryRecording<R> {
                     }
                     memory::THREAD_CHUNK => {
                         if let Some((s, stream, _)) = split_thread_chunk(&frame.payload) {
-                            rec.chunks
-                                .entry((s, stream))
-                                .or_default()
-                                .push(frame.offset);
+                            rec.chunks.entry((s, stream)).or_default().push(frame.pos());
                         }
                     }
                     _ => {}
@@ -244,16 +270,18 @@ impl<R: Read + Seek> MemoryRecording<R> {
                 Ok(())
             })();
             if let Err(e) = decoded {
-                rec.warnings.push(format!("{e}; skipped"));
+                rec.warnings
+                    .push(format!("{e}; this part is left out of the report"));
+                rec.damaged = true;
             }
         }
-        if !rec.reader.get_mut().is_complete() {
+        if !rec.reader.get_mut().is_complete() && !rec.damaged {
             rec.damaged = true;
-            if rec.warnings.is_empty() {
-                rec.warnings.push(
-                    "the recording is incomplete (tansa record did not finish writing it)".into(),
-                );
-            }
+            rec.warnings.push(format!(
+                "the file ends without its end marker at byte {} (tansa record did not finish \
+                 writing it); {PARTIAL}",
+                rec.reader.get_mut().offset()
+            ));
         }
         if !rec.symbols_present {
             rec.warnings
@@ -267,7 +295,17 @@ impl<R: Read + Seek> MemoryRecording<R> {
                     Ok(Record::ModuleLoad(m)) => rec.registry.add_module(*session, &m),
                     Ok(Record::StackDef { id, frames }) => stacks.push((id, frames)),
                     Ok(_) => {}
-                    Err(_) => break,
+                    // A process that died while writing leaves a record cut short.
+                    Err(tansa_wire::event::DecodeError::Truncated { .. }) => break,
+                    Err(tansa_wire::event::DecodeError::Corrupt { offset }) => {
+                        rec.warnings.push(format!(
+                            "an unreadable module or stack definition at byte {offset} of the \
+                             definitions of process image {session}; the stacks defined after \
+                             it are shown as unknown"
+                        ));
+                        rec.damaged = true;
+                        break;
+                    }
                 }
             }
             for (id, frames) in stacks {
@@ -284,6 +322,7 @@ impl<R: Read + Seek> MemoryRecording<R> {
         let (requests, requested) = channel::<Request>();
         let (tx, rx) = channel();
         let (recycle, recycled) = channel::<Vec<Event>>();
+        let pids = self.pids();
         let thread = std::thread::Builder::new()
             .name("tansa-decode".into())
             .spawn(move || {
@@ -294,7 +333,7 @@ impl<R: Read + Seek> MemoryRecording<R> {
                     rustc_hash::FxHashMap::default();
                 let mut payload = Vec::new();
                 for r in requested {
-                    let batch = match reader.payload_at(r.offset, &mut payload) {
+                    let batch = match reader.payload_at(r.pos, &mut payload) {
                         Ok(_) => match split_thread_chunk(&payload) {
                             Some((_, _, bytes)) => {
                                 let d = decoders
@@ -305,14 +344,19 @@ impl<R: Read + Seek> MemoryRecording<R> {
                                     .unwrap_or_else(|_| Vec::with_capacity(bytes.len() / 4));
                                 events.clear();
                                 d.push(bytes, &mut |e| events.push(e));
-                                let warning = if r.last { stream_warning(d) } else { None };
+                                if r.last {
+                                    d.finish();
+                                }
+                                let warning = d
+                                    .new_damage()
+                                    .map(|e| stream_damage(e, pids.get(&r.session), r.pos));
                                 Ok((events, warning))
                             }
                             None => Ok((Vec::new(), None)),
                         },
-                        Err(e) => Err(e.to_string()),
+                        Err(e) => Err(unreadable_chunk(&e)),
                     };
-                    if tx.send((r.offset, batch)).is_err() {
+                    if tx.send((r.pos, batch)).is_err() {
                         return;
                     }
                 }
@@ -329,22 +373,30 @@ impl<R: Read + Seek> MemoryRecording<R> {
         }
     }
 
+    /// Process id of each session.
+    fn pids(&self) -> rustc_hash::FxHashMap<u32, u32> {
+        self.sessions.iter().map(|s| (s.session, s.pid)).collect()
+    }
+
     /// The events of every thread stream, merged in time order (pass two). Problems met
     /// while reading them are added to [`MemoryRecording::stream_warnings`].
     pub fn events(&self) -> Merger<ChunkSource<'_, R>> {
         // The prefetcher serves one merge (its decoders carry that merge's stream state).
         let prefetch = self.prefetch.as_ref().filter(|p| !p.used.replace(true));
+        let pids = self.pids();
         let sources = self
             .chunks
             .iter()
-            .map(|(&(session, stream), offsets)| {
+            .map(|(&(session, stream), positions)| {
                 let mut source = ChunkSource {
                     reader: &self.reader,
                     prefetch,
                     warnings: &self.stream_warnings,
-                    offsets: offsets.iter().copied().collect(),
+                    damaged: &self.streams_damaged,
+                    positions: positions.iter().copied().collect(),
                     requested: 0,
                     session,
+                    pid: pids.get(&session).copied(),
                     stream,
                     decoder: StreamDecoder::new(session),
                     payload: &self.payload,
@@ -363,21 +415,84 @@ impl<R: Read + Seek> MemoryRecording<R> {
         self.events().for_each_event(f);
     }
 
+    /// The report on this recording under `config` (pass two): every session, how it
+    /// ended, every event in time order. `progress` is called with the number of events
+    /// read so far, every 2^20 events. The report's warnings start with the problems
+    /// found in the file.
+    pub fn report(&self, config: Config, mut progress: impl FnMut(u64)) -> MemoryReport {
+        let mut agg = Aggregator::new(config, self.calibration.clone());
+        for s in &self.sessions {
+            agg.add_session(
+                s.session,
+                SessionMeta {
+                    pid: s.pid,
+                    ppid: s.ppid,
+                    exe: s.exe.clone(),
+                    cmdline: s.cmdline.clone(),
+                    start_ticks: s.start_ticks,
+                },
+            );
+        }
+        for e in &self.ends {
+            agg.end_session(e.session, e.exit, e.lost_events);
+        }
+        for l in &self.losses {
+            agg.session_losses(l.session, &l.losses);
+        }
+        for u in &self.unrecorded {
+            agg.unrecorded(u.clone());
+        }
+        let mut n = 0u64;
+        self.for_each_event(|e| {
+            agg.event(&self.registry, e);
+            n += 1;
+            if n.is_multiple_of(1 << 20) {
+                progress(n);
+            }
+        });
+        let mut report = agg.finish(&self.registry);
+        let mut warnings = self.warnings.clone();
+        warnings.extend(self.stream_warnings());
+        warnings.append(&mut report.warnings);
+        report.warnings = warnings;
+        report
+    }
+
     /// Problems met while reading events (after [`MemoryRecording::events`]).
     pub fn stream_warnings(&self) -> Vec<String> {
         self.stream_warnings.borrow().clone()
     }
+
+    /// Whether the file is truncated or damaged anywhere found so far (pass one, and the
+    /// event streams once read): the report then covers part of the recording.
+    pub fn is_damaged(&self) -> bool {
+        self.damaged || self.streams_damaged.get()
+    }
 }
 
-/// The warning for a stream that ended damaged (a record cut short at the very end is the
-/// normal end of a stream whose process died mid-write and says nothing).
-fn stream_warning(d: &mut StreamDecoder) -> Option<String> {
-    match d.finish() {
-        Some(e) if !matches!(e, tansa_wire::event::DecodeError::Truncated { .. }) => Some(format!(
-            "a thread stream is corrupt ({e:?}); its later events are missing"
-        )),
-        _ => None,
-    }
+/// The warning for a thread stream found damaged in the chunk at `pos`.
+fn stream_damage(e: StreamError, pid: Option<&u32>, pos: FramePos) -> String {
+    let place = tansa_format::Place {
+        offset: pos.offset,
+        frame: pos.index,
+        ty: Some(memory::THREAD_CHUNK),
+    };
+    let whose = pid.map_or_else(
+        || "an unknown process".to_string(),
+        |p| format!("process {p}"),
+    );
+    let within = e
+        .offset()
+        .map(|o| format!(", byte {o} of the thread's events"))
+        .unwrap_or_default();
+    format!(
+        "{e} at {place} of {whose}{within}; the thread's later events are left out of the report"
+    )
+}
+
+/// The warning for an event chunk that cannot be read.
+fn unreadable_chunk(e: &FormatError) -> String {
+    format!("{e}; the thread's later events are left out of the report")
 }
 
 /// One thread stream read chunk by chunk from the file.
@@ -385,10 +500,12 @@ pub struct ChunkSource<'a, R> {
     reader: &'a RefCell<Reader<R>>,
     prefetch: Option<&'a Prefetch>,
     warnings: &'a RefCell<Vec<String>>,
-    offsets: VecDeque<u64>,
-    /// How many of `offsets` (from the front) were requested from the prefetcher.
+    damaged: &'a std::cell::Cell<bool>,
+    positions: VecDeque<FramePos>,
+    /// How many of `positions` (from the front) were requested from the prefetcher.
     requested: usize,
     session: u32,
+    pid: Option<u32>,
     stream: u32,
     decoder: StreamDecoder,
     /// Payload buffer shared by all streams (its allocation is reused).
@@ -398,7 +515,7 @@ pub struct ChunkSource<'a, R> {
 impl<R> std::fmt::Debug for ChunkSource<'_, R> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ChunkSource")
-            .field("chunks", &self.offsets.len())
+            .field("chunks", &self.positions.len())
             .finish()
     }
 }
@@ -409,11 +526,11 @@ impl<R> ChunkSource<'_, R> {
         let Some(p) = self.prefetch else {
             return;
         };
-        while self.requested < self.offsets.len().min(LOOK_AHEAD + 1) {
-            let offset = self.offsets[self.requested];
-            let last = self.requested + 1 == self.offsets.len();
+        while self.requested < self.positions.len().min(LOOK_AHEAD + 1) {
+            let pos = self.positions[self.requested];
+            let last = self.requested + 1 == self.positions.len();
             let request = Request {
-                offset,
+                pos,
                 session: self.session,
                 stream: self.stream,
                 last,
@@ -424,27 +541,27 @@ impl<R> ChunkSource<'_, R> {
             self.requested += 1;
         }
     }
+
+    fn warn(&self, warning: String) {
+        self.warnings.borrow_mut().push(warning);
+        self.damaged.set(true);
+    }
 }
 
 impl<R: Read + Seek> EventSource for ChunkSource<'_, R> {
     fn refill(&mut self, out: &mut Vec<Event>) -> bool {
-        let Some(offset) = self.offsets.pop_front() else {
-            if self.prefetch.is_none()
-                && let Some(w) = stream_warning(&mut self.decoder)
-            {
-                self.warnings.borrow_mut().push(w);
-            }
+        let Some(pos) = self.positions.pop_front() else {
             return false;
         };
         self.requested = self.requested.saturating_sub(1);
         self.request_ahead();
         if let Some(prefetch) = self.prefetch
-            && let Some(batch) = prefetch.take(offset)
+            && let Some(batch) = prefetch.take(pos)
         {
             return match batch {
                 Ok((events, warning)) => {
                     if let Some(w) = warning {
-                        self.warnings.borrow_mut().push(w);
+                        self.warn(w);
                     }
                     if out.is_empty() {
                         let used = std::mem::replace(out, events);
@@ -457,32 +574,30 @@ impl<R: Read + Seek> EventSource for ChunkSource<'_, R> {
                     true
                 }
                 Err(e) => {
-                    self.warnings
-                        .borrow_mut()
-                        .push(format!("cannot read an event chunk: {e}"));
-                    self.offsets.clear();
+                    self.warn(e);
+                    self.positions.clear();
                     false
                 }
             };
         }
         let mut payload = self.payload.borrow_mut();
-        let read = self
-            .reader
-            .borrow_mut()
-            .payload_at(offset, &mut payload)
-            .map_err(|e| e.to_string());
+        let read = self.reader.borrow_mut().payload_at(pos, &mut payload);
         match read {
             Ok(_) => {
                 if let Some((_, _, bytes)) = split_thread_chunk(&payload) {
                     self.decoder.push(bytes, &mut |e| out.push(e));
                 }
+                if self.positions.is_empty() {
+                    self.decoder.finish();
+                }
+                if let Some(e) = self.decoder.new_damage() {
+                    self.warn(stream_damage(e, self.pid.as_ref(), pos));
+                }
                 true
             }
             Err(e) => {
-                self.warnings
-                    .borrow_mut()
-                    .push(format!("cannot read an event chunk: {e}"));
-                self.offsets.clear();
+                self.warn(unreadable_chunk(&e));
+                self.positions.clear();
                 false
             }
         }

@@ -45,7 +45,7 @@ pub struct Stats {
 impl Stats {
     /// Applies a change of the running net.
     pub fn add(&mut self, delta: i64) {
-        self.net_bytes += delta;
+        self.net_bytes = self.net_bytes.saturating_add(delta);
         self.max_bytes = self.max_bytes.max(self.net_bytes);
         self.min_bytes = self.min_bytes.min(self.net_bytes);
     }

@@ -18,7 +18,11 @@ Examples:
 
 Everything comes from the recording (code, lines and source text are stored in it), so this
 works after the binaries and sources are gone. A clock sample names the instruction where
-execution resumed, so a slow instruction's time often shows on the next one (skid).")]
+execution resumed, so a slow instruction's time often shows on the next one (skid).
+
+Exit status: 0 on success; 1 when the recording cannot be read; 2 for a wrong command line
+(a function that is not in the recording); 3 when the recording is truncated or damaged
+(the listing then covers what was recorded before the damage).")]
 pub struct Args {
     /// A CPU recording (from `tansa sample`).
     #[arg(value_name = "FILE")]
@@ -50,7 +54,9 @@ pub struct Args {
 /// Runs `tansa annotate`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let rec = cpureport::open(&args.file)?;
-    let a = annotate::annotate(&rec, &args.function, args.pid)?;
+    // A function that is not in the recording is a wrong argument.
+    let a = annotate::annotate(&rec, &args.function, args.pid)
+        .map_err(|e| crate::exit::usage(format!("{}: {e}", args.file.display())))?;
     let mut out = crate::output::open(args.output.as_deref())?;
     if args.source {
         tansa_render::cpu::annotate_source(&a, &mut out)?;
@@ -58,5 +64,5 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         tansa_render::cpu::annotate_asm(&a, &mut out)?;
     }
     out.flush()?;
-    Ok(cpureport::exit_status(&rec))
+    Ok(cpureport::exit_status(&args.file, &rec))
 }

@@ -6,7 +6,6 @@ use std::io::{BufReader, Read, Seek, SeekFrom, Write as _};
 use std::path::Path;
 use std::process::ExitCode;
 
-use anyhow::Context;
 use clap::ValueEnum;
 use tansa_analysis::cpu::{self, By, CpuRecording};
 use tansa_format::container::{Kind, Reader};
@@ -53,11 +52,13 @@ pub fn memory_by(by: Option<ReportBy>, file: &Path) -> anyhow::Result<ByArg> {
         ReportBy::Thread => ByArg::Thread,
         ReportBy::Call => ByArg::Call,
         ReportBy::Interval => ByArg::Interval,
-        other => anyhow::bail!(
-            "--by {} applies to CPU recordings; {} is a memory recording (valid: {MEMORY_BY})",
-            by_name(other),
-            file.display()
-        ),
+        other => {
+            return Err(crate::exit::usage(format!(
+                "--by {} applies to CPU recordings; {} is a memory recording (valid: {MEMORY_BY})",
+                by_name(other),
+                file.display()
+            )));
+        }
     })
 }
 
@@ -70,11 +71,13 @@ pub fn cpu_by(by: Option<ReportBy>, file: &Path) -> anyhow::Result<By> {
         ReportBy::Function => By::Function,
         ReportBy::Line => By::Line,
         ReportBy::Instruction => By::Instruction,
-        other => anyhow::bail!(
-            "--by {} applies to memory recordings; {} is a CPU recording (valid: {CPU_BY})",
-            by_name(other),
-            file.display()
-        ),
+        other => {
+            return Err(crate::exit::usage(format!(
+                "--by {} applies to memory recordings; {} is a CPU recording (valid: {CPU_BY})",
+                by_name(other),
+                file.display()
+            )));
+        }
     })
 }
 
@@ -87,14 +90,20 @@ pub fn is_cpu_recording(mut file: &File) -> bool {
 
 /// Opens and reads a CPU recording, with clear messages.
 pub fn open(path: &Path) -> anyhow::Result<CpuRecording> {
-    let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    let file = File::open(path).map_err(|e| crate::exit::cannot_open(path, e))?;
+    read(path, file)
+}
+
+/// Reads a CPU recording from `file`, with clear messages.
+fn read(path: &Path, file: File) -> anyhow::Result<CpuRecording> {
     match CpuRecording::open(BufReader::with_capacity(1 << 20, file)) {
         Ok(r) => Ok(r),
         Err(cpu::CpuRecordingError::WrongKind { found }) => anyhow::bail!(
-            "{} is a {found}; this command reads CPU recordings (from `tansa sample`)",
+            "{}: a {found}; this command reads CPU recordings (from `tansa sample`)",
             path.display()
         ),
-        Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
+        Err(cpu::CpuRecordingError::Format(e)) => Err(crate::exit::unreadable(path, &e)),
+        Err(e) => anyhow::bail!("{}: {e}; record again", path.display()),
     }
 }
 
@@ -118,10 +127,7 @@ pub struct ReportArgs<'a> {
 /// Reports on a CPU recording.
 pub fn run(args: ReportArgs<'_>) -> anyhow::Result<ExitCode> {
     let by = cpu_by(args.by, args.file)?;
-    let rec = match CpuRecording::open(BufReader::with_capacity(1 << 20, args.input)) {
-        Ok(r) => r,
-        Err(e) => return Err(e).with_context(|| format!("cannot read {}", args.file.display())),
-    };
+    let rec = read(args.file, args.input)?;
     if let Some(pid) = args.pid
         && !rec.processes.iter().any(|p| p.pid == pid)
     {
@@ -129,7 +135,7 @@ pub fn run(args: ReportArgs<'_>) -> anyhow::Result<ExitCode> {
         pids.sort_unstable();
         pids.dedup();
         let list: Vec<String> = pids.iter().take(50).map(u32::to_string).collect();
-        anyhow::bail!(
+        return Err(crate::exit::usage(format!(
             "process {pid} is not in {} (it has: {}{})",
             args.file.display(),
             if list.is_empty() {
@@ -138,7 +144,7 @@ pub fn run(args: ReportArgs<'_>) -> anyhow::Result<ExitCode> {
                 list.join(", ")
             },
             if pids.len() > 50 { ", ..." } else { "" }
-        );
+        )));
     }
     let report = cpu::report(&rec, cpu::Options { by, pid: args.pid });
     let mut out = crate::output::open(args.output)?;
@@ -148,17 +154,16 @@ pub fn run(args: ReportArgs<'_>) -> anyhow::Result<ExitCode> {
         FormatArg::Csv => tansa_render::cpu::csv(&report, &mut out)?,
     }
     out.flush()?;
-    Ok(exit_status(&rec))
+    // The report's warnings start with the recording's.
+    Ok(crate::exit::finish(
+        args.file,
+        rec.damaged,
+        &report.warnings,
+    ))
 }
 
-/// Success, or 2 after printing the warnings when the recording is truncated or damaged
-/// (the output then covers the data before the damage).
-pub fn exit_status(rec: &CpuRecording) -> ExitCode {
-    if rec.damaged {
-        for w in &rec.warnings {
-            eprintln!("tansa: warning: {w}");
-        }
-        return ExitCode::from(2);
-    }
-    ExitCode::SUCCESS
+/// Success, or [`crate::exit::DAMAGED`] when the recording is truncated or damaged (the
+/// output then covers the data before the damage); the warnings go to standard error.
+pub fn exit_status(path: &Path, rec: &CpuRecording) -> ExitCode {
+    crate::exit::finish(path, rec.damaged, &rec.warnings)
 }

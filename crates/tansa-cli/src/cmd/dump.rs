@@ -6,13 +6,18 @@ use std::io::{BufReader, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Context;
 use tansa_format::container::{FrameType, Reader};
 use tansa_format::memory::{self, split_meta_chunk, split_thread_chunk};
-use tansa_wire::event::{Decoder, Record};
+use tansa_wire::event::{DecodeError, Decoder, Record};
+
+use crate::exit;
 
 /// Options of `tansa dump`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Exit status: 0 on success; 1 when the file cannot be read; 2 for a wrong command line; 3 when
+it is truncated or damaged (the frames before the damage are printed, and the warnings on
+standard error say where the damage is).")]
 pub struct Args {
     /// The recording.
     #[arg(value_name = "FILE")]
@@ -23,7 +28,10 @@ pub struct Args {
     events: bool,
 }
 
-fn dump_stream(bytes: &[u8], events: bool, out: &mut dyn Write) -> anyhow::Result<()> {
+/// Prints the records of a stream chunk; returns why the rest of the chunk cannot be
+/// shown, if it cannot (a record cut short at the end of a chunk continues in the next
+/// chunk of its stream and is no damage).
+fn dump_stream(bytes: &[u8], events: bool, out: &mut dyn Write) -> anyhow::Result<Option<String>> {
     for r in Decoder::new(bytes) {
         match r {
             Ok(Record::StackDef { id, frames }) => {
@@ -51,21 +59,22 @@ fn dump_stream(bytes: &[u8], events: bool, out: &mut dyn Write) -> anyhow::Resul
                 String::from_utf8_lossy(name)
             )?,
             Ok(_) => {}
-            Err(e) => {
-                writeln!(out, "    (stream ends: {e:?})")?;
-                break;
+            Err(DecodeError::Truncated { .. }) => break,
+            Err(DecodeError::Corrupt { offset }) => {
+                return Ok(Some(format!(
+                    "an unreadable record at byte {offset} of the chunk's records"
+                )));
             }
         }
     }
-    Ok(())
+    Ok(None)
 }
 
 /// Runs `tansa dump`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let file =
-        File::open(&args.file).with_context(|| format!("cannot open {}", args.file.display()))?;
-    let mut reader = Reader::new(BufReader::new(file))
-        .with_context(|| format!("cannot read {}", args.file.display()))?;
+    let path = &args.file;
+    let file = File::open(path).map_err(|e| exit::cannot_open(path, e))?;
+    let mut reader = Reader::new(BufReader::new(file)).map_err(|e| exit::unreadable(path, &e))?;
     let mut out = crate::output::open(None)?;
     writeln!(
         out,
@@ -73,14 +82,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         reader.kind().describe(),
         tansa_format::container::FORMAT_VERSION
     )?;
+    let mut warnings = Vec::new();
+    let mut damaged = false;
     loop {
         let frame = match reader.next_frame() {
             Ok(Some(f)) => f,
             Ok(None) => break,
-            Err(e) => {
-                writeln!(out, "error: {e}")?;
+            Err(e) if e.is_damage() => {
+                warnings.push(format!("{e}; the frames before it are shown"));
+                damaged = true;
                 break;
             }
+            Err(e) => return Err(exit::unreadable(path, &e)),
         };
         write!(
             out,
@@ -89,72 +102,101 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             frame.ty.0,
             frame.payload.len()
         )?;
-        match frame.ty {
-            FrameType::META => writeln!(
-                out,
-                " meta {:?}",
-                frame.decode::<tansa_format::meta::RecordingMeta>()?
-            )?,
-            FrameType::CALIBRATION => writeln!(
-                out,
-                " calibration {:?}",
-                frame.decode::<tansa_format::meta::Calibration>()?
-            )?,
-            FrameType::SYMBOLS => {
-                let t: tansa_format::symtab::SymbolTable = frame.decode()?;
-                writeln!(
+        let shown: Result<Option<String>, anyhow::Error> = (|| {
+            match frame.ty {
+                FrameType::META => writeln!(
                     out,
-                    " symbols: {} modules, {} strings",
-                    t.modules.len(),
-                    t.strings.len()
-                )?;
-                for m in &t.modules {
+                    " meta {:?}",
+                    frame.decode::<tansa_format::meta::RecordingMeta>()?
+                )?,
+                FrameType::CALIBRATION => writeln!(
+                    out,
+                    " calibration {:?}",
+                    frame.decode::<tansa_format::meta::Calibration>()?
+                )?,
+                FrameType::SYMBOLS => {
+                    let t: tansa_format::symtab::SymbolTable = frame.decode()?;
                     writeln!(
                         out,
-                        "    {} {:?}: {} addresses",
-                        m.path,
-                        m.status,
-                        m.addrs.len()
+                        " symbols: {} modules, {} strings",
+                        t.modules.len(),
+                        t.strings.len()
                     )?;
+                    for m in &t.modules {
+                        writeln!(
+                            out,
+                            "    {} {:?}: {} addresses",
+                            m.path,
+                            m.status,
+                            m.addrs.len()
+                        )?;
+                    }
                 }
+                memory::SESSION => writeln!(
+                    out,
+                    " session {:?}",
+                    frame.decode::<tansa_format::memory::SessionInfo>()?
+                )?,
+                memory::SESSION_END => writeln!(
+                    out,
+                    " end {:?}",
+                    frame.decode::<tansa_format::memory::SessionEnd>()?
+                )?,
+                memory::SESSION_LOSSES => writeln!(
+                    out,
+                    " losses {:?}",
+                    frame.decode::<tansa_format::memory::SessionLosses>()?
+                )?,
+                memory::UNRECORDED => writeln!(
+                    out,
+                    " unrecorded {:?}",
+                    frame.decode::<tansa_format::memory::Unrecorded>()?
+                )?,
+                memory::META_CHUNK => {
+                    let Some((s, bytes)) = split_meta_chunk(&frame.payload) else {
+                        writeln!(out)?;
+                        return Ok(Some("a chunk too short to name its process".into()));
+                    };
+                    writeln!(out, " meta stream of session {s}")?;
+                    return dump_stream(bytes, true, &mut out);
+                }
+                memory::THREAD_CHUNK => {
+                    let Some((s, st, bytes)) = split_thread_chunk(&frame.payload) else {
+                        writeln!(out)?;
+                        return Ok(Some("a chunk too short to name its thread".into()));
+                    };
+                    writeln!(out, " thread stream {st} of session {s}")?;
+                    return dump_stream(bytes, args.events, &mut out);
+                }
+                _ => writeln!(out)?,
             }
-            memory::SESSION => writeln!(
-                out,
-                " session {:?}",
-                frame.decode::<tansa_format::memory::SessionInfo>()?
-            )?,
-            memory::SESSION_END => writeln!(
-                out,
-                " end {:?}",
-                frame.decode::<tansa_format::memory::SessionEnd>()?
-            )?,
-            memory::SESSION_LOSSES => writeln!(
-                out,
-                " losses {:?}",
-                frame.decode::<tansa_format::memory::SessionLosses>()?
-            )?,
-            memory::UNRECORDED => writeln!(
-                out,
-                " unrecorded {:?}",
-                frame.decode::<tansa_format::memory::Unrecorded>()?
-            )?,
-            memory::META_CHUNK => {
-                let (s, bytes) = split_meta_chunk(&frame.payload).context("short meta chunk")?;
-                writeln!(out, " meta stream of session {s}")?;
-                dump_stream(bytes, true, &mut out)?;
+            Ok(None)
+        })();
+        match shown {
+            Ok(None) => {}
+            Ok(Some(p)) => {
+                let at = frame.place();
+                warnings.push(format!(
+                    "{p} in the frame at {at}; the rest of it is not shown"
+                ));
+                damaged = true;
             }
-            memory::THREAD_CHUNK => {
-                let (s, st, bytes) =
-                    split_thread_chunk(&frame.payload).context("short thread chunk")?;
-                writeln!(out, " thread stream {st} of session {s}")?;
-                dump_stream(bytes, args.events, &mut out)?;
+            Err(e) if e.downcast_ref::<tansa_format::FormatError>().is_some() => {
+                writeln!(out)?;
+                warnings.push(format!("{e}; it is not shown"));
+                damaged = true;
             }
-            _ => writeln!(out)?,
+            Err(e) => return Err(e),
         }
     }
-    if !reader.is_complete() {
-        writeln!(out, "(incomplete recording: no end frame)")?;
+    if !damaged && !reader.is_complete() {
+        warnings.push(format!(
+            "the file ends without its end marker at byte {} (its recorder did not finish \
+             writing it); the frames before it are shown",
+            reader.offset()
+        ));
+        damaged = true;
     }
     out.flush()?;
-    Ok(ExitCode::SUCCESS)
+    Ok(exit::finish(path, damaged, &warnings))
 }

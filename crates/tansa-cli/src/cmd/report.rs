@@ -6,13 +6,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::Context;
-use tansa_analysis::memory::Aggregator;
-use tansa_analysis::memory::aggregate::SessionMeta;
 use tansa_analysis::memory::recording::{MemoryRecording, RecordingError};
 
 use super::cpureport::{self, ReportBy};
 use super::memopts::{self, ChargeArg, FormatArg, FreeToArg};
+use crate::exit;
 
 /// Options of `tansa report`.
 #[derive(Debug, clap::Args)]
@@ -27,8 +25,11 @@ Examples:
 
 JSON output follows the schema tansa.memory-report.v1 (docs/json/memory-report.v1.md) for
 memory recordings and tansa.cpu-report.v1 (docs/architecture/cpu.md) for CPU recordings.
-Exit status: 0 on success; 1 when the recording cannot be read; 2 when it is truncated or
-damaged (the report then covers what was recorded before the damage).")]
+Exit status: 0 on success; 1 when the recording cannot be read (nothing is reported); 2 for
+a wrong command line; 3 when it is truncated or damaged (the report then covers what was
+recorded before the damage, and the warnings on standard error say where the damage is).
+--by interval makes at most 10000 intervals: a shorter --interval is lengthened, with a
+warning.")]
 pub struct Args {
     /// The recording (from `tansa record` or `tansa sample`).
     #[arg(value_name = "FILE")]
@@ -67,8 +68,7 @@ pub struct Args {
 
 /// Runs `tansa report`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let file =
-        File::open(&args.file).with_context(|| format!("cannot open {}", args.file.display()))?;
+    let file = File::open(&args.file).map_err(|e| exit::cannot_open(&args.file, e))?;
     if cpureport::is_cpu_recording(&file) {
         let memory_only = [
             ("--charge", args.charge.is_some()),
@@ -76,10 +76,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             ("--interval", args.interval.is_some()),
         ];
         if let Some((flag, _)) = memory_only.iter().find(|f| f.1) {
-            anyhow::bail!(
+            return Err(exit::usage(format!(
                 "{flag} applies to memory recordings; {} is a CPU recording",
                 args.file.display()
-            );
+            )));
         }
         return cpureport::run(cpureport::ReportArgs {
             file: &args.file,
@@ -101,11 +101,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Ok(r) => r,
         Err(RecordingError::WrongKind { found }) => {
             anyhow::bail!(
-                "{} is a {found}; `tansa report` reads memory recordings",
+                "{}: a {found}; `tansa report` reads memory and CPU recordings",
                 args.file.display()
             )
         }
-        Err(e) => return Err(e).with_context(|| format!("cannot read {}", args.file.display())),
+        Err(RecordingError::Format(e)) => return Err(exit::unreadable(&args.file, &e)),
+        Err(e) => anyhow::bail!("{}: {e}", args.file.display()),
     };
     if let Some(pid) = args.pid
         && !recording.sessions.iter().any(|s| s.pid == pid)
@@ -115,7 +116,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .iter()
             .map(|s| s.pid.to_string())
             .collect();
-        anyhow::bail!(
+        return Err(exit::usage(format!(
             "process {pid} is not in {} (it has: {})",
             args.file.display(),
             if pids.is_empty() {
@@ -123,47 +124,20 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             } else {
                 pids.join(", ")
             }
-        );
+        )));
     }
     // Decompress event chunks on a second thread while this one aggregates.
     if let Ok(second) = File::open(&args.file) {
         recording.prefetch_from(BufReader::with_capacity(1 << 20, second));
     }
     let config = memopts::config(by, charge, free_to, interval, args.pid);
-    let mut agg = Aggregator::new(config, recording.calibration.clone());
-    for s in &recording.sessions {
-        agg.add_session(
-            s.session,
-            SessionMeta {
-                pid: s.pid,
-                ppid: s.ppid,
-                exe: s.exe.clone(),
-                cmdline: s.cmdline.clone(),
-                start_ticks: s.start_ticks,
-            },
-        );
-    }
-    for e in &recording.ends {
-        agg.end_session(e.session, e.exit, e.lost_events);
-    }
-    for l in &recording.losses {
-        agg.session_losses(l.session, &l.losses);
-    }
-    for u in &recording.unrecorded {
-        agg.unrecorded(u.clone());
-    }
     let progress = (std::io::stderr().is_terminal()).then(|| {
         let p = indicatif::ProgressBar::new_spinner();
         p.set_message("reading events");
         p
     });
-    let mut n = 0u64;
-    recording.for_each_event(|e| {
-        agg.event(&recording.registry, e);
-        n += 1;
-        if n.is_multiple_of(1 << 20)
-            && let Some(p) = &progress
-        {
+    let report = recording.report(config, |n| {
+        if let Some(p) = &progress {
             p.set_message(format!("{} million events", n >> 20));
             p.tick();
         }
@@ -171,26 +145,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(p) = progress {
         p.finish_and_clear();
     }
-    let mut report = agg.finish(&recording.registry);
-    let mut warnings = recording.warnings.clone();
-    warnings.extend(recording.stream_warnings());
-    warnings.append(&mut report.warnings);
-    report.warnings = warnings;
     let mut out = crate::output::open(args.output.as_deref())?;
     memopts::render(&report, args.format, &mut out)?;
     out.flush()?;
-    if recording.damaged {
-        for w in recording
-            .warnings
-            .iter()
-            .chain(&recording.stream_warnings())
-        {
-            eprintln!("tansa: warning: {w}");
-        }
-        // The report was produced, from part of the data: say so to scripts.
-        return Ok(ExitCode::from(2));
-    }
-    Ok(ExitCode::SUCCESS)
+    // Warnings go to standard error too (they start with the recording's problems); a
+    // partial report says so to scripts with its exit status.
+    Ok(exit::finish(
+        &args.file,
+        recording.is_damaged(),
+        &report.warnings,
+    ))
 }
 
 use std::io::Write as _;

@@ -23,7 +23,11 @@ use clap::{Subcommand, ValueEnum};
     after_help = "Examples:\n  \
         tansa retrace record --region work --ground-truth -- ./prog 5000\n  \
         tansa retrace tansa-retrace-prog-1234.tansa\n  \
-        tansa retrace tansa-retrace-prog-1234.tansa --format json --variant function"
+        tansa retrace tansa-retrace-prog-1234.tansa --format json --variant function\n\n\
+        Exit status: 0 on success; 1 when the recording cannot be read or the command cannot \
+        run; 2 for a wrong command line; 3 when the recording is truncated or damaged (the \
+        report then covers what was recorded before the damage, and the warnings on standard \
+        error say where the damage is)."
 )]
 pub struct Args {
     #[command(subcommand)]
@@ -55,6 +59,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match (args.record, args.file) {
         (Some(Sub::Record(r)), _) => record::run(r),
         (None, Some(file)) => analyze::run(&file, args.analyze),
-        (None, None) => anyhow::bail!("give a recording to report, or `record`"),
+        (None, None) => Err(crate::exit::usage(
+            "give a recording to report, or `record`",
+        )),
     }
 }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use clap::ValueEnum;
 use tansa_format::meta::{ExitStatus, RecordingMeta};
 use tansa_sample::SampleError;
@@ -31,7 +31,8 @@ Examples:
 
 The recording keeps symbols, source lines and the code of every function hit, so reports
 and annotation work after the binaries are gone. With a command, tansa sample exits with
-the command's exit status (128 + N if a signal N killed it).")]
+the command's exit status (128 + N if a signal N killed it); otherwise 0. It exits 1 when
+it cannot sample, and 2 for a wrong command line.")]
 pub struct Args {
     /// Samples per second on each CPU.
     #[arg(short = 'F', long = "freq", value_name = "HZ", default_value_t = 997,
@@ -276,18 +277,22 @@ fn recording_meta(args: &Args) -> RecordingMeta {
 /// Runs `tansa sample`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if !args.command.is_empty() && (args.all || !args.pid.is_empty()) {
-        bail!("give either a command (after --), -p PID or -a, not several");
+        return Err(crate::exit::usage(
+            "give either a command (after --), -p PID or -a, not several",
+        ));
     }
     if args.source == SourceArg::Agent {
         if args.command.is_empty() {
-            bail!("--source agent samples a command it starts; -p and -a need perf");
+            return Err(crate::exit::usage(
+                "--source agent samples a command it starts; -p and -a need perf",
+            ));
         }
         let output = args.output.clone().unwrap_or_else(|| default_output(&args));
         return run_agent(&args, &output, recording_meta(&args));
     }
     for &pid in &args.pid {
         if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
-            bail!("no process with id {pid} (-p)");
+            return Err(crate::exit::usage(format!("no process with id {pid} (-p)")));
         }
     }
     let output = args.output.clone().unwrap_or_else(|| default_output(&args));

@@ -24,7 +24,7 @@ impl Aggregator {
         } else {
             self.t0_ns
         };
-        let interval = self.config.interval_ns.max(1);
+        let interval = self.interval_ns;
         let thread_name = |pid: u32, tid: u32| {
             self.thread_names
                 .get(&(pid, tid))
@@ -64,8 +64,8 @@ impl Aggregator {
                     }
                 }
                 if self.config.by == By::Interval {
-                    u.start_ns = Some(row.interval * interval);
-                    u.end_ns = Some((row.interval + 1) * interval);
+                    u.start_ns = Some(row.interval.saturating_mul(interval));
+                    u.end_ns = Some(row.interval.saturating_add(1).saturating_mul(interval));
                     u.cumulative_net_bytes = Some(row.cumulative);
                 }
                 (u, row.interval)
@@ -134,8 +134,8 @@ impl Aggregator {
             .collect();
         improper.sort_by(|a, b| b.count.cmp(&a.count).then(a.ptr.cmp(&b.ptr)));
         let mut warnings = Vec::new();
-        let included = || self.sessions.iter().flatten().filter(|s| s.included);
-        let lost: u64 = included().map(|s| s.lost).sum();
+        let included = || self.sessions.iter().filter(|s| s.included);
+        let lost: u64 = included().fold(0u64, |sum, s| sum.saturating_add(s.lost));
         let mut losses = Losses::default();
         for s in included() {
             losses.add(&s.losses);
@@ -170,6 +170,16 @@ impl Aggregator {
                 } else {
                     ""
                 }
+            ));
+        }
+        let requested = self.config.interval_ns.max(1);
+        if self.config.by == By::Interval && interval != requested {
+            warnings.push(format!(
+                "intervals of {} would make more than {} intervals of this recording; the \
+                 report uses intervals of {} instead (give a longer --interval)",
+                super::interval::duration_text(requested),
+                super::MAX_INTERVALS,
+                super::interval::duration_text(interval),
             ));
         }
         if self.anomalies > 0 {
@@ -212,8 +222,7 @@ pub fn stack_report(reg: &Registry, session: u32, stack: u32) -> Vec<FrameReport
     let Some(st) = reg.stack(session, stack) else {
         return Vec::new();
     };
-    st.frames
-        .iter()
+    st.frames()
         .map(|f| FrameReport {
             module: f
                 .module

@@ -15,6 +15,8 @@
 //! units an event is charged to are interned once and referred to by number.
 
 mod finish;
+mod interval;
+mod sessions;
 
 use std::sync::Arc;
 
@@ -29,6 +31,21 @@ use super::model::Registry;
 use super::report::{Calls, Stats};
 
 pub use finish::stack_report;
+pub use interval::MAX_INTERVALS;
+
+use sessions::Sessions;
+
+/// Stack ids up to `STACK_SLACK + 2 *` (the stacks a session defined) have their unit sets
+/// cached in a vector; larger (sparse, crafted) ids in a map.
+const STACK_SLACK: usize = 64;
+
+/// How far up the tree of processes a release of an unknown block looks for an ancestor
+/// that allocated it (a fork chain deeper than this is not met in practice; a crafted one
+/// must not make each release walk it all).
+const MAX_ANCESTORS: usize = 256;
+
+/// How many earlier images of a process id are looked at to find a new image's parent.
+const MAX_PARENT_CANDIDATES: usize = 64;
 
 /// What to compute.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,8 +128,10 @@ struct SessionState {
     losses: Losses,
     events: u64,
     included: bool,
-    /// Unit set of each stack id (`UNSET` until computed).
+    /// Unit set of each stack id (`UNSET` until computed), for ids that are not sparse.
     targets: Vec<u32>,
+    /// The same for sparse stack ids.
+    sparse_targets: FxHashMap<u32, u32>,
     /// `--by call`: the targets of the current run and its call instances.
     call_last: u32,
     call_set: u32,
@@ -220,8 +239,13 @@ impl Clock {
 pub struct Aggregator {
     config: Config,
     clock: Clock,
-    sessions: Vec<Option<SessionState>>,
+    sessions: Sessions<SessionState>,
     order: Vec<u32>,
+    /// Sessions of each process id, in order of appearance.
+    by_pid: FxHashMap<u32, Vec<u32>>,
+    /// The interval length in use (`--by interval`): the configured one, or a multiple of
+    /// it when that would make too many intervals.
+    interval_ns: u64,
     bases: Vec<Base>,
     base_index: FxHashMap<BaseKey, u32>,
     rows: Vec<Row>,
@@ -251,6 +275,13 @@ pub struct Aggregator {
     unrecorded: Vec<Unrecorded>,
 }
 
+/// A block size as a change of net bytes (sizes above `i64::MAX` are damage and were
+/// refused by the decoder; this only keeps the arithmetic from wrapping).
+#[inline]
+fn size_delta(size: u64) -> i64 {
+    i64::try_from(size).unwrap_or(i64::MAX)
+}
+
 fn intern_in(names: &mut FxHashMap<String, Arc<str>>, s: String) -> Arc<str> {
     if let Some(a) = names.get(&s) {
         return Arc::clone(a);
@@ -266,8 +297,10 @@ impl Aggregator {
         let mut a = Aggregator {
             config,
             clock: Clock::new(clock),
-            sessions: Vec::new(),
+            sessions: Sessions::default(),
             order: Vec::new(),
+            by_pid: FxHashMap::default(),
+            interval_ns: config.interval_ns.max(1),
             bases: Vec::new(),
             base_index: FxHashMap::default(),
             rows: Vec::new(),
@@ -328,18 +361,26 @@ impl Aggregator {
     }
 
     fn session(&self, id: u32) -> &SessionState {
-        self.sessions[id as usize].as_ref().expect("known session")
+        self.sessions.get(id).expect("known session")
     }
 
     fn session_mut(&mut self, id: u32) -> &mut SessionState {
-        self.sessions[id as usize].as_mut().expect("known session")
+        self.sessions.get_mut(id).expect("known session")
     }
 
-    /// Registers a process image (before its events).
+    /// Registers a process image (before its events). A session number registered
+    /// already is ignored (only a damaged recording repeats one).
     pub fn add_session(&mut self, id: u32, meta: SessionMeta) {
-        let parent = self.order.iter().rev().copied().find(|&s| {
-            let p = &self.session(s).meta;
-            p.pid == meta.ppid && p.start_ticks <= meta.start_ticks
+        if self.sessions.contains(id) {
+            return;
+        }
+        let parent = self.by_pid.get(&meta.ppid).and_then(|images| {
+            images
+                .iter()
+                .rev()
+                .take(MAX_PARENT_CANDIDATES)
+                .copied()
+                .find(|&s| self.session(s).meta.start_ticks <= meta.start_ticks)
         });
         let exe_name = meta.exe.rsplit('/').next().unwrap_or(&meta.exe).to_string();
         let main_name = self.intern(exe_name);
@@ -348,28 +389,30 @@ impl Aggregator {
             let start = self.clock.ns(meta.start_ticks);
             self.t0_ns = self.t0_ns.min(start);
         }
-        if self.sessions.len() <= id as usize {
-            self.sessions.resize_with(id as usize + 1, || None);
-        }
-        self.sessions[id as usize] = Some(SessionState {
-            meta,
-            main_name,
-            parent,
-            exit: ExitStatus::Running,
-            lost: 0,
-            losses: Losses::default(),
-            events: 0,
-            included,
-            targets: Vec::new(),
-            call_last: UNSET,
-            call_set: 0,
-        });
+        self.by_pid.entry(meta.pid).or_default().push(id);
+        self.sessions.insert(
+            id,
+            SessionState {
+                meta,
+                main_name,
+                parent,
+                exit: ExitStatus::Running,
+                lost: 0,
+                losses: Losses::default(),
+                events: 0,
+                included,
+                targets: Vec::new(),
+                sparse_targets: FxHashMap::default(),
+                call_last: UNSET,
+                call_set: 0,
+            },
+        );
         self.order.push(id);
     }
 
     /// Records how a process image ended.
     pub fn end_session(&mut self, id: u32, exit: ExitStatus, lost: u64) {
-        if let Some(Some(s)) = self.sessions.get_mut(id as usize) {
+        if let Some(s) = self.sessions.get_mut(id) {
             s.exit = exit;
             s.lost = s.lost.max(lost);
         }
@@ -377,7 +420,7 @@ impl Aggregator {
 
     /// Records what a process image's agent could not record, by cause.
     pub fn session_losses(&mut self, id: u32, losses: &Losses) {
-        if let Some(Some(s)) = self.sessions.get_mut(id as usize) {
+        if let Some(s) = self.sessions.get_mut(id) {
             s.losses = *losses;
             s.lost = s.lost.max(losses.lost());
         }
@@ -419,7 +462,7 @@ impl Aggregator {
             self.bases[base as usize].row = r;
             return r as usize;
         }
-        let interval = ts_ns.saturating_sub(self.t0_ns) / self.config.interval_ns.max(1);
+        let interval = self.interval_of(ts_ns);
         if let Some(&r) = self.interval_rows.get(&(base, interval)) {
             return r as usize;
         }
@@ -441,12 +484,12 @@ impl Aggregator {
 
     /// The unit set (library or function units) of a stack, cached per session and stack.
     fn stack_targets(&mut self, reg: &Registry, session: u32, stack: u32, ts_ns: u64) -> u32 {
-        let cached = self
-            .session(session)
-            .targets
-            .get(stack as usize)
-            .copied()
-            .unwrap_or(UNSET);
+        let state = self.session(session);
+        let cached = match state.targets.get(stack as usize) {
+            Some(&t) => t,
+            None if state.sparse_targets.is_empty() => UNSET,
+            None => state.sparse_targets.get(&stack).copied().unwrap_or(UNSET),
+        };
         if cached != UNSET {
             return cached;
         }
@@ -476,11 +519,18 @@ impl Aggregator {
         let set = self.intern_set(bases);
         // Only cache stacks that were known: an unknown one may be defined later (online).
         if st.is_some() || stack == 0 {
-            let t = &mut self.session_mut(session).targets;
-            if t.len() <= stack as usize {
-                t.resize(stack as usize + 1, UNSET);
+            // Ids are numbered from 1 as stacks are defined: a vector indexed by id fits,
+            // unless the id is far beyond the stacks defined (damage).
+            let dense = STACK_SLACK + 2 * reg.stack_count(session) as usize;
+            let s = self.session_mut(session);
+            if (stack as usize) < s.targets.len() {
+                s.targets[stack as usize] = set;
+            } else if (stack as usize) <= dense {
+                s.targets.resize(stack as usize + 1, UNSET);
+                s.targets[stack as usize] = set;
+            } else {
+                s.sparse_targets.insert(stack, set);
             }
-            t[stack as usize] = set;
         }
         set
     }
@@ -556,15 +606,17 @@ impl Aggregator {
                 r => r as usize,
             };
             let base = &mut self.bases[b as usize];
-            base.net += delta;
+            base.net = base.net.saturating_add(delta);
             let net = base.net;
             let row = &mut self.rows[r];
             if delta != 0 {
                 row.stats.add(delta);
                 if delta > 0 {
-                    row.stats.allocated_bytes += delta as u64;
+                    row.stats.allocated_bytes =
+                        row.stats.allocated_bytes.saturating_add(delta as u64);
                 } else {
-                    row.stats.freed_bytes += delta.unsigned_abs();
+                    row.stats.freed_bytes =
+                        row.stats.freed_bytes.saturating_add(delta.unsigned_abs());
                 }
             }
             row.cumulative = net;
@@ -574,7 +626,12 @@ impl Aggregator {
 
     fn is_inherited(&self, session: u32, ptr: u64) -> bool {
         let mut s = session;
-        while let Some(Some(state)) = self.sessions.get(s as usize) {
+        let mut depth = 0;
+        while let Some(state) = self.sessions.get(s) {
+            depth += 1;
+            if depth > MAX_ANCESTORS {
+                return false;
+            }
             let Some(parent) = state.parent else {
                 return false;
             };
@@ -628,10 +685,10 @@ impl Aggregator {
             FreeTo::Owner => block.set,
             FreeTo::Caller => self.caller_set(reg, e, stack, ts_ns),
         };
-        let delta = -(block.size as i64);
+        let delta = -size_delta(block.size);
         self.apply(set, delta, call, ts_ns);
         self.totals.add(delta);
-        self.totals.freed_bytes += block.size;
+        self.totals.freed_bytes = self.totals.freed_bytes.saturating_add(block.size);
         call.bump(&mut self.totals.calls);
         Some(set)
     }
@@ -650,9 +707,9 @@ impl Aggregator {
         call: Call,
     ) {
         if charge {
-            self.apply(set, size as i64, call, ts_ns);
-            self.totals.add(size as i64);
-            self.totals.allocated_bytes += size;
+            self.apply(set, size_delta(size), call, ts_ns);
+            self.totals.add(size_delta(size));
+            self.totals.allocated_bytes = self.totals.allocated_bytes.saturating_add(size);
             call.bump(&mut self.totals.calls);
         }
         let block = Block {
@@ -665,7 +722,7 @@ impl Aggregator {
             // not recorded (e.g. lost). Treat the old block as gone.
             self.anomalies += 1;
             if charge {
-                let delta = -(old.size as i64);
+                let delta = -size_delta(old.size);
                 self.apply(old.set, delta, Call::None, ts_ns);
                 self.totals.add(delta);
             }
@@ -674,7 +731,7 @@ impl Aggregator {
 
     /// Processes one event. Events must come in time order (see [`super::merge`]).
     pub fn event(&mut self, reg: &Registry, e: &Event) {
-        let Some(Some(state)) = self.sessions.get_mut(e.session as usize) else {
+        let Some(state) = self.sessions.get_mut(e.session) else {
             return;
         };
         let included = state.included;
@@ -697,7 +754,10 @@ impl Aggregator {
                 let pid = self.session(e.session).meta.pid;
                 self.thread_names.insert((pid, e.tid), name.to_string());
             }
-            EventKind::Lost(n) => self.session_mut(e.session).lost += n,
+            EventKind::Lost(n) => {
+                let s = self.session_mut(e.session);
+                s.lost = s.lost.saturating_add(*n);
+            }
             &EventKind::Alloc {
                 op,
                 ptr,

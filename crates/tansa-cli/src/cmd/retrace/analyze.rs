@@ -7,16 +7,12 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::ValueEnum;
-use tansa_format::meta::RecordingMeta;
-use tansa_format::retrace::{
-    self, Execution, ExecutionChunk, GroundTruth, RegionCode, RetraceInfo, RetraceSummary,
-};
-use tansa_format::{FrameType, Kind, Reader};
+use tansa_retrace::recording::{RetraceRecording, RetraceRecordingError};
 use tansa_retrace::report::{ReportInput, build_report};
 use tansa_retrace::{GroupSimilarity, MergeConfig, Method, Ranking, Scores, Variant};
 
 use super::{Format, text};
-use crate::output;
+use crate::{exit, output};
 
 /// Annotation variants.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -91,59 +87,18 @@ pub struct ReportOptions {
     output: Option<PathBuf>,
 }
 
-/// The frames of a retrace recording.
-#[derive(Debug, Default)]
-struct Loaded {
-    meta: Option<RecordingMeta>,
-    info: Option<RetraceInfo>,
-    code: Option<RegionCode>,
-    executions: Vec<Execution>,
-    ground_truth: Option<GroundTruth>,
-    summary: Option<RetraceSummary>,
-}
-
-fn load(path: &Path) -> anyhow::Result<Loaded> {
-    let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-    let mut reader = Reader::new(BufReader::new(file))
-        .with_context(|| format!("cannot read {}", path.display()))?;
-    if reader.kind() != Kind::Retrace {
-        anyhow::bail!(
-            "{} is a {}, not an instruction-trace recording (make one with `tansa retrace record`)",
-            path.display(),
-            reader.kind().describe()
-        );
+/// Reads a retrace recording, with clear messages.
+fn load(path: &Path) -> anyhow::Result<RetraceRecording> {
+    let file = File::open(path).map_err(|e| exit::cannot_open(path, e))?;
+    match RetraceRecording::read(BufReader::new(file)) {
+        Ok(r) => Ok(r),
+        Err(RetraceRecordingError::WrongKind { found }) => anyhow::bail!(
+            "{}: a {found}, not an instruction-trace recording; make one with `tansa retrace record`",
+            path.display()
+        ),
+        Err(RetraceRecordingError::Format(e)) => Err(exit::unreadable(path, &e)),
+        Err(e) => anyhow::bail!("{}: {e}; record again", path.display()),
     }
-    let mut l = Loaded::default();
-    loop {
-        let frame = match reader.next_frame() {
-            Ok(Some(f)) => f,
-            Ok(None) => break,
-            Err(e) if e.is_damage() => {
-                eprintln!(
-                    "tansa: warning: {}: {e}; using what was read before it",
-                    path.display()
-                );
-                break;
-            }
-            Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
-        };
-        match frame.ty {
-            FrameType::META => l.meta = Some(frame.decode()?),
-            retrace::INFO => l.info = Some(frame.decode()?),
-            retrace::CODE => l.code = Some(frame.decode()?),
-            retrace::EXECUTIONS => {
-                let chunk: ExecutionChunk = frame.decode()?;
-                l.executions.extend(chunk.executions);
-            }
-            retrace::GROUND_TRUTH => l.ground_truth = Some(frame.decode()?),
-            retrace::SUMMARY => l.summary = Some(frame.decode()?),
-            _ => {}
-        }
-    }
-    if !reader.is_complete() && l.summary.is_none() {
-        eprintln!("tansa: warning: {} is incomplete", path.display());
-    }
-    Ok(l)
 }
 
 fn merge_config(args: &ReportOptions, time_based: bool) -> anyhow::Result<MergeConfig> {
@@ -191,16 +146,17 @@ fn merge_config(args: &ReportOptions, time_based: bool) -> anyhow::Result<MergeC
 /// Runs `tansa retrace FILE`.
 pub fn run(path: &Path, args: ReportOptions) -> anyhow::Result<ExitCode> {
     let l = load(path)?;
-    let (Some(info), Some(code)) = (&l.info, &l.code) else {
+    if l.executions.is_empty() {
+        let why = if l.damaged { " before the damage" } else { "" };
+        for w in &l.warnings {
+            eprintln!("tansa: warning: {}: {w}", path.display());
+        }
         anyhow::bail!(
-            "{} holds no region information or code (damaged early?)",
+            "{}: the recording holds no sampled executions{why}; record again",
             path.display()
         );
-    };
-    if l.executions.is_empty() {
-        anyhow::bail!("{} holds no sampled executions", path.display());
     }
-    let cfg = merge_config(&args, info.source.is_time_based())?;
+    let cfg = merge_config(&args, l.info.source.is_time_based())?;
     let command = l
         .meta
         .as_ref()
@@ -209,8 +165,8 @@ pub fn run(path: &Path, args: ReportOptions) -> anyhow::Result<ExitCode> {
     let report = build_report(
         ReportInput {
             command: &command,
-            info,
-            code,
+            info: &l.info,
+            code: &l.code,
             executions: &l.executions,
             ground_truth: l.ground_truth.as_ref(),
             summary: l.summary.as_ref(),
@@ -227,5 +183,5 @@ pub fn run(path: &Path, args: ReportOptions) -> anyhow::Result<ExitCode> {
         Format::Text => text::render(&report, args.expand, &mut out)?,
     }
     out.flush()?;
-    Ok(ExitCode::SUCCESS)
+    Ok(exit::finish(path, l.damaged, &l.warnings))
 }

@@ -79,7 +79,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             Some(1_000_000_000 / hz),
         ),
         (_, Some(_)) => {
-            anyhow::bail!("--hz selects time-based sampling; it goes with --source cpu-clock")
+            return Err(crate::exit::usage(
+                "--hz selects time-based sampling; it goes with --source cpu-clock",
+            ));
         }
         (SourceArg::Auto, None) => (SourceChoice::Auto, args.period),
         (SourceArg::Ptrace, None) => (SourceChoice::Exactly(Source::Ptrace), args.period),

@@ -1,0 +1,89 @@
+//! Exit statuses and the messages that go with them (README, "Exit status").
+//!
+//! | status | meaning |
+//! |---|---|
+//! | 0 | success |
+//! | 1 | error, nothing produced (a file that cannot be read, of the wrong kind, a command that cannot run) |
+//! | 2 | command-line misuse (clap's usage errors, option values that do not apply) |
+//! | 3 | damaged or truncated input: a partial report was produced, with warnings on standard error |
+//!
+//! `tansa record` and `tansa sample -- CMD` exit with the command's status; `tansa
+//! leaktest` has its own statuses (see its `--help`). Libraries say what is wrong; this
+//! module only adds the file name and what the user can do, and picks the status.
+
+use std::fmt;
+use std::path::Path;
+use std::process::ExitCode;
+
+use tansa_format::FormatError;
+
+/// Success.
+pub const SUCCESS: u8 = 0;
+/// An error: nothing was produced.
+pub const ERROR: u8 = 1;
+/// Command-line misuse.
+pub const USAGE: u8 = 2;
+/// Damaged or truncated input: a partial report was produced.
+pub const DAMAGED: u8 = 3;
+
+/// A misuse of the command line found after parsing (an option that does not apply to
+/// the file given, say): exit status [`USAGE`].
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl fmt::Display for UsageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+/// A [`UsageError`] with `message`.
+pub fn usage(message: impl Into<String>) -> anyhow::Error {
+    anyhow::Error::new(UsageError(message.into()))
+}
+
+/// The exit status for an error that stopped a command.
+pub fn status_of(err: &anyhow::Error) -> u8 {
+    if err
+        .chain()
+        .any(|e| e.downcast_ref::<UsageError>().is_some())
+    {
+        USAGE
+    } else {
+        ERROR
+    }
+}
+
+/// The error for a recording that cannot be read at all: the file, what is wrong, and
+/// what to do.
+pub fn unreadable(path: &Path, err: &FormatError) -> anyhow::Error {
+    let advice = match err {
+        FormatError::Io(_) => "",
+        FormatError::NotARecording => {
+            "; give a file written by `tansa record`, `tansa sample` or `tansa retrace record`"
+        }
+        FormatError::UnsupportedVersion { .. } => "; read it with the tansa version that wrote it",
+        FormatError::UnknownKind { .. } => {
+            "; it was written by a newer tansa, or its header is damaged"
+        }
+        _ => "; nothing in it can be used: record again",
+    };
+    anyhow::anyhow!("{}: {err}{advice}", path.display())
+}
+
+/// The error for a file that cannot be opened.
+pub fn cannot_open(path: &Path, err: std::io::Error) -> anyhow::Error {
+    anyhow::anyhow!("{}: cannot open it: {err}", path.display())
+}
+
+/// Prints the warnings about `path` on standard error and returns the status of a
+/// command that produced its output: [`DAMAGED`] when the input was damaged, else
+/// [`SUCCESS`].
+pub fn finish(path: &Path, damaged: bool, warnings: &[String]) -> ExitCode {
+    for w in warnings {
+        eprintln!("tansa: warning: {}: {w}", path.display());
+    }
+    ExitCode::from(if damaged { DAMAGED } else { SUCCESS })
+}

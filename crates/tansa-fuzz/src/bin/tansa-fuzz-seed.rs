@@ -1,0 +1,72 @@
+//! Seeds the fuzz corpora from real recordings: `tansa-fuzz-seed CORPUS_DIR RECORDING...`.
+//!
+//! Each recording goes, as it is and with every frame stored uncompressed (so that byte
+//! mutations reach the decoders), to the corpus of the container target and of the target
+//! of its kind (memory, cpu or retrace); the payloads of its frames go to the corpus of
+//! the frame-decoder target. `fuzz/seed.sh` makes the recordings and calls this.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::ExitCode;
+
+use tansa_format::container::{Kind, Reader};
+use tansa_fuzz::craft::Recording;
+
+/// Largest payload kept as a seed of the frame-decoder target.
+const MAX_PAYLOAD_SEED: usize = 16 * 1024;
+/// Seeds kept per frame type and recording.
+const PER_TYPE: usize = 3;
+
+fn write(dir: &Path, target: &str, name: &str, bytes: &[u8]) -> std::io::Result<()> {
+    let d = dir.join(target);
+    std::fs::create_dir_all(&d)?;
+    std::fs::write(d.join(name), bytes)
+}
+
+fn seed(dir: &Path, file: &Path) -> Result<(), String> {
+    let bytes = std::fs::read(file).map_err(|e| format!("{}: {e}", file.display()))?;
+    let kind = Reader::new(std::io::Cursor::new(&bytes))
+        .map_err(|e| format!("{}: {e}", file.display()))?
+        .kind();
+    let target = match kind {
+        Kind::Memory => "memory",
+        Kind::Cpu => "cpu",
+        Kind::Retrace => "retrace",
+    };
+    let rec = Recording::decode(&bytes).ok_or_else(|| format!("{}: unreadable", file.display()))?;
+    let name = file
+        .file_stem()
+        .map_or_else(|| "recording".into(), |s| s.to_string_lossy().into_owned());
+    let plain = rec.encode(false);
+    let io = |e: std::io::Error| e.to_string();
+    for t in ["container", target] {
+        write(dir, t, &name, &bytes).map_err(io)?;
+        write(dir, t, &format!("{name}-plain"), &plain).map_err(io)?;
+    }
+    let mut per_type: HashMap<u16, usize> = HashMap::new();
+    for f in &rec.frames {
+        let n = per_type.entry(f.ty.0).or_default();
+        if *n >= PER_TYPE || f.payload.len() > MAX_PAYLOAD_SEED {
+            continue;
+        }
+        *n += 1;
+        let seed_name = format!("{name}-{:04x}-{n}", f.ty.0);
+        write(dir, "frames", &seed_name, &f.payload).map_err(io)?;
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some((dir, files)) = args.split_first() else {
+        eprintln!("usage: tansa-fuzz-seed CORPUS_DIR RECORDING...");
+        return ExitCode::from(2);
+    };
+    for f in files {
+        if let Err(e) = seed(Path::new(dir), Path::new(f)) {
+            eprintln!("tansa-fuzz-seed: {e}");
+            return ExitCode::from(1);
+        }
+    }
+    ExitCode::SUCCESS
+}

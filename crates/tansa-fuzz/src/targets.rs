@@ -1,0 +1,312 @@
+//! The fuzz targets: plain functions over bytes.
+//!
+//! Each target reads its input as untrusted data the way tansa does, and goes on to what
+//! tansa computes from it (reports under every unit of aggregation, annotation, trace
+//! rebuilding). None may panic or abort; [`Target::memory_limit`] is the bound its
+//! allocations must stay within. The recording targets recompute the frame checksums of
+//! their input first, so that any mutation reaches the decoders; the container target does
+//! not, so that the checksum is fuzzed too.
+
+use std::io::Cursor;
+
+use tansa_analysis::cpu::{self, CpuRecording};
+use tansa_analysis::memory::merge::StreamDecoder;
+use tansa_analysis::memory::model::Registry;
+use tansa_analysis::memory::recording::{MemoryRecording, TableResolver};
+use tansa_analysis::memory::{By, Charge, Config, FreeTo};
+use tansa_format::container::{FrameType, Reader};
+use tansa_format::symtab::SymbolTable;
+use tansa_format::{Frame, cpu as cpu_frames, memory, meta, retrace as retrace_frames};
+use tansa_retrace::recording::RetraceRecording;
+use tansa_wire::event::{Decoder, Record};
+
+use crate::craft;
+
+/// A fuzz target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Target {
+    /// The container reader: frames read in sequence, skimmed by key, and again at their
+    /// offsets.
+    Container,
+    /// Every frame decoder on one payload: the postcard payloads of every frame type, and
+    /// the event records of meta and thread streams.
+    Frames,
+    /// A memory recording read and reported on under every unit (the memory aggregator).
+    Memory,
+    /// A CPU recording read, reported on under every unit (the CPU aggregator), annotated.
+    Cpu,
+    /// An instruction-trace recording read, its code annotated, and a small one rebuilt.
+    Retrace,
+    /// A leak-test plan parsed.
+    Plan,
+}
+
+impl Target {
+    /// Every target.
+    pub const ALL: [Target; 6] = [
+        Target::Container,
+        Target::Frames,
+        Target::Memory,
+        Target::Cpu,
+        Target::Retrace,
+        Target::Plan,
+    ];
+
+    /// Its name (the corpus directory and the cargo-fuzz target).
+    pub fn name(self) -> &'static str {
+        match self {
+            Target::Container => "container",
+            Target::Frames => "frames",
+            Target::Memory => "memory",
+            Target::Cpu => "cpu",
+            Target::Retrace => "retrace",
+            Target::Plan => "plan",
+        }
+    }
+
+    /// The target called `name`.
+    pub fn from_name(name: &str) -> Option<Target> {
+        Target::ALL.into_iter().find(|t| t.name() == name)
+    }
+
+    /// Whether its inputs are recordings (as opposed to a payload or a text).
+    pub fn takes_recordings(self) -> bool {
+        matches!(
+            self,
+            Target::Container | Target::Memory | Target::Cpu | Target::Retrace
+        )
+    }
+
+    /// Runs the target on `data`.
+    pub fn run(self, data: &[u8]) {
+        match self {
+            Target::Container => container(data),
+            Target::Frames => frames(data),
+            Target::Memory => memory_report(data),
+            Target::Cpu => cpu_report(data),
+            Target::Retrace => retrace(data),
+            Target::Plan => plan(data),
+        }
+    }
+
+    /// The most bytes the target may have allocated at once on `data`: 64 MiB plus 64
+    /// times the input, where a recording's input counts its frames decompressed (as far as
+    /// the reader accepts them).
+    pub fn memory_limit(self, data: &[u8]) -> usize {
+        let size = if self.takes_recordings() {
+            (data.len() as u64).saturating_add(craft::payload_bound(data))
+        } else {
+            data.len() as u64
+        };
+        usize::try_from(size.saturating_mul(64).saturating_add(64 << 20)).unwrap_or(usize::MAX)
+    }
+}
+
+/// The container: every frame, by sequence (thread chunks skimmed to their keys), then
+/// again at its offset.
+pub fn container(data: &[u8]) {
+    let Ok(mut reader) = Reader::new(Cursor::new(data)) else {
+        return;
+    };
+    let mut seen = Vec::new();
+    loop {
+        match reader.next_frame_skimming(|ty| ty == memory::THREAD_CHUNK) {
+            Ok(Some(f)) => seen.push(f),
+            Ok(None) => break,
+            Err(e) => {
+                // After an error the reader yields nothing more.
+                assert!(matches!(reader.next_frame(), Ok(None)), "{e}");
+                assert!(!reader.is_complete());
+                break;
+            }
+        }
+    }
+    for f in &seen {
+        let again = reader.frame_at(f.pos());
+        if f.ty != memory::THREAD_CHUNK
+            && let Ok(again) = again
+        {
+            assert_eq!(again, *f, "a frame read twice differs");
+        }
+    }
+}
+
+/// Decodes `payload` as the payload of every frame type.
+pub fn frames(payload: &[u8]) {
+    let frame = |ty: FrameType| Frame {
+        ty,
+        offset: 16,
+        index: 1,
+        payload: payload.to_vec(),
+    };
+    let _ = frame(FrameType::META).decode::<meta::RecordingMeta>();
+    let _ = frame(FrameType::CALIBRATION)
+        .decode::<meta::Calibration>()
+        .map(|c| c.to_ns(u64::from(payload.len() as u32)));
+    let symbols = frame(FrameType::SYMBOLS)
+        .decode::<SymbolTable>()
+        .unwrap_or_default();
+    let _ = frame(memory::SESSION).decode::<memory::SessionInfo>();
+    let _ = frame(memory::SESSION_END).decode::<memory::SessionEnd>();
+    let _ = frame(memory::SESSION_LOSSES)
+        .decode::<memory::SessionLosses>()
+        .map(|l| l.losses.describe());
+    let _ = frame(memory::UNRECORDED).decode::<memory::Unrecorded>();
+    let _ = frame(cpu_frames::INFO).decode::<cpu_frames::CpuInfo>();
+    let _ = frame(cpu_frames::PROCESSES).decode::<Vec<cpu_frames::Process>>();
+    let _ = frame(cpu_frames::MODULES).decode::<Vec<cpu_frames::Module>>();
+    let _ = frame(cpu_frames::ADDRESSES).decode::<Vec<cpu_frames::AddressCount>>();
+    let _ = frame(cpu_frames::STACKS).decode::<Vec<cpu_frames::Stack>>();
+    let _ = frame(cpu_frames::STACK_COUNTS).decode::<Vec<cpu_frames::StackCount>>();
+    let _ = frame(cpu_frames::TIMELINE).decode::<Vec<cpu_frames::TimelineEntry>>();
+    let _ = frame(cpu_frames::SOURCES).decode::<Vec<cpu_frames::SourceFile>>();
+    let _ = frame(cpu_frames::SUMMARY).decode::<cpu_frames::CpuSummary>();
+    let _ = frame(retrace_frames::INFO).decode::<retrace_frames::RetraceInfo>();
+    let _ = frame(retrace_frames::CODE)
+        .decode::<retrace_frames::RegionCode>()
+        .map(|c| tansa_retrace::recording::program(&c));
+    let _ = frame(retrace_frames::EXECUTIONS).decode::<retrace_frames::ExecutionChunk>();
+    let _ = frame(retrace_frames::GROUND_TRUTH)
+        .decode::<retrace_frames::GroundTruth>()
+        .map(|g| g.modal().map(|m| m.1));
+    let _ = frame(retrace_frames::SUMMARY).decode::<retrace_frames::RetraceSummary>();
+
+    // As a meta stream: modules and stacks into a registry (resolved against the payload's
+    // own symbol table, if it is one).
+    let mut registry = Registry::default();
+    let mut resolver = TableResolver::new(symbols);
+    let mut stacks = Vec::new();
+    for r in Decoder::new(payload) {
+        match r {
+            Ok(Record::ModuleLoad(m)) => {
+                registry.add_module(0, &m);
+                let _ = m.segments.count();
+            }
+            Ok(Record::StackDef { id, frames }) => stacks.push((id, frames)),
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    for (id, frames) in stacks {
+        registry.add_stack(0, id, frames, &mut resolver);
+    }
+    registry.resolve_pending(&mut resolver, true);
+    // As a thread stream, delivered in two pieces.
+    let mut d = StreamDecoder::new(0);
+    let cut = payload.len() / 3;
+    let mut events = 0usize;
+    d.push(&payload[..cut], &mut |_| events += 1);
+    d.push(&payload[cut..], &mut |_| events += 1);
+    d.finish();
+}
+
+/// A memory recording, reported on under every unit.
+pub fn memory_report(data: &[u8]) {
+    let mut data = data.to_vec();
+    craft::fix_checksums(&mut data);
+    let Ok(mut rec) = MemoryRecording::open(Cursor::new(data.as_slice())) else {
+        return;
+    };
+    let pid = rec.sessions.first().map(|s| s.pid);
+    // Pass two on a second thread once, as `tansa report` does.
+    rec.prefetch_from(Cursor::new(data.clone()));
+    let configs = [
+        (By::Library, Charge::First, FreeTo::Owner, None),
+        (By::Function, Charge::All, FreeTo::Caller, None),
+        (By::Thread, Charge::Last, FreeTo::Owner, pid),
+        (By::Call, Charge::First, FreeTo::Owner, None),
+        // A short interval, to reach the cap on the number of intervals.
+        (By::Interval, Charge::First, FreeTo::Owner, None),
+    ];
+    for (by, charge, free_to, pid) in configs {
+        let report = rec.report(
+            Config {
+                by,
+                charge,
+                free_to,
+                interval_ns: 1_000,
+                pid,
+            },
+            |_| {},
+        );
+        if by == By::Interval {
+            let intervals: std::collections::BTreeSet<Option<u64>> =
+                report.units.iter().map(|u| u.start_ns).collect();
+            assert!(intervals.len() as u64 <= tansa_analysis::memory::aggregate::MAX_INTERVALS);
+        }
+    }
+    let _ = rec.is_damaged();
+}
+
+/// A CPU recording, reported on under every unit and annotated.
+pub fn cpu_report(data: &[u8]) {
+    let mut data = data.to_vec();
+    craft::fix_checksums(&mut data);
+    let Ok(rec) = CpuRecording::open(Cursor::new(data.as_slice())) else {
+        return;
+    };
+    let _ = rec.total_samples();
+    let mut functions = Vec::new();
+    for by in [
+        cpu::By::Process,
+        cpu::By::Space,
+        cpu::By::Library,
+        cpu::By::Function,
+        cpu::By::Line,
+        cpu::By::Instruction,
+    ] {
+        for pid in [None, rec.processes.first().map(|p| p.pid)] {
+            let report = cpu::report(&rec, cpu::Options { by, pid });
+            if by == cpu::By::Function && pid.is_none() {
+                functions = report
+                    .units
+                    .iter()
+                    .take(3)
+                    .map(|u| u.unit.clone())
+                    .collect();
+            }
+        }
+    }
+    functions.push("main".into());
+    for f in functions {
+        let _ = cpu::annotate::annotate(&rec, &f, None);
+    }
+}
+
+/// Most samples of a recording rebuilt by the target (rebuilding is quadratic in them).
+const MAX_REBUILT_SAMPLES: usize = 400;
+
+/// An instruction-trace recording: read, its code annotated, rebuilt when small.
+pub fn retrace(data: &[u8]) {
+    let mut data = data.to_vec();
+    craft::fix_checksums(&mut data);
+    let Ok(rec) = RetraceRecording::read(Cursor::new(data.as_slice())) else {
+        return;
+    };
+    let _ = tansa_retrace::recording::program(&rec.code);
+    let samples: usize = rec.executions.iter().map(|e| e.samples.len()).sum();
+    if rec.executions.len() > 16 || samples > MAX_REBUILT_SAMPLES {
+        return;
+    }
+    let variant = tansa_retrace::Variant::Block;
+    let scores = tansa_retrace::Scores::defaults(variant, rec.info.source.is_time_based());
+    let cfg = tansa_retrace::MergeConfig::new(scores);
+    let _ = tansa_retrace::report::build_report(
+        tansa_retrace::report::ReportInput {
+            command: &[],
+            info: &rec.info,
+            code: &rec.code,
+            executions: &rec.executions,
+            ground_truth: rec.ground_truth.as_ref(),
+            summary: rec.summary.as_ref(),
+        },
+        &cfg,
+    );
+}
+
+/// A leak-test plan.
+pub fn plan(data: &[u8]) {
+    if let Ok(text) = std::str::from_utf8(data) {
+        let _ = tansa_leaktest::plan::Plan::parse(text);
+    }
+}
