@@ -127,6 +127,8 @@ impl FrameType {
             memory::META_CHUNK => "a chunk of module and stack definitions",
             memory::THREAD_CHUNK => "a thread event chunk",
             memory::SESSION_END => "the end of a process",
+            memory::SESSION_LOSSES => "the events a process could not record",
+            memory::UNRECORDED => "a process that ran unrecorded",
             cpu::INFO => "the sampling description",
             cpu::PROCESSES => "the process list",
             cpu::MODULES => "the module list",

@@ -12,10 +12,10 @@
 //!   event-stream fields), for the mutator, the seed corpora and tests that craft files;
 //! * [`alloc`]: a counting global allocator that enforces the memory bound.
 //!
-//! The same targets run in three ways: replaying the corpus and a short mutation loop in
-//! `cargo test -p tansa-fuzz` (`TANSA_FUZZ_SECONDS` per target, 2 by default); and under
-//! libFuzzer with `cargo fuzz` (the `fuzz/` directory of the repository, on the stable
-//! toolchain with `--sanitizer none`), which CI runs for a bounded time per target.
+//! The same targets run in two ways: replaying the corpus and a bounded mutation loop in
+//! `cargo test -p tansa-fuzz` (`TANSA_FUZZ_SECONDS` per target: 30 in CI, which is how CI
+//! fuzzes, and 2 elsewhere); and under libFuzzer with `cargo fuzz` (`bash fuzz/run.sh`, on
+//! the stable toolchain with `--sanitizer none`) for longer, coverage-guided runs.
 
 pub mod alloc;
 pub mod craft;
