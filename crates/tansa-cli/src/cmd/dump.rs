@@ -1,6 +1,7 @@
 //! `tansa dump`: print a recording's raw records, for debugging and for scripts that want
 //! events rather than reports.
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufReader, Write};
 use std::path::PathBuf;
@@ -8,7 +9,7 @@ use std::process::ExitCode;
 
 use tansa_format::container::{FrameType, Reader};
 use tansa_format::memory::{self, split_meta_chunk, split_thread_chunk};
-use tansa_wire::event::{DecodeError, Decoder, Record};
+use tansa_wire::event::{DecodeError, Decoder, Record, StreamState};
 
 use crate::exit;
 
@@ -31,8 +32,27 @@ pub struct Args {
 /// Prints the records of a stream chunk; returns why the rest of the chunk cannot be
 /// shown, if it cannot (a record cut short at the end of a chunk continues in the next
 /// chunk of its stream and is no damage).
-fn dump_stream(bytes: &[u8], events: bool, out: &mut dyn Write) -> anyhow::Result<Option<String>> {
-    for r in Decoder::new(bytes) {
+/// What is left of a stream after its last chunk so far: a record that continues in the
+/// next chunk, and the decoder's state.
+#[derive(Default)]
+struct Carry {
+    bytes: Vec<u8>,
+    state: StreamState,
+}
+
+/// Shows the records of one chunk of a stream; a record cut at the chunk's end is kept in
+/// `carry` for the next chunk of the same stream.
+fn dump_stream(
+    chunk: &[u8],
+    carry: &mut Carry,
+    events: bool,
+    out: &mut dyn Write,
+) -> anyhow::Result<Option<String>> {
+    let mut bytes = std::mem::take(&mut carry.bytes);
+    bytes.extend_from_slice(chunk);
+    let mut d = Decoder::with_state(&bytes, carry.state);
+    let mut used = 0;
+    while let Some(r) = d.next() {
         match r {
             Ok(Record::StackDef { id, frames }) => {
                 let f: Vec<String> = frames
@@ -62,11 +82,14 @@ fn dump_stream(bytes: &[u8], events: bool, out: &mut dyn Write) -> anyhow::Resul
             Err(DecodeError::Truncated { .. }) => break,
             Err(DecodeError::Corrupt { offset }) => {
                 return Ok(Some(format!(
-                    "an unreadable record at byte {offset} of the chunk's records"
+                    "an unreadable record at byte {offset} of the stream's records in this chunk"
                 )));
             }
         }
+        used = d.position();
+        carry.state = d.state();
     }
+    carry.bytes = bytes[used..].to_vec();
     Ok(None)
 }
 
@@ -84,6 +107,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     )?;
     let mut warnings = Vec::new();
     let mut damaged = false;
+    let mut metas: HashMap<u32, Carry> = HashMap::new();
+    let mut threads: HashMap<(u32, u32), Carry> = HashMap::new();
     loop {
         let frame = match reader.next_frame() {
             Ok(Some(f)) => f,
@@ -158,7 +183,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                         return Ok(Some("a chunk too short to name its process".into()));
                     };
                     writeln!(out, " meta stream of session {s}")?;
-                    return dump_stream(bytes, true, &mut out);
+                    return dump_stream(bytes, metas.entry(s).or_default(), true, &mut out);
                 }
                 memory::THREAD_CHUNK => {
                     let Some((s, st, bytes)) = split_thread_chunk(&frame.payload) else {
@@ -166,7 +191,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                         return Ok(Some("a chunk too short to name its thread".into()));
                     };
                     writeln!(out, " thread stream {st} of session {s}")?;
-                    return dump_stream(bytes, args.events, &mut out);
+                    return dump_stream(
+                        bytes,
+                        threads.entry((s, st)).or_default(),
+                        args.events,
+                        &mut out,
+                    );
                 }
                 _ => writeln!(out)?,
             }
