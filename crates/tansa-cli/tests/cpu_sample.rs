@@ -9,7 +9,7 @@ use std::process::{Command, Output};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
-use common::{build_dir, compile, output_within, share_tolerance, stderr, tansa};
+use common::{build_dir, compile, output_within, require, share_tolerance, stderr, tansa};
 use serde_json::Value;
 
 fn cpu_source(name: &str) -> PathBuf {
@@ -531,9 +531,11 @@ fn flags_of_the_other_kind_and_damage_are_reported() {
 #[test]
 fn unprivileged_users_get_user_only_sampling_or_a_clear_refusal() {
     // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 || Command::new("setpriv").arg("--version").output().is_err()
-    {
-        eprintln!("skipped: needs root and setpriv to drop privileges");
+    let root = unsafe { libc::geteuid() } == 0;
+    if !require(
+        root && Command::new("setpriv").arg("--version").output().is_ok(),
+        "needs root and setpriv to drop privileges",
+    ) {
         return;
     }
     let paranoid: i32 = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
@@ -553,8 +555,10 @@ fn unprivileged_users_get_user_only_sampling_or_a_clear_refusal() {
             .output()
             .expect("run setpriv")
     };
-    if !as_nobody(&["--version"]).status.success() {
-        eprintln!("skipped: the tansa binary is not executable by nobody");
+    if !require(
+        as_nobody(&["--version"]).status.success(),
+        "the tansa binary must be executable by nobody (a world-readable checkout)",
+    ) {
         return;
     }
     let all = dir.path().join("all.tansa");

@@ -320,9 +320,13 @@ fn by_function(
     };
     let mut cache: FxHashMap<Loc, Vec<u32>> = FxHashMap::default();
     let mut self_: FxHashMap<u32, u64> = FxHashMap::default();
+    // Self samples go to the innermost function of the sampled instruction (an inlined
+    // function's own code counts as its self, as in its total and in `--by line`).
     for a in addresses {
-        let id = interner.id(names.unit(a.pc));
-        bump(self_.entry(id).or_default(), a.count);
+        let ids = cache
+            .entry(a.pc)
+            .or_insert_with(|| expand(a.pc, &mut interner));
+        bump(self_.entry(ids[0]).or_default(), a.count);
     }
     // Per chain: its functions once each, with the caller of the innermost occurrence.
     const ROOT: u32 = u32::MAX;

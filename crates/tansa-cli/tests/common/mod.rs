@@ -310,3 +310,20 @@ pub fn share_tolerance(expected: f64, periods: u64) -> f64 {
     let n = (periods as f64 / 4.0).max(1.0);
     400.0 * (p * (1.0 - p) / n).sqrt() + 1.0
 }
+
+/// Whether a test's precondition (`met`) holds. In CI (`CI` set, as `.ci/run` does, which
+/// runs as root with every tool installed) a missing precondition fails the test; elsewhere
+/// the test says why it does not run and returns early (so a developer without root can
+/// still run the suite), which the message makes visible with `--nocapture`.
+#[allow(dead_code)]
+pub fn require(met: bool, what: &str) -> bool {
+    if met {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{what}: this precondition must hold in CI"
+    );
+    eprintln!("not run here: {what}");
+    false
+}
