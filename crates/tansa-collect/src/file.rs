@@ -92,14 +92,14 @@ fn writer_thread(mut writer: Writer<BufWriter<File>>, jobs: Receiver<Job>) -> io
 }
 
 impl FileSink {
-    /// Creates the file and writes its first frame.
+    /// Writes the recording into `file` (created by the caller, see
+    /// `tansa_format::output`; `path` names it in messages), starting with its first frame.
     pub fn create(
+        file: File,
         path: &Path,
         meta: &RecordingMeta,
         clock: ClockSource,
     ) -> Result<FileSink, CollectError> {
-        let file = File::create(path)
-            .map_err(|e| CollectError::Sink(format!("cannot create {}: {e}", path.display())))?;
         let mut writer = Writer::new(BufWriter::with_capacity(1 << 20, file), Kind::Memory)?;
         writer.value(FrameType::META, meta)?;
         let (tx, rx) = sync_channel(64);

@@ -16,6 +16,7 @@ pub mod container;
 pub mod cpu;
 pub mod memory;
 pub mod meta;
+pub mod output;
 pub mod retrace;
 pub mod symtab;
 

@@ -10,6 +10,7 @@ use anyhow::{Context, bail};
 use tansa_collect::file::FileSink;
 use tansa_collect::{Config as CollectConfig, Outcome};
 use tansa_format::meta::{ClockSource, ExitStatus, RecordingMeta};
+use tansa_format::output::{DEFAULT_MODE, Naming, OutputFile};
 
 use super::memopts::{self, ByArg, ChargeArg, FormatArg, FreeToArg};
 use crate::online::OnlineSink;
@@ -177,13 +178,25 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         ClockSource::Monotonic
     };
     let name = command_name(&args.command);
-    let (path, rename) = match &args.output {
-        Some(p) => (p.clone(), false),
-        None => (
-            PathBuf::from(format!("tansa-{name}-{}.tansa.partial", std::process::id())),
-            true,
-        ),
-    };
+    // Where the recording goes: the user's name, or tansa-NAME-PID.tansa once the pid is
+    // known (never replacing a file there). It is written to a private temporary file next
+    // to it meanwhile.
+    let dir_hint = args
+        .output
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("tansa-{name}.tansa")));
+    let mut out = OutputFile::create(&dir_hint, DEFAULT_MODE).with_context(|| {
+        format!(
+            "cannot create a recording in {}",
+            dir_hint
+                .parent()
+                .filter(|d| !d.as_os_str().is_empty())
+                .unwrap_or(Path::new("."))
+                .display()
+        )
+    })?;
+    let path = out.temp_path().to_path_buf();
+    let file = out.take_file().context("the recording file")?;
     let meta = RecordingMeta {
         tool: format!("tansa {}", env!("CARGO_PKG_VERSION")),
         started_unix_ms: now_unix_ms(),
@@ -198,15 +211,20 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             ("max_frames".into(), args.max_frames.to_string()),
         ],
     };
-    let mut sink = FileSink::create(&path, &meta, clock)?;
+    let mut sink = FileSink::create(file, &path, &meta, clock)?;
     let started = Instant::now();
     let outcome: Outcome = match tansa_collect::record(&config, &mut sink) {
         Ok(o) => o,
         Err(e) => {
-            // Keep what was recorded, if anything: finish the file.
-            let _ = sink.finish(&mut |_, _, _| {});
-            if rename {
-                let _ = std::fs::remove_file(&path);
+            // Keep what was recorded, if anything: finish the file and keep it as .partial.
+            let finished = sink.finish(&mut |_, _, _| {});
+            let dest = args.output.clone().unwrap_or(dir_hint);
+            match finished
+                .map_err(anyhow::Error::from)
+                .and_then(|_| out.keep_partial(&dest).map_err(anyhow::Error::from))
+            {
+                Ok(kept) => eprintln!("tansa: what was recorded is kept in {}", kept.display()),
+                Err(k) => eprintln!("tansa: the partial recording could not be kept: {k:#}"),
             }
             return Err(e.into());
         }
@@ -220,18 +238,36 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             p.set_position(i as u64);
             p.set_message(module.rsplit('/').next().unwrap_or(module).to_string());
         }
-    })?;
+    });
     if let Some(p) = progress {
         p.finish_and_clear();
     }
-    let final_path = if rename {
-        let target = PathBuf::from(format!("tansa-{name}-{}.tansa", outcome.pid));
-        std::fs::rename(&path, &target)
-            .with_context(|| format!("cannot rename {} to {}", path.display(), target.display()))?;
-        target
-    } else {
-        path
+    let (dest, naming) = match &args.output {
+        Some(p) => (p.clone(), Naming::Given),
+        None => (
+            PathBuf::from(format!("tansa-{name}-{}.tansa", outcome.pid)),
+            Naming::Chosen,
+        ),
     };
+    let size = match size {
+        Ok(size) => size,
+        Err(e) => {
+            if let Ok(kept) = out.keep_partial(&dest) {
+                eprintln!("tansa: what was recorded is kept in {}", kept.display());
+            }
+            return Err(e.into());
+        }
+    };
+    let final_path = out
+        .commit(&dest, naming)
+        .with_context(|| format!("cannot move the recording to {}", dest.display()))?;
+    if naming == Naming::Chosen && final_path != dest {
+        eprintln!(
+            "tansa: {} exists; the recording is {} instead",
+            dest.display(),
+            final_path.display()
+        );
+    }
     eprintln!(
         "tansa: {} {}; recorded {} process image(s) in {:.2} s: {} of events, written to {} ({})",
         command_name(&args.command),

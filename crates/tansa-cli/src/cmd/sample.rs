@@ -12,6 +12,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::Context;
 use clap::ValueEnum;
 use tansa_format::meta::{ExitStatus, RecordingMeta};
+use tansa_format::output::{DEFAULT_MODE, Naming, OutputFile};
 use tansa_sample::SampleError;
 use tansa_sample::perf::{self, CallGraph, Config, EventChoice, Target};
 
@@ -188,10 +189,16 @@ fn run_agent(
         timeline: args.timeline,
     };
     let stop = AtomicBool::new(false);
-    let outcome = record_to(output, " (agent)", |file, tick| {
+    let naming = if args.output.is_some() {
+        Naming::Given
+    } else {
+        Naming::Chosen
+    };
+    let (outcome, output) = record_to(output, naming, " (agent)", |file, tick| {
         tansa_sample::agent::record(&config, meta, &stop, file, &mut |n| tick(n))
     })?
     .context("sampling with the agent failed")?;
+    let output = output.as_path();
     let s = outcome.summary;
     let size = std::fs::metadata(output).map_or(0, |m| m.len());
     eprintln!(
@@ -217,16 +224,21 @@ fn run_agent(
     Ok(exit_code(Some(outcome.exit)))
 }
 
-/// Creates `output` and runs `record` into it, with a spinner counting samples on a
-/// terminal (`label` follows the count). A recording that fails is removed, and its error
-/// returned as the inner result for the caller to inspect.
+/// Runs `record` into a new recording for `output` (see `tansa_format::output`: a private
+/// temporary file moved into place at the end; a name tansa chose never replaces a file),
+/// with a spinner counting samples on a terminal (`label` follows the count). Returns the
+/// recording's final name. A recording that fails is removed (sampling failed before
+/// anything worth reading was written), and its error returned as the inner result for the
+/// caller to inspect.
 fn record_to<T, E>(
     output: &std::path::Path,
+    naming: Naming,
     label: &str,
     record: impl FnOnce(BufWriter<File>, &mut dyn FnMut(u64)) -> Result<T, E>,
-) -> anyhow::Result<Result<T, E>> {
-    let file =
-        File::create(output).with_context(|| format!("cannot create {}", output.display()))?;
+) -> anyhow::Result<Result<(T, PathBuf), E>> {
+    let mut out = OutputFile::create(output, DEFAULT_MODE)
+        .with_context(|| format!("cannot create {}", output.display()))?;
+    let file = out.take_file().context("the recording file")?;
     let progress = std::io::stderr().is_terminal().then(|| {
         let p = indicatif::ProgressBar::new_spinner();
         p.set_message(format!("sampling{label}"));
@@ -242,10 +254,25 @@ fn record_to<T, E>(
     if let Some(p) = &progress {
         p.finish_and_clear();
     }
-    if result.is_err() {
-        let _ = std::fs::remove_file(output);
+    match result {
+        Ok(t) => {
+            let path = out
+                .commit(output, naming)
+                .with_context(|| format!("cannot move the recording to {}", output.display()))?;
+            if naming == Naming::Chosen && path != output {
+                eprintln!(
+                    "tansa: {} exists; the recording is {} instead",
+                    output.display(),
+                    path.display()
+                );
+            }
+            Ok(Ok((t, path)))
+        }
+        Err(e) => {
+            out.discard();
+            Ok(Err(e))
+        }
     }
-    Ok(result)
 }
 
 fn recording_meta(args: &Args) -> RecordingMeta {
@@ -327,10 +354,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         // A second handler cannot be installed (tests run commands in-process): ignore.
         let _ = ctrlc::set_handler(move || stop.store(true, Ordering::Relaxed));
     }
-    let result = record_to(&output, "", |file, tick| {
+    let naming = if args.output.is_some() {
+        Naming::Given
+    } else {
+        Naming::Chosen
+    };
+    let result = record_to(&output, naming, "", |file, tick| {
         perf::record(&config, meta, &stop, file, &mut |n| tick(n))
     })?;
-    let outcome = match result {
+    let (outcome, output) = match result {
         Ok(o) => o,
         Err(e) => {
             if let SampleError::PermissionDenied { reason, .. } = &e

@@ -1,6 +1,5 @@
 //! `tansa retrace record`.
 
-use std::fs::File;
 use std::io::{BufWriter, IsTerminal};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -9,6 +8,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use anyhow::Context;
 use clap::ValueEnum;
 use tansa_format::meta::RecordingMeta;
+use tansa_format::output::{DEFAULT_MODE, Naming, OutputFile};
 use tansa_format::retrace::{self, ExecutionChunk, Source};
 use tansa_format::{Kind, Writer};
 use tansa_tracer::{Options, SourceChoice, record, stopped_by_recorder};
@@ -126,13 +126,20 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         b.finish_and_clear();
     }
     let rec = rec?;
-    let path = args.output.unwrap_or_else(|| {
+    let naming = if args.output.is_some() {
+        Naming::Given
+    } else {
+        Naming::Chosen
+    };
+    let dest = args.output.clone().unwrap_or_else(|| {
         let name = Path::new(&args.command[0])
             .file_name()
             .map_or_else(|| "target".into(), |n| n.to_string_lossy().into_owned());
         PathBuf::from(format!("tansa-retrace-{name}-{}.tansa", rec.pid))
     });
-    let file = File::create(&path).with_context(|| format!("cannot create {}", path.display()))?;
+    let mut out = OutputFile::create(&dest, DEFAULT_MODE)
+        .with_context(|| format!("cannot create {}", dest.display()))?;
+    let file = out.take_file().context("the recording file")?;
     let mut w = Writer::new(BufWriter::new(file), Kind::Retrace)?;
     w.value(
         tansa_format::FrameType::META,
@@ -167,7 +174,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     w.value(retrace::SUMMARY, &rec.summary)?;
     w.finish()
-        .with_context(|| format!("cannot write {}", path.display()))?;
+        .with_context(|| format!("cannot write {}", dest.display()))?;
+    let path = out
+        .commit(&dest, naming)
+        .with_context(|| format!("cannot move the recording to {}", dest.display()))?;
+    if naming == Naming::Chosen && path != dest {
+        eprintln!(
+            "tansa: {} exists; the recording is {} instead",
+            dest.display(),
+            path.display()
+        );
+    }
 
     let s = &rec.summary;
     eprintln!(

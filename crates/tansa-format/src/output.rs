@@ -1,0 +1,239 @@
+//! Creating recordings safely: the one home of how tansa writes an output file.
+//!
+//! A recording is written to a temporary file created next to its destination with
+//! `O_CREAT | O_EXCL | O_NOFOLLOW` and mode 0600 (recordings hold command lines, paths,
+//! source text: private unless the user widens them), and moved into place only when it is
+//! complete:
+//!
+//! * a name the user gave (`-o FILE`) is replaced atomically by `rename(2)`, which replaces
+//!   a symbolic link at that name rather than following it;
+//! * a name tansa chose never replaces anything: if it exists (a file, or a symbolic link
+//!   planted there), `.1`, `.2`, ... is added before the extension, and the file is linked
+//!   into place with `link(2)`, which fails rather than overwrite;
+//! * a recording that fails part-way is kept as `NAME.partial` (never removed: what was
+//!   recorded stays readable, as far as it got).
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// The mode of new recordings.
+pub const DEFAULT_MODE: u32 = 0o600;
+
+/// Most numbered alternatives tried for a name tansa chose.
+const MAX_SUFFIX: u32 = 10_000;
+
+/// A recording being written: a temporary file next to its destination.
+#[derive(Debug)]
+pub struct OutputFile {
+    temp: PathBuf,
+    file: Option<File>,
+    settled: bool,
+}
+
+/// How the final name is chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Naming {
+    /// The user named the file: replace whatever is there (without following a link).
+    Given,
+    /// tansa chose the name: never replace anything; add a number if the name is taken.
+    Chosen,
+}
+
+impl OutputFile {
+    /// Creates a temporary file in the directory of `dest` (the current directory if it
+    /// has none), readable and writable by its owner only (`mode`, normally
+    /// [`DEFAULT_MODE`], further limited by the umask).
+    pub fn create(dest: &Path, mode: u32) -> io::Result<OutputFile> {
+        static COUNTER: AtomicU32 = AtomicU32::new(0);
+        let dir = match dest.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let stem = dest
+            .file_name()
+            .map_or_else(|| "tansa".into(), |n| n.to_string_lossy().into_owned());
+        for _ in 0..100 {
+            let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+            let temp = dir.join(format!(".{stem}.{}.{n}.tmp", std::process::id()));
+            match OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(mode)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                .open(&temp)
+            {
+                Ok(file) => {
+                    return Ok(OutputFile {
+                        temp,
+                        file: Some(file),
+                        settled: false,
+                    });
+                }
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            format!("no free temporary name in {}", dir.display()),
+        ))
+    }
+
+    /// The open file, to write the recording into (once).
+    pub fn take_file(&mut self) -> Option<File> {
+        self.file.take()
+    }
+
+    /// The temporary file's path.
+    pub fn temp_path(&self) -> &Path {
+        &self.temp
+    }
+
+    /// Moves the complete recording to `dest`; returns the name it got.
+    pub fn commit(mut self, dest: &Path, naming: Naming) -> io::Result<PathBuf> {
+        self.file = None;
+        let result = match naming {
+            Naming::Given => std::fs::rename(&self.temp, dest).map(|()| dest.to_path_buf()),
+            Naming::Chosen => link_unique(&self.temp, dest).inspect(|_| {
+                let _ = std::fs::remove_file(&self.temp);
+            }),
+        };
+        if result.is_ok() {
+            self.settled = true;
+        }
+        result
+    }
+
+    /// Keeps what was written as `DEST.partial` (numbered if taken); returns its name.
+    pub fn keep_partial(mut self, dest: &Path) -> io::Result<PathBuf> {
+        self.file = None;
+        let mut partial = dest.as_os_str().to_owned();
+        partial.push(".partial");
+        let got = link_unique(&self.temp, Path::new(&partial));
+        if got.is_ok() {
+            let _ = std::fs::remove_file(&self.temp);
+            self.settled = true;
+        }
+        got
+    }
+
+    /// Removes the temporary file (nothing worth keeping was written).
+    pub fn discard(mut self) {
+        self.file = None;
+        let _ = std::fs::remove_file(&self.temp);
+        self.settled = true;
+    }
+}
+
+impl Drop for OutputFile {
+    /// A recording abandoned without a decision (a panic) is kept under its temporary name,
+    /// which starts with a dot; nothing recorded is removed.
+    fn drop(&mut self) {
+        if !self.settled {
+            self.file = None;
+        }
+    }
+}
+
+/// `dest`, or `dest` with `.N` before its extension: the first that does not exist yet, to
+/// which `src` is hard-linked (`link(2)` never replaces nor follows what is at the name).
+fn link_unique(src: &Path, dest: &Path) -> io::Result<PathBuf> {
+    for n in 0..MAX_SUFFIX {
+        let candidate = if n == 0 {
+            dest.to_path_buf()
+        } else {
+            numbered(dest, n)
+        };
+        match std::fs::hard_link(src, &candidate) {
+            Ok(()) => return Ok(candidate),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::AlreadyExists,
+        format!(
+            "{} and {MAX_SUFFIX} numbered names after it exist",
+            dest.display()
+        ),
+    ))
+}
+
+/// `dir/stem.N.ext` for `dir/stem.ext` (`dir/name.N` without an extension).
+fn numbered(dest: &Path, n: u32) -> PathBuf {
+    let name = dest
+        .file_name()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let name = match name.split_once('.') {
+        Some((stem, ext)) if !stem.is_empty() => format!("{stem}.{n}.{ext}"),
+        _ => format!("{name}.{n}"),
+    };
+    dest.with_file_name(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::os::unix::fs::{MetadataExt, symlink};
+
+    fn write(dest: &Path, naming: Naming, text: &str) -> PathBuf {
+        let mut out = OutputFile::create(dest, DEFAULT_MODE).unwrap();
+        out.take_file().unwrap().write_all(text.as_bytes()).unwrap();
+        out.commit(dest, naming).unwrap()
+    }
+
+    #[test]
+    fn chosen_names_never_replace_and_never_follow() {
+        let dir = tempfile::tempdir().unwrap();
+        let dest = dir.path().join("rec.tansa");
+        assert_eq!(write(&dest, Naming::Chosen, "one"), dest);
+        let second = write(&dest, Naming::Chosen, "two");
+        assert_eq!(second, dir.path().join("rec.1.tansa"));
+        assert_eq!(std::fs::read_to_string(&dest).unwrap(), "one");
+        // A link planted at the next name is neither followed nor replaced.
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "keep").unwrap();
+        symlink(&victim, dir.path().join("rec.2.tansa")).unwrap();
+        let third = write(&dest, Naming::Chosen, "three");
+        assert_eq!(third, dir.path().join("rec.3.tansa"));
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+        assert_eq!(std::fs::metadata(&third).unwrap().mode() & 0o777, 0o600);
+        // No temporary file is left.
+        let left: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+    }
+
+    #[test]
+    fn given_names_replace_a_link_without_following_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "keep").unwrap();
+        let dest = dir.path().join("out.tansa");
+        symlink(&victim, &dest).unwrap();
+        assert_eq!(write(&dest, Naming::Given, "new"), dest);
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+        assert_eq!(std::fs::read_to_string(&dest).unwrap(), "new");
+        assert!(!std::fs::symlink_metadata(&dest).unwrap().is_symlink());
+    }
+
+    #[test]
+    fn a_failed_recording_is_kept_as_partial() {
+        let dir = tempfile::tempdir().unwrap();
+        let dest = dir.path().join("rec.tansa");
+        let mut out = OutputFile::create(&dest, DEFAULT_MODE).unwrap();
+        out.take_file().unwrap().write_all(b"half").unwrap();
+        let kept = out.keep_partial(&dest).unwrap();
+        assert_eq!(kept, dir.path().join("rec.tansa.partial"));
+        assert_eq!(std::fs::read_to_string(&kept).unwrap(), "half");
+        assert!(!dest.exists());
+    }
+}
