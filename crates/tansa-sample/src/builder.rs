@@ -201,6 +201,9 @@ pub struct CpuRecordingBuilder {
     pub(crate) last_ns: u64,
     pub(crate) wall_ns: u64,
     pub(crate) elf_cache: HashMap<u32, Arc<ElfFile>>,
+    /// The owners of the sampled processes (read when each was declared): source text is
+    /// embedded only from files one of them could read.
+    pub(crate) readers: Vec<crate::sources::Reader>,
 }
 
 impl CpuRecordingBuilder {
@@ -233,6 +236,7 @@ impl CpuRecordingBuilder {
             last_ns: 0,
             wall_ns: 0,
             elf_cache: HashMap::new(),
+            readers: Vec::new(),
         }
     }
 
@@ -244,6 +248,11 @@ impl CpuRecordingBuilder {
     /// Declares a process (one program image; after an `exec`, declare a new one).
     pub fn add_process(&mut self, p: ProcessInfo) -> ProcessId {
         let id = self.processes.len() as u32;
+        if let Some(r) = crate::sources::Reader::of_process(p.pid)
+            && !self.readers.contains(&r)
+        {
+            self.readers.push(r);
+        }
         self.processes.push(Process {
             id,
             pid: p.pid,

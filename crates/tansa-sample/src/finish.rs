@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
+use std::path::Path;
 
 use iced_x86::{Decoder, DecoderOptions};
 use tansa_format::container::{FrameType, Kind, Writer};
@@ -127,7 +128,7 @@ impl CpuRecordingBuilder {
             }
         }
         let symbols = symtab.finish();
-        let sources = read_sources(&source_paths);
+        let sources = read_sources(&source_paths, &self.readers);
 
         let summary = CpuSummary {
             samples: self.samples,
@@ -315,22 +316,15 @@ fn remap(symtab: &mut SymbolTableBuilder, strings: &[String], id: StrId) -> StrI
     }
 }
 
-/// Reads the source files at `paths`, within the size limits.
-fn read_sources(paths: &BTreeSet<String>) -> Vec<SourceFile> {
+/// Reads the source files at `paths` that the sampled processes' owners could read,
+/// within the size limits.
+fn read_sources(paths: &BTreeSet<String>, readers: &[crate::sources::Reader]) -> Vec<SourceFile> {
     let mut total = 0u64;
     let mut out = Vec::new();
     for path in paths {
-        let Ok(meta) = std::fs::metadata(path) else {
-            continue;
-        };
-        if !meta.is_file()
-            || meta.len() > MAX_SOURCE_BYTES
-            || total + meta.len() > MAX_SOURCES_TOTAL
-        {
-            continue;
-        }
-        if let Ok(text) = std::fs::read_to_string(path) {
-            total += meta.len();
+        let budget = MAX_SOURCE_BYTES.min(MAX_SOURCES_TOTAL.saturating_sub(total));
+        if let Some(text) = crate::sources::read(Path::new(path), readers, budget) {
+            total += text.len() as u64;
             out.push(SourceFile {
                 path: path.to_string(),
                 text,

@@ -25,6 +25,7 @@ mod finish;
 pub mod kernel;
 pub mod perf;
 pub mod procfs;
+mod sources;
 pub mod unwind;
 
 pub use builder::{CpuRecordingBuilder, MappingInfo, ProcessId, ProcessInfo, SampleInput};

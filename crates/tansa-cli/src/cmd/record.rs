@@ -25,8 +25,10 @@ Examples:
 
 tansa record exits with the command's exit status (128 + N if a signal N killed it).")]
 pub struct Args {
-    /// Recording file to write (default: tansa-COMMAND-PID.tansa in the current
-    /// directory). With --online, the report is written there instead of to stderr.
+    /// Recording file to write, replaced if it exists (default: tansa-COMMAND-PID.tansa in
+    /// the current directory, numbered if taken; never replaces a file). Recordings are
+    /// private (mode 0600). With --online, the report is written there instead of to
+    /// stderr.
     #[arg(short, long, value_name = "FILE")]
     output: Option<PathBuf>,
 

@@ -40,7 +40,8 @@ pub struct Args {
           value_parser = clap::value_parser!(u64).range(1..=100_000))]
     frequency: u64,
 
-    /// Recording file to write (default: tansa-sample-NAME.tansa in the current directory).
+    /// Recording file to write, replaced if it exists (default: tansa-sample-NAME.tansa in
+    /// the current directory, numbered if taken; never replaces a file). Mode 0600.
     #[arg(short, long, value_name = "FILE")]
     output: Option<PathBuf>,
 

@@ -234,7 +234,18 @@ pub fn open(config: &Config, who: &Who, exec: bool) -> Result<Opened, SampleErro
                     ));
                     kernel = false;
                 }
-                Who::Threads(_) => {
+                Who::Threads(tids) => {
+                    if let Some((tid, uid)) = other_users_thread(tids) {
+                        return Err(SampleError::PermissionDenied {
+                            what: format!(
+                                "process {} belongs to {} (uid {uid}), not to you",
+                                process_of(tid),
+                                user_name(uid)
+                            ),
+                            reason: "sampling another user's process needs root or the                                      CAP_PERFMON capability (or run tansa as that user)"
+                                .into(),
+                        });
+                    }
                     let reason = match paranoid() {
                         // The sysctl allows it: something else refuses.
                         Some(level) if level <= 2 => format!(
@@ -258,4 +269,51 @@ pub fn open(config: &Config, who: &Who, exec: bool) -> Result<Opened, SampleErro
             Err(e) => return Err(e.into()),
         }
     }
+}
+
+/// The first of `tids` that another user owns (effective uid other than ours), when we are
+/// not root: `(tid, its uid)`.
+fn other_users_thread(tids: &[u32]) -> Option<(u32, u32)> {
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    if me == 0 {
+        return None;
+    }
+    tids.iter().find_map(|&tid| {
+        let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+        let uid: u32 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Uid:"))?
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()?;
+        (uid != me).then_some((tid, uid))
+    })
+}
+
+/// The process (thread group) of thread `tid`.
+fn process_of(tid: u32) -> u32 {
+    std::fs::read_to_string(format!("/proc/{tid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Tgid:"))
+                .and_then(|v| v.trim().parse().ok())
+        })
+        .unwrap_or(tid)
+}
+
+/// `user NAME` for `uid` from /etc/passwd, or `user uid` when unknown.
+fn user_name(uid: u32) -> String {
+    std::fs::read_to_string("/etc/passwd")
+        .ok()
+        .and_then(|p| {
+            p.lines().find_map(|l| {
+                let mut f = l.split(':');
+                let name = f.next()?;
+                (f.nth(1)?.parse::<u32>().ok()? == uid).then(|| format!("user {name}"))
+            })
+        })
+        .unwrap_or_else(|| format!("user {uid}"))
 }
