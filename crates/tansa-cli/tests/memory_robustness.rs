@@ -198,6 +198,9 @@ fn a_command_that_does_not_exist() {
         "{err}"
     );
     assert!(!err.contains("panicked"), "{err}");
+    // Nothing ran: no recording, partial or temporary, is left.
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().collect();
+    assert!(left.is_empty(), "{left:?}");
 }
 
 #[test]

@@ -294,7 +294,14 @@ impl Collector {
             // within the grace period, or it runs unrecorded.
             self.sessions[i].ended = true;
             self.sessions[i].replaced = true;
-            if !was_detached {
+            // Its new image may have announced itself already (announcements and hang-ups
+            // travel on different sockets): then nothing is pending.
+            let started = self.sessions[i].info.start_ticks;
+            let announced = self
+                .sessions
+                .iter()
+                .any(|t| t.pid == pid && t.info.start_ticks > started);
+            if !was_detached && !announced {
                 self.pending_exec.insert(
                     pid,
                     PendingExec {
@@ -381,7 +388,9 @@ impl Collector {
             if recorded.contains(&u.pid) {
                 return false;
             }
-            if all || when.elapsed() >= Duration::from_millis(200) {
+            // Its announcement, sent before it exited, may still be queued behind others
+            // on a loaded machine: a second before it counts as unrecorded.
+            if all || when.elapsed() >= Duration::from_secs(1) {
                 unrecorded.push(u.clone());
                 return false;
             }
@@ -416,6 +425,12 @@ impl Collector {
     /// session's end with the best exit status known, its losses, and the processes that ran
     /// unrecorded.
     pub fn finish(&mut self, sink: &mut dyn Sink) -> Result<(), CollectError> {
+        // Announcements still queued (a process that started and ended in the last moments,
+        // or while the recorder was starved of CPU): read them before any process is
+        // declared unrecorded. Each pass accepts connections and reads their messages.
+        for _ in 0..4 {
+            self.poll_control(sink)?;
+        }
         for s in self.sessions.iter_mut() {
             self.total_bytes += s.drain(sink)?.bytes;
             s.close_streams(sink)?;

@@ -217,6 +217,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     let outcome: Outcome = match tansa_collect::record(&config, &mut sink) {
         Ok(o) => o,
+        Err(e @ tansa_collect::CollectError::Spawn { .. }) => {
+            // Nothing ran, nothing was recorded.
+            let _ = sink.finish(&mut |_, _, _| {});
+            out.discard();
+            return Err(e.into());
+        }
         Err(e) => {
             // Keep what was recorded, if anything: finish the file and keep it as .partial.
             let finished = sink.finish(&mut |_, _, _| {});
