@@ -248,9 +248,9 @@ impl CpuRecordingBuilder {
     /// Declares a process (one program image; after an `exec`, declare a new one).
     pub fn add_process(&mut self, p: ProcessInfo) -> ProcessId {
         let id = self.processes.len() as u32;
-        if let Some(r) = crate::sources::Reader::of_process(p.pid)
-            && !self.readers.contains(&r)
-        {
+        let r = crate::sources::Reader::of_process(p.pid)
+            .unwrap_or_else(crate::sources::Reader::recorder);
+        if !self.readers.contains(&r) {
             self.readers.push(r);
         }
         self.processes.push(Process {

@@ -9,6 +9,8 @@
 //! owner, group and other permission bits against each owner's uid, gid and supplementary
 //! groups, and each directory above it must be searchable by that owner. A file must also
 //! be a regular file and no larger than the budget given (4 MiB per file, 64 MiB in all).
+//! A process whose owner cannot be read (gone before it was declared) counts as the
+//! recorder's real user's.
 
 use std::io::Read;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
@@ -45,6 +47,16 @@ impl Reader {
             gid,
             groups: field("Groups:"),
         })
+    }
+
+    /// The recorder's own real user (who started tansa): the owner assumed for a process
+    /// whose owner could not be read (gone before it was declared, or a recording built
+    /// from elsewhere).
+    pub fn recorder() -> Reader {
+        // SAFETY: getuid and getgid have no preconditions.
+        let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+        let groups = Reader::of_process(std::process::id()).map_or_else(Vec::new, |r| r.groups);
+        Reader { uid, gid, groups }
     }
 
     /// Whether this owner may access a file of `uid`/`gid`/`mode` for `want` (4 read, 1
