@@ -247,6 +247,9 @@ impl Collector {
                     ));
                 };
                 let id = self.sessions.len() as u32;
+                // Leak-cause mode: the header mapped on its own for the sink (mapped
+                // before Session::open takes the descriptor, checked by it after).
+                let header = crate::SharedHeader::map(&memfd).ok();
                 let s = Session::open(id, memfd, private, geometry)?;
                 // An earlier image of this pid still counted as running has replaced itself.
                 // (Announcements travel on different sockets, so a later image may be heard
@@ -259,6 +262,11 @@ impl Collector {
                 self.pending_exec.remove(&s.pid);
                 self.recorded_pids.insert(s.pid);
                 sink.session_started(&s.info)?;
+                if s.info_flags & tansa_wire::layout::FLAG_LEAK_CAUSE != 0
+                    && let Some(h) = header
+                {
+                    sink.session_header(id, s.pid, h);
+                }
                 self.sessions.push(s);
             }
             (HELLO_SEGMENT, Source::Private(i)) => {

@@ -197,6 +197,11 @@ impl FileSink {
         self.raw_bytes
     }
 
+    /// Adds a frame (written before the symbols and the end marker).
+    pub fn add_frame(&mut self, ty: FrameType, payload: Vec<u8>) -> Result<(), CollectError> {
+        self.send(Job::Frame(ty, payload))
+    }
+
     /// Flushes every buffer, resolves symbols and closes the file. `progress` is called
     /// before each module is symbolized with (index, count, path). Returns the file size.
     pub fn finish(

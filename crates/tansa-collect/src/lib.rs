@@ -23,7 +23,7 @@ mod sys;
 use std::ffi::OsString;
 use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -32,8 +32,8 @@ use std::time::{Duration, Instant};
 use tansa_format::memory::{SessionEnd, SessionInfo, SessionLosses, Unrecorded};
 use tansa_format::meta::{CalibrationPoint, ClockSource, ExitStatus};
 use tansa_wire::control::{
-    ENV_CLOCK, ENV_COLLECTOR_PID, ENV_ENDPOINT, ENV_FD, ENV_FD_ID, ENV_FREE_STACKS, ENV_MAX_FRAMES,
-    ENV_ONLINE, ENV_RING_KB, ENV_SAMPLE_HZ,
+    ENV_CLOCK, ENV_COLLECTOR_PID, ENV_ENDPOINT, ENV_FD, ENV_FD_ID, ENV_FREE_STACKS, ENV_LEAK_CAUSE,
+    ENV_MAX_FRAMES, ENV_ONLINE, ENV_RING_KB, ENV_SAMPLE_HZ,
 };
 
 use crate::collector::Collector;
@@ -88,6 +88,40 @@ pub trait Sink {
     fn watermark(&mut self, ticks: u64) -> Result<(), CollectError>;
     /// A clock calibration point, and a chance to do periodic work.
     fn tick(&mut self, point: CalibrationPoint) -> Result<(), CollectError>;
+    /// Leak-cause mode: the shared header of a session whose agent runs in that mode,
+    /// given once, right after [`Sink::session_started`]. The sink may keep it (it stays
+    /// mapped as long as a clone lives) to ask the agent for traces and take its requests.
+    fn session_header(&mut self, _session: u32, _pid: u32, _header: SharedHeader) {}
+}
+
+/// The header page(s) of a session's first segment, mapped on their own so that they
+/// outlive the session in the collector.
+#[derive(Debug, Clone)]
+pub struct SharedHeader(std::sync::Arc<HeaderMap>);
+
+/// The mapping behind a [`SharedHeader`].
+#[derive(Debug)]
+struct HeaderMap(sys::Mapping);
+
+// SAFETY: the header is shared memory accessed only through its atomics (and plain fields
+// written once by the agent before it announced the session), from any thread.
+unsafe impl Sync for HeaderMap {}
+
+impl SharedHeader {
+    /// Maps the header of the segment `memfd`.
+    pub(crate) fn map(memfd: &std::os::fd::OwnedFd) -> std::io::Result<SharedHeader> {
+        let page = 4096;
+        let len = std::mem::size_of::<tansa_wire::layout::SegmentHeader>().div_ceil(page) * page;
+        sys::Mapping::map(memfd, len).map(|m| SharedHeader(std::sync::Arc::new(HeaderMap(m))))
+    }
+
+    /// The header.
+    pub fn get(&self) -> &tansa_wire::layout::SegmentHeader {
+        // SAFETY: the mapping covers the header, which the collector validated (magic and
+        // version) before handing it out; it is only accessed through atomics and plain
+        // fields the agent wrote before announcing the session.
+        unsafe { &*(self.0.0.base() as *const tansa_wire::layout::SegmentHeader) }
+    }
 }
 
 /// How to run the target.
@@ -110,6 +144,10 @@ pub struct Config {
     /// Take CPU samples at this rate (per second of each thread's CPU time) instead of
     /// recording heap events (the agent's fallback for `tansa sample`).
     pub sample_hz: Option<u32>,
+    /// Leak-cause mode (seed 001): the agent hands traced allocations to the sink (see
+    /// [`Sink::session_header`]), and programs run with `LD_BIND_NOW=1` so that a traced
+    /// path never goes through the dynamic linker's lazy binding.
+    pub leak_cause: bool,
 }
 
 /// How the recording went.
@@ -129,7 +167,8 @@ pub struct Outcome {
     pub unrecorded: u32,
 }
 
-fn clock_now(tsc: bool) -> u64 {
+/// Now on the agent's clock: TSC ticks if `tsc`, else `CLOCK_MONOTONIC` nanoseconds.
+pub fn clock_now(tsc: bool) -> u64 {
     if tsc {
         sys::rdtsc()
     } else {
@@ -215,6 +254,11 @@ pub fn record(config: &Config, sink: &mut dyn Sink) -> Result<Outcome, CollectEr
         .env(ENV_ONLINE, if config.online { "1" } else { "0" })
         .env(ENV_FREE_STACKS, if config.free_stacks { "1" } else { "0" })
         .env(ENV_CLOCK, if tsc { "tsc" } else { "monotonic" });
+    if config.leak_cause {
+        cmd.env(ENV_LEAK_CAUSE, "1").env("LD_BIND_NOW", "1");
+    } else {
+        cmd.env_remove(ENV_LEAK_CAUSE);
+    }
     if let Some(kb) = config.ring_kb {
         cmd.env(ENV_RING_KB, kb.to_string());
     }
@@ -271,6 +315,12 @@ pub fn record(config: &Config, sink: &mut dyn Sink) -> Result<Outcome, CollectEr
         }
         if last_tick.elapsed() >= Duration::from_millis(100) {
             last_tick = Instant::now();
+            // The command was reaped by someone else (it cannot be by design, but a loop
+            // waiting for a status that never comes would hang the recording).
+            if root_status.is_none() && !Path::new(&format!("/proc/{root}")).exists() {
+                root_status = Some(ExitStatus::Unknown { normal_exit: false });
+                root_exited_at = Some(Instant::now());
+            }
             sink.tick(CalibrationPoint {
                 ticks: clock_now(tsc),
                 ns: sys::monotonic_ns(),

@@ -52,6 +52,8 @@ pub struct Session {
     meta_tail: u64,
     /// Largest timestamp seen in stream starts (for the session end record).
     pub last_ticks: u64,
+    /// The agent's `FLAG_*` bits.
+    pub info_flags: u32,
 }
 
 /// What one drain pass found.
@@ -108,7 +110,9 @@ impl Session {
             online: h.flags & FLAG_ONLINE != 0,
         };
         let _ = ClockKind::from_raw(h.clock);
+        let info_flags = h.flags;
         Ok(Session {
+            info_flags,
             id,
             pid: h.pid,
             info,

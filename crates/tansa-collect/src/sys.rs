@@ -222,20 +222,25 @@ pub fn reap_any() -> Option<(u32, i32, String)> {
     };
     // SAFETY: waitid filled `info` (si_pid is 0 when no child has exited).
     let peeked = if r == 0 { unsafe { info.si_pid() } } else { 0 };
-    let comm = if peeked > 0 {
-        std::fs::read_to_string(format!("/proc/{peeked}/comm"))
-            .map(|c| c.trim_end().to_string())
-            .unwrap_or_default()
-    } else {
-        String::new()
-    };
+    // A child stopped under ptrace by another thread of the recorder (leak-cause mode) is
+    // reported here too, whatever the flags (the kernel treats the tracer's thread group as
+    // the tracer when it is also the parent's): leave that stop to its tracer.
+    if peeked <= 0
+        || !matches!(
+            info.si_code,
+            libc::CLD_EXITED | libc::CLD_KILLED | libc::CLD_DUMPED
+        )
+    {
+        return None;
+    }
+    let comm = std::fs::read_to_string(format!("/proc/{peeked}/comm"))
+        .map(|c| c.trim_end().to_string())
+        .unwrap_or_default();
     let mut status = 0;
-    // SAFETY: valid out-pointer.
-    let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
-    (pid > 0).then(|| {
-        let comm = if pid == peeked { comm } else { String::new() };
-        (pid as u32, status, comm)
-    })
+    // SAFETY: valid out-pointer. The child has exited, so this reaps it (no stop of it can
+    // be reported any more).
+    let pid = unsafe { libc::waitpid(peeked, &mut status, libc::WNOHANG) };
+    (pid == peeked).then_some((pid as u32, status, comm))
 }
 
 /// A pidfd of process `pid`: readable once the process has exited.

@@ -129,6 +129,7 @@ impl FrameType {
             memory::SESSION_END => "the end of a process",
             memory::SESSION_LOSSES => "the events a process could not record",
             memory::UNRECORDED => "a process that ran unrecorded",
+            memory::LEAK_CAUSE => "the leak-cause traces",
             cpu::INFO => "the sampling description",
             cpu::PROCESSES => "the process list",
             cpu::MODULES => "the module list",

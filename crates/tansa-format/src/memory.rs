@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! META CALIBRATION? (SESSION | META_CHUNK | THREAD_CHUNK | SESSION_END | SESSION_LOSSES
-//!                    | UNRECORDED)* CALIBRATION SYMBOLS END
+//!                    | UNRECORDED)* LEAK_CAUSE? CALIBRATION SYMBOLS END
 //! ```
 //!
 //! A *session* is one process image (fork and exec start new sessions). `META_CHUNK` and
@@ -30,6 +30,9 @@ pub const SESSION_LOSSES: FrameType = FrameType(0x0104);
 /// [`Unrecorded`] (postcard): a process of the recorded tree that ran without being
 /// recorded, and why.
 pub const UNRECORDED: FrameType = FrameType(0x0105);
+/// [`LeakCause`] (postcard): what `tansa record --leak-cause` traced (seed 001), written
+/// once at the end.
+pub const LEAK_CAUSE: FrameType = FrameType(0x0106);
 
 /// A process image that ran under the agent.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -163,6 +166,105 @@ pub struct Unrecorded {
     pub exe: String,
     /// Why it was not recorded.
     pub reason: String,
+}
+
+/// A function named by leak-cause data, symbolized when the recording ended.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CodeFunction {
+    /// The module (file path).
+    pub module: String,
+    /// The function's name (demangled), empty when unknown.
+    pub name: String,
+    /// Its entry's address in the module file.
+    pub offset: u64,
+    /// Its source file and line (of its entry), when known.
+    pub file: String,
+    /// See `file`; 0 when unknown.
+    pub line: u32,
+}
+
+/// A conditional branch instruction named by leak-cause data.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CodeBranch {
+    /// The function holding it (index into [`LeakCause::functions`]).
+    pub function: u32,
+    /// Its address in the module file.
+    pub offset: u64,
+    /// Its source file and line, when known.
+    pub file: String,
+    /// See `file`; 0 when unknown.
+    pub line: u32,
+    /// The instruction (Intel syntax).
+    pub instruction: String,
+}
+
+/// One step of a traced path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum PathStep {
+    /// A function was entered (index into [`LeakCause::functions`]).
+    Enter(u32),
+    /// A function returned.
+    Exit(u32),
+    /// A conditional branch ran (index into [`LeakCause::branches`]), jumping or not.
+    Branch {
+        /// The branch.
+        branch: u32,
+        /// Whether it jumped.
+        taken: bool,
+    },
+}
+
+/// A distinct traced path of an allocation site and how many traces followed it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TracedPath {
+    /// The steps from the allocation on.
+    pub steps: Vec<PathStep>,
+    /// F (the block was freed on this path) or E (the range end came first).
+    pub freed: bool,
+    /// Traces that followed exactly this path.
+    pub count: u32,
+}
+
+/// The leak-cause tracing of one allocation site (one stack of one process image).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TracedSite {
+    /// Session number.
+    pub session: u32,
+    /// The allocation stack's id in that session.
+    pub stack: u32,
+    /// The function whose exit ends each trace (index into [`LeakCause::functions`]).
+    pub range_end: Option<u32>,
+    /// How often the range end moved one caller up because a block outlived it (spec
+    /// §12.2); the paths are those collected over the last range.
+    pub range_moves: u32,
+    /// The allocating functions, root first (indices into [`LeakCause::functions`]): the
+    /// caller chain the enclosing function of a path step falls back to.
+    pub alloc_functions: Vec<u32>,
+    /// The distinct paths.
+    pub paths: Vec<TracedPath>,
+    /// Traces taken in all (over every range).
+    pub traces: u32,
+    /// Nanoseconds the traced threads spent being followed, over all traces.
+    pub tracing_ns: u64,
+    /// Why tracing stopped (`"covered"`, `"limit"`, `"ended"`) or could not start.
+    pub status: String,
+}
+
+/// Everything `tansa record --leak-cause` traced.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeakCause {
+    /// The scan interval of the leak judgement, in milliseconds.
+    pub scan_interval_ms: u32,
+    /// Most traces per allocation site.
+    pub traces_per_site: u32,
+    /// Functions named by the sites.
+    pub functions: Vec<CodeFunction>,
+    /// Branches named by the sites.
+    pub branches: Vec<CodeBranch>,
+    /// The traced sites.
+    pub sites: Vec<TracedSite>,
+    /// Trace requests that could not be followed, and why (first few).
+    pub failures: Vec<String>,
 }
 
 /// Splits a `META_CHUNK` payload into its session and stream bytes.

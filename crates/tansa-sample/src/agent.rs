@@ -82,6 +82,7 @@ pub fn record<W: Write>(
         recorder_pid: std::process::id(),
     };
     let collect = tansa_collect::Config {
+        leak_cause: false,
         command: config.command.clone(),
         agent: config.agent.clone(),
         online: false,

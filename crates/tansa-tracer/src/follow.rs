@@ -215,6 +215,15 @@ impl AttachedThread {
             if event == libc::PTRACE_EVENT_STOP {
                 return Ok(t);
             }
+            if event == libc::PTRACE_EVENT_EXIT {
+                // Exiting: let it go.
+                let _ = sys::detach(tid, 0);
+                return Err(FollowError::Ptrace {
+                    op: "PTRACE_INTERRUPT",
+                    tid,
+                    error: std::io::Error::from_raw_os_error(libc::ESRCH),
+                });
+            }
             // A signal arrived first: keep it for later and wait for the interrupt.
             t.pending_signal = sig;
             sys::cont(tid, 0).map_err(ptrace("PTRACE_CONT", tid))?;
@@ -285,6 +294,21 @@ impl AttachedThread {
         }
         self.pending_signal = sig;
         Ok(Resumed::Signal(regs))
+    }
+
+    /// The instruction at `addr` as text (Intel syntax), read from the thread's memory.
+    pub fn disassemble(&mut self, addr: u64) -> Option<String> {
+        use iced_x86::{Formatter as _, IntelFormatter};
+        let mut bytes = [0u8; 16];
+        let n = self.mem.read_at(&mut bytes, addr).ok()?;
+        let mut decoder = Decoder::with_ip(64, &bytes[..n], addr, DecoderOptions::NONE);
+        let i = decoder.decode();
+        if i.is_invalid() {
+            return None;
+        }
+        let mut text = String::new();
+        IntelFormatter::new().format(&i, &mut text);
+        Some(text)
     }
 
     /// The instruction at `addr`.

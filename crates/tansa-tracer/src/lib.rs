@@ -18,6 +18,7 @@
 
 mod code;
 pub mod follow;
+pub mod leaks;
 mod maps;
 pub mod procmap;
 mod record;

@@ -154,8 +154,18 @@ pub(crate) fn kill(pid: i32) -> io::Result<()> {
 
 /// `ptrace(PTRACE_SEIZE)`: attaches to thread `tid` without stopping it.
 pub(crate) fn seize(tid: i32) -> io::Result<()> {
-    // SAFETY: PTRACE_SEIZE takes the options in `data` (none), no pointers.
-    let rc = unsafe { libc::ptrace(libc::PTRACE_SEIZE, tid, 0usize, 0usize) };
+    // PTRACE_O_TRACEEXIT: a thread that exits while followed stops before it is gone, so
+    // that the follower lets go of it without collecting its exit status (which belongs to
+    // its parent, possibly another thread of this process).
+    // SAFETY: PTRACE_SEIZE takes the options in `data`, no pointers.
+    let rc = unsafe {
+        libc::ptrace(
+            libc::PTRACE_SEIZE,
+            tid,
+            0usize,
+            libc::PTRACE_O_TRACEEXIT as usize,
+        )
+    };
     check(rc).map(drop)
 }
 

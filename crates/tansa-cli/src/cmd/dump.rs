@@ -172,6 +172,44 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                     " losses {:?}",
                     frame.decode::<tansa_format::memory::SessionLosses>()?
                 )?,
+                memory::LEAK_CAUSE => {
+                    let lc: tansa_format::memory::LeakCause = frame.decode()?;
+                    writeln!(
+                        out,
+                        " leak cause: {} site(s), {} function(s), {} branch(es)",
+                        lc.sites.len(),
+                        lc.functions.len(),
+                        lc.branches.len()
+                    )?;
+                    for site in &lc.sites {
+                        writeln!(
+                            out,
+                            "    session {} stack {}: {} trace(s), {} path(s), range end {:?} \
+                             (moved {}), {}",
+                            site.session,
+                            site.stack,
+                            site.traces,
+                            site.paths.len(),
+                            site.range_end,
+                            site.range_moves,
+                            site.status
+                        )?;
+                        if args.events {
+                            for p in &site.paths {
+                                writeln!(
+                                    out,
+                                    "      x{} {} {:?}",
+                                    p.count,
+                                    if p.freed { "F" } else { "E" },
+                                    p.steps
+                                )?;
+                            }
+                        }
+                    }
+                    for f in &lc.failures {
+                        writeln!(out, "    failure: {f}")?;
+                    }
+                }
                 memory::UNRECORDED => writeln!(
                     out,
                     " unrecorded {:?}",

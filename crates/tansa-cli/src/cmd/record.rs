@@ -14,6 +14,7 @@ use tansa_format::output::{DEFAULT_MODE, Naming, OutputFile};
 
 use super::memopts::{self, ByArg, ChargeArg, FormatArg, FreeToArg};
 use crate::online::OnlineSink;
+use tansa_tracer::leaks::{LeakCauseConfig, LeakCauseSink};
 
 /// Options of `tansa record`.
 #[derive(Debug, clap::Args)]
@@ -22,6 +23,7 @@ Examples:
   tansa record -- ./server --port 8080         record to tansa-server-<pid>.tansa
   tansa record -o run.tansa -- make -j2        record a whole process tree
   tansa record --online --by function -- ./a   print a per-function table at exit
+  tansa record --leak-cause -- ./server        also find why leaking sites leak (tansa leaks)
 
 tansa record exits with the command's exit status (128 + N if a signal N killed it).")]
 pub struct Args {
@@ -70,6 +72,26 @@ pub struct Args {
     /// Size of each thread's ring buffer in KiB (a power of two, 64 to 262144).
     #[arg(long, value_name = "KIB", value_parser = parse_ring_kb)]
     ring_kb: Option<u32>,
+
+    /// Leak-cause mode (seed 001): judge allocation sites while the program runs and,
+    /// for a site that leaks, follow the threads of its next allocations (single-stepping,
+    /// from the allocation until the block is freed or the innermost function common to
+    /// its allocation and free stacks returns), to find the function and the branch where
+    /// the leaking paths leave the freeing ones. Report with `tansa leaks FILE`.
+    #[arg(long, conflicts_with = "online")]
+    leak_cause: bool,
+
+    /// Most allocations traced per leaking site (leak-cause mode); tracing of a site stops
+    /// earlier once every free site was reached on a traced path and a leaking path was
+    /// seen.
+    #[arg(long, value_name = "N", default_value_t = 64, requires = "leak_cause",
+          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    traces: u32,
+
+    /// How often allocation sites are judged (leak-cause mode), e.g. 50ms, 1s.
+    #[arg(long, value_name = "DURATION", default_value = "50ms", requires = "leak_cause",
+          value_parser = memopts::parse_duration)]
+    scan_interval: Duration,
 
     /// The command to run, with its arguments (put it after `--`).
     #[arg(
@@ -170,6 +192,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         // Online intervals need nanoseconds as events arrive; the TSC needs calibration first.
         monotonic_clock: args.online,
         sample_hz: None,
+        leak_cause: args.leak_cause,
     };
     if args.online {
         return run_online(&args, &config);
@@ -211,11 +234,31 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         options: vec![
             ("free_stacks".into(), (!args.no_free_stacks).to_string()),
             ("max_frames".into(), args.max_frames.to_string()),
+            ("leak_cause".into(), args.leak_cause.to_string()),
         ],
     };
     let mut sink = FileSink::create(file, &path, &meta, clock)?;
     let started = Instant::now();
-    let outcome: Outcome = match tansa_collect::record(&config, &mut sink) {
+    let recorded = if args.leak_cause {
+        let mut wrapped = LeakCauseSink::new(
+            sink,
+            LeakCauseConfig {
+                traces: args.traces,
+                scan_interval: args.scan_interval,
+                ..LeakCauseConfig::default()
+            },
+        );
+        let r = tansa_collect::record(&config, &mut wrapped);
+        let (inner, traced) = wrapped.finish();
+        sink = inner;
+        let added = postcard::to_stdvec(&traced)
+            .map_err(|e| tansa_collect::CollectError::Sink(format!("cannot encode: {e}")))
+            .and_then(|bytes| sink.add_frame(tansa_format::memory::LEAK_CAUSE, bytes));
+        r.and_then(|o| added.map(|()| o))
+    } else {
+        tansa_collect::record(&config, &mut sink)
+    };
+    let outcome: Outcome = match recorded {
         Ok(o) => o,
         Err(e @ tansa_collect::CollectError::Spawn { .. }) => {
             // Nothing ran, nothing was recorded.
@@ -293,6 +336,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
     } else {
         eprintln!("tansa: report with: tansa report {}", final_path.display());
+        if args.leak_cause {
+            eprintln!(
+                "tansa: leaking sites and their causes: tansa leaks {}",
+                final_path.display()
+            );
+        }
     }
     Ok(exit_code(outcome.exit))
 }

@@ -1,0 +1,949 @@
+//! The live side of leak-cause localization (seed 001): `tansa record --leak-cause`.
+//!
+//! [`LeakCauseSink`] wraps the recording's sink. It passes everything on unchanged and, on
+//! the way, decodes the events (in time order, behind the collector's watermark) to keep,
+//! per allocation site (one stack of one process image), its allocations, frees, blocks
+//! outstanding and free stacks. Every scan interval it judges each site
+//! ([`tansa_leakcause::judge`]); for a site judged leaking it computes the trace range end
+//! (the innermost common caller of the allocation stack and every free stack, spec §11)
+//! and asks the agent, through the session header's `trace_sites`, to hand over the
+//! threads of the site's next allocations.
+//!
+//! The tracer thread ([`Tracer`]) owns every ptrace attachment (a tracee belongs to the
+//! thread that attached it). It polls the trace slots of the sessions; for a request it
+//! attaches to the allocating thread, lets the agent return, and follows the thread with
+//! [`AttachedThread::follow`] from the allocator's return until the block is freed (F) or
+//! the range end returns (E), recording function entries and exits and the conditional
+//! branches of the stepped functions. One pass gives both the function trace and the
+//! branch trace of the seed (which takes them in two phases because hardware block
+//! stepping costs less than tracing functions with breakpoints; here both come from the
+//! same single-stepping, so the second phase would only double the traced allocations).
+//!
+//! A block that outlives the range end it was traced to (its free arrives after an E
+//! trace) moves the range end one caller up and starts the site's paths again (spec §12.2).
+//! Tracing of a site stops once every free site known for it was reached by a traced F path
+//! and at least one E path was seen (spec §12.8), or after `traces` traces.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use rustc_hash::FxHashMap;
+use tansa_analysis::memory::merge::{EventKind, OnlineOrder, StreamDecoder};
+use tansa_collect::{CollectError, SharedHeader, Sink};
+use tansa_format::memory::{
+    CodeBranch, CodeFunction, LeakCause, PathStep, SessionEnd, SessionInfo, SessionLosses,
+    TracedPath, TracedSite, Unrecorded,
+};
+use tansa_format::meta::CalibrationPoint;
+use tansa_symbols::Resolver;
+use tansa_wire::event::{DecodeError, Decoder, Record, StreamState};
+use tansa_wire::layout::{
+    TRACE_ATTACHING, TRACE_FOLLOWING, TRACE_IDLE, TRACE_REQUESTED, TRACE_SITES,
+};
+
+use crate::follow::{AttachedThread, CodeMap, FollowEnd, FollowLimits, PathEvent};
+use crate::procmap::{ProcessCode, is_runtime_library};
+
+/// Settings of leak-cause mode.
+#[derive(Debug, Clone, Copy)]
+pub struct LeakCauseConfig {
+    /// Most traces per allocation site.
+    pub traces: u32,
+    /// How often sites are judged.
+    pub scan_interval: Duration,
+    /// Most single steps of one trace.
+    pub max_steps: u64,
+}
+
+impl Default for LeakCauseConfig {
+    fn default() -> Self {
+        LeakCauseConfig {
+            traces: 64,
+            scan_interval: Duration::from_millis(50),
+            max_steps: 2_000_000,
+        }
+    }
+}
+
+/// Traces granted to the agent at a time for one site (so that a finished site does not
+/// leave many requests behind).
+const BATCH: u32 = 16;
+/// Failure messages kept for the recording.
+const MAX_FAILURES: usize = 16;
+
+/// A finished trace, from the tracer thread.
+#[derive(Debug)]
+struct TraceDone {
+    session: u32,
+    stack: u32,
+    ptr: u64,
+    events: Vec<PathEvent>,
+    end: FollowEnd,
+    ns: u64,
+    /// When the follower attached, on the agent's clock: every event of the traced
+    /// allocation and before it has an earlier timestamp.
+    attached_ticks: u64,
+    /// Branch instructions' text, by runtime address.
+    code: Vec<(u64, String)>,
+}
+
+/// Where one site stands.
+#[derive(Debug, Default)]
+struct Site {
+    allocations: u64,
+    frees: u64,
+    outstanding: u64,
+    judge: Judge,
+    /// Free stacks of blocks allocated here.
+    free_stacks: BTreeSet<u32>,
+    /// Tracing: the `trace_sites` entry, the range end's depth above the allocating
+    /// function, the paths collected over the current range.
+    slot: Option<usize>,
+    range_depth: u32,
+    range_moves: u32,
+    alloc_functions: Vec<u64>,
+    paths: BTreeMap<(Vec<Step>, bool), u32>,
+    reached: BTreeSet<u32>,
+    not_freed: u32,
+    traces: u32,
+    tracing_ns: u64,
+    status: Option<String>,
+}
+
+/// A path step with runtime addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Step {
+    Enter(u64),
+    Exit(u64),
+    Branch(u64, bool),
+}
+
+/// One process image.
+struct Session {
+    header: Option<SharedHeader>,
+    code: Option<ProcessCode>,
+    /// Module id -> (bias, path).
+    modules: FxHashMap<u32, u64>,
+    /// Stack id -> frames (runtime return addresses, innermost first).
+    stacks: FxHashMap<u32, Vec<u64>>,
+    meta_carry: Vec<u8>,
+    live: FxHashMap<u64, u32>,
+    sites: FxHashMap<u32, Site>,
+    /// Traced blocks whose free is awaited: ptr -> (stack, whether the trace ended E).
+    traced: FxHashMap<u64, (u32, bool)>,
+}
+
+/// Wraps a sink with the live side of leak-cause mode.
+pub struct LeakCauseSink<S: Sink> {
+    inner: S,
+    config: LeakCauseConfig,
+    sessions: BTreeMap<u32, Session>,
+    decoders: FxHashMap<(u32, u32), StreamDecoder>,
+    order: OnlineOrder,
+    last_scan: Instant,
+    tracer: Tracer,
+    done: Receiver<TraceDone>,
+    /// Finished traces waiting for the events before them.
+    pending: Vec<TraceDone>,
+    failures: Arc<Mutex<Vec<String>>>,
+    /// Instruction text of branches, by (session, runtime address).
+    code_text: HashMap<(u32, u64), String>,
+}
+
+impl<S: Sink> std::fmt::Debug for LeakCauseSink<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LeakCauseSink")
+            .field("sessions", &self.sessions.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: Sink> LeakCauseSink<S> {
+    /// Wraps `inner`.
+    pub fn new(inner: S, config: LeakCauseConfig) -> Self {
+        let (tx, rx) = channel();
+        let failures = Arc::new(Mutex::new(Vec::new()));
+        LeakCauseSink {
+            inner,
+            config,
+            sessions: BTreeMap::new(),
+            decoders: FxHashMap::default(),
+            order: OnlineOrder::default(),
+            last_scan: Instant::now(),
+            tracer: Tracer::start(tx, config, failures.clone()),
+            done: rx,
+            pending: Vec::new(),
+            failures,
+            code_text: HashMap::new(),
+        }
+    }
+
+    /// Stops tracing and gives back the inner sink with what was traced, symbolized.
+    pub fn finish(mut self) -> (S, LeakCause) {
+        self.tracer.stop();
+        self.apply(u64::MAX);
+        self.collect_done(u64::MAX);
+        let mut out = Symbolizer::default();
+        let mut sites = Vec::new();
+        for (&session, s) in &mut self.sessions {
+            let code = &mut s.code;
+            for (&stack, site) in &s.sites {
+                if site.traces == 0 && site.status.is_none() {
+                    continue;
+                }
+                let mut f = |addr: u64| out.function(session, code, addr);
+                let alloc_functions: Vec<u32> =
+                    site.alloc_functions.iter().map(|&a| f(a)).collect();
+                let range_end = (site.range_depth as usize)
+                    .checked_add(1)
+                    .and_then(|d| alloc_functions.len().checked_sub(d))
+                    .map(|i| alloc_functions[i]);
+                let paths = site
+                    .paths
+                    .iter()
+                    .map(|((steps, freed), &count)| TracedPath {
+                        steps: steps
+                            .iter()
+                            .map(|st| match *st {
+                                Step::Enter(e) => PathStep::Enter(out.function(session, code, e)),
+                                Step::Exit(e) => PathStep::Exit(out.function(session, code, e)),
+                                Step::Branch(at, taken) => PathStep::Branch {
+                                    branch: out.branch(session, code, at, &self.code_text),
+                                    taken,
+                                },
+                            })
+                            .collect(),
+                        freed: *freed,
+                        count,
+                    })
+                    .collect();
+                sites.push(TracedSite {
+                    session,
+                    stack,
+                    range_end,
+                    range_moves: site.range_moves,
+                    alloc_functions,
+                    paths,
+                    traces: site.traces,
+                    tracing_ns: site.tracing_ns,
+                    status: site.status.clone().unwrap_or_else(|| "ended".into()),
+                });
+            }
+        }
+        let (functions, branches) = out.finish();
+        let failures = self.failures.lock().map(|f| f.clone()).unwrap_or_default();
+        let data = LeakCause {
+            scan_interval_ms: self.config.scan_interval.as_millis() as u32,
+            traces_per_site: self.config.traces,
+            functions,
+            branches,
+            sites,
+            failures,
+        };
+        (self.inner, data)
+    }
+
+    /// Applies the finished traces that started before `watermark` (after the events
+    /// before it, so that a trace meets the blocks as they were when it started).
+    fn collect_done(&mut self, watermark: u64) {
+        while let Ok(d) = self.done.try_recv() {
+            self.pending.push(d);
+        }
+        self.pending.sort_by_key(|d| d.attached_ticks);
+        let ready = self
+            .pending
+            .partition_point(|d| d.attached_ticks < watermark);
+        let ready: Vec<TraceDone> = self.pending.drain(..ready).collect();
+        for d in ready {
+            self.apply(d.attached_ticks);
+            self.settle(d);
+        }
+    }
+
+    /// Adds a finished trace to its site.
+    fn settle(&mut self, d: TraceDone) {
+        {
+            for (addr, text) in &d.code {
+                self.code_text.insert((d.session, *addr), text.clone());
+            }
+            let Some(s) = self.sessions.get_mut(&d.session) else {
+                return;
+            };
+            let Some(site) = s.sites.get_mut(&d.stack) else {
+                return;
+            };
+            site.tracing_ns += d.ns;
+            if std::env::var_os("TANSA_DEBUG_LEAKS").is_some() {
+                eprintln!(
+                    "trace: site {} ptr {:#x} end {:?} {} events {:?}",
+                    d.stack,
+                    d.ptr,
+                    d.end,
+                    d.events.len(),
+                    &d.events[..d.events.len().min(12)]
+                );
+            }
+            let freed = match d.end {
+                FollowEnd::Stopped => true,
+                FollowEnd::RangeEnd | FollowEnd::ThreadExited => false,
+                FollowEnd::Abandoned(_) => return,
+            };
+            site.traces += 1;
+            if !freed {
+                site.not_freed += 1;
+            }
+            let steps = d
+                .events
+                .iter()
+                .map(|e| match *e {
+                    PathEvent::Enter { entry } => Step::Enter(entry),
+                    PathEvent::Exit { entry } => Step::Exit(entry),
+                    PathEvent::Branch { at, taken } => Step::Branch(at, taken),
+                })
+                .collect();
+            *site.paths.entry((steps, freed)).or_default() += 1;
+            s.traced.insert(d.ptr, (d.stack, !freed));
+        }
+    }
+
+    /// Applies the events before `watermark`.
+    fn apply(&mut self, watermark: u64) {
+        while self.order.peek_before(watermark).is_some() {
+            let Some(e) = self.order.pop() else { break };
+            let Some(s) = self.sessions.get_mut(&e.session) else {
+                continue;
+            };
+            match e.kind {
+                EventKind::Alloc { ptr, stack, .. }
+                | EventKind::ReallocAlloc {
+                    new: ptr, stack, ..
+                } => {
+                    s.live.insert(ptr, stack);
+                    let site = s.sites.entry(stack).or_default();
+                    site.allocations += 1;
+                    site.outstanding += 1;
+                }
+                EventKind::Free { ptr, stack }
+                | EventKind::ReallocRelease {
+                    old: ptr, stack, ..
+                } => {
+                    s.release(ptr, stack);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Grants more traces to the sites being traced that used theirs.
+    fn refill(&mut self) {
+        let traces = self.config.traces;
+        for s in self.sessions.values() {
+            let Some(header) = &s.header else { continue };
+            let h = header.get();
+            for site in s.sites.values() {
+                if let Some(slot) = site.slot
+                    && site.traces < traces
+                    && h.trace_sites[slot].remaining.load(Ordering::Acquire) == 0
+                {
+                    h.trace_sites[slot]
+                        .remaining
+                        .store(BATCH.min(traces - site.traces), Ordering::Release);
+                }
+            }
+        }
+    }
+
+    /// Judges the sites and grants traces.
+    fn scan(&mut self) {
+        let traces = self.config.traces;
+        for s in self.sessions.values_mut() {
+            let Some(header) = s.header.clone() else {
+                continue;
+            };
+            let h = header.get();
+            let stacks: Vec<u32> = s.sites.keys().copied().collect();
+            for stack in stacks {
+                let judged = {
+                    let site = &mut s.sites.get_mut(&stack).expect("known site");
+                    site.judge
+                        .scan(site.allocations, site.frees, site.outstanding)
+                };
+                let site = s.sites.get_mut(&stack).expect("known site");
+                if std::env::var_os("TANSA_DEBUG_LEAKS").is_some() && site.allocations > 1000 {
+                    eprintln!(
+                        "scan: site {stack} allocs {} frees {} out {} slot {:?} traces {} remaining {:?} state {}",
+                        site.allocations,
+                        site.frees,
+                        site.outstanding,
+                        site.slot,
+                        site.traces,
+                        site.slot
+                            .map(|i| h.trace_sites[i].remaining.load(Ordering::Relaxed)),
+                        h.trace.state.load(Ordering::Relaxed)
+                    );
+                }
+                if let Some(slot) = site.slot {
+                    let covered = site.not_freed > 0
+                        && !site.free_stacks.is_empty()
+                        && site.free_stacks.is_subset(&site.reached);
+                    if covered || site.traces >= traces {
+                        site.status = Some(if covered { "covered" } else { "limit" }.into());
+                        release_slot(h, slot);
+                        site.slot = None;
+                    } else if h.trace_sites[slot].remaining.load(Ordering::Acquire) == 0 {
+                        h.trace_sites[slot]
+                            .remaining
+                            .store(BATCH.min(traces - site.traces), Ordering::Release);
+                    }
+                    continue;
+                }
+                if site.status.is_some() || judged != Judgement::Leaking {
+                    continue;
+                }
+                // Start tracing: the range end from the stacks.
+                let Some(alloc) = s.stacks.get(&stack).cloned() else {
+                    continue;
+                };
+                let frees: Vec<Vec<u64>> = site
+                    .free_stacks
+                    .iter()
+                    .filter_map(|f| s.stacks.get(f).cloned())
+                    .collect();
+                let Some(code) = s.code.as_mut() else {
+                    continue;
+                };
+                let functions = |code: &mut ProcessCode, frames: &[u64]| -> Vec<u64> {
+                    frames
+                        .iter()
+                        .rev()
+                        .map(|&ra| code.function(ra.saturating_sub(1)).map_or(ra, |f| f.entry))
+                        .collect()
+                };
+                let alloc_fns = functions(code, &alloc);
+                let free_fns: Vec<Vec<u64>> = frees.iter().map(|f| functions(code, f)).collect();
+                let refs: Vec<&[u64]> = free_fns.iter().map(Vec::as_slice).collect();
+                let site = s.sites.get_mut(&stack).expect("known site");
+                let Some(end) = range_end(&alloc_fns, &refs) else {
+                    site.status =
+                        Some("no function is common to the allocation and free stacks".into());
+                    continue;
+                };
+                let Some(slot) =
+                    (0..TRACE_SITES).find(|&i| h.trace_sites[i].stack.load(Ordering::Acquire) == 0)
+                else {
+                    continue;
+                };
+                site.alloc_functions = alloc_fns.clone();
+                site.range_depth = (alloc_fns.len() - 1 - end) as u32;
+                site.slot = Some(slot);
+                let entry = &h.trace_sites[slot];
+                entry.range_depth.store(site.range_depth, Ordering::Relaxed);
+                entry.remaining.store(BATCH.min(traces), Ordering::Relaxed);
+                entry.stack.store(stack, Ordering::Release);
+                h.tracing.fetch_add(1, Ordering::AcqRel);
+            }
+        }
+    }
+}
+
+/// Stops the agent from handing over allocations of the site in `slot`.
+fn release_slot(h: &tansa_wire::layout::SegmentHeader, slot: usize) {
+    let entry = &h.trace_sites[slot];
+    entry.remaining.store(0, Ordering::Release);
+    entry.stack.store(0, Ordering::Release);
+    h.tracing.fetch_sub(1, Ordering::AcqRel);
+}
+
+impl Session {
+    fn release(&mut self, ptr: u64, free_stack: u32) {
+        let Some(stack) = self.live.remove(&ptr) else {
+            return;
+        };
+        let header = self.header.clone();
+        let traced = self.traced.remove(&ptr);
+        let site = self.sites.entry(stack).or_default();
+        site.frees += 1;
+        site.outstanding = site.outstanding.saturating_sub(1);
+        if free_stack != 0 {
+            site.free_stacks.insert(free_stack);
+        }
+        match traced {
+            Some((_, false)) if free_stack != 0 => {
+                site.reached.insert(free_stack);
+            }
+            Some((_, true)) => {
+                // Freed after its trace reached the range end: the range was too narrow
+                // (spec §12.2). Move it one caller up and collect the paths again.
+                if std::env::var_os("TANSA_DEBUG_LEAKS").is_some() {
+                    eprintln!("late free of {ptr:#x} by stack {free_stack}");
+                }
+                if let (Some(slot), Some(h)) = (site.slot, header)
+                    && (site.range_depth as usize) + 1 < site.alloc_functions.len()
+                {
+                    site.range_depth += 1;
+                    site.range_moves += 1;
+                    site.paths.clear();
+                    site.reached.clear();
+                    site.not_freed = 0;
+                    h.get().trace_sites[slot]
+                        .range_depth
+                        .store(site.range_depth, Ordering::Release);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+impl<S: Sink> Sink for LeakCauseSink<S> {
+    fn session_started(&mut self, info: &SessionInfo) -> Result<(), CollectError> {
+        self.sessions.insert(
+            info.session,
+            Session {
+                header: None,
+                code: None,
+                modules: FxHashMap::default(),
+                stacks: FxHashMap::default(),
+                meta_carry: Vec::new(),
+                live: FxHashMap::default(),
+                sites: FxHashMap::default(),
+                traced: FxHashMap::default(),
+            },
+        );
+        self.inner.session_started(info)
+    }
+
+    fn session_header(&mut self, session: u32, pid: u32, header: SharedHeader) {
+        if let Some(s) = self.sessions.get_mut(&session) {
+            s.header = Some(header.clone());
+            s.code = ProcessCode::new(pid as i32, Box::new(|p| !is_runtime_library(p))).ok();
+        }
+        self.tracer.add(session, pid, header.clone());
+        self.inner.session_header(session, pid, header);
+    }
+
+    fn meta(&mut self, session: u32, bytes: &[u8]) -> Result<(), CollectError> {
+        if let Some(s) = self.sessions.get_mut(&session) {
+            s.meta_carry.extend_from_slice(bytes);
+            let buf = std::mem::take(&mut s.meta_carry);
+            let mut used = 0;
+            let mut d = Decoder::with_state(&buf, StreamState::default());
+            while let Some(r) = d.next() {
+                match r {
+                    Ok(Record::ModuleLoad(m)) => {
+                        s.modules.insert(m.id, m.bias);
+                    }
+                    Ok(Record::StackDef { id, frames }) => {
+                        let frames = frames
+                            .map(|f| {
+                                if f.module == 0 {
+                                    f.offset
+                                } else {
+                                    s.modules.get(&f.module).copied().unwrap_or(0) + f.offset
+                                }
+                            })
+                            .collect();
+                        s.stacks.insert(id, frames);
+                    }
+                    Ok(_) => {}
+                    Err(DecodeError::Truncated { .. }) => break,
+                    Err(DecodeError::Corrupt { .. }) => {
+                        used = buf.len();
+                        break;
+                    }
+                }
+                used = d.position();
+            }
+            s.meta_carry = buf[used..].to_vec();
+            if let Some(code) = s.code.as_mut() {
+                code.refresh();
+            }
+        }
+        self.inner.meta(session, bytes)
+    }
+
+    fn thread(&mut self, session: u32, stream: u32, bytes: &[u8]) -> Result<(), CollectError> {
+        let order = &mut self.order;
+        self.decoders
+            .entry((session, stream))
+            .or_insert_with(|| StreamDecoder::new(session))
+            .push(bytes, &mut |e| order.push(e));
+        self.inner.thread(session, stream, bytes)
+    }
+
+    fn stream_closed(&mut self, session: u32, stream: u32) -> Result<(), CollectError> {
+        if let Some(mut d) = self.decoders.remove(&(session, stream)) {
+            d.finish();
+        }
+        self.inner.stream_closed(session, stream)
+    }
+
+    fn session_ended(&mut self, end: &SessionEnd) -> Result<(), CollectError> {
+        self.inner.session_ended(end)
+    }
+
+    fn session_losses(&mut self, losses: &SessionLosses) -> Result<(), CollectError> {
+        self.inner.session_losses(losses)
+    }
+
+    fn unrecorded(&mut self, process: &Unrecorded) -> Result<(), CollectError> {
+        self.inner.unrecorded(process)
+    }
+
+    fn watermark(&mut self, ticks: u64) -> Result<(), CollectError> {
+        self.collect_done(ticks);
+        self.apply(ticks);
+        self.refill();
+        if self.last_scan.elapsed() >= self.config.scan_interval {
+            self.last_scan = Instant::now();
+            self.scan();
+        }
+        self.inner.watermark(ticks)
+    }
+
+    fn tick(&mut self, point: CalibrationPoint) -> Result<(), CollectError> {
+        self.inner.tick(point)
+    }
+}
+
+/// Symbolizes the functions and branches named by the traces into the recording's tables.
+#[derive(Default)]
+struct Symbolizer {
+    resolver: Option<Resolver>,
+    functions: Vec<CodeFunction>,
+    function_index: HashMap<(String, u64), u32>,
+    by_address: HashMap<(u32, u64), u32>,
+    branches: Vec<CodeBranch>,
+    branch_index: HashMap<(u32, u64), u32>,
+}
+
+impl Symbolizer {
+    fn resolve(&mut self, module: &str, offset: u64) -> (String, String, u32) {
+        let r = self.resolver.get_or_insert_with(Resolver::new);
+        match r.resolve(std::path::Path::new(module), &[offset]) {
+            Ok(mut v) if !v.is_empty() => {
+                let v = v.swap_remove(0);
+                // The innermost frame: an inlined function's own line.
+                match v.frames.into_iter().next() {
+                    Some(f) => (
+                        f.function.unwrap_or_default(),
+                        f.file.unwrap_or_default(),
+                        f.line,
+                    ),
+                    None => Default::default(),
+                }
+            }
+            _ => Default::default(),
+        }
+    }
+
+    /// The index of the function with runtime entry `entry` in `session`.
+    fn function(&mut self, session: u32, code: &mut Option<ProcessCode>, entry: u64) -> u32 {
+        if let Some(&i) = self.by_address.get(&(session, entry)) {
+            return i;
+        }
+        let (module, offset, name) = match code.as_mut() {
+            Some(c) => {
+                let name = c
+                    .function(entry)
+                    .and_then(|f| c.function_at(f.entry).map(|id| id.name.clone()))
+                    .unwrap_or_default();
+                match c.normalize(entry) {
+                    Some((m, o)) => (m, o, name),
+                    None => (String::new(), entry, name),
+                }
+            }
+            None => (String::new(), entry, String::new()),
+        };
+        let i = match self.function_index.get(&(module.clone(), offset)) {
+            Some(&i) => i,
+            None => {
+                let (sym, file, line) = if module.is_empty() {
+                    Default::default()
+                } else {
+                    self.resolve(&module, offset)
+                };
+                let i = self.functions.len() as u32;
+                self.functions.push(CodeFunction {
+                    module: module.clone(),
+                    name: if name.is_empty() { sym } else { name },
+                    offset,
+                    file,
+                    line,
+                });
+                self.function_index.insert((module, offset), i);
+                i
+            }
+        };
+        self.by_address.insert((session, entry), i);
+        i
+    }
+
+    fn branch(
+        &mut self,
+        session: u32,
+        code: &mut Option<ProcessCode>,
+        at: u64,
+        text: &HashMap<(u32, u64), String>,
+    ) -> u32 {
+        if let Some(&i) = self.branch_index.get(&(session, at)) {
+            return i;
+        }
+        let entry = code
+            .as_mut()
+            .and_then(|c| c.function(at))
+            .map_or(at, |f| f.entry);
+        let function = self.function(session, code, entry);
+        let (module, offset) = code
+            .as_mut()
+            .and_then(|c| c.normalize(at))
+            .unwrap_or((String::new(), at));
+        let (_, file, line) = if module.is_empty() {
+            Default::default()
+        } else {
+            self.resolve(&module, offset)
+        };
+        let i = self.branches.len() as u32;
+        self.branches.push(CodeBranch {
+            function,
+            offset,
+            file,
+            line,
+            instruction: text.get(&(session, at)).cloned().unwrap_or_default(),
+        });
+        self.branch_index.insert((session, at), i);
+        i
+    }
+
+    fn finish(self) -> (Vec<CodeFunction>, Vec<CodeBranch>) {
+        (self.functions, self.branches)
+    }
+}
+
+/// A session the tracer watches.
+struct Watched {
+    session: u32,
+    pid: u32,
+    header: SharedHeader,
+    code: Option<ProcessCode>,
+}
+
+/// The tracer thread: takes the agents' trace requests and follows their threads.
+struct Tracer {
+    add: Option<Sender<Watched>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Tracer {
+    fn start(
+        done: Sender<TraceDone>,
+        config: LeakCauseConfig,
+        failures: Arc<Mutex<Vec<String>>>,
+    ) -> Tracer {
+        let (tx, rx) = channel::<Watched>();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopping = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("tansa-tracer".into())
+            .spawn(move || tracer_loop(rx, done, config, &stopping, &failures))
+            .ok();
+        Tracer {
+            add: Some(tx),
+            stop,
+            thread,
+        }
+    }
+
+    fn add(&self, session: u32, pid: u32, header: SharedHeader) {
+        if let Some(tx) = &self.add {
+            let _ = tx.send(Watched {
+                session,
+                pid,
+                header,
+                code: None,
+            });
+        }
+    }
+
+    fn stop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        self.add = None;
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Tracer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn tracer_loop(
+    add: Receiver<Watched>,
+    done: Sender<TraceDone>,
+    config: LeakCauseConfig,
+    stop: &AtomicBool,
+    failures: &Mutex<Vec<String>>,
+) {
+    let mut watched: Vec<Watched> = Vec::new();
+    let fail = |msg: String| {
+        if let Ok(mut f) = failures.lock()
+            && f.len() < MAX_FAILURES
+        {
+            f.push(msg);
+        }
+    };
+    while !stop.load(Ordering::Acquire) {
+        while let Ok(w) = add.try_recv() {
+            watched.push(w);
+        }
+        let mut busy = false;
+        for w in &mut watched {
+            let header = w.header.clone();
+            let h = header.get();
+            if h.tracing.load(Ordering::Acquire) == 0 {
+                continue;
+            }
+            let slot = &h.trace;
+            if slot.state.load(Ordering::Acquire) != TRACE_REQUESTED
+                || slot
+                    .state
+                    .compare_exchange(
+                        TRACE_REQUESTED,
+                        TRACE_ATTACHING,
+                        Ordering::AcqRel,
+                        Ordering::Acquire,
+                    )
+                    .is_err()
+            {
+                continue;
+            }
+            busy = true;
+            match trace_one(w, config) {
+                Ok(d) => {
+                    let _ = done.send(d);
+                }
+                Err(e) => fail(format!("process {}: {e}", w.pid)),
+            }
+            slot.state.store(TRACE_IDLE, Ordering::Release);
+        }
+        if !busy {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+}
+
+/// Follows the thread of the request in `w`'s trace slot (state ATTACHING).
+fn trace_one(w: &mut Watched, config: LeakCauseConfig) -> Result<TraceDone, String> {
+    let h = w.header.get();
+    let slot = &h.trace;
+    let tid = slot.tid.load(Ordering::Acquire) as i32;
+    let site = slot.site.load(Ordering::Acquire) as usize;
+    let ptr = slot.ptr.load(Ordering::Acquire);
+    let resume_at = slot.resume_at.load(Ordering::Acquire);
+    let resume_sp = slot.resume_sp.load(Ordering::Acquire);
+    let entry = h
+        .trace_sites
+        .get(site)
+        .ok_or("a request for an unknown site")?;
+    let stack = entry.stack.load(Ordering::Acquire);
+    let range_depth = entry.range_depth.load(Ordering::Acquire);
+    if w.code.is_none() {
+        w.code = ProcessCode::new(w.pid as i32, Box::new(|p| !is_runtime_library(p))).ok();
+    }
+    let code = w
+        .code
+        .as_mut()
+        .ok_or("cannot read the process's mappings")?;
+    code.refresh();
+    let started = Instant::now();
+    let attached_ticks =
+        tansa_collect::clock_now(h.clock == tansa_wire::layout::ClockKind::Tsc as u32);
+    let mut t = AttachedThread::attach(w.pid as i32, tid).map_err(|e| e.to_string())?;
+    slot.state.store(TRACE_FOLLOWING, Ordering::Release);
+    let mut events = Vec::new();
+    let result = (|| {
+        if !t.run_to(resume_at, Some(resume_sp))? {
+            return Ok(FollowEnd::ThreadExited);
+        }
+        t.follow(
+            code,
+            range_depth,
+            FollowLimits {
+                max_steps: config.max_steps,
+            },
+            &mut || slot.freed.load(Ordering::Acquire) != 0,
+            &mut |e| events.push(e),
+        )
+    })();
+    let mut text = Vec::new();
+    let mut seen = BTreeSet::new();
+    for e in &events {
+        if let PathEvent::Branch { at, .. } = *e
+            && seen.insert(at)
+            && let Some(s) = t.disassemble(at)
+        {
+            text.push((at, s));
+        }
+    }
+    let _ = t.detach();
+    let end = result.map_err(|e| e.to_string())?;
+    if let FollowEnd::Abandoned(why) = &end {
+        return Err(why.clone());
+    }
+    Ok(TraceDone {
+        session: w.session,
+        stack,
+        ptr,
+        events,
+        end,
+        ns: started.elapsed().as_nanos() as u64,
+        attached_ticks,
+        code: text,
+    })
+}
+
+// TEMPORARY: until tansa-leakcause lands.
+#[derive(Debug, Default)]
+struct Judge {
+    history: Vec<u64>,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Judgement {
+    Leaking,
+    Other,
+}
+
+impl Judge {
+    fn scan(&mut self, _allocations: u64, frees: u64, outstanding: u64) -> Judgement {
+        self.history.push(outstanding);
+        let n = self.history.len();
+        if frees >= 1 && n >= 4 && self.history[n - 4..].windows(2).all(|w| w[1] > w[0]) {
+            Judgement::Leaking
+        } else {
+            Judgement::Other
+        }
+    }
+}
+
+fn range_end(alloc: &[u64], frees: &[&[u64]]) -> Option<usize> {
+    let mut n = alloc.len();
+    for f in frees {
+        n = n.min(
+            alloc
+                .iter()
+                .zip(f.iter())
+                .take_while(|(a, b)| a == b)
+                .count(),
+        );
+    }
+    n.checked_sub(1)
+}
