@@ -1,0 +1,289 @@
+//! Where the leaking paths part from the freeing ones: cause functions (spec §13, Fig. 11)
+//! and cause branches (spec §18), with the split of branch traces into single executions of
+//! each cause function (spec §16, steps 1401–1402).
+
+use crate::sequitur::End;
+
+/// One event of a function trace (spec §7.3: function and kind).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Event<F> {
+    /// `F-S`: the function was entered.
+    Enter(F),
+    /// `F-E`: the function returned.
+    Exit(F),
+}
+
+/// One step of a full trace: a function event, or a conditional branch (its instruction,
+/// and whether it jumped).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Step<F, B> {
+    /// A function entry or exit.
+    Call(Event<F>),
+    /// A conditional branch.
+    Branch(B, bool),
+}
+
+/// The function in which event `i` of `path` happened (spec §13, step 1106): for an exit,
+/// the function that called the one returning; for an entry, its caller. Walking back, a
+/// balanced `Y-S … Y-E` is skipped; the first unmatched entry is the answer. A walk that
+/// reaches the start of the trace lands in the allocating function, or as many callers
+/// above it (in `alloc`, root first, the allocating function last) as the trace has exits
+/// of functions it never entered.
+pub fn enclosing<F: Clone + PartialEq>(path: &[Event<F>], i: usize, alloc: &[F]) -> Option<F> {
+    let mut depth: i64 = match path.get(i) {
+        Some(Event::Exit(_)) => 1,
+        _ => 0,
+    };
+    for e in path[..i].iter().rev() {
+        match e {
+            Event::Exit(_) => depth += 1,
+            Event::Enter(f) if depth == 0 => return Some(f.clone()),
+            Event::Enter(_) => depth -= 1,
+        }
+    }
+    // Back at the start: in the allocating function, or `depth` callers above it (each
+    // exit left unmatched returned from a function the trace started in).
+    let up = depth.max(0) as usize;
+    alloc.len().checked_sub(1 + up).map(|k| alloc[k].clone())
+}
+
+/// Fig. 11 over symbol paths: for each E path, walking back from the symbol before its
+/// end, the first symbol that occurs in some F path; `found(path, i)` turns it into the
+/// result. Results are listed once each, in the order found.
+fn walk<S: PartialEq, R: PartialEq>(
+    paths: &[(Vec<S>, End)],
+    mut found: impl FnMut(&[S], usize) -> Option<R>,
+) -> Vec<R> {
+    let freed: Vec<&Vec<S>> = paths
+        .iter()
+        .filter(|(_, e)| *e == End::Freed)
+        .map(|(p, _)| p)
+        .collect();
+    let mut out = Vec::new();
+    for (p, _) in paths.iter().filter(|(_, e)| *e == End::NotFreed) {
+        for i in (0..p.len()).rev() {
+            // Searching each freed path from its end finds its last such event.
+            if freed.iter().any(|q| q.iter().rev().any(|s| *s == p[i])) {
+                if let Some(r) = found(p, i)
+                    && !out.contains(&r)
+                {
+                    out.push(r);
+                }
+                break;
+            }
+        }
+    }
+    out
+}
+
+/// The cause functions of a site (spec §13) from its function paths; `alloc` is the
+/// allocation stack's functions, root first. An E path none of whose events occurs in an
+/// F path points at the allocating function.
+pub fn cause_functions<F: Clone + PartialEq>(
+    paths: &[(Vec<Event<F>>, End)],
+    alloc: &[F],
+) -> Vec<F> {
+    let mut out = walk(paths, |p, i| enclosing(p, i, alloc));
+    let unmatched = paths.iter().any(|(p, e)| {
+        *e == End::NotFreed
+            && !paths
+                .iter()
+                .filter(|(_, e)| *e == End::Freed)
+                .any(|(q, _)| p.iter().any(|s| q.contains(s)))
+    });
+    if unmatched
+        && let Some(f) = alloc.last()
+        && !out.contains(f)
+    {
+        out.push(f.clone());
+    }
+    out
+}
+
+/// A cause branch: the branch, and whether it jumped on the leaking path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CauseBranch<B> {
+    /// The branch instruction.
+    pub branch: B,
+    /// Whether it was taken on the leaking (E) path.
+    pub taken_on_leak: bool,
+}
+
+/// The cause branches (spec §18) from branch paths: each step is a branch and whether it
+/// jumped; the symbol compared is the branch alone, so a branch matches on both paths
+/// whether taken or not.
+pub fn cause_branches<B: Clone + PartialEq>(
+    paths: &[(Vec<(B, bool)>, End)],
+) -> Vec<CauseBranch<B>> {
+    let freed: Vec<&Vec<(B, bool)>> = paths
+        .iter()
+        .filter(|(_, e)| *e == End::Freed)
+        .map(|(p, _)| p)
+        .collect();
+    let mut out: Vec<CauseBranch<B>> = Vec::new();
+    for (p, _) in paths.iter().filter(|(_, e)| *e == End::NotFreed) {
+        let Some((b, taken)) = p
+            .iter()
+            .rev()
+            .find(|(b, _)| freed.iter().any(|q| q.iter().rev().any(|s| s.0 == *b)))
+        else {
+            continue;
+        };
+        if !out.iter().any(|o| o.branch == *b) {
+            out.push(CauseBranch {
+                branch: b.clone(),
+                taken_on_leak: *taken,
+            });
+        }
+    }
+    out
+}
+
+/// The branch paths of function `f` in one full trace (spec §16): one path per execution
+/// of `f` (from its entry to its exit, or the part of the allocating function the trace
+/// starts in when `f` is that function), holding the branches run directly in it (not in
+/// the functions it calls), each ending as the trace ended.
+pub fn branch_paths_of<F: PartialEq, B: Clone>(
+    trace: &[Step<F, B>],
+    f: &F,
+    starts_in_f: bool,
+) -> Vec<Vec<(B, bool)>> {
+    let mut out = Vec::new();
+    // Depth relative to the current execution of `f` (0: directly in it), if inside one.
+    let mut current: Option<(Vec<(B, bool)>, i64)> = starts_in_f.then(|| (Vec::new(), 0));
+    for s in trace {
+        match s {
+            Step::Call(Event::Enter(g)) => match &mut current {
+                Some((_, d)) => *d += 1,
+                None if g == f => current = Some((Vec::new(), 0)),
+                None => {}
+            },
+            Step::Call(Event::Exit(_)) => {
+                if let Some((branches, d)) = &mut current {
+                    if *d == 0 {
+                        out.push(std::mem::take(branches));
+                        current = None;
+                    } else {
+                        *d -= 1;
+                    }
+                }
+            }
+            Step::Branch(b, taken) => {
+                if let Some((branches, 0)) = &mut current {
+                    branches.push((b.clone(), *taken));
+                }
+            }
+        }
+    }
+    if let Some((branches, _)) = current {
+        out.push(branches);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use Event::{Enter, Exit};
+
+    fn p(s: &str) -> (Vec<Event<&str>>, End) {
+        let mut v = Vec::new();
+        let mut end = End::Freed;
+        for w in s.split(' ') {
+            match w {
+                "F" => end = End::Freed,
+                "E" => end = End::NotFreed,
+                _ => {
+                    let (f, k) = w.rsplit_once('-').unwrap();
+                    v.push(if k == "S" { Enter(f) } else { Exit(f) });
+                }
+            }
+        }
+        (v, end)
+    }
+
+    #[test]
+    fn the_cause_function_of_spec_19_is_func_b() {
+        let paths = [
+            p("funcB-S sub2-S sub2-E F"),
+            p("funcB-S sub1-S F"),
+            p("funcB-S sub2-S sub2-E funcB-E E"),
+        ];
+        assert_eq!(cause_functions(&paths, &["main", "funcA"]), vec!["funcB"]);
+        // With the range-end trap after funcA's exit record (spec §19): the same answer.
+        let paths = [
+            p("funcB-S sub2-S sub2-E F"),
+            p("funcB-S sub1-S F"),
+            p("funcB-S sub2-S sub2-E funcB-E funcA-E E"),
+        ];
+        assert_eq!(cause_functions(&paths, &["main", "funcA"]), vec!["funcB"]);
+    }
+
+    #[test]
+    fn enclosing_functions() {
+        let (t, _) = p("funcB-S sub2-S sub2-E funcB-E funcA-E E");
+        let alloc = ["main", "funcA"];
+        assert_eq!(enclosing(&t, 2, &alloc), Some("funcB"), "sub2-E in funcB");
+        assert_eq!(enclosing(&t, 1, &alloc), Some("funcB"), "sub2-S in funcB");
+        assert_eq!(
+            enclosing(&t, 0, &alloc),
+            Some("funcA"),
+            "funcB-S in the allocating function"
+        );
+        assert_eq!(enclosing(&t, 3, &alloc), Some("funcA"), "funcB-E in funcA");
+        assert_eq!(
+            enclosing(&t, 4, &alloc),
+            Some("main"),
+            "funcA-E in its caller"
+        );
+        // No event in common: the allocating function.
+        let paths = [p("x-S x-E F"), p("y-S y-E E")];
+        assert_eq!(cause_functions(&paths, &alloc), vec!["funcA"]);
+    }
+
+    #[test]
+    fn the_cause_branch_of_spec_19_is_location2() {
+        let paths = vec![
+            (
+                vec![("location1", false), ("location2", true)],
+                End::NotFreed,
+            ),
+            (vec![("location1", true)], End::Freed),
+            (vec![("location1", false), ("location2", false)], End::Freed),
+        ];
+        assert_eq!(
+            cause_branches(&paths),
+            vec![CauseBranch {
+                branch: "location2",
+                taken_on_leak: true
+            }]
+        );
+    }
+
+    #[test]
+    fn branch_traces_split_into_executions() {
+        use Step::{Branch, Call};
+        let trace = [
+            Call(Enter("funcB")),
+            Branch("b1", true),
+            Call(Enter("chance")),
+            Branch("c1", false),
+            Call(Exit("chance")),
+            Branch("b2", false),
+            Call(Exit("funcB")),
+            Branch("a1", true),
+            Call(Enter("funcB")),
+            Branch("b1", false),
+            Call(Exit("funcB")),
+        ];
+        assert_eq!(
+            branch_paths_of(&trace, &"funcB", false),
+            vec![vec![("b1", true), ("b2", false)], vec![("b1", false)]]
+        );
+        // The allocating function: its part of the trace, outside its callees.
+        assert_eq!(
+            branch_paths_of(&trace, &"funcA", true),
+            vec![vec![("a1", true)]]
+        );
+    }
+}
