@@ -30,6 +30,9 @@ enum Command {
     Report(cmd::report::Args),
     /// Print a recording's raw contents (sessions, modules, stacks, events).
     Dump(cmd::dump::Args),
+    /// The leaking allocation sites of a heap recording and, for `record --leak-cause`,
+    /// the function and branch where their leaking paths part from the freeing ones.
+    Leaks(cmd::leaks::Args),
     /// Rebuild the exact instruction path of a hot, repeated region from sparse samples.
     Retrace(Box<cmd::retrace::Args>),
     /// Find leaks in a system under test with typed re-tests, run from a TOML plan.
@@ -46,6 +49,7 @@ fn main() -> ExitCode {
         Command::Record(args) => cmd::record::run(args),
         Command::Report(args) => cmd::report::run(args),
         Command::Dump(args) => cmd::dump::run(args),
+        Command::Leaks(args) => cmd::leaks::run(args),
         Command::Retrace(args) => cmd::retrace::run(*args),
         Command::Leaktest(args) => cmd::leaktest::run(args),
         Command::Sample(args) => cmd::sample::run(*args),

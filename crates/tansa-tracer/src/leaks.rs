@@ -39,6 +39,8 @@ use tansa_format::memory::{
     TracedPath, TracedSite, Unrecorded,
 };
 use tansa_format::meta::CalibrationPoint;
+use tansa_leakcause::judge::{Judge, Judgement};
+use tansa_leakcause::range::{depth_of, move_up, range_end};
 use tansa_symbols::Resolver;
 use tansa_wire::event::{DecodeError, Decoder, Record, StreamState};
 use tansa_wire::layout::{
@@ -369,8 +371,7 @@ impl<S: Sink> LeakCauseSink<S> {
             for stack in stacks {
                 let judged = {
                     let site = &mut s.sites.get_mut(&stack).expect("known site");
-                    site.judge
-                        .scan(site.allocations, site.frees, site.outstanding)
+                    site.judge.scan(site.frees, site.outstanding)
                 };
                 let site = s.sites.get_mut(&stack).expect("known site");
                 if std::env::var_os("TANSA_DEBUG_LEAKS").is_some() && site.allocations > 1000 {
@@ -438,7 +439,7 @@ impl<S: Sink> LeakCauseSink<S> {
                     continue;
                 };
                 site.alloc_functions = alloc_fns.clone();
-                site.range_depth = (alloc_fns.len() - 1 - end) as u32;
+                site.range_depth = depth_of(end, alloc_fns.len());
                 site.slot = Some(slot);
                 let entry = &h.trace_sites[slot];
                 entry.range_depth.store(site.range_depth, Ordering::Relaxed);
@@ -482,9 +483,9 @@ impl Session {
                     eprintln!("late free of {ptr:#x} by stack {free_stack}");
                 }
                 if let (Some(slot), Some(h)) = (site.slot, header)
-                    && (site.range_depth as usize) + 1 < site.alloc_functions.len()
+                    && let Some(up) = move_up(site.range_depth, site.alloc_functions.len())
                 {
-                    site.range_depth += 1;
+                    site.range_depth = up;
                     site.range_moves += 1;
                     site.paths.clear();
                     site.reached.clear();
@@ -908,42 +909,4 @@ fn trace_one(w: &mut Watched, config: LeakCauseConfig) -> Result<TraceDone, Stri
         attached_ticks,
         code: text,
     })
-}
-
-// TEMPORARY: until tansa-leakcause lands.
-#[derive(Debug, Default)]
-struct Judge {
-    history: Vec<u64>,
-}
-
-#[derive(Debug, PartialEq, Eq)]
-enum Judgement {
-    Leaking,
-    Other,
-}
-
-impl Judge {
-    fn scan(&mut self, _allocations: u64, frees: u64, outstanding: u64) -> Judgement {
-        self.history.push(outstanding);
-        let n = self.history.len();
-        if frees >= 1 && n >= 4 && self.history[n - 4..].windows(2).all(|w| w[1] > w[0]) {
-            Judgement::Leaking
-        } else {
-            Judgement::Other
-        }
-    }
-}
-
-fn range_end(alloc: &[u64], frees: &[&[u64]]) -> Option<usize> {
-    let mut n = alloc.len();
-    for f in frees {
-        n = n.min(
-            alloc
-                .iter()
-                .zip(f.iter())
-                .take_while(|(a, b)| a == b)
-                .count(),
-        );
-    }
-    n.checked_sub(1)
 }

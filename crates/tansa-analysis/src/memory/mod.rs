@@ -12,6 +12,7 @@
 
 pub mod aggregate;
 pub mod classify;
+pub mod leaks;
 pub mod merge;
 pub mod model;
 pub mod recording;

@@ -58,6 +58,8 @@ pub struct MemoryRecording<R> {
     pub losses: Vec<SessionLosses>,
     /// Processes of the tree that ran without being recorded.
     pub unrecorded: Vec<Unrecorded>,
+    /// What `tansa record --leak-cause` traced (`None` for other recordings).
+    pub leak_cause: Option<tansa_format::memory::LeakCause>,
     /// Clock calibration.
     pub calibration: Calibration,
     /// Resolved modules and stacks.
@@ -202,6 +204,7 @@ impl<R: Read + Seek> MemoryRecording<R> {
             ends: Vec::new(),
             losses: Vec::new(),
             unrecorded: Vec::new(),
+            leak_cause: None,
             calibration: Calibration::monotonic(),
             registry: Registry::default(),
             warnings: Vec::new(),
@@ -255,6 +258,7 @@ impl<R: Read + Seek> MemoryRecording<R> {
                     memory::SESSION_END => rec.ends.push(frame.decode()?),
                     memory::SESSION_LOSSES => rec.losses.push(frame.decode()?),
                     memory::UNRECORDED => rec.unrecorded.push(frame.decode()?),
+                    memory::LEAK_CAUSE => rec.leak_cause = Some(frame.decode()?),
                     memory::META_CHUNK => {
                         if let Some((s, bytes)) = split_meta_chunk(&frame.payload) {
                             metas.entry(s).or_default().extend_from_slice(bytes);

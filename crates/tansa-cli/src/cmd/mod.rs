@@ -3,6 +3,7 @@
 pub mod annotate;
 pub mod cpureport;
 pub mod dump;
+pub mod leaks;
 pub mod leaktest;
 pub mod memopts;
 pub mod record;

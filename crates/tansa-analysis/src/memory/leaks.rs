@@ -1,0 +1,451 @@
+//! The leak report of a heap recording (`tansa leaks`, schema `tansa.leaks.v1`).
+//!
+//! Every recording: per allocation site (one allocation stack of one process image), its
+//! allocations, frees, the blocks and bytes still allocated at the end, and its judgement
+//! ([`tansa_leakcause::judge`]) from the outstanding blocks at [`CHECKPOINTS`] evenly spaced
+//! moments of the run. A `--leak-cause` recording adds, for the sites it traced, the range
+//! end, the distinct freed (F) and not-freed (E) paths and their grammar, and the cause
+//! functions and branches ([`tansa_leakcause::identify`]).
+
+use std::collections::BTreeMap;
+use std::io::{Read, Seek};
+
+use rustc_hash::FxHashMap;
+use serde::Serialize;
+use tansa_format::memory::{LeakCause, PathStep, TracedSite};
+use tansa_leakcause::identify::{self, Event, Step};
+use tansa_leakcause::judge::{Judgement, judge};
+use tansa_leakcause::sequitur::{End, PathSet};
+
+use super::merge::EventKind;
+use super::model::Registry;
+use super::recording::MemoryRecording;
+
+/// Moments of the run at which each site's outstanding blocks are counted for the judgement.
+pub const CHECKPOINTS: usize = 8;
+/// Moments at which outstanding blocks are counted while reading (the checkpoints are
+/// chosen among them).
+const SLOTS: usize = 64;
+
+/// The leak report.
+#[derive(Debug, Clone, Serialize)]
+pub struct LeaksReport {
+    /// `tansa.leaks.v1`.
+    pub schema: &'static str,
+    /// Whether the recording was made with `--leak-cause`.
+    pub leak_cause: bool,
+    /// Sites, leaking first, then by bytes still allocated.
+    pub sites: Vec<SiteReport>,
+    /// Trace requests that could not be followed (first few).
+    pub trace_failures: Vec<String>,
+    /// Problems with the recording.
+    pub warnings: Vec<String>,
+}
+
+/// A place in the code.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct CodePlace {
+    /// `module!function`.
+    pub function: String,
+    /// Source file, empty when unknown.
+    pub file: String,
+    /// Source line, 0 when unknown.
+    pub line: u32,
+}
+
+/// Traces taken at a site, by how they ended.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct TraceCounts {
+    /// Ended with the block freed (F).
+    pub freed: u32,
+    /// Ended at the range end with the block still allocated (E).
+    pub not_freed: u32,
+}
+
+/// A distinct traced path.
+#[derive(Debug, Clone, Serialize)]
+pub struct PathReport {
+    /// `F` or `E`.
+    pub end: &'static str,
+    /// Traces that followed it.
+    pub count: u32,
+    /// Its function entries and exits (`module!function-S`, `-E`) and branches
+    /// (`@function+0xOFF taken|not-taken`).
+    pub steps: Vec<String>,
+}
+
+/// A cause branch.
+#[derive(Debug, Clone, Serialize)]
+pub struct BranchReport {
+    /// The function holding it (`module!function`).
+    pub function: String,
+    /// Its offset from the function's entry.
+    pub offset: u64,
+    /// Source file, empty when unknown.
+    pub file: String,
+    /// Source line, 0 when unknown.
+    pub line: u32,
+    /// The instruction.
+    pub instruction: String,
+    /// Whether it jumped on the leaking path.
+    pub taken_on_leak: bool,
+}
+
+/// One allocation site.
+#[derive(Debug, Clone, Serialize)]
+pub struct SiteReport {
+    /// Its number in this report (1 first), for `--site`.
+    pub index: usize,
+    /// Process id of its process image.
+    pub pid: u32,
+    /// Session (process image) number in the recording.
+    pub session: u32,
+    /// The allocation stack's id in that session.
+    pub stack_id: u32,
+    /// Where the allocation is made (the allocator's caller).
+    pub site: CodePlace,
+    /// The allocation stack, innermost first.
+    pub stack: Vec<CodePlace>,
+    /// `leaking`, `freed`, `no-free-site` or `not-growing`.
+    pub judgement: &'static str,
+    /// Allocations made at the site.
+    pub allocations: u64,
+    /// Frees of its blocks.
+    pub frees: u64,
+    /// Blocks still allocated at the end.
+    pub leaked_blocks: u64,
+    /// Bytes still allocated at the end.
+    pub leaked_bytes: u64,
+    /// The function whose exit ends each trace (leak-cause recordings).
+    pub range_end: Option<String>,
+    /// Times the range end moved one caller up (a block outlived it).
+    pub range_moves: u32,
+    /// Traces by end.
+    pub traces: TraceCounts,
+    /// Why tracing stopped: `covered`, `limit`, `ended`, or why it could not start.
+    pub tracing: Option<String>,
+    /// Milliseconds the traced threads spent being followed.
+    pub tracing_ms: f64,
+    /// The distinct paths.
+    pub paths: Vec<PathReport>,
+    /// Their Sequitur grammar (spec §12.5), one rule per line.
+    pub grammar: Option<String>,
+    /// Where the leaking paths leave the freeing ones: functions.
+    pub cause_functions: Vec<CodePlace>,
+    /// ... and branches.
+    pub cause_branches: Vec<BranchReport>,
+}
+
+#[derive(Debug, Default, Clone)]
+struct SiteStats {
+    allocations: u64,
+    frees: u64,
+    live_blocks: u64,
+    live_bytes: u64,
+    history: Vec<u64>,
+}
+
+/// Builds the leak report of `rec` (pass two: reads every event).
+pub fn report<R: Read + Seek>(rec: &MemoryRecording<R>) -> LeaksReport {
+    let start = rec
+        .sessions
+        .iter()
+        .map(|s| s.start_ticks)
+        .min()
+        .unwrap_or(0);
+    let end = rec
+        .ends
+        .iter()
+        .map(|e| e.end_ticks)
+        .max()
+        .unwrap_or(start)
+        .max(start);
+    let span = (end - start).max(1);
+    // Outstanding blocks per site at SLOTS moments of the recording's span; the judgement
+    // then takes CHECKPOINTS of them, evenly spread over the part where events happened
+    // (a recording's span also covers start-up and the collector's end).
+    let slot_at = |k: usize| start + span / SLOTS as u64 * k as u64;
+    let mut sites: BTreeMap<(u32, u32), SiteStats> = BTreeMap::new();
+    let mut live: FxHashMap<(u32, u64), (u32, u64)> = FxHashMap::default();
+    let mut next = 1usize;
+    let (mut first_slot, mut last_slot) = (None, 0usize);
+    let snapshot = |sites: &mut BTreeMap<(u32, u32), SiteStats>, k: usize| {
+        for s in sites.values_mut() {
+            s.history.resize(k, 0);
+            s.history.push(s.live_blocks);
+        }
+    };
+    rec.for_each_event(|e| {
+        while next < SLOTS && e.ts >= slot_at(next) {
+            snapshot(&mut sites, next - 1);
+            next += 1;
+        }
+        first_slot.get_or_insert(next - 1);
+        last_slot = next - 1;
+        let mut alloc = |ptr: u64, size: u64, stack: u32| {
+            live.insert((e.session, ptr), (stack, size));
+            let s = sites.entry((e.session, stack)).or_default();
+            s.allocations += 1;
+            s.live_blocks += 1;
+            s.live_bytes = s.live_bytes.saturating_add(size);
+        };
+        match &e.kind {
+            EventKind::Alloc {
+                ptr, size, stack, ..
+            } => alloc(*ptr, *size, *stack),
+            EventKind::ReallocAlloc { new, size, stack } => alloc(*new, *size, *stack),
+            EventKind::Free { ptr, .. } | EventKind::ReallocRelease { old: ptr, .. } => {
+                if let Some((stack, size)) = live.remove(&(e.session, *ptr))
+                    && let Some(s) = sites.get_mut(&(e.session, stack))
+                {
+                    s.frees += 1;
+                    s.live_blocks = s.live_blocks.saturating_sub(1);
+                    s.live_bytes = s.live_bytes.saturating_sub(size);
+                }
+            }
+            _ => {}
+        }
+    });
+    while next <= SLOTS {
+        snapshot(&mut sites, next - 1);
+        next += 1;
+    }
+    // The checkpoints: CHECKPOINTS slots from the first one with events to the end of the
+    // last one (the state at the end of the run).
+    let first = first_slot.unwrap_or(0);
+    let checkpoints: Vec<usize> = (1..=CHECKPOINTS)
+        .map(|k| first + (last_slot + 1 - first) * k / CHECKPOINTS)
+        .map(|k| k.min(SLOTS) - 1 + usize::from(k == 0))
+        .collect();
+    for s in sites.values_mut() {
+        let h: Vec<u64> = checkpoints
+            .iter()
+            .map(|&k| s.history.get(k).copied().unwrap_or(s.live_blocks))
+            .collect();
+        s.history = h;
+    }
+    let traced: BTreeMap<(u32, u32), &TracedSite> = rec
+        .leak_cause
+        .iter()
+        .flat_map(|lc| lc.sites.iter().map(|s| ((s.session, s.stack), s)))
+        .collect();
+    let pid_of = |session: u32| {
+        rec.sessions
+            .iter()
+            .find(|s| s.session == session)
+            .map_or(0, |s| s.pid)
+    };
+    let mut out: Vec<SiteReport> = sites
+        .iter()
+        .map(|(&(session, stack_id), s)| {
+            let judgement = judge(&s.history, s.frees);
+            let frames = stack_places(&rec.registry, session, stack_id);
+            let mut site = SiteReport {
+                index: 0,
+                pid: pid_of(session),
+                session,
+                stack_id,
+                site: frames.first().cloned().unwrap_or_default(),
+                stack: frames,
+                judgement: judgement.name(),
+                allocations: s.allocations,
+                frees: s.frees,
+                leaked_blocks: s.live_blocks,
+                leaked_bytes: s.live_bytes,
+                range_end: None,
+                range_moves: 0,
+                traces: TraceCounts::default(),
+                tracing: None,
+                tracing_ms: 0.0,
+                paths: Vec::new(),
+                grammar: None,
+                cause_functions: Vec::new(),
+                cause_branches: Vec::new(),
+            };
+            if let (Some(lc), Some(t)) = (&rec.leak_cause, traced.get(&(session, stack_id))) {
+                add_causes(&mut site, lc, t);
+            }
+            site
+        })
+        .collect();
+    out.sort_by(|a, b| {
+        let leaking = |s: &SiteReport| s.judgement != Judgement::Leaking.name();
+        (
+            leaking(a),
+            std::cmp::Reverse(a.leaked_bytes),
+            a.session,
+            a.stack_id,
+        )
+            .cmp(&(
+                leaking(b),
+                std::cmp::Reverse(b.leaked_bytes),
+                b.session,
+                b.stack_id,
+            ))
+    });
+    for (i, s) in out.iter_mut().enumerate() {
+        s.index = i + 1;
+    }
+    let mut warnings = rec.warnings.clone();
+    warnings.extend(rec.stream_warnings());
+    LeaksReport {
+        schema: "tansa.leaks.v1",
+        leak_cause: rec.leak_cause.is_some(),
+        sites: out,
+        trace_failures: rec
+            .leak_cause
+            .as_ref()
+            .map(|l| l.failures.clone())
+            .unwrap_or_default(),
+        warnings,
+    }
+}
+
+/// The frames of a stack as places, innermost first, without the agent's own frames.
+fn stack_places(registry: &Registry, session: u32, id: u32) -> Vec<CodePlace> {
+    let Some(stack) = registry.stack(session, id) else {
+        return Vec::new();
+    };
+    stack
+        .frames()
+        .filter(|f| f.module.is_none_or(|m| !registry.module(m).agent))
+        .map(|f| {
+            let module = f.module.map_or("?", |m| registry.module(m).name.as_str());
+            CodePlace {
+                function: format!("{module}!{}", f.function.as_deref().unwrap_or("??")),
+                file: f.file.as_deref().unwrap_or("").to_string(),
+                line: f.line,
+            }
+        })
+        .collect()
+}
+
+fn function_name(lc: &LeakCause, i: u32) -> String {
+    lc.functions.get(i as usize).map_or_else(
+        || "??".into(),
+        |f| {
+            let module = f.module.rsplit('/').next().unwrap_or(&f.module);
+            let name = if f.name.is_empty() { "??" } else { &f.name };
+            format!("{module}!{name}")
+        },
+    )
+}
+
+fn function_place(lc: &LeakCause, i: u32) -> CodePlace {
+    let f = lc.functions.get(i as usize);
+    CodePlace {
+        function: function_name(lc, i),
+        file: f.map_or(String::new(), |f| f.file.clone()),
+        line: f.map_or(0, |f| f.line),
+    }
+}
+
+fn step_text(lc: &LeakCause, s: &PathStep) -> String {
+    match *s {
+        PathStep::Enter(f) => format!("{}-S", function_name(lc, f)),
+        PathStep::Exit(f) => format!("{}-E", function_name(lc, f)),
+        PathStep::Branch { branch, taken } => {
+            let b = lc.branches.get(branch as usize);
+            format!(
+                "@{}+{:#x} {}",
+                b.map_or("??".into(), |b| function_name(lc, b.function)),
+                b.map_or(0, |b| b.offset.saturating_sub(
+                    lc.functions
+                        .get(b.function as usize)
+                        .map_or(0, |f| f.offset)
+                )),
+                if taken { "taken" } else { "not-taken" }
+            )
+        }
+    }
+}
+
+/// Adds the traced paths and their causes to `site`.
+fn add_causes(site: &mut SiteReport, lc: &LeakCause, t: &TracedSite) {
+    site.range_end = t.range_end.map(|f| function_name(lc, f));
+    site.range_moves = t.range_moves;
+    site.tracing = Some(t.status.clone());
+    site.tracing_ms = t.tracing_ns as f64 / 1e6;
+    let end_of = |freed: bool| if freed { End::Freed } else { End::NotFreed };
+    let mut grammar: PathSet<String> = PathSet::default();
+    for p in &t.paths {
+        site.paths.push(PathReport {
+            end: if p.freed { "F" } else { "E" },
+            count: p.count,
+            steps: p.steps.iter().map(|s| step_text(lc, s)).collect(),
+        });
+        if p.freed {
+            site.traces.freed += p.count;
+        } else {
+            site.traces.not_freed += p.count;
+        }
+        let calls: Vec<String> = p
+            .steps
+            .iter()
+            .filter(|s| !matches!(s, PathStep::Branch { .. }))
+            .map(|s| step_text(lc, s))
+            .collect();
+        for _ in 0..p.count {
+            grammar.add(&calls, end_of(p.freed));
+        }
+    }
+    site.grammar = Some(grammar.grammar());
+    // Cause functions from the function paths (spec §13).
+    let function_paths: Vec<(Vec<Event<u32>>, End)> = t
+        .paths
+        .iter()
+        .map(|p| {
+            let events = p
+                .steps
+                .iter()
+                .filter_map(|s| match *s {
+                    PathStep::Enter(f) => Some(Event::Enter(f)),
+                    PathStep::Exit(f) => Some(Event::Exit(f)),
+                    PathStep::Branch { .. } => None,
+                })
+                .collect();
+            (events, end_of(p.freed))
+        })
+        .collect();
+    let causes = identify::cause_functions(&function_paths, &t.alloc_functions);
+    // Cause branches (spec §16, §18) in each cause function, over single executions.
+    for &f in &causes {
+        let starts_in_f = t.alloc_functions.last() == Some(&f);
+        let mut branch_paths: Vec<(Vec<(u32, bool)>, End)> = Vec::new();
+        for p in &t.paths {
+            let steps: Vec<Step<u32, u32>> = p
+                .steps
+                .iter()
+                .map(|s| match *s {
+                    PathStep::Enter(g) => Step::Call(Event::Enter(g)),
+                    PathStep::Exit(g) => Step::Call(Event::Exit(g)),
+                    PathStep::Branch { branch, taken } => Step::Branch(branch, taken),
+                })
+                .collect();
+            for execution in identify::branch_paths_of(&steps, &f, starts_in_f) {
+                let entry = (execution, end_of(p.freed));
+                if !branch_paths.contains(&entry) {
+                    branch_paths.push(entry);
+                }
+            }
+        }
+        for c in identify::cause_branches(&branch_paths) {
+            let Some(b) = lc.branches.get(c.branch as usize) else {
+                continue;
+            };
+            let entry = lc
+                .functions
+                .get(b.function as usize)
+                .map_or(0, |f| f.offset);
+            site.cause_branches.push(BranchReport {
+                function: function_name(lc, b.function),
+                offset: b.offset.saturating_sub(entry),
+                file: b.file.clone(),
+                line: b.line,
+                instruction: b.instruction.clone(),
+                taken_on_leak: c.taken_on_leak,
+            });
+        }
+        site.cause_functions.push(function_place(lc, f));
+    }
+}
