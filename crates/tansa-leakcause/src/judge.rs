@@ -7,7 +7,9 @@
 //! * `no-free-site`: the site was never freed (seed claims 2 and 10: never judged leaking);
 //! * `freed`: nothing of it is outstanding;
 //! * `leaking`: freed at least once, at least [`MIN_OUTSTANDING`] blocks outstanding, and
-//!   the outstanding count rose at each of the last [`GROWING_SCANS`] scans;
+//!   over the last [`GROWING_SCANS`] scans the outstanding count never fell and rose in all
+//!   (a scan with no allocation at all, as when the program was descheduled, is a pause,
+//!   not a cap; a cache that fills up and stays full is `not-growing`);
 //! * `not-growing`: otherwise (blocks are held, but not in a growing number).
 
 /// Consecutive rises of the outstanding count that make a site leaking.
@@ -51,11 +53,11 @@ pub fn judge(history: &[u64], frees: u64) -> Judgement {
         return Judgement::Freed;
     }
     let n = history.len();
+    let recent = &history[n.saturating_sub(GROWING_SCANS + 1)..];
     if now >= MIN_OUTSTANDING
         && n > GROWING_SCANS
-        && history[n - 1 - GROWING_SCANS..]
-            .windows(2)
-            .all(|w| w[1] > w[0])
+        && recent.windows(2).all(|w| w[1] >= w[0])
+        && recent.last() > recent.first()
     {
         Judgement::Leaking
     } else {
@@ -89,11 +91,25 @@ mod tests {
         assert_eq!(judge(&[1, 2, 3, 4], 0), Judgement::NoFreeSite);
         assert_eq!(judge(&[1, 2, 3, 0], 5), Judgement::Freed);
         assert_eq!(judge(&[1, 2, 3, 4], 5), Judgement::Leaking);
-        assert_eq!(judge(&[1, 2, 2, 4], 5), Judgement::NotGrowing);
+        assert_eq!(judge(&[1, 2, 2, 4], 5), Judgement::Leaking, "a pause");
+        assert_eq!(
+            judge(&[4, 4, 4, 4], 5),
+            Judgement::NotGrowing,
+            "a full cache"
+        );
+        assert_eq!(judge(&[1, 3, 2, 4], 5), Judgement::NotGrowing, "it fell");
         assert_eq!(judge(&[2, 3, 4], 5), Judgement::NotGrowing, "too few scans");
         let mut j = Judge::default();
-        let got: Vec<_> = [1, 2, 3, 4, 5, 5].iter().map(|&o| j.scan(1, o)).collect();
+        let got: Vec<_> = [1, 2, 3, 4, 5, 5, 5, 5]
+            .iter()
+            .map(|&o| j.scan(1, o))
+            .collect();
         assert_eq!(got[3], Judgement::Leaking);
-        assert_eq!(got[5], Judgement::NotGrowing);
+        assert_eq!(
+            got[5],
+            Judgement::Leaking,
+            "one scan without growth is a pause"
+        );
+        assert_eq!(got[7], Judgement::NotGrowing, "three are a plateau");
     }
 }

@@ -66,7 +66,7 @@ impl Default for LeakCauseConfig {
         LeakCauseConfig {
             traces: 64,
             scan_interval: Duration::from_millis(50),
-            max_steps: 2_000_000,
+            max_steps: 200_000,
         }
     }
 }
@@ -440,6 +440,18 @@ impl<S: Sink> LeakCauseSink<S> {
                 };
                 site.alloc_functions = alloc_fns.clone();
                 site.range_depth = depth_of(end, alloc_fns.len());
+                // A free stack that is a prefix of the allocation stack was made from a
+                // frame the allocating function's activation may have replaced (tail
+                // calls: `jmp free` leaves no frame) or from a caller after it returned. The
+                // follower counts tail-called functions as part of that activation, so the
+                // trace starts at its return; a block that outlives it moves the range end
+                // up (spec §12.2), which covers the second case.
+                if refs
+                    .iter()
+                    .any(|f| f.len() < alloc_fns.len() && alloc_fns.starts_with(f))
+                {
+                    site.range_depth = 0;
+                }
                 site.slot = Some(slot);
                 let entry = &h.trace_sites[slot];
                 entry.range_depth.store(site.range_depth, Ordering::Relaxed);

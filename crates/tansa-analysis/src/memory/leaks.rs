@@ -26,6 +26,8 @@ pub const CHECKPOINTS: usize = 8;
 /// Moments at which outstanding blocks are counted while reading (the checkpoints are
 /// chosen among them).
 const SLOTS: usize = 64;
+/// Largest total length of a site's paths for which the grammar is shown.
+const MAX_GRAMMAR_SYMBOLS: usize = 4096;
 
 /// The leak report.
 #[derive(Debug, Clone, Serialize)]
@@ -116,6 +118,9 @@ pub struct SiteReport {
     pub leaked_blocks: u64,
     /// Bytes still allocated at the end.
     pub leaked_bytes: u64,
+    /// Blocks allocated at the checkpoints of the judgement (evenly spread over the part
+    /// of the run with events; the last is the end).
+    pub outstanding: Vec<u64>,
     /// The function whose exit ends each trace (leak-cause recordings).
     pub range_end: Option<String>,
     /// Times the range end moved one caller up (a block outlived it).
@@ -252,6 +257,7 @@ pub fn report<R: Read + Seek>(rec: &MemoryRecording<R>) -> LeaksReport {
                 frees: s.frees,
                 leaked_blocks: s.live_blocks,
                 leaked_bytes: s.live_bytes,
+                outstanding: s.history.clone(),
                 range_end: None,
                 range_moves: 0,
                 traces: TraceCounts::default(),
@@ -368,6 +374,8 @@ fn add_causes(site: &mut SiteReport, lc: &LeakCause, t: &TracedSite) {
     site.tracing_ms = t.tracing_ns as f64 / 1e6;
     let end_of = |freed: bool| if freed { End::Freed } else { End::NotFreed };
     let mut grammar: PathSet<String> = PathSet::default();
+    // The grammar is rebuilt by rescanning (quadratic): only for paths of readable size.
+    let small = t.paths.iter().map(|p| p.steps.len()).sum::<usize>() <= MAX_GRAMMAR_SYMBOLS;
     for p in &t.paths {
         site.paths.push(PathReport {
             end: if p.freed { "F" } else { "E" },
@@ -385,11 +393,13 @@ fn add_causes(site: &mut SiteReport, lc: &LeakCause, t: &TracedSite) {
             .filter(|s| !matches!(s, PathStep::Branch { .. }))
             .map(|s| step_text(lc, s))
             .collect();
-        for _ in 0..p.count {
-            grammar.add(&calls, end_of(p.freed));
+        if small {
+            for _ in 0..p.count {
+                grammar.add(&calls, end_of(p.freed));
+            }
         }
     }
-    site.grammar = Some(grammar.grammar());
+    site.grammar = small.then(|| grammar.grammar());
     // Cause functions from the function paths (spec §13).
     let function_paths: Vec<(Vec<Event<u32>>, End)> = t
         .paths

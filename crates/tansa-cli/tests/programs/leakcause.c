@@ -1,14 +1,20 @@
 /* The worked example of seed 001 (spec section 19): funcA allocates, funcB frees on two
  * paths (directly, or in sub1 when error_condition_2 holds) and returns without freeing
- * when error_condition_1 holds. Usage: leakcause [REQUESTS] (default 2000). */
+ * when error_condition_1 holds. Beside it, a site whose blocks are always freed (scratch)
+ * and one whose blocks are never freed (registry).
+ *
+ * Usage: leakcause [REQUESTS] [THREADS] (default 2000 requests, 1 thread); with THREADS > 1
+ * every thread runs the requests, so allocations at the site happen while one is traced. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #define N 64
 #define NOINLINE __attribute__((noinline))
 
-static unsigned seed = 12345;
+static __thread unsigned seed = 12345;
 static volatile int sink;
+static long requests = 2000;
 
 static NOINLINE int chance(unsigned percent) {
     seed = seed * 1103515245u + 12345u;
@@ -43,10 +49,37 @@ NOINLINE void funcA(void) {
     funcB(p);
 }
 
-int main(int argc, char **argv) {
-    long requests = argc > 1 ? atol(argv[1]) : 2000;
-    for (long i = 0; i < requests; i++)
+/* Always freed. */
+NOINLINE void scratch(void) {
+    char *volatile s = malloc(32);
+    s[0] = 1;
+    free(s);
+}
+
+/* Never freed: kept for the life of the program. */
+void *volatile registry[4096];
+NOINLINE void remember(long i) {
+    if (i % 64 == 0 && i / 64 < 4096)
+        registry[i / 64] = malloc(16);
+}
+
+static void *work(void *arg) {
+    seed += (unsigned)(long)arg;
+    for (long i = 0; i < requests; i++) {
         funcA();
+        scratch();
+        remember(i);
+    }
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1) requests = atol(argv[1]);
+    int threads = argc > 2 ? atoi(argv[2]) : 1;
+    pthread_t t[16];
+    for (int i = 1; i < threads && i < 16; i++) pthread_create(&t[i], NULL, work, (void *)(long)i);
+    work(NULL);
+    for (int i = 1; i < threads && i < 16; i++) pthread_join(t[i], NULL);
     printf("done %ld\n", requests);
     return 0;
 }
