@@ -118,7 +118,12 @@ pub fn after_allocation(stack: u32, ptr: u64, regs: CallerRegs) {
 /// Before the release of `ptr` (by `free` or `realloc`): ends a trace of that block.
 #[inline]
 pub fn before_release(ptr: u64) {
-    let Some(h) = header() else {
+    // Not `header()`: a trace in flight must see its block's release even after the
+    // collector stopped asking for new traces (`tracing` back to 0).
+    if SESSION.flags() & FLAG_LEAK_CAUSE == 0 {
+        return;
+    }
+    let Some(h) = SESSION.header() else {
         return;
     };
     let slot = &h.trace;

@@ -72,6 +72,7 @@ fn sample_functions(
         max_frames: None,
         monotonic_clock: false,
         sample_hz: Some(hz),
+        leak_cause: false,
     };
     let mut sink = Samples::default();
     let outcome = tansa_collect::record(&config, &mut sink).expect("record");

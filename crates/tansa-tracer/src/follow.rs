@@ -296,6 +296,18 @@ impl AttachedThread {
         Ok(Resumed::Signal(regs))
     }
 
+    /// The 8 bytes at `addr` of the thread's memory.
+    fn read_u64(&mut self, addr: u64) -> Result<u64, FollowError> {
+        let mut b = [0u8; 8];
+        self.mem
+            .read_exact_at(&mut b, addr)
+            .map_err(|error| FollowError::Memory {
+                tid: self.tid,
+                error,
+            })?;
+        Ok(u64::from_le_bytes(b))
+    }
+
     /// The instruction at `addr` as text (Intel syntax), read from the thread's memory.
     pub fn disassemble(&mut self, addr: u64) -> Option<String> {
         use iced_x86::{Formatter as _, IntelFormatter};
@@ -446,7 +458,39 @@ impl AttachedThread {
                                     top.exits().for_each(&mut *on_event);
                                 }
                             }
-                            None => base.push(f.entry),
+                            None => {
+                                base.push(f.entry);
+                                if !f.step {
+                                    // A tail call from the starting level into a function
+                                    // that is not stepped: it returns to the starting
+                                    // function's caller, whose address is on the stack.
+                                    let ret = self.read_u64(regs.rsp)?;
+                                    let frame = Frame {
+                                        entry: 0,
+                                        ret,
+                                        ret_sp: regs.rsp.wrapping_add(8),
+                                        tails: Vec::new(),
+                                    };
+                                    if !self.skip_to_return(&frame, &mut regs)? {
+                                        return Ok(FollowEnd::ThreadExited);
+                                    }
+                                    if stop() {
+                                        return Ok(FollowEnd::Stopped);
+                                    }
+                                    if unwound >= range_depth {
+                                        return Ok(FollowEnd::RangeEnd);
+                                    }
+                                    for &entry in base.iter().rev() {
+                                        on_event(PathEvent::Exit { entry });
+                                    }
+                                    unwound += 1;
+                                    base = code
+                                        .function(regs.rip)
+                                        .map(|f| f.entry)
+                                        .into_iter()
+                                        .collect();
+                                }
+                            }
                         }
                     }
                 }

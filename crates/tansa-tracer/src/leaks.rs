@@ -1,7 +1,8 @@
 //! The live side of leak-cause localization (seed 001): `tansa record --leak-cause`.
 //!
 //! [`LeakCauseSink`] wraps the recording's sink. It passes everything on unchanged and, on
-//! the way, decodes the events (in time order, behind the collector's watermark) to keep,
+//! the way, decodes the events (as they arrive; a free that comes before its allocation
+//! waits for it) to keep,
 //! per allocation site (one stack of one process image), its allocations, frees, blocks
 //! outstanding and free stacks. Every scan interval it judges each site
 //! ([`tansa_leakcause::judge`]); for a site judged leaking it computes the trace range end
@@ -32,7 +33,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use rustc_hash::FxHashMap;
-use tansa_analysis::memory::merge::{EventKind, OnlineOrder, StreamDecoder};
+use tansa_analysis::memory::merge::{EventKind, StreamDecoder};
 use tansa_collect::{CollectError, SharedHeader, Sink};
 use tansa_format::memory::{
     CodeBranch, CodeFunction, LeakCause, PathStep, SessionEnd, SessionInfo, SessionLosses,
@@ -74,6 +75,107 @@ impl Default for LeakCauseConfig {
 /// Traces granted to the agent at a time for one site (so that a finished site does not
 /// leave many requests behind).
 const BATCH: u32 = 16;
+/// Most releases kept waiting for their allocation (of one process).
+const MAX_EARLY_FREES: usize = 1 << 20;
+
+/// The blocks allocated in one process, as events arrive from the threads' streams in any
+/// order between streams: a release goes to the latest block at its address allocated
+/// before it, and a release that arrives before its allocation waits for it.
+#[derive(Debug, Default)]
+struct Blocks {
+    /// ptr -> (allocation time, stack) of the one block at that address (the usual case).
+    live: FxHashMap<u64, (u64, u32)>,
+    /// More blocks at an address whose older block's release has not arrived yet.
+    extra: FxHashMap<u64, Vec<(u64, u32)>>,
+    /// Releases that arrived before their allocation: ptr -> [(time, free stack)].
+    early: FxHashMap<u64, Vec<(u64, u32)>>,
+    early_count: usize,
+}
+
+impl Blocks {
+    /// A block at `ptr` allocated at `ts` from `stack`; returns its release if that came
+    /// first.
+    fn allocated(&mut self, ptr: u64, ts: u64, stack: u32) -> Option<(u64, u32)> {
+        if let Some(list) = self.early.get_mut(&ptr) {
+            // The earliest release after this allocation is this block's.
+            if let Some(i) = list
+                .iter()
+                .enumerate()
+                .filter(|(_, r)| r.0 >= ts)
+                .min_by_key(|(_, r)| r.0)
+                .map(|(i, _)| i)
+            {
+                let r = list.swap_remove(i);
+                if list.is_empty() {
+                    self.early.remove(&ptr);
+                }
+                self.early_count -= 1;
+                return Some(r);
+            }
+        }
+        match self.live.entry(ptr) {
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert((ts, stack));
+            }
+            std::collections::hash_map::Entry::Occupied(_) => {
+                self.extra.entry(ptr).or_default().push((ts, stack));
+            }
+        }
+        None
+    }
+
+    /// A release of `ptr` at `ts` by `free_stack`: the allocation stack of the block it
+    /// releases, or `None` if that allocation has not arrived (the release waits).
+    fn released(&mut self, ptr: u64, ts: u64, free_stack: u32) -> Option<u32> {
+        // The latest block at `ptr` allocated before `ts`.
+        let primary = self.live.get(&ptr).copied().filter(|b| b.0 <= ts);
+        let extra = self.extra.get(&ptr).and_then(|l| {
+            l.iter()
+                .enumerate()
+                .filter(|(_, b)| b.0 <= ts)
+                .max_by_key(|(_, b)| b.0)
+                .map(|(i, b)| (i, *b))
+        });
+        match (primary, extra) {
+            (Some(p), Some((i, x))) if x.0 > p.0 => Some(self.take_extra(ptr, i, x)),
+            (Some(p), _) => {
+                // Promote a remaining extra block, if any.
+                match self.extra.get_mut(&ptr).and_then(Vec::pop) {
+                    Some(next) => {
+                        self.live.insert(ptr, next);
+                        if self.extra.get(&ptr).is_some_and(Vec::is_empty) {
+                            self.extra.remove(&ptr);
+                        }
+                    }
+                    None => {
+                        self.live.remove(&ptr);
+                    }
+                }
+                Some(p.1)
+            }
+            (None, Some((i, x))) => Some(self.take_extra(ptr, i, x)),
+            (None, None) => {
+                if self.early_count >= MAX_EARLY_FREES {
+                    self.early.clear();
+                    self.early_count = 0;
+                }
+                self.early.entry(ptr).or_default().push((ts, free_stack));
+                self.early_count += 1;
+                None
+            }
+        }
+    }
+
+    fn take_extra(&mut self, ptr: u64, i: usize, b: (u64, u32)) -> u32 {
+        if let Some(l) = self.extra.get_mut(&ptr) {
+            l.swap_remove(i);
+            if l.is_empty() {
+                self.extra.remove(&ptr);
+            }
+        }
+        b.1
+    }
+}
 /// Failure messages kept for the recording.
 const MAX_FAILURES: usize = 16;
 
@@ -133,10 +235,11 @@ struct Session {
     /// Stack id -> frames (runtime return addresses, innermost first).
     stacks: FxHashMap<u32, Vec<u64>>,
     meta_carry: Vec<u8>,
-    live: FxHashMap<u64, u32>,
+    blocks: Blocks,
     sites: FxHashMap<u32, Site>,
-    /// Traced blocks whose free is awaited: ptr -> (stack, whether the trace ended E).
-    traced: FxHashMap<u64, (u32, bool)>,
+    /// Traced blocks whose free is awaited: ptr -> (stack, whether the trace ended E, when
+    /// the follower attached).
+    traced: FxHashMap<u64, (u32, bool, u64)>,
 }
 
 /// Wraps a sink with the live side of leak-cause mode.
@@ -145,12 +248,10 @@ pub struct LeakCauseSink<S: Sink> {
     config: LeakCauseConfig,
     sessions: BTreeMap<u32, Session>,
     decoders: FxHashMap<(u32, u32), StreamDecoder>,
-    order: OnlineOrder,
+    events: Vec<tansa_analysis::memory::merge::Event>,
     last_scan: Instant,
     tracer: Tracer,
     done: Receiver<TraceDone>,
-    /// Finished traces waiting for the events before them.
-    pending: Vec<TraceDone>,
     failures: Arc<Mutex<Vec<String>>>,
     /// Instruction text of branches, by (session, runtime address).
     code_text: HashMap<(u32, u64), String>,
@@ -174,11 +275,10 @@ impl<S: Sink> LeakCauseSink<S> {
             config,
             sessions: BTreeMap::new(),
             decoders: FxHashMap::default(),
-            order: OnlineOrder::default(),
+            events: Vec::new(),
             last_scan: Instant::now(),
             tracer: Tracer::start(tx, config, failures.clone()),
             done: rx,
-            pending: Vec::new(),
             failures,
             code_text: HashMap::new(),
         }
@@ -187,8 +287,7 @@ impl<S: Sink> LeakCauseSink<S> {
     /// Stops tracing and gives back the inner sink with what was traced, symbolized.
     pub fn finish(mut self) -> (S, LeakCause) {
         self.tracer.stop();
-        self.apply(u64::MAX);
-        self.collect_done(u64::MAX);
+        self.collect_done();
         let mut out = Symbolizer::default();
         let mut sites = Vec::new();
         for (&session, s) in &mut self.sessions {
@@ -249,19 +348,9 @@ impl<S: Sink> LeakCauseSink<S> {
         (self.inner, data)
     }
 
-    /// Applies the finished traces that started before `watermark` (after the events
-    /// before it, so that a trace meets the blocks as they were when it started).
-    fn collect_done(&mut self, watermark: u64) {
+    /// Adds the finished traces to their sites.
+    fn collect_done(&mut self) {
         while let Ok(d) = self.done.try_recv() {
-            self.pending.push(d);
-        }
-        self.pending.sort_by_key(|d| d.attached_ticks);
-        let ready = self
-            .pending
-            .partition_point(|d| d.attached_ticks < watermark);
-        let ready: Vec<TraceDone> = self.pending.drain(..ready).collect();
-        for d in ready {
-            self.apply(d.attached_ticks);
             self.settle(d);
         }
     }
@@ -279,16 +368,6 @@ impl<S: Sink> LeakCauseSink<S> {
                 return;
             };
             site.tracing_ns += d.ns;
-            if std::env::var_os("TANSA_DEBUG_LEAKS").is_some() {
-                eprintln!(
-                    "trace: site {} ptr {:#x} end {:?} {} events {:?}",
-                    d.stack,
-                    d.ptr,
-                    d.end,
-                    d.events.len(),
-                    &d.events[..d.events.len().min(12)]
-                );
-            }
             let freed = match d.end {
                 FollowEnd::Stopped => true,
                 FollowEnd::RangeEnd | FollowEnd::ThreadExited => false,
@@ -308,14 +387,15 @@ impl<S: Sink> LeakCauseSink<S> {
                 })
                 .collect();
             *site.paths.entry((steps, freed)).or_default() += 1;
-            s.traced.insert(d.ptr, (d.stack, !freed));
+            s.traced.insert(d.ptr, (d.stack, !freed, d.attached_ticks));
         }
     }
 
-    /// Applies the events before `watermark`.
-    fn apply(&mut self, watermark: u64) {
-        while self.order.peek_before(watermark).is_some() {
-            let Some(e) = self.order.pop() else { break };
+    /// Applies decoded events as they arrive. Streams of different threads arrive in any
+    /// order, so a free may come before the allocation it releases: it waits (in
+    /// `early_frees`) for it.
+    fn apply(&mut self, events: &mut Vec<tansa_analysis::memory::merge::Event>) {
+        for e in events.drain(..) {
             let Some(s) = self.sessions.get_mut(&e.session) else {
                 continue;
             };
@@ -324,16 +404,21 @@ impl<S: Sink> LeakCauseSink<S> {
                 | EventKind::ReallocAlloc {
                     new: ptr, stack, ..
                 } => {
-                    s.live.insert(ptr, stack);
                     let site = s.sites.entry(stack).or_default();
                     site.allocations += 1;
                     site.outstanding += 1;
+                    // Its release may have come first.
+                    if let Some((free_ts, free_stack)) = s.blocks.allocated(ptr, e.ts, stack) {
+                        s.release(ptr, stack, free_stack, free_ts);
+                    }
                 }
                 EventKind::Free { ptr, stack }
                 | EventKind::ReallocRelease {
                     old: ptr, stack, ..
                 } => {
-                    s.release(ptr, stack);
+                    if let Some(owner) = s.blocks.released(ptr, e.ts, stack) {
+                        s.release(ptr, owner, stack, e.ts);
+                    }
                 }
                 _ => {}
             }
@@ -374,19 +459,6 @@ impl<S: Sink> LeakCauseSink<S> {
                     site.judge.scan(site.frees, site.outstanding)
                 };
                 let site = s.sites.get_mut(&stack).expect("known site");
-                if std::env::var_os("TANSA_DEBUG_LEAKS").is_some() && site.allocations > 1000 {
-                    eprintln!(
-                        "scan: site {stack} allocs {} frees {} out {} slot {:?} traces {} remaining {:?} state {}",
-                        site.allocations,
-                        site.frees,
-                        site.outstanding,
-                        site.slot,
-                        site.traces,
-                        site.slot
-                            .map(|i| h.trace_sites[i].remaining.load(Ordering::Relaxed)),
-                        h.trace.state.load(Ordering::Relaxed)
-                    );
-                }
                 if let Some(slot) = site.slot {
                     let covered = site.not_freed > 0
                         && !site.free_stacks.is_empty()
@@ -472,12 +544,18 @@ fn release_slot(h: &tansa_wire::layout::SegmentHeader, slot: usize) {
 }
 
 impl Session {
-    fn release(&mut self, ptr: u64, free_stack: u32) {
-        let Some(stack) = self.live.remove(&ptr) else {
-            return;
-        };
+    /// The block at `ptr` allocated at `stack` was released at `ts` by `free_stack`.
+    fn release(&mut self, ptr: u64, stack: u32, free_stack: u32, ts: u64) {
         let header = self.header.clone();
-        let traced = self.traced.remove(&ptr);
+        // Only a release after the trace started is the traced block's (an earlier one
+        // released an older block at the same address, its event arriving late).
+        let traced = match self.traced.get(&ptr) {
+            Some(&(stack, e_ended, attached)) if ts >= attached => {
+                self.traced.remove(&ptr);
+                Some((stack, e_ended))
+            }
+            _ => None,
+        };
         let site = self.sites.entry(stack).or_default();
         site.frees += 1;
         site.outstanding = site.outstanding.saturating_sub(1);
@@ -491,9 +569,6 @@ impl Session {
             Some((_, true)) => {
                 // Freed after its trace reached the range end: the range was too narrow
                 // (spec §12.2). Move it one caller up and collect the paths again.
-                if std::env::var_os("TANSA_DEBUG_LEAKS").is_some() {
-                    eprintln!("late free of {ptr:#x} by stack {free_stack}");
-                }
                 if let (Some(slot), Some(h)) = (site.slot, header)
                     && let Some(up) = move_up(site.range_depth, site.alloc_functions.len())
                 {
@@ -522,7 +597,7 @@ impl<S: Sink> Sink for LeakCauseSink<S> {
                 modules: FxHashMap::default(),
                 stacks: FxHashMap::default(),
                 meta_carry: Vec::new(),
-                live: FxHashMap::default(),
+                blocks: Blocks::default(),
                 sites: FxHashMap::default(),
                 traced: FxHashMap::default(),
             },
@@ -544,11 +619,13 @@ impl<S: Sink> Sink for LeakCauseSink<S> {
             s.meta_carry.extend_from_slice(bytes);
             let buf = std::mem::take(&mut s.meta_carry);
             let mut used = 0;
+            let mut loaded = false;
             let mut d = Decoder::with_state(&buf, StreamState::default());
             while let Some(r) = d.next() {
                 match r {
                     Ok(Record::ModuleLoad(m)) => {
                         s.modules.insert(m.id, m.bias);
+                        loaded = true;
                     }
                     Ok(Record::StackDef { id, frames }) => {
                         let frames = frames
@@ -572,7 +649,7 @@ impl<S: Sink> Sink for LeakCauseSink<S> {
                 used = d.position();
             }
             s.meta_carry = buf[used..].to_vec();
-            if let Some(code) = s.code.as_mut() {
+            if loaded && let Some(code) = s.code.as_mut() {
                 code.refresh();
             }
         }
@@ -580,11 +657,13 @@ impl<S: Sink> Sink for LeakCauseSink<S> {
     }
 
     fn thread(&mut self, session: u32, stream: u32, bytes: &[u8]) -> Result<(), CollectError> {
-        let order = &mut self.order;
+        let mut events = std::mem::take(&mut self.events);
         self.decoders
             .entry((session, stream))
             .or_insert_with(|| StreamDecoder::new(session))
-            .push(bytes, &mut |e| order.push(e));
+            .push(bytes, &mut |e| events.push(e));
+        self.apply(&mut events);
+        self.events = events;
         self.inner.thread(session, stream, bytes)
     }
 
@@ -608,8 +687,7 @@ impl<S: Sink> Sink for LeakCauseSink<S> {
     }
 
     fn watermark(&mut self, ticks: u64) -> Result<(), CollectError> {
-        self.collect_done(ticks);
-        self.apply(ticks);
+        self.collect_done();
         self.refill();
         if self.last_scan.elapsed() >= self.config.scan_interval {
             self.last_scan = Instant::now();

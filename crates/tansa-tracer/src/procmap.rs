@@ -79,7 +79,10 @@ impl ProcessCode {
 
     /// Reads the mappings again (after a `dlopen`).
     pub fn refresh(&mut self) {
-        if let Ok(maps) = read_maps(self.pid) {
+        // A process that exited (a zombie) shows no mappings: keep the last ones known.
+        if let Ok(maps) = read_maps(self.pid)
+            && !maps.is_empty()
+        {
             self.maps = maps;
         }
     }

@@ -4,7 +4,8 @@
  * and one whose blocks are never freed (registry).
  *
  * Usage: leakcause [REQUESTS] [THREADS] (default 2000 requests, 1 thread); with THREADS > 1
- * every thread runs the requests, so allocations at the site happen while one is traced. */
+ * THREADS worker threads run the requests (the main thread only waits), so allocations at
+ * the site happen while one is traced. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,10 +77,15 @@ static void *work(void *arg) {
 int main(int argc, char **argv) {
     if (argc > 1) requests = atol(argv[1]);
     int threads = argc > 2 ? atoi(argv[2]) : 1;
-    pthread_t t[16];
-    for (int i = 1; i < threads && i < 16; i++) pthread_create(&t[i], NULL, work, (void *)(long)i);
-    work(NULL);
-    for (int i = 1; i < threads && i < 16; i++) pthread_join(t[i], NULL);
+    if (threads <= 1) {
+        work(NULL);
+    } else {
+        /* Every request on a worker thread: one allocation site, several threads. */
+        pthread_t t[16];
+        for (int i = 0; i < threads && i < 16; i++)
+            pthread_create(&t[i], NULL, work, (void *)(long)i);
+        for (int i = 0; i < threads && i < 16; i++) pthread_join(t[i], NULL);
+    }
     printf("done %ld\n", requests);
     return 0;
 }
