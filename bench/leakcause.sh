@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Benchmark of `tansa record --leak-cause` (seed 001) on the spec's worked example
+# (crates/tansa-cli/tests/programs/leakcause.c, built -O2 -g without frame pointers) with
+# REQUESTS requests (100,000 by default): the wall time of the plain program, of plain
+# `tansa record`, and of `tansa record --leak-cause` (median of RUNS runs), the number of
+# traced allocations, the time spent following per traced allocation, and the diagnosis.
+# Target: --leak-cause at most 3x plain `tansa record`.
+#
+# Usage: bench/leakcause.sh            (builds tansa in release mode; writes under bench/out)
+#        RUNS=3 REQUESTS=1000000 bench/leakcause.sh
+# Needs: cc, python3. Prints figures; asserts nothing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RUNS="${RUNS:-5}"
+REQUESTS="${REQUESTS:-100000}"
+out=bench/out/leakcause
+mkdir -p "$out"
+cargo build -q --release -p tansa-cli -p tansa-agent
+tansa="$PWD/target/release/tansa"
+cc -g -O2 -fomit-frame-pointer -pthread -o "$out/leakcause" crates/tansa-cli/tests/programs/leakcause.c
+
+python3 - "$tansa" "$out" "$REQUESTS" "$RUNS" <<'PY'
+import json, os, statistics, subprocess, sys, time
+tansa, out, requests, runs = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+prog = [os.path.join(out, "leakcause"), requests]
+
+def timed(cmd):
+    t = time.perf_counter()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - t
+
+plain, record, cause = [], [], []
+rec = os.path.join(out, "plain.tansa")
+lc = os.path.join(out, "cause.tansa")
+for _ in range(runs):
+    plain.append(timed(prog))
+    record.append(timed([tansa, "record", "-o", rec, "--"] + prog))
+    cause.append(timed([tansa, "record", "--leak-cause", "-o", lc, "--"] + prog))
+m = statistics.median
+print(f"leakcause.c -O2, {requests} requests, median of {runs} runs:")
+print(f"  program alone          {m(plain):8.3f} s")
+print(f"  tansa record           {m(record):8.3f} s  ({m(record)/m(plain):.2f}x the program)")
+print(f"  tansa record --leak-cause {m(cause):5.3f} s  ({m(cause)/m(record):.2f}x plain tansa record; target <= 3x)")
+r = json.loads(subprocess.run([tansa, "leaks", lc, "--format", "json"], check=True,
+                              capture_output=True).stdout)
+for s in r["sites"]:
+    if s["tracing"] is None:
+        continue
+    n = s["traces"]["freed"] + s["traces"]["not_freed"]
+    print(f"  site {s['site']['function']}: {s['judgement']}, {n} traced allocations "
+          f"({s['traces']['freed']} F, {s['traces']['not_freed']} E, {s['tracing']}), "
+          f"{s['tracing_ms']:.1f} ms following = {s['tracing_ms']/max(n,1):.2f} ms per traced allocation")
+    print(f"    cause functions: {[c['function'] for c in s['cause_functions']]}")
+    print(f"    cause branches: {[(b['function'], b['line'], b['taken_on_leak']) for b in s['cause_branches']]}")
+PY
