@@ -2,7 +2,9 @@
 # Benchmark of `tansa record --leak-cause` (seed 001) on the spec's worked example
 # (crates/tansa-cli/tests/programs/leakcause.c, built -O2 -g without frame pointers) with
 # REQUESTS requests (100,000 by default): the wall time of the plain program, of plain
-# `tansa record`, and of `tansa record --leak-cause` (median of RUNS runs), the number of
+# `tansa record`, and of `tansa record --leak-cause --scan-interval SCAN` (median of RUNS
+# runs; SCAN is 2ms by default, since 100,000 requests take a few tens of milliseconds and
+# a site is judged after 4 scans), the number of
 # traced allocations, the time spent following per traced allocation, and the diagnosis.
 # Target: --leak-cause at most 3x plain `tansa record`.
 #
@@ -13,15 +15,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS="${RUNS:-5}"
 REQUESTS="${REQUESTS:-100000}"
+SCAN="${SCAN:-2ms}"
 out=bench/out/leakcause
 mkdir -p "$out"
 cargo build -q --release -p tansa-cli -p tansa-agent
 tansa="$PWD/target/release/tansa"
 cc -g -O2 -fomit-frame-pointer -pthread -o "$out/leakcause" crates/tansa-cli/tests/programs/leakcause.c
 
-python3 - "$tansa" "$out" "$REQUESTS" "$RUNS" <<'PY'
+python3 - "$tansa" "$out" "$REQUESTS" "$RUNS" "$SCAN" <<'PY'
 import json, os, statistics, subprocess, sys, time
-tansa, out, requests, runs = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+tansa, out, requests, runs, scan = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
 prog = [os.path.join(out, "leakcause"), requests]
 
 def timed(cmd):
@@ -35,12 +38,12 @@ lc = os.path.join(out, "cause.tansa")
 for _ in range(runs):
     plain.append(timed(prog))
     record.append(timed([tansa, "record", "-o", rec, "--"] + prog))
-    cause.append(timed([tansa, "record", "--leak-cause", "-o", lc, "--"] + prog))
+    cause.append(timed([tansa, "record", "--leak-cause", "--scan-interval", scan, "-o", lc, "--"] + prog))
 m = statistics.median
 print(f"leakcause.c -O2, {requests} requests, median of {runs} runs:")
 print(f"  program alone          {m(plain):8.3f} s")
 print(f"  tansa record           {m(record):8.3f} s  ({m(record)/m(plain):.2f}x the program)")
-print(f"  tansa record --leak-cause {m(cause):5.3f} s  ({m(cause)/m(record):.2f}x plain tansa record; target <= 3x)")
+print(f"  tansa record --leak-cause --scan-interval {scan} {m(cause):5.3f} s  ({m(cause)/m(record):.2f}x plain tansa record; target <= 3x)")
 r = json.loads(subprocess.run([tansa, "leaks", lc, "--format", "json"], check=True,
                               capture_output=True).stdout)
 for s in r["sites"]:

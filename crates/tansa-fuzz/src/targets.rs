@@ -152,6 +152,7 @@ pub fn frames(payload: &[u8]) {
         .decode::<memory::SessionLosses>()
         .map(|l| l.losses.describe());
     let _ = frame(memory::UNRECORDED).decode::<memory::Unrecorded>();
+    let _ = frame(memory::LEAK_CAUSE).decode::<memory::LeakCause>();
     let _ = frame(cpu_frames::INFO).decode::<cpu_frames::CpuInfo>();
     let _ = frame(cpu_frames::PROCESSES).decode::<Vec<cpu_frames::Process>>();
     let _ = frame(cpu_frames::MODULES).decode::<Vec<cpu_frames::Module>>();
@@ -235,6 +236,8 @@ pub fn memory_report(data: &[u8]) {
             assert!(intervals.len() as u64 <= tansa_analysis::memory::aggregate::MAX_INTERVALS);
         }
     }
+    // The leak report (with the leak-cause frame's paths, if any).
+    let _ = tansa_analysis::memory::leaks::report(&rec);
     let _ = rec.is_damaged();
 }
 

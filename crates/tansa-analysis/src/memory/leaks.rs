@@ -218,9 +218,13 @@ pub fn report<R: Read + Seek>(rec: &MemoryRecording<R>) -> LeaksReport {
     // The checkpoints: CHECKPOINTS slots from the first one with events to the end of the
     // last one (the state at the end of the run).
     let first = first_slot.unwrap_or(0);
+    let slots = (last_slot + 1).saturating_sub(first).max(1);
     let checkpoints: Vec<usize> = (1..=CHECKPOINTS)
-        .map(|k| first + (last_slot + 1 - first) * k / CHECKPOINTS)
-        .map(|k| k.min(SLOTS) - 1 + usize::from(k == 0))
+        .map(|k| {
+            (first + slots * k / CHECKPOINTS)
+                .saturating_sub(1)
+                .clamp(first, SLOTS - 1)
+        })
         .collect();
     for s in sites.values_mut() {
         let h: Vec<u64> = checkpoints
