@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Benchmark of `tansa record --leak-cause` (seed 001) on the spec's worked example
 # (crates/tansa-cli/tests/programs/leakcause.c, built -O2 -g without frame pointers) with
-# REQUESTS requests (100,000 by default): the wall time of the plain program, of plain
-# `tansa record`, and of `tansa record --leak-cause --scan-interval SCAN` (median of RUNS
-# runs; SCAN is 2ms by default, since 100,000 requests take a few tens of milliseconds and
-# a site is judged after 4 scans), the number of
+# REQUESTS requests (100,000 by default), each doing WORK iterations of a busy loop
+# besides its allocation (2,000 by default: the bare example does nothing else, and its
+# 100,000 requests would be over in 4 ms, before any scan): the wall time of the plain
+# program, of plain `tansa record`, and of `tansa record --leak-cause --scan-interval SCAN`
+# (median of RUNS runs; SCAN 50ms by default), the number of
 # traced allocations, the time spent following per traced allocation, and the diagnosis.
 # Target: --leak-cause at most 3x plain `tansa record`.
 #
@@ -15,17 +16,18 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS="${RUNS:-5}"
 REQUESTS="${REQUESTS:-100000}"
-SCAN="${SCAN:-2ms}"
+SCAN="${SCAN:-50ms}"
+WORK="${WORK:-2000}"
 out=bench/out/leakcause
 mkdir -p "$out"
 cargo build -q --release -p tansa-cli -p tansa-agent
 tansa="$PWD/target/release/tansa"
 cc -g -O2 -fomit-frame-pointer -pthread -o "$out/leakcause" crates/tansa-cli/tests/programs/leakcause.c
 
-python3 - "$tansa" "$out" "$REQUESTS" "$RUNS" "$SCAN" <<'PY'
+python3 - "$tansa" "$out" "$REQUESTS" "$RUNS" "$SCAN" "$WORK" <<'PY'
 import json, os, statistics, subprocess, sys, time
-tansa, out, requests, runs, scan = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
-prog = [os.path.join(out, "leakcause"), requests]
+tansa, out, requests, runs, scan, work = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5], sys.argv[6]
+prog = [os.path.join(out, "leakcause"), requests, "1", work]
 
 def timed(cmd):
     t = time.perf_counter()
@@ -40,7 +42,7 @@ for _ in range(runs):
     record.append(timed([tansa, "record", "-o", rec, "--"] + prog))
     cause.append(timed([tansa, "record", "--leak-cause", "--scan-interval", scan, "-o", lc, "--"] + prog))
 m = statistics.median
-print(f"leakcause.c -O2, {requests} requests, median of {runs} runs:")
+print(f"leakcause.c -O2, {requests} requests of {work} loop iterations each, median of {runs} runs:")
 print(f"  program alone          {m(plain):8.3f} s")
 print(f"  tansa record           {m(record):8.3f} s  ({m(record)/m(plain):.2f}x the program)")
 print(f"  tansa record --leak-cause --scan-interval {scan} {m(cause):5.3f} s  ({m(cause)/m(record):.2f}x plain tansa record; target <= 3x)")

@@ -3,7 +3,8 @@
  * when error_condition_1 holds. Beside it, a site whose blocks are always freed (scratch)
  * and one whose blocks are never freed (registry).
  *
- * Usage: leakcause [REQUESTS] [THREADS] (default 2000 requests, 1 thread); with THREADS > 1
+ * Usage: leakcause [REQUESTS] [THREADS] [WORK] (default 2000 requests, 1 thread, no work);
+ * WORK is a busy loop of that many iterations per request (for benchmarks). With THREADS > 1
  * THREADS worker threads run the requests (the main thread only waits), so allocations at
  * the site happen while one is traced. */
 #include <pthread.h>
@@ -16,6 +17,7 @@
 static __thread unsigned seed = 12345;
 static volatile int sink;
 static long requests = 2000;
+static long work_per_request = 0;
 
 static NOINLINE int chance(unsigned percent) {
     seed = seed * 1103515245u + 12345u;
@@ -67,6 +69,8 @@ NOINLINE void remember(long i) {
 static void *work(void *arg) {
     seed += (unsigned)(long)arg;
     for (long i = 0; i < requests; i++) {
+        for (long w = 0; w < work_per_request; w++)
+            sink += (int)w;
         funcA();
         scratch();
         remember(i);
@@ -77,6 +81,7 @@ static void *work(void *arg) {
 int main(int argc, char **argv) {
     if (argc > 1) requests = atol(argv[1]);
     int threads = argc > 2 ? atoi(argv[2]) : 1;
+    if (argc > 3) work_per_request = atol(argv[3]);
     if (threads <= 1) {
         work(NULL);
     } else {
