@@ -2,7 +2,7 @@
 # Benchmark of `tansa record --leak-cause` (seed 001) on the spec's worked example
 # (crates/tansa-cli/tests/programs/leakcause.c, built -O2 -g without frame pointers) with
 # REQUESTS requests (100,000 by default), each doing WORK iterations of a busy loop
-# besides its allocation (2,000 by default: the bare example does nothing else, and its
+# besides its allocation (20,000 by default: the bare example does nothing else, and its
 # 100,000 requests would be over in 4 ms, before any scan): the wall time of the plain
 # program, of plain `tansa record`, and of `tansa record --leak-cause --scan-interval SCAN`
 # (median of RUNS runs; SCAN 50ms by default), the number of
@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.."
 RUNS="${RUNS:-5}"
 REQUESTS="${REQUESTS:-100000}"
 SCAN="${SCAN:-50ms}"
-WORK="${WORK:-2000}"
+WORK="${WORK:-20000}"
 out=bench/out/leakcause
 mkdir -p "$out"
 cargo build -q --release -p tansa-cli -p tansa-agent
