@@ -363,3 +363,33 @@ fn default_recording_name_names_the_command_and_its_pid() {
         stderr(&out)
     );
 }
+
+/// Options are parsed as options: an unknown one before the command is a usage error and
+/// runs nothing (it was taken as the command); what follows the command goes to it.
+#[test]
+fn an_unknown_option_is_not_taken_for_the_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    for sub in ["record", "sample"] {
+        let o = run_tansa(&[sub, "--bogus", "--", "touch", marker.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(2), "{sub}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("unexpected argument '--bogus'"),
+            "{}",
+            stderr(&o)
+        );
+        assert!(!marker.exists(), "{sub} ran the command");
+    }
+    // Without `--`, the command's own options stay its own.
+    let file = dir.path().join("echo.tansa");
+    let o = run_tansa(&[
+        "record",
+        "-o",
+        file.to_str().unwrap(),
+        "/bin/echo",
+        "--x",
+        "-y",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "--x -y");
+}

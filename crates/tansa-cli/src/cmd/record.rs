@@ -94,12 +94,7 @@ pub struct Args {
     scan_interval: Duration,
 
     /// The command to run, with its arguments (put it after `--`).
-    #[arg(
-        required = true,
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        value_name = "COMMAND"
-    )]
+    #[arg(required = true, trailing_var_arg = true, value_name = "COMMAND")]
     command: Vec<OsString>,
 }
 

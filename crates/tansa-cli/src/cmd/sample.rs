@@ -85,11 +85,7 @@ pub struct Args {
     all: bool,
 
     /// The command to run, with its arguments (put it after `--`).
-    #[arg(
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        value_name = "COMMAND"
-    )]
+    #[arg(trailing_var_arg = true, value_name = "COMMAND")]
     command: Vec<OsString>,
 }
 
