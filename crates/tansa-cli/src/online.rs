@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use rustc_hash::FxHashMap;
-use tansa_analysis::memory::aggregate::{Aggregator, SessionMeta};
+use tansa_analysis::memory::aggregate::Aggregator;
 use tansa_analysis::memory::merge::{EventKind, OnlineOrder, StreamDecoder};
 use tansa_analysis::memory::model::{
     AddressResolver, ModuleInfo, Registry, Resolution, SourceFrame,
@@ -125,16 +125,7 @@ impl OnlineSink {
 
 impl Sink for OnlineSink {
     fn session_started(&mut self, info: &SessionInfo) -> Result<(), CollectError> {
-        self.aggregator.add_session(
-            info.session,
-            SessionMeta {
-                pid: info.pid,
-                ppid: info.ppid,
-                exe: info.exe.clone(),
-                cmdline: info.cmdline.clone(),
-                start_ticks: info.start_ticks,
-            },
-        );
+        self.aggregator.add_session(info);
         Ok(())
     }
 

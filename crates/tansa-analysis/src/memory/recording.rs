@@ -21,7 +21,7 @@ use tansa_format::meta::{Calibration, RecordingMeta};
 use tansa_format::symtab::SymbolTable;
 use tansa_wire::event::{Decoder, Record};
 
-use super::aggregate::{Aggregator, Config, SessionMeta};
+use super::aggregate::{Aggregator, Config};
 use super::merge::{Event, EventSource, Merger, StreamDecoder, StreamError};
 use super::model::{AddressResolver, ModuleInfo, Registry, Resolution, SourceFrame};
 use super::report::MemoryReport;
@@ -426,16 +426,7 @@ impl<R: Read + Seek> MemoryRecording<R> {
     pub fn report(&self, config: Config, mut progress: impl FnMut(u64)) -> MemoryReport {
         let mut agg = Aggregator::new(config, self.calibration.clone());
         for s in &self.sessions {
-            agg.add_session(
-                s.session,
-                SessionMeta {
-                    pid: s.pid,
-                    ppid: s.ppid,
-                    exe: s.exe.clone(),
-                    cmdline: s.cmdline.clone(),
-                    start_ticks: s.start_ticks,
-                },
-            );
+            agg.add_session(s);
         }
         for e in &self.ends {
             agg.end_session(e.session, e.exit, e.lost_events);

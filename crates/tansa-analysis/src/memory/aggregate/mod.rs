@@ -21,7 +21,7 @@ mod sessions;
 use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
-use tansa_format::memory::{Losses, Unrecorded};
+use tansa_format::memory::{Losses, SessionInfo, Unrecorded};
 use tansa_format::meta::{Calibration, ExitStatus};
 use tansa_wire::event::{AllocOp, ImproperOp};
 
@@ -74,20 +74,6 @@ impl Default for Config {
     }
 }
 
-/// A process image, as the aggregator needs to know it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SessionMeta {
-    /// Process id.
-    pub pid: u32,
-    /// Parent process id.
-    pub ppid: u32,
-    /// Executable path.
-    pub exe: String,
-    /// Command line.
-    pub cmdline: Vec<String>,
-    /// Start timestamp (recording clock).
-    pub start_ticks: u64,
-}
 
 /// Marks a stack whose targets were not computed yet.
 const UNSET: u32 = u32::MAX;
@@ -119,7 +105,7 @@ impl Call {
 
 #[derive(Debug)]
 struct SessionState {
-    meta: SessionMeta,
+    meta: SessionInfo,
     main_name: Arc<str>,
     parent: Option<u32>,
     exit: ExitStatus,
@@ -370,7 +356,9 @@ impl Aggregator {
 
     /// Registers a process image (before its events). A session number registered
     /// already is ignored (only a damaged recording repeats one).
-    pub fn add_session(&mut self, id: u32, meta: SessionMeta) {
+    pub fn add_session(&mut self, info: &SessionInfo) {
+        let id = info.session;
+        let meta = info.clone();
         if self.sessions.contains(id) {
             return;
         }
