@@ -1,4 +1,4 @@
-//! JSON, schema `tansa.leaktest-report.v1` (documented in `docs/architecture/leaktest.md`).
+//! JSON, schema `tansa.leaktest-report.v1` (documented in `docs/json/leaktest-report.v1.md`).
 
 use std::io::{self, Write};
 
