@@ -361,7 +361,7 @@ impl Collector {
     pub fn reap(&mut self) -> Option<ExitStatus> {
         let mut root = None;
         while let Some((pid, raw, comm)) = sys::reap_any() {
-            let status = crate::decode_status(raw);
+            let status = tansa_format::meta::ExitStatus::from_wait_status(raw);
             self.statuses.insert(pid, status);
             if pid == self.root {
                 root = Some(status);

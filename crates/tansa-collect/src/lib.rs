@@ -176,21 +176,6 @@ pub fn clock_now(tsc: bool) -> u64 {
     }
 }
 
-fn decode_status(raw: i32) -> ExitStatus {
-    if libc::WIFEXITED(raw) {
-        ExitStatus::Exited {
-            code: libc::WEXITSTATUS(raw),
-        }
-    } else if libc::WIFSIGNALED(raw) {
-        ExitStatus::Signaled {
-            signal: libc::WTERMSIG(raw),
-            core_dumped: libc::WCOREDUMP(raw),
-        }
-    } else {
-        ExitStatus::Unknown { normal_exit: false }
-    }
-}
-
 /// Signals the collector received (counted by handlers).
 #[derive(Debug, Default)]
 struct Signals {

@@ -270,7 +270,7 @@ pub fn zombie_status(pid: u32) -> Option<tansa_format::meta::ExitStatus> {
         return None;
     }
     let raw: i32 = fields.get(49)?.parse().ok()?;
-    Some(crate::decode_status(raw))
+    Some(tansa_format::meta::ExitStatus::from_wait_status(raw))
 }
 
 /// The identity of a socket descriptor: its device and inode numbers (socket inodes are

@@ -106,6 +106,24 @@ pub enum ExitStatus {
 }
 
 impl ExitStatus {
+    /// The status of an ended process from the raw `wait` status of its parent (`waitpid`,
+    /// `wait4`): exited with a code, or killed by a signal (a stopped process has not ended:
+    /// `Unknown`).
+    pub fn from_wait_status(raw: i32) -> ExitStatus {
+        if libc::WIFEXITED(raw) {
+            ExitStatus::Exited {
+                code: libc::WEXITSTATUS(raw),
+            }
+        } else if libc::WIFSIGNALED(raw) {
+            ExitStatus::Signaled {
+                signal: libc::WTERMSIG(raw),
+                core_dumped: libc::WCOREDUMP(raw),
+            }
+        } else {
+            ExitStatus::Unknown { normal_exit: false }
+        }
+    }
+
     /// A short human description, e.g. `exited with code 0` or `killed by SIGKILL`.
     pub fn describe(&self) -> String {
         match *self {
@@ -126,6 +144,38 @@ impl ExitStatus {
                 .to_string(),
             ExitStatus::Running => "still running when recording stopped".to_string(),
         }
+    }
+}
+
+#[cfg(test)]
+mod wait_status_tests {
+    use super::ExitStatus;
+
+    #[test]
+    fn raw_wait_statuses() {
+        // exit(3): 3 << 8; SIGKILL: 9; SIGSEGV with a core: 11 | 0x80; stopped by SIGSTOP.
+        assert_eq!(
+            ExitStatus::from_wait_status(3 << 8),
+            ExitStatus::Exited { code: 3 }
+        );
+        assert_eq!(
+            ExitStatus::from_wait_status(9),
+            ExitStatus::Signaled {
+                signal: 9,
+                core_dumped: false
+            }
+        );
+        assert_eq!(
+            ExitStatus::from_wait_status(11 | 0x80),
+            ExitStatus::Signaled {
+                signal: 11,
+                core_dumped: true
+            }
+        );
+        assert_eq!(
+            ExitStatus::from_wait_status((19 << 8) | 0x7f),
+            ExitStatus::Unknown { normal_exit: false }
+        );
     }
 }
 

@@ -131,7 +131,7 @@ impl GatedChild {
         let mut status = 0;
         // SAFETY: polling our own child.
         let rc = unsafe { libc::waitpid(self.pid as i32, &mut status, libc::WNOHANG) };
-        (rc == self.pid as i32).then(|| decode_status(status))
+        (rc == self.pid as i32).then(|| tansa_format::meta::ExitStatus::from_wait_status(status))
     }
 
     /// Sends `signal` to the child.
@@ -155,21 +155,5 @@ impl Drop for GatedChild {
             // SAFETY: reaping our own child.
             unsafe { libc::waitpid(self.pid as i32, &mut status, 0) };
         }
-    }
-}
-
-fn decode_status(status: i32) -> tansa_format::meta::ExitStatus {
-    use tansa_format::meta::ExitStatus;
-    if libc::WIFEXITED(status) {
-        ExitStatus::Exited {
-            code: libc::WEXITSTATUS(status),
-        }
-    } else if libc::WIFSIGNALED(status) {
-        ExitStatus::Signaled {
-            signal: libc::WTERMSIG(status),
-            core_dumped: libc::WCOREDUMP(status),
-        }
-    } else {
-        ExitStatus::Unknown { normal_exit: false }
     }
 }

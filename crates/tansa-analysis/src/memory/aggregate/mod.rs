@@ -74,7 +74,6 @@ impl Default for Config {
     }
 }
 
-
 /// Marks a stack whose targets were not computed yet.
 const UNSET: u32 = u32::MAX;
 
