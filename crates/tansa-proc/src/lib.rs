@@ -10,8 +10,11 @@
 //!   `/proc/<pid>/stat`), so a process that restarts, or a pid that the kernel reuses, is
 //!   never taken for the process seen before.
 //! * [`find::find_by_name`]: the live processes with a given name.
+//! * [`maps::parse_exec_maps`]: the executable mappings of a process, for the CPU samplers
+//!   and the path follower (one parser for all of them).
 
 pub mod find;
+pub mod maps;
 pub mod stat;
 pub mod usage;
 

@@ -3,18 +3,7 @@
 
 use std::path::Path;
 
-/// An executable file mapping from `/proc/PID/maps`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ExecMapping {
-    /// Start address.
-    pub start: u64,
-    /// End address.
-    pub end: u64,
-    /// File offset.
-    pub offset: u64,
-    /// Path (or `[vdso]`).
-    pub path: String,
-}
+pub use tansa_proc::maps::ExecMapping;
 
 /// A process as `/proc` shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -44,25 +33,7 @@ impl ProcProcess {
 
 /// Parses the executable mappings of a `/proc/PID/maps` text.
 pub fn parse_maps(text: &str) -> Vec<ExecMapping> {
-    text.lines()
-        .filter_map(|line| {
-            let mut it = line.split_whitespace();
-            let range = it.next()?;
-            let perms = it.next()?;
-            let offset = u64::from_str_radix(it.next()?, 16).ok()?;
-            let _dev = it.next()?;
-            let _inode = it.next()?;
-            let path = it.collect::<Vec<_>>().join(" ");
-            let (a, b) = range.split_once('-')?;
-            (perms.as_bytes().get(2) == Some(&b'x')).then_some(())?;
-            Some(ExecMapping {
-                start: u64::from_str_radix(a, 16).ok()?,
-                end: u64::from_str_radix(b, 16).ok()?,
-                offset,
-                path,
-            })
-        })
-        .collect()
+    tansa_proc::maps::parse_exec_maps(text)
 }
 
 /// `(ppid)` from the text of `/proc/PID/stat` (the comm may contain spaces and

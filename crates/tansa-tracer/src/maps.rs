@@ -7,49 +7,19 @@ use tansa_symbols::ElfFile;
 use tansa_symbols::elf::Segment;
 
 /// One file-backed executable mapping.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Mapping {
-    pub(crate) start: u64,
-    pub(crate) end: u64,
-    pub(crate) offset: u64,
-    pub(crate) path: String,
-}
+pub(crate) type Mapping = tansa_proc::maps::ExecMapping;
 
-/// Parses the executable, file-backed lines of a `/proc/PID/maps` text.
+/// The executable, file-backed mappings of a `/proc/PID/maps` text, by address.
 pub(crate) fn parse_maps(text: &str) -> Vec<Mapping> {
-    let mut out = Vec::new();
-    for line in text.lines() {
-        let mut parts = line.split_whitespace();
-        let (Some(range), Some(perms), Some(offset)) = (parts.next(), parts.next(), parts.next())
-        else {
-            continue;
-        };
-        let path = parts.nth(2).unwrap_or("");
-        if !perms.contains('x') || !path.starts_with('/') {
-            continue;
-        }
-        let Some((s, e)) = range.split_once('-') else {
-            continue;
-        };
-        let (Ok(start), Ok(end), Ok(offset)) = (
-            u64::from_str_radix(s, 16),
-            u64::from_str_radix(e, 16),
-            u64::from_str_radix(offset, 16),
-        ) else {
-            continue;
-        };
-        out.push(Mapping {
-            start,
-            end,
-            offset,
-            path: path.to_string(),
-        });
-    }
+    let mut out: Vec<Mapping> = tansa_proc::maps::parse_exec_maps(text)
+        .into_iter()
+        .filter(Mapping::is_file)
+        .collect();
     out.sort_by_key(|m| m.start);
     out
 }
 
-/// Reads the executable mappings of `pid`.
+/// Reads the executable, file-backed mappings of `pid`.
 pub(crate) fn read_maps(pid: i32) -> std::io::Result<Vec<Mapping>> {
     Ok(parse_maps(&std::fs::read_to_string(format!(
         "/proc/{pid}/maps"
