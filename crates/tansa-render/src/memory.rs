@@ -19,10 +19,10 @@ pub fn duration(ns: u64) -> String {
 
 fn stat_cells(s: &Stats) -> Vec<String> {
     vec![
-        s.net_bytes.to_string(),
-        s.max_bytes.to_string(),
-        s.min_bytes.to_string(),
-        s.allocated_bytes.to_string(),
+        crate::bytes(s.net_bytes),
+        crate::bytes(s.max_bytes),
+        crate::bytes(s.min_bytes),
+        crate::bytes(i64::try_from(s.allocated_bytes).unwrap_or(i64::MAX)),
         s.calls.malloc.to_string(),
         s.calls.calloc.to_string(),
         s.calls.realloc.to_string(),

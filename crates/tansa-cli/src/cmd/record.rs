@@ -320,9 +320,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         outcome.exit.describe(),
         outcome.sessions,
         elapsed.as_secs_f64(),
-        human_bytes(raw),
+        tansa_render::bytes(i64::try_from(raw).unwrap_or(i64::MAX)),
         final_path.display(),
-        human_bytes(size),
+        tansa_render::bytes(i64::try_from(size).unwrap_or(i64::MAX)),
     );
     if outcome.sessions == 0 {
         eprintln!(
@@ -365,22 +365,6 @@ fn symbolize_progress() -> Option<indicatif::ProgressBar> {
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
     Some(p)
-}
-
-/// Formats a byte count for people.
-pub fn human_bytes(b: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = b as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < UNITS.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{b} B")
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
 }
 
 use std::io::Write as _;
