@@ -393,3 +393,31 @@ fn an_unknown_option_is_not_taken_for_the_command() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "--x -y");
 }
+
+/// A recording of many process images summarizes them above the table (counts by command,
+/// the abnormal ends); `--processes` lists each one, children under their parent.
+#[test]
+fn many_process_images_are_summarized() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tree.tansa");
+    let script = "for i in 1 2 3 4 5 6 7 8 9 10 11 12; do sh -c 'kill -9 $$'; done; exit 0";
+    let o = record(&file, &[], &["sh", "-c", script]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = run_tansa(&["report", file.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("13 process images recorded: 13 x "), "{text}");
+    assert!(text.contains("  12 ended abnormally:"), "{text}");
+    // Ten of them listed (their parent shell collected their statuses, so the recorder
+    // knows them as killed or unknown).
+    let listed = text.lines().filter(|l| l.starts_with("    pid ")).count();
+    assert_eq!(listed, 10, "ten listed: {text}");
+    assert!(!text.contains("(parent "), "no per-image list: {text}");
+    let o = run_tansa(&["report", file.to_str().unwrap(), "--processes"]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    let children = text
+        .lines()
+        .filter(|l| l.starts_with("    pid ") && l.contains("`sh -c kill -9 $$`"))
+        .count();
+    assert_eq!(children, 12, "each child under the shell: {text}");
+}

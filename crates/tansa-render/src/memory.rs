@@ -78,8 +78,139 @@ fn improper_block(imp: &ImproperReport, out: &mut dyn Write) -> io::Result<()> {
     Ok(())
 }
 
+/// Options of the table view.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TableOptions {
+    /// List every process image (as a tree by parent) even when there are many.
+    pub all_processes: bool,
+}
+
+/// Process images listed one by one above this count are summarized instead.
+pub const MAX_LISTED_PROCESSES: usize = 10;
+
+fn command_of(p: &tansa_analysis::memory::report::ProcessReport) -> String {
+    if p.command.is_empty() {
+        p.exe.clone()
+    } else {
+        p.command.join(" ")
+    }
+}
+
+/// Whether a process image ended in a way worth pointing out (a signal, a failure code,
+/// an unknown end).
+fn abnormal(p: &tansa_analysis::memory::report::ProcessReport) -> bool {
+    match p.exit.kind {
+        "exited" => p.exit.code != Some(0),
+        "exec" | "running" => false,
+        _ => true,
+    }
+}
+
+/// The process images of a recording of several: each one (as a tree by parent) when there
+/// are few or when asked, else counts by command, the root and the abnormal ends.
+fn processes(r: &MemoryReport, opts: &TableOptions, out: &mut dyn Write) -> io::Result<()> {
+    let ps = &r.processes;
+    if ps.len() <= 1 {
+        return Ok(());
+    }
+    if opts.all_processes || ps.len() <= MAX_LISTED_PROCESSES {
+        writeln!(out, "{} process images recorded:", ps.len())?;
+        // A tree: each image under the image of its parent, if that was recorded.
+        let pids: std::collections::HashSet<u32> = ps.iter().map(|p| p.pid).collect();
+        fn walk(
+            ps: &[tansa_analysis::memory::report::ProcessReport],
+            i: usize,
+            depth: usize,
+            done: &mut Vec<bool>,
+            out: &mut dyn Write,
+        ) -> io::Result<()> {
+            if done[i] {
+                return Ok(());
+            }
+            done[i] = true;
+            let p = &ps[i];
+            writeln!(
+                out,
+                "{:indent$}  pid {} (parent {}) `{}`: {}",
+                "",
+                p.pid,
+                p.ppid,
+                command_of(p),
+                p.exit.description,
+                indent = depth * 2
+            )?;
+            for j in 0..ps.len() {
+                if !done[j] && ps[j].ppid == p.pid && ps[j].pid != p.pid {
+                    walk(ps, j, depth + 1, done, out)?;
+                }
+            }
+            Ok(())
+        }
+        let mut done = vec![false; ps.len()];
+        for i in 0..ps.len() {
+            if !pids.contains(&ps[i].ppid) || ps[i].ppid == ps[i].pid {
+                walk(ps, i, 0, &mut done, out)?;
+            }
+        }
+        for i in 0..ps.len() {
+            walk(ps, i, 0, &mut done, out)?;
+        }
+        return Ok(());
+    }
+    let mut counts: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
+    for p in ps {
+        let name = p.exe.rsplit('/').next().unwrap_or(&p.exe).to_string();
+        *counts.entry(name).or_default() += 1;
+    }
+    let mut counts: Vec<(String, usize)> = counts.into_iter().collect();
+    counts.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let shown: Vec<String> = counts
+        .iter()
+        .take(5)
+        .map(|(name, n)| format!("{n} x {name}"))
+        .collect();
+    let others: usize = counts.iter().skip(5).map(|c| c.1).sum();
+    writeln!(
+        out,
+        "{} process images recorded: {}{}",
+        ps.len(),
+        shown.join(", "),
+        if others > 0 {
+            format!(", {others} others")
+        } else {
+            String::new()
+        }
+    )?;
+    let bad: Vec<_> = ps.iter().filter(|p| abnormal(p)).collect();
+    if !bad.is_empty() {
+        writeln!(out, "  {} ended abnormally:", bad.len())?;
+        for p in bad.iter().take(MAX_LISTED_PROCESSES) {
+            writeln!(
+                out,
+                "    pid {} `{}`: {}",
+                p.pid,
+                command_of(p),
+                p.exit.description
+            )?;
+        }
+        if bad.len() > MAX_LISTED_PROCESSES {
+            writeln!(out, "    ...")?;
+        }
+    }
+    writeln!(
+        out,
+        "  (`tansa report FILE --processes` lists every image as a tree)"
+    )?;
+    Ok(())
+}
+
 /// The report as a table for people.
 pub fn table(r: &MemoryReport, out: &mut dyn Write) -> io::Result<()> {
+    table_with(r, &TableOptions::default(), out)
+}
+
+/// The report as a table for people, with `opts`.
+pub fn table_with(r: &MemoryReport, opts: &TableOptions, out: &mut dyn Write) -> io::Result<()> {
     writeln!(
         out,
         "tansa heap report: by {} (charge {}, releases charged to {})",
@@ -99,21 +230,7 @@ pub fn table(r: &MemoryReport, out: &mut dyn Write) -> io::Result<()> {
         r.events,
         duration(r.duration_ns)
     )?;
-    if r.processes.len() > 1 {
-        writeln!(out, "{} process images recorded:", r.processes.len())?;
-        for p in &r.processes {
-            let cmd = if p.command.is_empty() {
-                p.exe.clone()
-            } else {
-                p.command.join(" ")
-            };
-            writeln!(
-                out,
-                "  pid {} (parent {}) `{}`: {}",
-                p.pid, p.ppid, cmd, p.exit.description
-            )?;
-        }
-    }
+    processes(r, opts, out)?;
     writeln!(out)?;
     let mut headers: Vec<(&str, Align)> = vec![("unit", Align::Left)];
     headers.extend(STAT_HEADERS);

@@ -113,10 +113,11 @@ pub fn config(
 pub fn render(
     report: &tansa_analysis::memory::MemoryReport,
     format: FormatArg,
+    table: &tansa_render::memory::TableOptions,
     out: &mut dyn std::io::Write,
 ) -> std::io::Result<()> {
     match format {
-        FormatArg::Table => tansa_render::memory::table(report, out),
+        FormatArg::Table => tansa_render::memory::table_with(report, table, out),
         FormatArg::Json => tansa_render::memory::json(report, out),
         FormatArg::Csv => {
             // CSV has no place for them: the warnings (lost events, damage) go to stderr.

@@ -350,7 +350,12 @@ fn run_online(args: &Args, config: &CollectConfig) -> anyhow::Result<ExitCode> {
         Some(p) => crate::output::open(Some(p))?,
         None => Box::new(std::io::stderr().lock()),
     };
-    memopts::render(&report, args.format, &mut out)?;
+    memopts::render(
+        &report,
+        args.format,
+        &tansa_render::memory::TableOptions::default(),
+        &mut out,
+    )?;
     out.flush()?;
     Ok(exit_code(outcome.exit))
 }

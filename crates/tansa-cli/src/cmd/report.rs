@@ -35,6 +35,11 @@ pub struct Args {
     #[arg(value_name = "FILE")]
     file: PathBuf,
 
+    /// List every process image of a memory recording, as a tree by parent, before the
+    /// table (more than 10 are otherwise summarized: counts by command, abnormal ends).
+    #[arg(long)]
+    processes: bool,
+
     /// Unit of aggregation. Memory recordings: library, function, thread, call, interval.
     /// CPU recordings: process, space, library, function, line, instruction.
     /// [default: library for memory, process for CPU]
@@ -146,7 +151,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         p.finish_and_clear();
     }
     let mut out = crate::output::open(args.output.as_deref())?;
-    memopts::render(&report, args.format, &mut out)?;
+    memopts::render(
+        &report,
+        args.format,
+        &tansa_render::memory::TableOptions {
+            all_processes: args.processes,
+        },
+        &mut out,
+    )?;
     out.flush()?;
     // Warnings go to standard error too (they start with the recording's problems); a
     // partial report says so to scripts with its exit status.
