@@ -116,7 +116,7 @@ pub fn table(r: &CpuReport, out: &mut dyn Write) -> io::Result<()> {
         if r.by == "space" {
             row.push(u.class.unwrap_or("").to_string());
         }
-        let mut label = u.unit.clone();
+        let mut label = crate::short_name(&u.unit);
         if r.by == "line"
             && let Some(f) = &u.function
         {
@@ -127,7 +127,11 @@ pub fn table(r: &CpuReport, out: &mut dyn Write) -> io::Result<()> {
         if let Some(callers) = &u.callers {
             for c in callers.iter().take(CALLERS_SHOWN) {
                 let mut row = vec![String::new(); headers.len() - 1];
-                row.push(format!("    <- {} ({})", c.unit, c.samples));
+                row.push(format!(
+                    "    <- {} ({})",
+                    crate::short_name(&c.unit),
+                    c.samples
+                ));
                 t.row(row);
             }
         }

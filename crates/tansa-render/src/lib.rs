@@ -32,6 +32,64 @@ pub fn json<T: serde::Serialize>(value: &T, out: &mut dyn Write) -> io::Result<(
     writeln!(out)
 }
 
+/// Longest unit name shown in a table; longer ones lose their middle.
+pub const MAX_TABLE_NAME: usize = 100;
+
+/// A symbol name shortened for a table column (JSON and CSV keep the full name): template
+/// arguments become `<…>`, parameter lists `()`, so a C++ `module!ns::Class<…>::method()`
+/// stays readable; what is still longer than [`MAX_TABLE_NAME`] loses its middle.
+pub fn short_name(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut angle = 0usize;
+    let mut paren = 0usize;
+    let mut prev = ' ';
+    for c in name.chars() {
+        match c {
+            // `operator<` and `operator<<` are names, not template arguments.
+            // Template arguments follow a name: `<no line: ...>` and `operator<` are text.
+            '<' if paren == 0
+                && (angle > 0 || prev.is_alphanumeric() || prev == '_')
+                && !out.ends_with("operator") =>
+            {
+                if angle == 0 {
+                    out.push_str("<…>");
+                }
+                angle += 1;
+            }
+            '>' if angle > 0 && paren == 0 => angle -= 1,
+            // A parameter list follows a name (or a template's `>`); "(anonymous
+            // namespace)" and "file.c:4 (function)" do not.
+            '(' if angle == 0
+                && (paren > 0
+                    || prev.is_alphanumeric()
+                    || prev == '_'
+                    || prev == '>'
+                    || (out.contains("operator") && "<=!+-*/%&|^~[]".contains(prev))) =>
+            {
+                if paren == 0 {
+                    out.push_str("()");
+                }
+                paren += 1;
+            }
+            ')' if paren > 0 => paren -= 1,
+            _ if angle > 0 || paren > 0 => {}
+            _ => out.push(c),
+        }
+        if angle == 0 && paren == 0 {
+            prev = c;
+        }
+    }
+    let n = out.chars().count();
+    if n <= MAX_TABLE_NAME {
+        return out;
+    }
+    let head_len = (MAX_TABLE_NAME - 1) / 2;
+    let tail_len = MAX_TABLE_NAME - 1 - head_len;
+    let head: String = out.chars().take(head_len).collect();
+    let tail: String = out.chars().skip(n - tail_len).collect();
+    format!("{head}…{tail}")
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -41,5 +99,36 @@ mod tests {
         assert_eq!(super::bytes(1536), "1.5 KiB");
         assert_eq!(super::bytes(-2 * 1024 * 1024), "-2.0 MiB");
         assert_eq!(super::bytes(i64::MIN), "-8388608.0 TiB");
+    }
+
+    #[test]
+    fn names_for_tables() {
+        use super::short_name;
+        assert_eq!(
+            short_name(
+                "libstdc++.so.6!std::vector<std::pair<int, std::string>, std::allocator<std::pair<int, std::string> > >::_M_realloc_insert<int const&>(__gnu_cxx::__normal_iterator<int*, std::vector<int> >, int const&)"
+            ),
+            "libstdc++.so.6!std::vector<…>::_M_realloc_insert<…>()"
+        );
+        assert_eq!(
+            short_name("containers!make_widgets()"),
+            "containers!make_widgets()"
+        );
+        assert_eq!(short_name("app!spin"), "app!spin");
+        assert_eq!(
+            short_name("a!(anonymous namespace)::f(int)"),
+            "a!(anonymous namespace)::f()"
+        );
+        assert_eq!(short_name("/src/app.c:4 (spin)"), "/src/app.c:4 (spin)");
+        assert_eq!(
+            short_name("<no line: [kernel.kallsyms]> (clear_page_erms)"),
+            "<no line: [kernel.kallsyms]> (clear_page_erms)"
+        );
+        assert_eq!(
+            short_name("a!operator<<(std::ostream&, X const&)"),
+            "a!operator<<()"
+        );
+        let long = format!("m!{}", "x".repeat(300));
+        assert_eq!(short_name(&long).chars().count(), super::MAX_TABLE_NAME);
     }
 }

@@ -44,10 +44,11 @@ const STAT_HEADERS: [(&str, Align); 9] = [
 ];
 
 fn unit_label(u: &UnitReport) -> String {
+    let unit = crate::short_name(&u.unit);
     match (u.call_index, u.start_ns, u.end_ns) {
-        (Some(i), Some(s), _) => format!("{} #{} @{}", u.unit, i, duration(s)),
-        (None, Some(s), Some(e)) => format!("{}..{} {}", duration(s), duration(e), u.unit),
-        _ => u.unit.clone(),
+        (Some(i), Some(s), _) => format!("{unit} #{i} @{}", duration(s)),
+        (None, Some(s), Some(e)) => format!("{}..{} {unit}", duration(s), duration(e)),
+        _ => unit,
     }
 }
 
