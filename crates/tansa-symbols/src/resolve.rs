@@ -178,6 +178,22 @@ impl Resolver {
             Ok(r) => r,
             Err(e) => return unresolved(ModuleStatus::Failed(e.to_string())),
         };
+        // An address no symbol covers (a local function of a stripped library) is named
+        // after the nearest function symbol before it, with the offset.
+        let mut nearest: Option<Vec<crate::elf::FunctionSymbol>> = None;
+        for (r, &a) in resolved.iter_mut().zip(&addrs) {
+            if r.frames.is_empty() {
+                let functions = nearest.get_or_insert_with(|| elf.functions());
+                if let Some(name) = nearest_symbol(functions, a) {
+                    r.frames.push(ResolvedFrame {
+                        function: Some(name),
+                        file: None,
+                        line: 0,
+                        column: 0,
+                    });
+                }
+            }
+        }
         let exported = elf.exported_names();
         for r in &mut resolved {
             if let (Some(start), Some(outer)) = (r.function_start, r.frames.last_mut())
@@ -246,9 +262,92 @@ pub fn demangle(name: &str) -> Option<String> {
     None
 }
 
+/// Farthest an address may be past a symbol to be named after it.
+const MAX_SYMBOL_DISTANCE: u64 = 1 << 16;
+
+/// `symbol+0xOFFSET` for `addr`, from the nearest function symbol at or before it in
+/// `functions` (sorted by address), demangled; none within [`MAX_SYMBOL_DISTANCE`].
+fn nearest_symbol(functions: &[crate::elf::FunctionSymbol], addr: u64) -> Option<String> {
+    let i = functions
+        .partition_point(|f| f.address <= addr)
+        .checked_sub(1)?;
+    let f = &functions[i];
+    let off = addr - f.address;
+    (off < MAX_SYMBOL_DISTANCE).then(|| {
+        let name = demangle(&f.name).unwrap_or_else(|| f.name.clone());
+        format!("{name}+{off:#x}")
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_address_without_a_symbol_is_named_after_the_nearest_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("lib.c");
+        std::fs::write(
+            &src,
+            "int exported(int x) { return x * 3 + 1; }\n\
+             __attribute__((noinline)) static int hidden(int x) { return x * 7 + exported(x); }\n\
+             int (*keep)(int) = hidden;\n",
+        )
+        .unwrap();
+        let lib = dir.path().join("lib.so");
+        let ok = std::process::Command::new("cc")
+            .args(["-shared", "-fPIC", "-O1", "-o"])
+            .arg(&lib)
+            .arg(&src)
+            .status()
+            .unwrap();
+        assert!(ok.success());
+        let hidden = ElfFile::open(&lib)
+            .unwrap()
+            .function_by_name("hidden")
+            .expect("the local symbol before stripping")
+            .address;
+        // Strip the symbol table: only the exported (dynamic) symbols stay.
+        let ok = std::process::Command::new("strip")
+            .arg(&lib)
+            .status()
+            .unwrap();
+        assert!(ok.success());
+        assert!(
+            ElfFile::open(&lib)
+                .unwrap()
+                .function_by_name("hidden")
+                .is_none()
+        );
+        let exported = ElfFile::open(&lib)
+            .unwrap()
+            .function_by_name("exported")
+            .unwrap()
+            .address;
+        let mut b = SymbolTableBuilder::default();
+        let m = Resolver::new().module_symbols(
+            &mut b,
+            1,
+            lib.to_str().unwrap(),
+            &[],
+            &[(hidden + 2, hidden + 2)],
+        );
+        let table = b.finish();
+        let name = m.addrs[0]
+            .frames
+            .first()
+            .and_then(|f| table.string(f.function).map(str::to_string))
+            .unwrap_or_default();
+        let nearest = if exported < hidden {
+            "exported"
+        } else {
+            "_init"
+        };
+        assert!(
+            name.starts_with(&format!("{nearest}+0x")),
+            "{name} (hidden at {hidden:#x}, exported at {exported:#x})"
+        );
+    }
 
     #[test]
     fn demangles_cpp_and_rust_and_leaves_c_alone() {
