@@ -9,7 +9,6 @@ use clap::{Parser, Subcommand};
 
 mod cmd;
 mod exit;
-mod online;
 mod output;
 
 /// Where does my memory go, why is it never freed, where does my CPU time go.

@@ -202,6 +202,17 @@ impl FileSink {
         self.send(Job::Frame(ty, payload))
     }
 
+    /// Adds a frame whose payload is `value` serialized with postcard.
+    pub fn add_value<T: serde::Serialize>(
+        &mut self,
+        ty: FrameType,
+        value: &T,
+    ) -> Result<(), CollectError> {
+        let bytes = postcard::to_stdvec(value)
+            .map_err(|e| CollectError::Sink(format!("cannot encode frame {ty:?}: {e}")))?;
+        self.add_frame(ty, bytes)
+    }
+
     /// Flushes every buffer, resolves symbols and closes the file. `progress` is called
     /// before each module is symbolized with (index, count, path). Returns the file size.
     pub fn finish(

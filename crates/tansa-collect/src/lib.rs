@@ -12,10 +12,13 @@
 //!
 //! The collector never parses events on the offline path: it copies ring bytes to a
 //! [`Sink`]. The [`file::FileSink`] writes them into a recording and, when the target is
-//! gone, resolves every address the recording uses ([`symbolize`]).
+//! gone, resolves every address the recording uses ([`symbolize`]). The
+//! [`online::OnlineSink`] decodes them instead and aggregates them as they arrive
+//! ([`online::record_online`], `tansa record --online`).
 
 mod collector;
 pub mod file;
+pub mod online;
 pub mod session;
 pub mod symbolize;
 mod sys;

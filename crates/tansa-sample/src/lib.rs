@@ -18,6 +18,8 @@
 //!   copy, with framehop.
 //! * [`procfs`] and [`kernel`]: reading `/proc` (processes, mappings) and
 //!   `/proc/kallsyms`.
+//! * [`SamplerChoice`]: which of the two samplers records (`--source`), and when perf's
+//!   refusal falls back to the agent.
 
 pub mod agent;
 pub mod builder;
@@ -29,6 +31,61 @@ mod sources;
 pub mod unwind;
 
 pub use builder::{CpuRecordingBuilder, MappingInfo, ProcessId, ProcessInfo, SampleInput};
+
+use perf::Target;
+
+/// Which sampler the user asked for (`tansa sample --source`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SamplerChoice {
+    /// `perf_event_open`, and the agent where perf is not permitted (commands only).
+    #[default]
+    Auto,
+    /// `perf_event_open` only.
+    Perf,
+    /// The agent's in-process `SIGPROF` timers only (commands only).
+    Agent,
+}
+
+/// One of the two samplers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sampler {
+    /// [`perf::record`].
+    Perf,
+    /// [`agent::record`].
+    Agent,
+}
+
+impl SamplerChoice {
+    /// The sampler to try first for `target`, or why this choice cannot sample it (the
+    /// agent only samples a command it starts).
+    ///
+    /// # Errors
+    ///
+    /// A message for people when the agent is asked to sample running processes.
+    pub fn first(self, target: &Target) -> Result<Sampler, &'static str> {
+        match (self, target) {
+            (SamplerChoice::Agent, Target::Command(_)) => Ok(Sampler::Agent),
+            (SamplerChoice::Agent, _) => {
+                Err("--source agent samples a command it starts; -p and -a need perf")
+            }
+            _ => Ok(Sampler::Perf),
+        }
+    }
+
+    /// Whether perf's failure `err` on `target` hands over to the agent: the kernel's
+    /// refusal (the reason, to tell the user), with `Auto`, for a command. Any other
+    /// failure, or another choice, stays an error.
+    pub fn fallback<'e>(self, target: &Target, err: &'e SampleError) -> Option<&'e str> {
+        match (self, target, err) {
+            (
+                SamplerChoice::Auto,
+                Target::Command(_),
+                SampleError::PermissionDenied { reason, .. },
+            ) => Some(reason),
+            _ => None,
+        }
+    }
+}
 
 /// Errors of the recorder.
 #[derive(Debug, thiserror::Error)]
@@ -67,4 +124,47 @@ pub enum SampleError {
         /// The cause.
         source: std::io::Error,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn denied() -> SampleError {
+        SampleError::PermissionDenied {
+            what: "perf_event_open".into(),
+            reason: "perf_event_paranoid is 3".into(),
+        }
+    }
+
+    #[test]
+    fn agent_samples_commands_only() {
+        let command = Target::Command(vec!["true".into()]);
+        assert_eq!(SamplerChoice::Agent.first(&command), Ok(Sampler::Agent));
+        assert!(SamplerChoice::Agent.first(&Target::Pids(vec![1])).is_err());
+        assert!(SamplerChoice::Agent.first(&Target::System).is_err());
+        assert_eq!(
+            SamplerChoice::Auto.first(&Target::System),
+            Ok(Sampler::Perf)
+        );
+        assert_eq!(SamplerChoice::Perf.first(&command), Ok(Sampler::Perf));
+    }
+
+    #[test]
+    fn only_a_refusal_of_a_command_under_auto_falls_back() {
+        let command = Target::Command(vec!["true".into()]);
+        let err = denied();
+        assert_eq!(
+            SamplerChoice::Auto.fallback(&command, &err),
+            Some("perf_event_paranoid is 3")
+        );
+        assert_eq!(SamplerChoice::Perf.fallback(&command, &err), None);
+        assert_eq!(
+            SamplerChoice::Auto.fallback(&Target::Pids(vec![1]), &err),
+            None
+        );
+        assert_eq!(SamplerChoice::Auto.fallback(&Target::System, &err), None);
+        let other = SampleError::NoSuchProcess(1);
+        assert_eq!(SamplerChoice::Auto.fallback(&command, &other), None);
+    }
 }

@@ -34,7 +34,8 @@ use std::time::{Duration, Instant};
 
 use rustc_hash::FxHashMap;
 use tansa_analysis::memory::merge::{EventKind, StreamDecoder};
-use tansa_collect::{CollectError, SharedHeader, Sink};
+use tansa_collect::file::FileSink;
+use tansa_collect::{CollectError, Outcome, SharedHeader, Sink};
 use tansa_format::memory::{
     CodeBranch, CodeFunction, LeakCause, PathStep, SessionEnd, SessionInfo, SessionLosses,
     TracedPath, TracedSite, Unrecorded,
@@ -50,6 +51,24 @@ use tansa_wire::layout::{
 
 use crate::follow::{AttachedThread, CodeMap, FollowEnd, FollowLimits, PathEvent};
 use crate::procmap::{ProcessCode, is_runtime_library};
+
+/// Runs `config`'s command under the agent in leak-cause mode (`config.leak_cause` is set),
+/// recording into `sink` with the live side wrapped around it; what was traced is added to
+/// the recording as its `LEAK_CAUSE` frame. Gives the sink back (to be finished, also after
+/// an error: what was recorded is worth keeping) with the collector's result.
+pub fn record_leak_cause(
+    config: &tansa_collect::Config,
+    sink: FileSink,
+    leak_cause: LeakCauseConfig,
+) -> (FileSink, Result<Outcome, CollectError>) {
+    let mut config = config.clone();
+    config.leak_cause = true;
+    let mut wrapped = LeakCauseSink::new(sink, leak_cause);
+    let recorded = tansa_collect::record(&config, &mut wrapped);
+    let (mut sink, traced) = wrapped.finish();
+    let added = sink.add_value(tansa_format::memory::LEAK_CAUSE, &traced);
+    (sink, recorded.and_then(|o| added.map(|()| o)))
+}
 
 /// Settings of leak-cause mode.
 #[derive(Debug, Clone, Copy)]

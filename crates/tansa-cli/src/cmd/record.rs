@@ -13,8 +13,7 @@ use tansa_format::meta::{ClockSource, ExitStatus, RecordingMeta};
 use tansa_format::output::{DEFAULT_MODE, Naming, OutputFile};
 
 use super::memopts::{self, ByArg, ChargeArg, FormatArg, FreeToArg};
-use crate::online::OnlineSink;
-use tansa_tracer::leaks::{LeakCauseConfig, LeakCauseSink};
+use tansa_tracer::leaks::{LeakCauseConfig, record_leak_cause};
 
 /// Options of `tansa record`.
 #[derive(Debug, clap::Args)]
@@ -235,21 +234,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut sink = FileSink::create(file, &path, &meta, clock)?;
     let started = Instant::now();
     let recorded = if args.leak_cause {
-        let mut wrapped = LeakCauseSink::new(
-            sink,
-            LeakCauseConfig {
-                traces: args.traces,
-                scan_interval: args.scan_interval,
-                ..LeakCauseConfig::default()
-            },
-        );
-        let r = tansa_collect::record(&config, &mut wrapped);
-        let (inner, traced) = wrapped.finish();
+        let leak_cause = LeakCauseConfig {
+            traces: args.traces,
+            scan_interval: args.scan_interval,
+            ..LeakCauseConfig::default()
+        };
+        let (inner, recorded) = record_leak_cause(&config, sink, leak_cause);
         sink = inner;
-        let added = postcard::to_stdvec(&traced)
-            .map_err(|e| tansa_collect::CollectError::Sink(format!("cannot encode: {e}")))
-            .and_then(|bytes| sink.add_frame(tansa_format::memory::LEAK_CAUSE, bytes));
-        r.and_then(|o| added.map(|()| o))
+        recorded
     } else {
         tansa_collect::record(&config, &mut sink)
     };
@@ -343,9 +335,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
 fn run_online(args: &Args, config: &CollectConfig) -> anyhow::Result<ExitCode> {
     let analysis = memopts::config(args.by, args.charge, args.free_to, args.interval, None);
-    let mut sink = OnlineSink::new(analysis, ClockSource::Monotonic);
-    let outcome = tansa_collect::record(config, &mut sink)?;
-    let report = sink.finish();
+    let (outcome, report) = tansa_collect::online::record_online(config, analysis)?;
     let mut out: Box<dyn std::io::Write> = match &args.output {
         Some(p) => crate::output::open(Some(p))?,
         None => Box::new(std::io::stderr().lock()),

@@ -13,8 +13,8 @@ use anyhow::Context;
 use clap::ValueEnum;
 use tansa_format::meta::{ExitStatus, RecordingMeta};
 use tansa_format::output::{DEFAULT_MODE, Naming, OutputFile};
-use tansa_sample::SampleError;
 use tansa_sample::perf::{self, CallGraph, Config, EventChoice, Target};
+use tansa_sample::{Sampler, SamplerChoice};
 
 use super::memopts;
 
@@ -305,15 +305,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "give either a command (after --), -p PID or -a, not several",
         ));
     }
-    if args.source == SourceArg::Agent {
-        if args.command.is_empty() {
-            return Err(crate::exit::usage(
-                "--source agent samples a command it starts; -p and -a need perf",
-            ));
-        }
-        let output = args.output.clone().unwrap_or_else(|| default_output(&args));
-        return run_agent(&args, &output, recording_meta(&args));
-    }
     for &pid in &args.pid {
         if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
             return Err(crate::exit::usage(format!("no process with id {pid} (-p)")));
@@ -327,6 +318,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         Target::Command(args.command.clone())
     };
+    let choice = match args.source {
+        SourceArg::Auto => SamplerChoice::Auto,
+        SourceArg::Perf => SamplerChoice::Perf,
+        SourceArg::Agent => SamplerChoice::Agent,
+    };
+    if choice.first(&target).map_err(crate::exit::usage)? == Sampler::Agent {
+        return run_agent(&args, &output, recording_meta(&args));
+    }
     let config = Config {
         target,
         frequency_hz: args.frequency,
@@ -362,10 +361,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let (outcome, output) = match result {
         Ok(o) => o,
         Err(e) => {
-            if let SampleError::PermissionDenied { reason, .. } = &e
-                && args.source == SourceArg::Auto
-                && !args.command.is_empty()
-            {
+            if let Some(reason) = choice.fallback(&config.target, &e) {
                 eprintln!(
                     "tansa: perf_event_open is not permitted here ({reason}); falling back to \
                      the agent's in-process SIGPROF sampler (user code only)"

@@ -1,9 +1,11 @@
-//! Online mode: the collector's events go straight into the aggregator, ordered by the
-//! collector's watermark, and no event log is written (seed 000, embodiment 2). Addresses
-//! are resolved from the binaries as stacks arrive.
+//! Online mode (`tansa record --online`): the collector's events go straight into the
+//! memory aggregator of `tansa-analysis`, ordered by the collector's watermark, and no event
+//! log is written (seed 000, embodiment 2). Addresses are resolved from the binaries as
+//! stacks arrive. [`record_online`] runs a command this way and returns its report.
 
 use std::path::Path;
 
+use crate::{CollectError, Config as CollectConfig, Outcome, Sink};
 use rustc_hash::FxHashMap;
 use tansa_analysis::memory::aggregate::Aggregator;
 use tansa_analysis::memory::merge::{EventKind, OnlineOrder, StreamDecoder};
@@ -11,14 +13,13 @@ use tansa_analysis::memory::model::{
     AddressResolver, ModuleInfo, Registry, Resolution, SourceFrame,
 };
 use tansa_analysis::memory::{Config, MemoryReport};
-use tansa_collect::{CollectError, Sink};
 use tansa_format::memory::{SessionEnd, SessionInfo, SessionLosses, Unrecorded};
 use tansa_format::meta::{Calibration, CalibrationPoint, ClockSource};
 use tansa_symbols::Resolver;
 use tansa_wire::event::{DecodeError, Decoder, Record, StreamState};
 
 /// Resolves addresses from the binaries on disk.
-pub struct LiveResolver {
+struct LiveResolver {
     resolver: Resolver,
 }
 
@@ -57,7 +58,7 @@ impl AddressResolver for LiveResolver {
     }
 }
 
-/// The online sink.
+/// The online sink: a [`Sink`] that aggregates instead of writing.
 #[derive(Debug)]
 pub struct OnlineSink {
     registry: Registry,
@@ -89,7 +90,8 @@ impl OnlineSink {
         }
     }
 
-    /// The report, once the collector returned.
+    /// The report, once the collector returned (every stack still unresolved is resolved,
+    /// every event still waiting for its stack is aggregated).
     pub fn finish(mut self) -> MemoryReport {
         self.registry.resolve_pending(&mut self.resolver, true);
         self.drain(u64::MAX);
@@ -209,4 +211,24 @@ impl Sink for OnlineSink {
         }
         Ok(())
     }
+}
+
+/// Runs `config`'s command under the agent, aggregating with `analysis` as events arrive,
+/// and returns the collector's outcome with the report (which is complete even when the
+/// command died by a signal: the rings outlive it).
+///
+/// # Errors
+///
+/// What [`crate::record`] returns.
+pub fn record_online(
+    config: &CollectConfig,
+    analysis: Config,
+) -> Result<(Outcome, MemoryReport), CollectError> {
+    let mut config = config.clone();
+    config.online = true;
+    // Intervals need nanoseconds as events arrive; the TSC would need calibration first.
+    config.monotonic_clock = true;
+    let mut sink = OnlineSink::new(analysis, ClockSource::Monotonic);
+    let outcome = crate::record(&config, &mut sink)?;
+    Ok((outcome, sink.finish()))
 }
