@@ -19,13 +19,12 @@
 //! Layout: [`plan`] reads the TOML plan; [`measure`] combines readings; [`judge`] holds the
 //! decisions as pure functions over measurement series; [`flow`] drives the seed's flow
 //! against a [`flow::Target`] (the only door to the outside world); [`report`] is the result
-//! and [`render`] turns it into a table, JSON or JUnit XML; [`run`] is the real target, which
-//! starts processes, runs commands, reads `/proc` and tails logs.
+//! (`tansa_render::leaktest` turns it into a table, JSON or JUnit XML); [`run`] is the real
+//! target, which starts processes, runs commands, reads `/proc` and tails logs.
 
 pub mod flow;
 pub mod judge;
 pub mod measure;
 pub mod plan;
-pub mod render;
 pub mod report;
 pub mod run;

@@ -5,6 +5,7 @@ use std::io::{self, Write};
 use tansa_analysis::cpu::CpuReport;
 use tansa_analysis::cpu::annotate::Annotation;
 
+use crate::header::Header;
 use crate::memory::duration;
 use crate::table::{Align, Table};
 
@@ -21,8 +22,7 @@ fn header(r: &CpuReport, out: &mut dyn Write) -> io::Result<()> {
     } else {
         0.0
     };
-    writeln!(
-        out,
+    let mut h = Header::new(format!(
         "CPU profile by {}: {} sampled by {} at {:.0} Hz per CPU ({} CPU(s), {}), {} samples = {} of CPU time{}",
         r.by,
         r.event,
@@ -41,24 +41,23 @@ fn header(r: &CpuReport, out: &mut dyn Write) -> io::Result<()> {
         } else {
             String::new()
         }
-    )?;
+    ));
     if let Some(pid) = r.pid {
-        writeln!(out, "Process {pid} only.")?;
+        h.line(format!("Process {pid} only."));
     }
     if r.lost_samples + r.lost_records > 0 {
-        writeln!(
-            out,
+        h.line(format!(
             "Lost: {} samples, {} records.",
             r.lost_samples, r.lost_records
-        )?;
+        ));
     }
     for n in &r.notes {
-        writeln!(out, "Note: {n}")?;
+        h.line(format!("Note: {n}"));
     }
     for w in &r.warnings {
-        writeln!(out, "Warning: {w}")?;
+        h.line(format!("Warning: {w}"));
     }
-    writeln!(out)
+    h.write(out)
 }
 
 /// Writes the report as a table for people.

@@ -1,8 +1,19 @@
 //! Renderers: each turns an analysed report into one output format. Adding a format never
 //! touches the analysis.
+//!
+//! One module per report: [`memory`] (heap reports), [`leaks`] (leaking sites and their
+//! causes), [`cpu`] (CPU reports and annotated
+//! listings), [`retrace`] (rebuilt instruction traces), [`leaktest`] (leak-test sessions).
+//! Every text view starts with the same kind of header (a title line, context lines, a
+//! blank line) and prints its rows through one table printer (aligned columns, the last one
+//! unpadded); JSON goes through [`json`], CSV through the `csv` crate.
 
 pub mod cpu;
+mod header;
+pub mod leaks;
+pub mod leaktest;
 pub mod memory;
+pub mod retrace;
 mod table;
 
 /// A byte count for people: `512 B`, `1.5 KiB`, `2.3 MiB`, ... (negative counts, as net

@@ -4,6 +4,7 @@ use std::io::{self, Write};
 
 use tansa_analysis::memory::report::{ImproperReport, MemoryReport, Stats, UnitReport};
 
+use crate::header::Header;
 use crate::table::{Align, Table};
 
 /// Formats nanoseconds for people (`1.234 s`, `12.5 ms`, `870 µs`).
@@ -109,13 +110,13 @@ fn abnormal(p: &tansa_analysis::memory::report::ProcessReport) -> bool {
 
 /// The process images of a recording of several: each one (as a tree by parent) when there
 /// are few or when asked, else counts by command, the root and the abnormal ends.
-fn processes(r: &MemoryReport, opts: &TableOptions, out: &mut dyn Write) -> io::Result<()> {
+fn processes(r: &MemoryReport, opts: &TableOptions, h: &mut Header) {
     let ps = &r.processes;
     if ps.len() <= 1 {
-        return Ok(());
+        return;
     }
     if opts.all_processes || ps.len() <= MAX_LISTED_PROCESSES {
-        writeln!(out, "{} process images recorded:", ps.len())?;
+        h.line(format!("{} process images recorded:", ps.len()));
         // A tree: each image under the image of its parent, if that was recorded.
         let pids: std::collections::HashSet<u32> = ps.iter().map(|p| p.pid).collect();
         fn walk(
@@ -123,15 +124,14 @@ fn processes(r: &MemoryReport, opts: &TableOptions, out: &mut dyn Write) -> io::
             i: usize,
             depth: usize,
             done: &mut Vec<bool>,
-            out: &mut dyn Write,
-        ) -> io::Result<()> {
+            h: &mut Header,
+        ) {
             if done[i] {
-                return Ok(());
+                return;
             }
             done[i] = true;
             let p = &ps[i];
-            writeln!(
-                out,
+            h.line(format!(
                 "{:indent$}  pid {} (parent {}) `{}`: {}",
                 "",
                 p.pid,
@@ -139,24 +139,23 @@ fn processes(r: &MemoryReport, opts: &TableOptions, out: &mut dyn Write) -> io::
                 command_of(p),
                 p.exit.description,
                 indent = depth * 2
-            )?;
+            ));
             for j in 0..ps.len() {
                 if !done[j] && ps[j].ppid == p.pid && ps[j].pid != p.pid {
-                    walk(ps, j, depth + 1, done, out)?;
+                    walk(ps, j, depth + 1, done, h);
                 }
             }
-            Ok(())
         }
         let mut done = vec![false; ps.len()];
         for i in 0..ps.len() {
             if !pids.contains(&ps[i].ppid) || ps[i].ppid == ps[i].pid {
-                walk(ps, i, 0, &mut done, out)?;
+                walk(ps, i, 0, &mut done, h);
             }
         }
         for i in 0..ps.len() {
-            walk(ps, i, 0, &mut done, out)?;
+            walk(ps, i, 0, &mut done, h);
         }
-        return Ok(());
+        return;
     }
     let mut counts: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
     for p in ps {
@@ -171,8 +170,7 @@ fn processes(r: &MemoryReport, opts: &TableOptions, out: &mut dyn Write) -> io::
         .map(|(name, n)| format!("{n} x {name}"))
         .collect();
     let others: usize = counts.iter().skip(5).map(|c| c.1).sum();
-    writeln!(
-        out,
+    h.line(format!(
         "{} process images recorded: {}{}",
         ps.len(),
         shown.join(", "),
@@ -181,28 +179,23 @@ fn processes(r: &MemoryReport, opts: &TableOptions, out: &mut dyn Write) -> io::
         } else {
             String::new()
         }
-    )?;
+    ));
     let bad: Vec<_> = ps.iter().filter(|p| abnormal(p)).collect();
     if !bad.is_empty() {
-        writeln!(out, "  {} ended abnormally:", bad.len())?;
+        h.line(format!("  {} ended abnormally:", bad.len()));
         for p in bad.iter().take(MAX_LISTED_PROCESSES) {
-            writeln!(
-                out,
+            h.line(format!(
                 "    pid {} `{}`: {}",
                 p.pid,
                 command_of(p),
                 p.exit.description
-            )?;
+            ));
         }
         if bad.len() > MAX_LISTED_PROCESSES {
-            writeln!(out, "    ...")?;
+            h.line("    ...");
         }
     }
-    writeln!(
-        out,
-        "  (`tansa report FILE --processes` lists every image as a tree)"
-    )?;
-    Ok(())
+    h.line("  (`tansa report FILE --processes` lists every image as a tree)");
 }
 
 /// The report as a table for people.
@@ -212,27 +205,25 @@ pub fn table(r: &MemoryReport, out: &mut dyn Write) -> io::Result<()> {
 
 /// The report as a table for people, with `opts`.
 pub fn table_with(r: &MemoryReport, opts: &TableOptions, out: &mut dyn Write) -> io::Result<()> {
-    writeln!(
-        out,
+    let mut h = Header::new(format!(
         "tansa heap report: by {} (charge {}, releases charged to {})",
         r.by, r.charge, r.free_to
-    )?;
+    ));
     let cmd = if r.process.command.is_empty() {
         r.process.exe.clone()
     } else {
         r.process.command.join(" ")
     };
-    writeln!(
-        out,
+    h.line(format!(
         "process {} `{}`: {}; {} events over {}",
         r.process.pid,
         cmd,
         r.process.exit.description,
         r.events,
         duration(r.duration_ns)
-    )?;
-    processes(r, opts, out)?;
-    writeln!(out)?;
+    ));
+    processes(r, opts, &mut h);
+    h.write(out)?;
     let mut headers: Vec<(&str, Align)> = vec![("unit", Align::Left)];
     headers.extend(STAT_HEADERS);
     let mut t = Table::new(&headers);

@@ -1,10 +1,15 @@
-//! The text rendering of a retrace report: a header, then the trace with straight-line
-//! runs (consecutive instructions of one function, each following the previous one in
-//! memory) collapsed to one line, or every instruction with `--expand`.
+//! Renderers of a retrace [`Report`] (`tansa retrace analyze`): the text view is a
+//! header, then the trace with straight-line runs (consecutive instructions of one
+//! function, each following the previous one in memory) collapsed to one row, or every
+//! instruction with `expand`; JSON (schema `tansa.retrace.v1`, docs/json/retrace.v1.md) is
+//! the report itself.
 
 use std::io::{self, Write};
 
 use tansa_retrace::report::{Report, TraceEntry};
+
+use crate::header::Header;
+use crate::table::{Align, Table};
 
 fn location(e: &TraceEntry) -> String {
     match (&e.function, e.offset) {
@@ -46,16 +51,14 @@ fn runs(trace: &[TraceEntry]) -> Vec<(usize, usize)> {
     out
 }
 
-fn header(r: &Report, out: &mut dyn Write) -> io::Result<()> {
-    writeln!(out, "region `{}` of {}", r.region, r.command.join(" "))?;
-    writeln!(out, "source: {} ({})", r.source, r.source_note)?;
-    writeln!(
-        out,
+fn header(r: &Report, trace_runs: usize) -> Header {
+    let mut h = Header::new(format!("region `{}` of {}", r.region, r.command.join(" ")));
+    h.line(format!("source: {} ({})", r.source, r.source_note));
+    h.line(format!(
         "period: {} {}; {} executions, {} partial sequences ({} distinct), {} samples",
         r.period, r.period_unit, r.executions, r.partials, r.distinct_partials, r.samples
-    )?;
-    writeln!(
-        out,
+    ));
+    h.line(format!(
         "merge: {} tables{}, {} steps ({} enumerated, {} dynamic programming), {:.1} ms",
         match r.variant {
             tansa_retrace::Variant::Function => "function",
@@ -70,10 +73,9 @@ fn header(r: &Report, out: &mut dyn Write) -> io::Result<()> {
         r.merge.enumerated_steps,
         r.merge.dp_steps,
         r.merge.seconds * 1e3
-    )?;
+    ));
     if let Some(a) = &r.accuracy {
-        writeln!(
-            out,
+        h.line(format!(
             "accuracy against the ground truth: LCS ratio {:.4}, edit distance {:.4} \
              ({} rebuilt vs {} true instructions; {} stepped execution(s), {} distinct path(s))",
             a.lcs_ratio,
@@ -82,52 +84,54 @@ fn header(r: &Report, out: &mut dyn Write) -> io::Result<()> {
             a.truth_length,
             a.truth_executions,
             a.distinct_paths
-        )?;
+        ));
     }
-    Ok(())
+    h.line(format!(
+        "rebuilt trace: {} instructions in {trace_runs} runs",
+        r.trace.len()
+    ));
+    h
 }
 
-/// Writes the report.
-pub fn render(r: &Report, expand: bool, out: &mut dyn Write) -> io::Result<()> {
-    header(r, out)?;
+/// The report as text for people: every instruction with `expand`, else one row per
+/// straight-line run.
+pub fn text(r: &Report, expand: bool, out: &mut dyn Write) -> io::Result<()> {
     let t = &r.trace;
     let runs = runs(t);
-    writeln!(
-        out,
-        "rebuilt trace: {} instructions in {} runs",
-        t.len(),
-        runs.len()
-    )?;
-    writeln!(out)?;
+    header(r, runs.len()).write(out)?;
     if expand {
-        writeln!(
-            out,
-            "{:>6}  {:<28} {:<12} {:<18} {:>7}  instruction",
-            "pos", "location", "index", "source", "support"
-        )?;
+        let mut table = Table::new(&[
+            ("pos", Align::Right),
+            ("location", Align::Left),
+            ("index", Align::Left),
+            ("source", Align::Left),
+            ("support", Align::Right),
+            ("instruction", Align::Left),
+        ]);
         for e in t {
             let index = match (e.index, e.block, e.block_offset) {
                 (Some(i), Some(b), Some(o)) => format!("#{i} bb{b}:{o}"),
                 _ => String::new(),
             };
-            writeln!(
-                out,
-                "{:>6}  {:<28} {:<12} {:<18} {:>7}  {}",
-                e.position,
+            table.row(vec![
+                e.position.to_string(),
                 location(e),
                 index,
                 source(e).unwrap_or_default(),
-                e.support,
-                e.mnemonic.as_deref().unwrap_or("?")
-            )?;
+                e.support.to_string(),
+                e.mnemonic.as_deref().unwrap_or("?").to_string(),
+            ]);
         }
-        return Ok(());
+        return table.write(out);
     }
-    writeln!(
-        out,
-        "{:>6}  {:>5}  {:<36} {:<22} {:>9}  first instruction",
-        "pos", "count", "instructions", "source", "support"
-    )?;
+    let mut table = Table::new(&[
+        ("pos", Align::Right),
+        ("count", Align::Right),
+        ("instructions", Align::Left),
+        ("source", Align::Left),
+        ("support", Align::Right),
+        ("first instruction", Align::Left),
+    ]);
     for (s, e) in runs {
         let (first, last) = (&t[s], &t[e - 1]);
         let span = if e - s == 1 {
@@ -152,16 +156,19 @@ pub fn render(r: &Report, expand: bool, out: &mut dyn Write) -> io::Result<()> {
         } else {
             format!("{lo}-{hi}")
         };
-        writeln!(
-            out,
-            "{:>6}  {:>5}  {:<36} {:<22} {:>9}  {}",
-            first.position,
-            e - s,
+        table.row(vec![
+            first.position.to_string(),
+            (e - s).to_string(),
             span,
             src,
             support,
-            first.mnemonic.as_deref().unwrap_or("?")
-        )?;
+            first.mnemonic.as_deref().unwrap_or("?").to_string(),
+        ]);
     }
-    Ok(())
+    table.write(out)
+}
+
+/// The report as JSON (schema `tansa.retrace.v1`).
+pub fn json(r: &Report, out: &mut dyn Write) -> io::Result<()> {
+    crate::json(r, out)
 }

@@ -3,9 +3,10 @@
 
 use std::path::PathBuf;
 
-use super::*;
-use crate::flow::sim::{KIB, Model, Sim};
-use crate::plan::Plan;
+use tansa_leaktest::flow::sim::{KIB, Model, Sim};
+use tansa_leaktest::plan::Plan;
+use tansa_leaktest::report::Report;
+use tansa_render::leaktest::{Format, write};
 
 const PLAN: &str = r#"
 [settings]
@@ -81,7 +82,7 @@ fn report() -> Report {
         ),
         ("quiet", Model::Flat),
     ]);
-    let session = crate::flow::run(&plan, &mut sim, &mut ());
+    let session = tansa_leaktest::flow::run(&plan, &mut sim, &mut ());
     let mut r = Report::build(&plan, session, Some("plan.toml".into()), 0);
     // The goldens do not change with the version.
     r.tansa_version = "VERSION";
@@ -98,7 +99,7 @@ fn golden(name: &str, format: Format) {
     let got = render(format);
     assert_eq!(got, render(format), "{name}: two renderings differ");
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/golden")
+        .join("tests/golden/leaktest")
         .join(name);
     if std::env::var_os("TANSA_BLESS").is_some() {
         // Blessing is the explicit step of scripts/bless-golden, never part of a CI run.
@@ -132,7 +133,7 @@ fn table() {
 fn json() {
     golden("report.json", Format::Json);
     let v: serde_json::Value = serde_json::from_str(&render(Format::Json)).unwrap();
-    assert_eq!(v["schema"], crate::report::SCHEMA);
+    assert_eq!(v["schema"], tansa_leaktest::report::SCHEMA);
 }
 
 #[test]

@@ -9,9 +9,9 @@ use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use tansa_leaktest::flow::{self, Event, Observer};
 use tansa_leaktest::plan::Plan;
-use tansa_leaktest::render::{self, Format};
 use tansa_leaktest::report::Report;
 use tansa_leaktest::run::{Cleanup, LocalTarget};
+use tansa_render::leaktest::{self as render, Format};
 
 use crate::output;
 

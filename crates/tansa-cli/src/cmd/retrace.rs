@@ -8,7 +8,6 @@
 
 mod analyze;
 mod record;
-mod text;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

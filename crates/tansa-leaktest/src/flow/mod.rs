@@ -390,7 +390,7 @@ fn total_growth(resource: Resource, series: &[Point]) -> String {
     resource.format(series.iter().map(|p| p.growth).sum())
 }
 
-#[cfg(test)]
-pub(crate) mod sim;
+#[cfg(any(test, feature = "sim"))]
+pub mod sim;
 #[cfg(test)]
 mod tests;

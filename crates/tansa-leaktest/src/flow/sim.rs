@@ -1,5 +1,7 @@
 //! A simulated system under test for the flow's and the renderers' tests: processes whose
-//! memory follows a model per request, on a clock that only moves when asked.
+//! memory follows a model per request, on a clock that only moves when asked. Built for
+//! this crate's tests and, with the `sim` feature, for other crates' (the renderers' golden
+//! files in `tansa-render`).
 
 use std::time::Duration;
 
@@ -8,11 +10,11 @@ use crate::measure::{ProcId, Reading};
 use crate::plan::{Item, ParamValues};
 use crate::report::{LogRecord, Restart, RunOutcome};
 
-pub(crate) const KIB: u64 = 1024;
+pub const KIB: u64 = 1024;
 
 /// How a simulated process reacts to a request.
 #[derive(Debug, Clone)]
-pub(crate) enum Model {
+pub enum Model {
     Flat,
     Leak(u64),
     Cache {
@@ -68,7 +70,7 @@ impl SimProc {
 
 /// The simulated system.
 #[derive(Debug)]
-pub(crate) struct Sim {
+pub struct Sim {
     t: u64,
     procs: Vec<SimProc>,
     logs: Vec<LogRecord>,

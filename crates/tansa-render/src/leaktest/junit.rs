@@ -7,8 +7,8 @@ use std::io::{self, Write};
 use quick_xml::Writer;
 use quick_xml::events::{BytesDecl, BytesText, Event};
 
-use crate::flow::IDLE_ITEM;
-use crate::report::{Finding, Report, Verdict};
+use tansa_leaktest::flow::IDLE_ITEM;
+use tansa_leaktest::report::{Finding, Report, Verdict};
 
 /// One test case: a process under one item.
 struct Case<'a> {

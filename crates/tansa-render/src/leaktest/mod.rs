@@ -1,12 +1,12 @@
-//! Renderers: each turns a [`Report`] into one format, and knows nothing of the flow.
+//! Renderers of a leak-test [`Report`] (`tansa leaktest`): each turns it into one format,
+//! and knows nothing of the flow.
 
-mod json;
 mod junit;
 mod table;
 
 use std::io::{self, Write};
 
-use crate::report::Report;
+use tansa_leaktest::report::Report;
 
 /// An output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,10 +23,8 @@ pub enum Format {
 pub fn write(report: &Report, format: Format, out: &mut dyn Write) -> io::Result<()> {
     match format {
         Format::Table => table::write(report, out),
-        Format::Json => json::write(report, out),
+        // Schema `tansa.leaktest-report.v1` (docs/json/leaktest-report.v1.md).
+        Format::Json => crate::json(report, out),
         Format::Junit => junit::write(report, out),
     }
 }
-
-#[cfg(test)]
-mod tests;

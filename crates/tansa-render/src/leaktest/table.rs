@@ -2,17 +2,14 @@
 
 use std::io::{self, Write};
 
-use crate::report::Report;
+use tansa_leaktest::report::Report;
 
-struct Row {
-    cells: [String; 6],
-    why: String,
-}
+use crate::header::Header;
+use crate::table::{Align, Table};
 
 pub(super) fn write(r: &Report, out: &mut dyn Write) -> io::Result<()> {
     let faults = r.processes.iter().filter(|p| p.fault).count();
-    writeln!(
-        out,
+    Header::new(format!(
         "tansa leaktest: {} process{}, {} item{}, {} run{} in {:.1} s: {}",
         r.processes.len(),
         plural_es(r.processes.len()),
@@ -26,60 +23,48 @@ pub(super) fn write(r: &Report, out: &mut dyn Write) -> io::Result<()> {
         } else {
             "no fault".to_string()
         }
-    )?;
-    writeln!(out)?;
+    ))
+    .write(out)?;
 
-    let mut rows = vec![Row {
-        cells: ["PROCESS", "VERDICT", "MEANING", "ITEM", "RESOURCE", "RUNS"].map(String::from),
-        why: "WHY".into(),
-    }];
+    let mut t = Table::new(&[
+        ("PROCESS", Align::Left),
+        ("VERDICT", Align::Left),
+        ("MEANING", Align::Left),
+        ("ITEM", Align::Left),
+        ("RESOURCE", Align::Left),
+        ("RUNS", Align::Left),
+        ("WHY", Align::Left),
+    ]);
     for p in &r.processes {
         if p.findings.is_empty() {
-            rows.push(Row {
-                cells: [
-                    p.name.clone(),
-                    p.verdict.code().into(),
-                    p.verdict.meaning().into(),
-                    "-".into(),
-                    "-".into(),
-                    "-".into(),
-                ],
-                why: p.reason.clone(),
-            });
+            t.row(vec![
+                p.name.clone(),
+                p.verdict.code().into(),
+                p.verdict.meaning().into(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                p.reason.clone(),
+            ]);
         }
         for &i in &p.findings {
             let f = &r.findings[i];
-            rows.push(Row {
-                cells: [
-                    p.name.clone(),
-                    f.verdict.code().into(),
-                    f.verdict.meaning().into(),
-                    f.item.clone(),
-                    f.resource.map_or("-", |x| x.name()).into(),
-                    if f.runs.is_empty() {
-                        "-".into()
-                    } else {
-                        f.runs.len().to_string()
-                    },
-                ],
-                why: f.reason.clone(),
-            });
+            t.row(vec![
+                p.name.clone(),
+                f.verdict.code().into(),
+                f.verdict.meaning().into(),
+                f.item.clone(),
+                f.resource.map_or("-", |x| x.name()).into(),
+                if f.runs.is_empty() {
+                    "-".into()
+                } else {
+                    f.runs.len().to_string()
+                },
+                f.reason.clone(),
+            ]);
         }
     }
-    let mut width = [0usize; 6];
-    for row in &rows {
-        for (w, c) in width.iter_mut().zip(&row.cells) {
-            *w = (*w).max(c.chars().count());
-        }
-    }
-    for row in &rows {
-        let mut line = String::new();
-        for (w, c) in width.iter().zip(&row.cells) {
-            line.push_str(&format!("{c:<w$}  "));
-        }
-        line.push_str(&row.why);
-        writeln!(out, "{}", line.trim_end())?;
-    }
+    t.write(out)?;
 
     writeln!(out)?;
     writeln!(

@@ -11,7 +11,7 @@ use tansa_retrace::recording::{RetraceRecording, RetraceRecordingError};
 use tansa_retrace::report::{ReportInput, build_report};
 use tansa_retrace::{GroupSimilarity, MergeConfig, Method, Ranking, Scores, Variant};
 
-use super::{Format, text};
+use super::Format;
 use crate::{exit, output};
 
 /// Annotation variants.
@@ -176,11 +176,8 @@ pub fn run(path: &Path, args: ReportOptions) -> anyhow::Result<ExitCode> {
     .context("merging the partial sequences failed")?;
     let mut out = output::open(args.output.as_deref())?;
     match args.format {
-        Format::Json => {
-            serde_json::to_writer_pretty(&mut out, &report).map_err(std::io::Error::from)?;
-            writeln!(out)?;
-        }
-        Format::Text => text::render(&report, args.expand, &mut out)?,
+        Format::Json => tansa_render::retrace::json(&report, &mut out)?,
+        Format::Text => tansa_render::retrace::text(&report, args.expand, &mut out)?,
     }
     out.flush()?;
     Ok(exit::finish(path, l.damaged, &l.warnings))
