@@ -16,7 +16,7 @@
 //! then watches the process through a pidfd and keeps draining its rings until it ends.
 
 use std::collections::{HashMap, HashSet};
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
 use tansa_format::memory::{Losses, SessionEnd, SessionLosses, Unrecorded};
@@ -108,13 +108,13 @@ impl Collector {
     /// Waits (at most a millisecond, not at all while a ring fills up) for control messages
     /// and handles them: new sessions and segments, images that ended.
     pub fn poll_control(&mut self, sink: &mut dyn Sink) -> Result<(), CollectError> {
-        let mut fds: Vec<RawFd> = vec![self.listener.as_raw_fd()];
+        let mut fds: Vec<BorrowedFd<'_>> = vec![self.listener.as_fd()];
         let endpoint_at = self.endpoint.as_ref().map(|e| {
-            fds.push(e.as_raw_fd());
+            fds.push(e.as_fd());
             fds.len() - 1
         });
         let accepted_at = fds.len();
-        fds.extend(self.accepted.iter().map(AsRawFd::as_raw_fd));
+        fds.extend(self.accepted.iter().map(AsFd::as_fd));
         let sessions_at = fds.len();
         let live: Vec<usize> = (0..self.sessions.len())
             .filter(|&i| !self.sessions[i].ended)
@@ -129,7 +129,9 @@ impl Collector {
         } else {
             1
         };
-        let ready = sys::poll_readable(&fds, timeout);
+        let ready = tansa_proc::os::poll_readable(&fds, Some(Duration::from_millis(timeout)))
+            .unwrap_or_else(|_| vec![false; fds.len()]);
+        drop(fds);
         if ready[0] {
             let fd = self.listener.as_raw_fd();
             self.receive(fd, Source::Shared, sink)?;
@@ -196,7 +198,7 @@ impl Collector {
             let Ok((pid, uid)) = sys::peer_credentials(conn.as_raw_fd()) else {
                 continue;
             };
-            if uid == sys::euid() || self.is_descendant(pid) {
+            if uid == tansa_proc::os::euid() || self.is_descendant(pid) {
                 self.accepted.push(conn);
             }
         }
@@ -209,7 +211,7 @@ impl Collector {
             if pid == self.root {
                 return true;
             }
-            match sys::parent_of(pid) {
+            match tansa_proc::read_stat(pid).ok().map(|s| s.ppid) {
                 Some(p) if p > 1 && p != pid => pid = p,
                 _ => return false,
             }
@@ -286,12 +288,17 @@ impl Collector {
     /// the socket): find out whether the image exited or replaced itself.
     fn image_gone(&mut self, i: usize) {
         let pid = self.sessions[i].pid;
-        if let Some(status) = sys::zombie_status(pid) {
+        if let Some(status) = tansa_proc::read_stat(pid)
+            .ok()
+            .filter(|s| s.state == 'Z')
+            .and_then(|s| s.exit_code)
+            .map(ExitStatus::from_wait_status)
+        {
             self.sessions[i].ended = true;
             self.sessions[i].zombie_status = Some(status);
             return;
         }
-        let Some(exe) = sys::exe_of(pid) else {
+        let Some(exe) = tansa_proc::exe_of(pid) else {
             // Gone (collected already by its parent).
             self.sessions[i].ended = true;
             return;
@@ -315,7 +322,7 @@ impl Collector {
                     PendingExec {
                         since: Instant::now(),
                         exe,
-                        ppid: sys::parent_of(pid).unwrap_or(0),
+                        ppid: tansa_proc::read_stat(pid).map_or(0, |s| s.ppid),
                     },
                 );
             }

@@ -24,7 +24,7 @@ pub mod symbolize;
 mod sys;
 
 use std::ffi::OsString;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -104,7 +104,7 @@ pub struct SharedHeader(std::sync::Arc<HeaderMap>);
 
 /// The mapping behind a [`SharedHeader`].
 #[derive(Debug)]
-struct HeaderMap(sys::Mapping);
+struct HeaderMap(tansa_proc::os::SharedMapping);
 
 // SAFETY: the header is shared memory accessed only through its atomics (and plain fields
 // written once by the agent before it announced the session), from any thread.
@@ -115,7 +115,8 @@ impl SharedHeader {
     pub(crate) fn map(memfd: &std::os::fd::OwnedFd) -> std::io::Result<SharedHeader> {
         let page = 4096;
         let len = std::mem::size_of::<tansa_wire::layout::SegmentHeader>().div_ceil(page) * page;
-        sys::Mapping::map(memfd, len).map(|m| SharedHeader(std::sync::Arc::new(HeaderMap(m))))
+        tansa_proc::os::SharedMapping::map(memfd.as_fd(), len, true)
+            .map(|m| SharedHeader(std::sync::Arc::new(HeaderMap(m))))
     }
 
     /// The header.
@@ -215,7 +216,7 @@ pub fn record(config: &Config, sink: &mut dyn Sink) -> Result<Outcome, CollectEr
     }
     let tsc = !config.monotonic_clock && sys::tsc_is_reliable();
     let (listener, theirs) = sys::control_pair()?;
-    let fd_id = sys::socket_identity(theirs.as_raw_fd())?;
+    let fd_id = sys::socket_identity(theirs.as_fd())?;
     // Without the endpoint (no abstract namespace?), agents still have the inherited pair.
     let (endpoint, endpoint_name) = match sys::listen_endpoint() {
         Ok((fd, name)) => (Some(fd), Some(name)),
@@ -318,7 +319,7 @@ pub fn record(config: &Config, sink: &mut dyn Sink) -> Result<Outcome, CollectEr
         // Signals.
         let terminate = signals.terminate.swap(0, Ordering::SeqCst);
         if terminate > 0 && root_status.is_none() {
-            sys::kill(root, libc::SIGTERM);
+            let _ = tansa_proc::os::kill(root, libc::SIGTERM);
         }
         let interrupts = signals.interrupt.load(Ordering::SeqCst);
         if interrupts != last_interrupts {

@@ -1,7 +1,7 @@
 //! One agent session as seen by the collector: its mapped segments and the draining of its
 //! rings.
 
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::Ordering;
 
 use tansa_format::memory::Losses;
@@ -11,8 +11,8 @@ use tansa_wire::layout::{
     LossCause, MAX_RINGS_PER_SEGMENT, RING_CLOSED, RING_FREE, Ring, SEGMENT_MAGIC, SegmentHeader,
 };
 
-use crate::sys::Mapping;
 use crate::{CollectError, Sink};
+use tansa_proc::os::SharedMapping as Mapping;
 
 #[derive(Debug)]
 struct Track {
@@ -82,7 +82,7 @@ impl Session {
         if !geometry.is_valid() {
             return Err(CollectError::Protocol("invalid segment geometry".into()));
         }
-        let map = Mapping::map(&memfd, geometry.segment_size())?;
+        let map = Mapping::map(memfd.as_fd(), geometry.segment_size(), true)?;
         // SAFETY: the mapping covers the header page.
         let h = unsafe { &*(map.base() as *const SegmentHeader) };
         if h.magic != SEGMENT_MAGIC || h.version != tansa_wire::PROTOCOL_VERSION {
@@ -149,7 +149,7 @@ impl Session {
                 geometry.ring_count, geometry.ring_data_size
             )));
         }
-        let map = Mapping::map(&memfd, geometry.segment_size())?;
+        let map = Mapping::map(memfd.as_fd(), geometry.segment_size(), true)?;
         let i = index as usize;
         if self.segments.len() <= i {
             self.segments.resize_with(i + 1, || None);
@@ -195,9 +195,9 @@ impl Session {
 
     /// The descriptor to poll for the end of the image: the private socket, or the pidfd
     /// after the program closed that socket.
-    pub fn watched_fd(&self) -> std::os::fd::RawFd {
-        use std::os::fd::AsRawFd;
-        self.watch.as_ref().unwrap_or(&self.private).as_raw_fd()
+    pub fn watched_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        use std::os::fd::AsFd;
+        self.watch.as_ref().unwrap_or(&self.private).as_fd()
     }
 
     /// Whether the program closed the private socket and the process itself is watched.
@@ -207,7 +207,7 @@ impl Session {
 
     /// Watches the process through a pidfd from now on; false if that is not possible.
     pub fn detach(&mut self) -> bool {
-        self.watch = crate::sys::pidfd_open(self.pid);
+        self.watch = tansa_proc::os::pidfd_open(self.pid);
         self.watch.is_some()
     }
 

@@ -86,65 +86,6 @@ pub fn recv_with_fds(fd: RawFd) -> io::Result<Received> {
     Ok(Received::Message(buf[..n as usize].to_vec(), fds))
 }
 
-/// A shared mapping of a received memfd.
-#[derive(Debug)]
-pub struct Mapping {
-    ptr: *mut u8,
-    len: usize,
-}
-
-// SAFETY: the mapping is plain shared memory accessed through atomics and the ring protocol.
-unsafe impl Send for Mapping {}
-
-impl Mapping {
-    /// Maps `len` bytes of `fd` read-write and shared.
-    pub fn map(fd: &OwnedFd, len: usize) -> io::Result<Mapping> {
-        // Refuse a file smaller than announced (a confused or hostile sender).
-        // SAFETY: fstat on a valid descriptor into a zeroed stat buffer.
-        let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        // SAFETY: as above.
-        if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        if (st.st_size as u64) < len as u64 {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "segment smaller than announced",
-            ));
-        }
-        // SAFETY: mapping `len` bytes of a file at least that large.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(Mapping {
-            ptr: p as *mut u8,
-            len,
-        })
-    }
-
-    /// Start of the mapping.
-    pub fn base(&self) -> *mut u8 {
-        self.ptr
-    }
-}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // SAFETY: unmapping our own mapping; no reference into it outlives `self`.
-        unsafe { libc::munmap(self.ptr as *mut libc::c_void, self.len) };
-    }
-}
-
 /// The time-stamp counter (the agent reads the same counter).
 pub fn rdtsc() -> u64 {
     let lo: u32;
@@ -180,24 +121,6 @@ pub fn tsc_is_reliable() -> bool {
         .unwrap_or("");
     let has = |f: &str| flags.split_whitespace().any(|w| w == f);
     source.trim() == "tsc" && has("constant_tsc") && has("nonstop_tsc")
-}
-
-/// Waits for descriptors to become readable (or hang up) for at most `timeout_ms`.
-pub fn poll_readable(fds: &[RawFd], timeout_ms: i32) -> Vec<bool> {
-    let mut pfds: Vec<libc::pollfd> = fds
-        .iter()
-        .map(|&fd| libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        })
-        .collect();
-    // SAFETY: `pfds` is a valid array of pollfd.
-    let n = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, timeout_ms) };
-    if n <= 0 {
-        return vec![false; fds.len()];
-    }
-    pfds.iter().map(|p| p.revents != 0).collect()
 }
 
 /// Makes this process the reaper of its orphaned descendants.
@@ -243,45 +166,10 @@ pub fn reap_any() -> Option<(u32, i32, String)> {
     (pid == peeked).then_some((pid as u32, status, comm))
 }
 
-/// A pidfd of process `pid`: readable once the process has exited.
-pub fn pidfd_open(pid: u32) -> Option<OwnedFd> {
-    // SAFETY: pidfd_open with no flags has no memory-safety preconditions.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::c_long, 0 as libc::c_long) };
-    // SAFETY: a descriptor the kernel just gave us.
-    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
-}
-
-/// Sends `signal` to `pid`.
-pub fn kill(pid: u32, signal: i32) {
-    // SAFETY: kill has no memory-safety preconditions.
-    unsafe { libc::kill(pid as libc::pid_t, signal) };
-}
-
-/// The wait status of process `pid` if it is a zombie (dead, not yet collected by its
-/// parent), from field 52 of `/proc/PID/stat`.
-pub fn zombie_status(pid: u32) -> Option<tansa_format::meta::ExitStatus> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) may hold spaces and parentheses: fields resume after the
-    // last ')'.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // fields[0] is field 3 (the state); field 52 (exit_code) is fields[49].
-    if *fields.first()? != "Z" {
-        return None;
-    }
-    let raw: i32 = fields.get(49)?.parse().ok()?;
-    Some(tansa_format::meta::ExitStatus::from_wait_status(raw))
-}
-
 /// The identity of a socket descriptor: its device and inode numbers (socket inodes are
 /// unique among the sockets alive), which the agent compares with what it inherited.
-pub fn socket_identity(fd: RawFd) -> io::Result<(u64, u64)> {
-    // SAFETY: fstat on a descriptor into a zeroed stat buffer.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
-    if unsafe { libc::fstat(fd, &mut st) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
+pub fn socket_identity(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<(u64, u64)> {
+    let st = rustix::fs::fstat(fd)?;
     Ok((st.st_dev, st.st_ino))
 }
 
@@ -378,24 +266,4 @@ pub fn peer_credentials(fd: RawFd) -> io::Result<(u32, u32)> {
         return Err(io::Error::last_os_error());
     }
     Ok((cred.pid as u32, cred.uid))
-}
-
-/// The effective user id of this process.
-pub fn euid() -> u32 {
-    // SAFETY: geteuid cannot fail.
-    unsafe { libc::geteuid() }
-}
-
-/// The parent process id of `pid`, from `/proc/PID/stat`.
-pub fn parent_of(pid: u32) -> Option<u32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(1)?.parse().ok()
-}
-
-/// The executable of process `pid`, if it can be read.
-pub fn exe_of(pid: u32) -> Option<String> {
-    std::fs::read_link(format!("/proc/{pid}/exe"))
-        .ok()
-        .map(|p| p.to_string_lossy().into_owned())
 }

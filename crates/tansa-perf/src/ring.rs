@@ -1,11 +1,14 @@
 //! Open events and their ring buffers.
 
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{Ordering, fence};
+
+use perf_event_open_sys::bindings as b;
+use tansa_proc::os::SharedMapping;
 
 use crate::PerfError;
 use crate::attr::{EventAttr, SampleFormat};
-use crate::sys::{self, Ioctl, Mapping};
+use crate::sys::{self, Ioctl};
 
 /// An open perf event.
 #[derive(Debug)]
@@ -86,8 +89,11 @@ impl Event {
 /// Waits until one of `events` has records past its wakeup threshold or hung up, or
 /// `timeout_ms` passes; returns how many are ready (0 on timeout or interruption).
 pub fn poll(events: &[&Event], timeout_ms: i32) -> Result<usize, PerfError> {
-    let fds: Vec<std::os::fd::RawFd> = events.iter().map(|e| e.raw_fd()).collect();
-    sys::poll(&fds, timeout_ms).map_err(|error| PerfError::Io { op: "poll", error })
+    let fds: Vec<_> = events.iter().map(|e| e.fd.as_fd()).collect();
+    let timeout = std::time::Duration::from_millis(u64::try_from(timeout_ms).unwrap_or(0));
+    tansa_proc::os::poll_readable(&fds, (timeout_ms >= 0).then_some(timeout))
+        .map(|ready| ready.iter().filter(|&&r| r).count())
+        .map_err(|error| PerfError::Io { op: "poll", error })
 }
 
 /// Record types (`PERF_RECORD_*`) this crate names; others keep their number.
@@ -178,7 +184,7 @@ impl Record {
 
 /// An event's mmap ring buffer.
 pub struct Ring {
-    map: Mapping,
+    map: SharedMapping,
     data_offset: usize,
     data_size: usize,
     /// Where records that wrap around the end of the data area are reassembled.
@@ -194,11 +200,16 @@ impl std::fmt::Debug for Ring {
 }
 
 impl Ring {
+    /// The metadata page at the start of the mapping.
+    fn page(&self) -> *mut b::perf_event_mmap_page {
+        self.map.base().cast()
+    }
+
     /// Maps `event`'s ring with `data_pages` data pages (rounded up to a power of two).
     pub fn new(event: &Event, data_pages: usize) -> Result<Ring, PerfError> {
-        let page = sys::page_size();
+        let page = tansa_proc::os::page_size();
         let pages = data_pages.max(1).next_power_of_two();
-        let map = Mapping::new(&event.fd, (pages + 1) * page)
+        let map = SharedMapping::map(event.fd.as_fd(), (pages + 1) * page, false)
             .map_err(|error| PerfError::Io { op: "mmap", error })?;
         Ok(Ring {
             map,
@@ -216,7 +227,7 @@ impl Ring {
     /// A snapshot of the position up to which the kernel has written complete records.
     /// Pass it to [`Ring::visit`] and [`Ring::advance`] to work on a fixed set of records.
     pub fn head(&self) -> u64 {
-        let page = self.map.page();
+        let page = self.page();
         // SAFETY: `page` points at the mapped metadata page, which lives as long as
         // `self.map`; the kernel writes `data_head`, so it is read volatile, then an
         // acquire fence orders the later data reads after it (perf_event_open(2)).
@@ -226,7 +237,7 @@ impl Ring {
     }
 
     fn tail(&self) -> u64 {
-        let page = self.map.page();
+        let page = self.page();
         // SAFETY: as in `head`; only this process writes `data_tail`.
         unsafe { std::ptr::addr_of!((*page).data_tail).read_volatile() }
     }
@@ -253,7 +264,7 @@ impl Ring {
                 // data area, which the kernel does not write between tail and head; the
                 // slice lives no longer than this iteration's `&mut self` borrow.
                 let body = unsafe {
-                    std::slice::from_raw_parts(self.map.base.add(self.data_offset + start), len)
+                    std::slice::from_raw_parts(self.map.base().add(self.data_offset + start), len)
                 };
                 f(RecordRef { ty, misc, body });
             } else {
@@ -275,7 +286,7 @@ impl Ring {
     /// Frees the ring up to `head` (a value from [`Ring::head`] whose records were
     /// visited).
     pub fn advance(&mut self, head: u64) {
-        let page = self.map.page();
+        let page = self.page();
         fence(Ordering::Release);
         // SAFETY: writing `data_tail` after the reads tells the kernel the space is free.
         unsafe { std::ptr::addr_of_mut!((*page).data_tail).write_volatile(head) };
@@ -283,7 +294,7 @@ impl Ring {
 
     /// Moves every complete record out of the ring into `out`.
     pub fn drain_into(&mut self, out: &mut Vec<Record>) {
-        let page = self.map.page();
+        let page = self.page();
         // SAFETY: `page` points at the mapped metadata page, which lives as long as
         // `self.map`; the kernel writes `data_head`, so it is read volatile, then an
         // acquire fence orders the data reads after it (perf_event_open(2)).
@@ -320,7 +331,7 @@ impl Ring {
         // `rest < data_size` since records are smaller than the ring), and the kernel does
         // not write the part between tail and head while we read it.
         unsafe {
-            let data = self.map.base.add(self.data_offset);
+            let data = self.map.base().add(self.data_offset);
             std::ptr::copy_nonoverlapping(data.add(start), out.as_mut_ptr(), first);
             let rest = out.len() - first;
             if rest > 0 {

@@ -12,9 +12,12 @@
 //! * [`find::find_by_name`]: the live processes with a given name.
 //! * [`maps::parse_exec_maps`]: the executable mappings of a process, for the CPU samplers
 //!   and the path follower (one parser for all of them).
+//! * [`os`]: process control over rustix (shared mappings, poll, signals, pidfds, waiting),
+//!   for the collector, the perf layer, the CPU sampler and the tracer.
 
 pub mod find;
 pub mod maps;
+pub mod os;
 pub mod stat;
 pub mod usage;
 
@@ -24,6 +27,13 @@ use std::path::PathBuf;
 pub use find::find_by_name;
 pub use stat::{Stat, read_stat};
 pub use usage::{Usage, read_usage};
+
+/// The executable of process `pid` (`/proc/<pid>/exe`), if it can be read.
+pub fn exe_of(pid: u32) -> Option<String> {
+    std::fs::read_link(proc_path(pid, "exe"))
+        .ok()
+        .map(|p| p.to_string_lossy().into_owned())
+}
 
 /// Errors reading `/proc`.
 #[derive(Debug, thiserror::Error)]

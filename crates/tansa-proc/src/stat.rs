@@ -15,6 +15,9 @@ pub struct Stat {
     pub ppid: u32,
     /// Start time in clock ticks after boot (field 22).
     pub start_ticks: u64,
+    /// The raw wait status of a zombie, as its parent would collect it (field 52; `None`
+    /// on kernels that do not show it, and meaningless unless `state` is `Z`).
+    pub exit_code: Option<i32>,
 }
 
 /// Parses the text of `/proc/<pid>/stat`.
@@ -40,12 +43,14 @@ pub fn parse_stat(text: &str) -> Result<Stat, &'static str> {
     let start_ticks = field(22)?
         .parse()
         .map_err(|_| "start time is not a number")?;
+    let exit_code = field(52).ok().and_then(|f| f.parse().ok());
     Ok(Stat {
         pid,
         comm,
         state,
         ppid,
         start_ticks,
+        exit_code,
     })
 }
 
@@ -60,6 +65,19 @@ pub fn read_stat(pid: u32) -> Result<Stat, ProcError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_zombie_carries_its_wait_status_in_field_52() {
+        // Fields 5 to 51 as zeros, except the start time (22); field 52 is the exit code.
+        let mut fields: Vec<String> = (5..=51).map(|_| "0".to_string()).collect();
+        fields[22 - 5] = "777".into();
+        let line = format!("9 (z) Z 1 {} 256", fields.join(" "));
+        let s = parse_stat(&line).unwrap();
+        assert_eq!((s.state, s.ppid, s.start_ticks), ('Z', 1, 777));
+        assert_eq!(s.exit_code, Some(256));
+        let short = "9 (z) S 1 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 5";
+        assert_eq!(parse_stat(short).unwrap().exit_code, None);
+    }
 
     #[test]
     fn parses_a_name_with_spaces_and_parentheses() {

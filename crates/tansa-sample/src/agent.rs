@@ -422,10 +422,7 @@ impl Sink for AgentSink<'_> {
             // As `timeout` would: the command is asked to end; the collector then drains
             // what is left and reports how it ended.
             self.terminated = true;
-            // SAFETY: sending a signal has no memory-safety preconditions.
-            unsafe {
-                libc::kill(root as libc::pid_t, libc::SIGTERM);
-            }
+            let _ = tansa_proc::os::kill(root, libc::SIGTERM);
         }
         Ok(())
     }

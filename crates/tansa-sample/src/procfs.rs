@@ -36,13 +36,6 @@ pub fn parse_maps(text: &str) -> Vec<ExecMapping> {
     tansa_proc::maps::parse_exec_maps(text)
 }
 
-/// `(ppid)` from the text of `/proc/PID/stat` (the comm may contain spaces and
-/// parentheses, so fields are counted after the last `)`).
-pub fn parse_stat_ppid(text: &str) -> Option<u32> {
-    let rest = &text[text.rfind(')')? + 1..];
-    rest.split_whitespace().nth(1)?.parse().ok()
-}
-
 fn read_trimmed(p: &Path) -> Option<String> {
     Some(std::fs::read_to_string(p).ok()?.trim_end().to_string())
 }
@@ -80,7 +73,7 @@ pub fn read_process(pid: u32) -> Option<ProcProcess> {
     threads.sort();
     Some(ProcProcess {
         pid,
-        ppid: parse_stat_ppid(&stat).unwrap_or(0),
+        ppid: tansa_proc::stat::parse_stat(&stat).map_or(0, |s| s.ppid),
         comm,
         exe,
         cmdline,
@@ -120,7 +113,6 @@ mod tests {
 
     #[test]
     fn stat_with_odd_comm() {
-        assert_eq!(parse_stat_ppid("42 (a) b (c)) S 17 42 42 0 -1"), Some(17));
         let me = read_process(std::process::id()).unwrap();
         assert!(!me.exe.is_empty());
         assert!(me.threads.iter().any(|t| t.0 == std::process::id()));

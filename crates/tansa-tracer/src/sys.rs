@@ -143,15 +143,6 @@ pub(crate) fn poke(pid: i32, addr: u64, word: u64) -> io::Result<()> {
     check(rc).map(drop)
 }
 
-/// Sends SIGKILL to `pid`.
-pub(crate) fn kill(pid: i32) -> io::Result<()> {
-    // SAFETY: kill has no memory-safety preconditions.
-    if unsafe { libc::kill(pid, libc::SIGKILL) } == -1 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
 /// `ptrace(PTRACE_SEIZE)`: attaches to thread `tid` without stopping it.
 pub(crate) fn seize(tid: i32) -> io::Result<()> {
     // PTRACE_O_TRACEEXIT: a thread that exits while followed stops before it is gone, so

@@ -186,7 +186,7 @@ impl Tracee {
         if let Some(s) = self.gone {
             return s;
         }
-        let _ = sys::kill(self.pid);
+        let _ = tansa_proc::os::kill(self.pid as u32, libc::SIGKILL);
         let status = loop {
             match sys::wait(self.pid) {
                 Ok(w) => {

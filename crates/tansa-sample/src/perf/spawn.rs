@@ -2,6 +2,7 @@
 //! instruction.
 
 use std::ffi::{CString, OsString};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 
 use crate::SampleError;
@@ -11,26 +12,19 @@ use crate::SampleError;
 pub struct GatedChild {
     /// Its process id.
     pub pid: u32,
-    gate: libc::c_int,
-    errors: libc::c_int,
+    /// Our end of the pipe the child waits on (`None` once released).
+    gate: Option<OwnedFd>,
+    /// Our end of the pipe the child reports a failed `exec` on.
+    errors: Option<OwnedFd>,
     command: String,
 }
 
-fn pipe() -> Result<[libc::c_int; 2], SampleError> {
-    let mut fds = [0; 2];
-    // SAFETY: `fds` is valid for two ints; O_CLOEXEC keeps the pipe out of the command.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(SampleError::Io {
-            what: "pipe".into(),
-            source: std::io::Error::last_os_error(),
-        });
-    }
-    Ok(fds)
-}
-
-fn close(fd: libc::c_int) {
-    // SAFETY: closing a descriptor this module created and owns.
-    unsafe { libc::close(fd) };
+/// A close-on-exec pipe (the command never inherits it): (read end, write end).
+fn pipe() -> Result<(OwnedFd, OwnedFd), SampleError> {
+    rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(|e| SampleError::Io {
+        what: "pipe".into(),
+        source: e.into(),
+    })
 }
 
 impl GatedChild {
@@ -64,8 +58,10 @@ impl GatedChild {
         }
         let mut argv: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
         argv.push(std::ptr::null());
-        let gate = pipe()?;
-        let errors = pipe()?;
+        let (gate_read, gate_write) = pipe()?;
+        let (errors_read, errors_write) = pipe()?;
+        let gate = [gate_read.as_raw_fd(), gate_write.as_raw_fd()];
+        let errors = [errors_read.as_raw_fd(), errors_write.as_raw_fd()];
         // SAFETY: the child only calls async-signal-safe functions (read, close, execvp,
         // write, _exit) on memory prepared before the fork.
         let pid = unsafe { libc::fork() };
@@ -92,32 +88,30 @@ impl GatedChild {
                 libc::_exit(127);
             }
         }
-        close(gate[0]);
-        close(errors[1]);
+        // The child's ends, closed here (the child has its own copies).
+        drop((gate_read, errors_write));
         Ok(GatedChild {
             pid: pid as u32,
-            gate: gate[1],
-            errors: errors[0],
+            gate: Some(gate_write),
+            errors: Some(errors_read),
             command: text,
         })
     }
 
     /// Lets the child execute the command; fails if `exec` failed (the child is reaped).
     pub fn release(&mut self) -> Result<(), SampleError> {
-        let b = 1u8;
-        // SAFETY: writing one byte from a valid buffer to our pipe.
-        unsafe { libc::write(self.gate, (&raw const b).cast(), 1) };
-        close(self.gate);
-        self.gate = -1;
+        if let Some(gate) = self.gate.take() {
+            // A failed write means the child is gone: its end shows below.
+            let _ = rustix::io::write(&gate, &[1]);
+        }
         let mut errno = [0u8; 4];
-        // SAFETY: reading at most 4 bytes into a 4-byte buffer; EOF means exec succeeded.
-        let n = unsafe { libc::read(self.errors, errno.as_mut_ptr().cast(), 4) };
-        close(self.errors);
-        self.errors = -1;
-        if n == 4 {
-            let mut status = 0;
-            // SAFETY: reaping our own child.
-            unsafe { libc::waitpid(self.pid as i32, &mut status, 0) };
+        // EOF (0 bytes) means the exec succeeded and closed the child's end.
+        let n = self
+            .errors
+            .take()
+            .map_or(Ok(0), |errors| rustix::io::read(&errors, &mut errno));
+        if n == Ok(4) {
+            tansa_proc::os::wait(self.pid);
             return Err(SampleError::Spawn {
                 command: self.command.clone(),
                 source: std::io::Error::from_raw_os_error(i32::from_ne_bytes(errno)),
@@ -128,32 +122,24 @@ impl GatedChild {
 
     /// The exit status if the child has ended (reaping it), without blocking.
     pub fn try_wait(&self) -> Option<tansa_format::meta::ExitStatus> {
-        let mut status = 0;
-        // SAFETY: polling our own child.
-        let rc = unsafe { libc::waitpid(self.pid as i32, &mut status, libc::WNOHANG) };
-        (rc == self.pid as i32).then(|| tansa_format::meta::ExitStatus::from_wait_status(status))
+        tansa_proc::os::try_wait(self.pid).map(tansa_format::meta::ExitStatus::from_wait_status)
     }
 
     /// Sends `signal` to the child.
     pub fn kill(&self, signal: i32) {
-        // SAFETY: signalling our own child.
-        unsafe { libc::kill(self.pid as i32, signal) };
+        // Gone already: nothing to stop.
+        let _ = tansa_proc::os::kill(self.pid, signal);
     }
 }
 
 impl Drop for GatedChild {
     fn drop(&mut self) {
-        let released = self.gate < 0;
-        for fd in [self.gate, self.errors] {
-            if fd >= 0 {
-                close(fd);
-            }
-        }
+        let released = self.gate.is_none();
+        self.gate = None;
+        self.errors = None;
         if !released {
             // Never released: the child exits on the closed gate; reap it.
-            let mut status = 0;
-            // SAFETY: reaping our own child.
-            unsafe { libc::waitpid(self.pid as i32, &mut status, 0) };
+            tansa_proc::os::wait(self.pid);
         }
     }
 }

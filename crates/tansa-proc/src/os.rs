@@ -1,0 +1,223 @@
+//! The process-control half of tansa's OS edge, over rustix: shared mappings of descriptors,
+//! waiting for descriptors, signals, pidfds and wait statuses. The collector, the perf
+//! layer, the CPU sampler's gated child and the tracer use these instead of their own
+//! `libc` calls. (The in-process agent keeps its own raw system calls: it must not
+//! allocate or take locks on its hook path.)
+//!
+//! Wait statuses are returned raw; `tansa_format::meta::ExitStatus::from_wait_status` is
+//! the one decoder.
+
+use std::io;
+use std::os::fd::BorrowedFd;
+use std::time::Duration;
+
+use rustix::event::{PollFd, PollFlags, Timespec};
+use rustix::mm::{MapFlags, ProtFlags};
+use rustix::process::{Pid, Signal, WaitOptions};
+
+/// A shared read-write mapping of the first `len` bytes of a descriptor (a memfd segment,
+/// a perf ring), unmapped on drop.
+#[derive(Debug)]
+pub struct SharedMapping {
+    base: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain shared memory owned by this value; its users synchronise
+// access to its contents themselves (atomics and ring protocols).
+unsafe impl Send for SharedMapping {}
+// SAFETY: as above: `&SharedMapping` only hands out the base address.
+unsafe impl Sync for SharedMapping {}
+
+impl SharedMapping {
+    /// Maps `len` bytes of `fd` from offset 0, readable and writable, shared. With
+    /// `check_size`, a regular file (a memfd) smaller than `len` is refused: its sender
+    /// announced more than it gave (touching the missing pages would raise `SIGBUS`).
+    pub fn map(fd: BorrowedFd<'_>, len: usize, check_size: bool) -> io::Result<SharedMapping> {
+        if len == 0 {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "empty mapping"));
+        }
+        if check_size {
+            let st = rustix::fs::fstat(fd)?;
+            if u64::try_from(st.st_size).unwrap_or(0) < len as u64 {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "segment smaller than announced",
+                ));
+            }
+        }
+        // SAFETY: a new mapping at an address the kernel chooses (null hint) aliases no Rust
+        // object; `len` is non-zero and the descriptor is valid for the call.
+        let base = unsafe {
+            rustix::mm::mmap(
+                std::ptr::null_mut(),
+                len,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::SHARED,
+                fd,
+                0,
+            )
+        }?;
+        Ok(SharedMapping {
+            base: base.cast(),
+            len,
+        })
+    }
+
+    /// Start of the mapping.
+    pub fn base(&self) -> *mut u8 {
+        self.base
+    }
+
+    /// Length of the mapping in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the mapping is empty (never: empty mappings are refused).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl Drop for SharedMapping {
+    fn drop(&mut self) {
+        // SAFETY: `base`/`len` describe the mapping made in `map`, not yet unmapped; no
+        // reference into it outlives `self`.
+        let _ = unsafe { rustix::mm::munmap(self.base.cast(), self.len) };
+    }
+}
+
+/// The system page size.
+pub fn page_size() -> usize {
+    rustix::param::page_size()
+}
+
+/// Waits until one of `fds` is readable or hung up, or `timeout` passes (`None`: no
+/// limit). Returns which are; all `false` on timeout or on an interrupted wait.
+///
+/// # Errors
+///
+/// The kernel's refusal (not an interruption).
+pub fn poll_readable(fds: &[BorrowedFd<'_>], timeout: Option<Duration>) -> io::Result<Vec<bool>> {
+    let mut pfds: Vec<PollFd<'_>> = fds
+        .iter()
+        .map(|fd| PollFd::new(fd, PollFlags::IN))
+        .collect();
+    let timeout = timeout.map(|t| Timespec {
+        tv_sec: i64::try_from(t.as_secs()).unwrap_or(i64::MAX),
+        tv_nsec: i64::from(t.subsec_nanos()),
+    });
+    match rustix::event::poll(&mut pfds, timeout.as_ref()) {
+        Ok(_) => Ok(pfds.iter().map(|p| !p.revents().is_empty()).collect()),
+        Err(rustix::io::Errno::INTR) => Ok(vec![false; fds.len()]),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Sends signal number `signal` to process `pid`.
+///
+/// # Errors
+///
+/// No such process, no permission, or a signal number that is not one.
+pub fn kill(pid: u32, signal: i32) -> io::Result<()> {
+    let pid = pid_of(pid)?;
+    let signal = Signal::from_named_raw(signal)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not a signal number"))?;
+    rustix::process::kill_process(pid, signal)?;
+    Ok(())
+}
+
+/// A pidfd of process `pid` (readable once it has exited), or `None` if it is gone or the
+/// kernel has no pidfds.
+pub fn pidfd_open(pid: u32) -> Option<std::os::fd::OwnedFd> {
+    rustix::process::pidfd_open(pid_of(pid).ok()?, rustix::process::PidfdFlags::empty()).ok()
+}
+
+/// Collects child `pid` if it has ended, without blocking: its raw wait status.
+pub fn try_wait(pid: u32) -> Option<i32> {
+    let (_, status) = rustix::process::waitpid(Some(pid_of(pid).ok()?), WaitOptions::NOHANG)
+        .ok()
+        .flatten()?;
+    Some(status.as_raw())
+}
+
+/// Waits for child `pid` to end and collects it: its raw wait status (`None` if it is not a
+/// child of ours any more).
+pub fn wait(pid: u32) -> Option<i32> {
+    let pid = pid_of(pid).ok()?;
+    loop {
+        match rustix::process::waitpid(Some(pid), WaitOptions::empty()) {
+            Ok(Some((_, status))) => return Some(status.as_raw()),
+            Err(rustix::io::Errno::INTR) => {}
+            _ => return None,
+        }
+    }
+}
+
+/// The effective user id of this process.
+pub fn euid() -> u32 {
+    rustix::process::geteuid().as_raw()
+}
+
+fn pid_of(pid: u32) -> io::Result<Pid> {
+    i32::try_from(pid)
+        .ok()
+        .and_then(Pid::from_raw)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not a process id"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::os::fd::AsFd;
+
+    #[test]
+    fn a_mapping_shares_the_file_and_refuses_a_short_one() {
+        let mut f = tempfile::tempfile().unwrap();
+        f.write_all(&[7u8; 8192]).unwrap();
+        let m = SharedMapping::map(f.as_fd(), 8192, true).unwrap();
+        // SAFETY: the mapping is 8192 bytes long and only this test touches it.
+        unsafe {
+            assert_eq!(*m.base().add(8191), 7);
+            *m.base() = 9;
+        }
+        drop(m);
+        let m = SharedMapping::map(f.as_fd(), 4096, true).unwrap();
+        // SAFETY: as above, 4096 bytes.
+        assert_eq!(unsafe { *m.base() }, 9);
+        let err = SharedMapping::map(f.as_fd(), 16384, true).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+        assert!(SharedMapping::map(f.as_fd(), 0, false).is_err());
+    }
+
+    #[test]
+    fn poll_sees_a_readable_pipe_and_times_out_on_an_empty_one() {
+        let (r1, w1) = rustix::pipe::pipe().unwrap();
+        let (r2, _w2) = rustix::pipe::pipe().unwrap();
+        rustix::io::write(&w1, b"x").unwrap();
+        let ready = poll_readable(&[r1.as_fd(), r2.as_fd()], Some(Duration::ZERO)).unwrap();
+        assert_eq!(ready, vec![true, false]);
+        let ready = poll_readable(&[r2.as_fd()], Some(Duration::from_millis(5))).unwrap();
+        assert_eq!(ready, vec![false]);
+    }
+
+    #[test]
+    fn children_are_signalled_and_collected_with_their_status() {
+        let child = std::process::Command::new("sleep")
+            .arg("10")
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        assert_eq!(try_wait(pid), None, "still running");
+        assert!(pidfd_open(pid).is_some());
+        kill(pid, 9).unwrap();
+        let raw = wait(pid).unwrap();
+        // Killed by signal 9: the low 7 bits hold the signal.
+        assert_eq!(raw & 0x7f, 9);
+        assert!(kill(pid, 0).is_err(), "collected: gone");
+        assert!(kill(1, 4096).is_err(), "not a signal");
+        std::mem::forget(child);
+    }
+}
