@@ -44,6 +44,17 @@ pub fn usage(message: impl Into<String>) -> anyhow::Error {
     anyhow::Error::new(UsageError(message.into()))
 }
 
+/// The status `tansa record` and `tansa sample -- CMD` exit with: the command's own, 128 + N
+/// when signal N killed it, 1 when how it ended is unknown.
+pub fn of_command(status: tansa_format::meta::ExitStatus) -> ExitCode {
+    use tansa_format::meta::ExitStatus;
+    match status {
+        ExitStatus::Exited { code } => ExitCode::from(code.clamp(0, 255) as u8),
+        ExitStatus::Signaled { signal, .. } => ExitCode::from((128 + signal).clamp(0, 255) as u8),
+        _ => ExitCode::from(ERROR),
+    }
+}
+
 /// The exit status for an error that stopped a command.
 pub fn status_of(err: &anyhow::Error) -> u8 {
     if err

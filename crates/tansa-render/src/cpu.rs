@@ -60,6 +60,15 @@ fn header(r: &CpuReport, out: &mut dyn Write) -> io::Result<()> {
     h.write(out)
 }
 
+/// Writes `r` in `format`.
+pub fn write(r: &CpuReport, format: crate::Format, out: &mut dyn Write) -> io::Result<()> {
+    match format {
+        crate::Format::Table => table(r, out),
+        crate::Format::Json => json(r, out),
+        crate::Format::Csv => csv(r, out),
+    }
+}
+
 /// Writes the report as a table for people.
 pub fn table(r: &CpuReport, out: &mut dyn Write) -> io::Result<()> {
     header(r, out)?;

@@ -37,6 +37,18 @@ pub fn bytes(b: i64) -> String {
 
 use std::io::{self, Write};
 
+/// The output formats of the unit reports (memory and CPU): adding one is a variant here
+/// and an arm in [`memory::write`] and [`cpu::write`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// Aligned columns for people (units shortened, bytes in KiB/MiB).
+    Table,
+    /// JSON: `tansa.memory-report.v1` or `tansa.cpu-report.v1`, exact figures.
+    Json,
+    /// CSV, one row per unit, exact figures (the report's warnings are not in it).
+    Csv,
+}
+
 /// Writes any serializable report as pretty JSON followed by a newline.
 pub fn json<T: serde::Serialize>(value: &T, out: &mut dyn Write) -> io::Result<()> {
     serde_json::to_writer_pretty(&mut *out, value).map_err(io::Error::other)?;

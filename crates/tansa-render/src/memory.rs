@@ -198,6 +198,20 @@ fn processes(r: &MemoryReport, opts: &TableOptions, h: &mut Header) {
     h.line("  (`tansa report FILE --processes` lists every image as a tree)");
 }
 
+/// Writes `r` in `format` (the table with `opts`).
+pub fn write(
+    r: &MemoryReport,
+    format: crate::Format,
+    opts: &TableOptions,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    match format {
+        crate::Format::Table => table_with(r, opts, out),
+        crate::Format::Json => json(r, out),
+        crate::Format::Csv => csv(r, out),
+    }
+}
+
 /// The report as a table for people.
 pub fn table(r: &MemoryReport, out: &mut dyn Write) -> io::Result<()> {
     table_with(r, &TableOptions::default(), out)

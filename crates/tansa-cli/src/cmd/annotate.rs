@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use tansa_analysis::cpu::annotate;
 
-use super::cpureport;
+use super::report_cpu;
 
 /// Options of `tansa annotate`.
 #[derive(Debug, clap::Args)]
@@ -53,7 +53,7 @@ pub struct Args {
 
 /// Runs `tansa annotate`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let rec = cpureport::open(&args.file)?;
+    let rec = report_cpu::open(&args.file)?;
     // A function that is not in the recording is a wrong argument.
     let a = annotate::annotate(&rec, &args.function, args.pid)
         .map_err(|e| crate::exit::usage(format!("{}: {e}", args.file.display())))?;
@@ -64,5 +64,5 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         tansa_render::cpu::annotate_asm(&a, &mut out)?;
     }
     out.flush()?;
-    Ok(cpureport::exit_status(&args.file, &rec))
+    Ok(report_cpu::exit_status(&args.file, &rec))
 }

@@ -1,18 +1,17 @@
 //! `tansa record`: run a command under the heap agent.
 
 use std::ffi::OsString;
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use tansa_collect::file::FileSink;
 use tansa_collect::{Config as CollectConfig, Outcome};
-use tansa_format::meta::{ClockSource, ExitStatus, RecordingMeta};
+use tansa_format::meta::{ClockSource, RecordingMeta};
 use tansa_format::output::{DEFAULT_MODE, Naming, OutputFile};
 
-use super::memopts::{self, ByArg, ChargeArg, FormatArg, FreeToArg};
+use super::options::{self, ChargeArg, FormatArg, FreeToArg, ReportBy};
 use tansa_tracer::leaks::{LeakCauseConfig, record_leak_cause};
 
 /// Options of `tansa record`.
@@ -40,8 +39,9 @@ pub struct Args {
     online: bool,
 
     /// Unit of the online table.
-    #[arg(long, value_enum, default_value = "library", requires = "online")]
-    by: ByArg,
+    #[arg(long, default_value = "library", requires = "online",
+          value_parser = options::memory_by_parser())]
+    by: ReportBy,
 
     /// Which frame of a stack is charged (online).
     #[arg(long, value_enum, default_value = "first", requires = "online")]
@@ -52,7 +52,7 @@ pub struct Args {
     free_to: FreeToArg,
 
     /// Interval length for --by interval (online), e.g. 100ms, 1s.
-    #[arg(long, default_value = "100ms", value_parser = memopts::parse_duration, requires = "online")]
+    #[arg(long, default_value = "100ms", value_parser = options::parse_interval, requires = "online")]
     interval: Duration,
 
     /// Format of the online report.
@@ -69,7 +69,7 @@ pub struct Args {
     max_frames: u32,
 
     /// Size of each thread's ring buffer in KiB (a power of two, 64 to 262144).
-    #[arg(long, value_name = "KIB", value_parser = parse_ring_kb)]
+    #[arg(long, value_name = "KIB", value_parser = options::parse_ring_kb)]
     ring_kb: Option<u32>,
 
     /// Leak-cause mode (seed 001): judge allocation sites while the program runs and,
@@ -89,53 +89,12 @@ pub struct Args {
 
     /// How often allocation sites are judged (leak-cause mode), e.g. 50ms, 1s.
     #[arg(long, value_name = "DURATION", default_value = "50ms", requires = "leak_cause",
-          value_parser = memopts::parse_duration)]
+          value_parser = options::parse_interval)]
     scan_interval: Duration,
 
     /// The command to run, with its arguments (put it after `--`).
     #[arg(required = true, trailing_var_arg = true, value_name = "COMMAND")]
     command: Vec<OsString>,
-}
-
-fn parse_ring_kb(s: &str) -> Result<u32, String> {
-    let v: u32 = s.parse().map_err(|_| format!("`{s}` is not a number"))?;
-    if !v.is_power_of_two() || !(64..=262_144).contains(&v) {
-        return Err("the ring size must be a power of two between 64 and 262144 KiB".into());
-    }
-    Ok(v)
-}
-
-/// Finds `libtansa_agent.so`: `$TANSA_AGENT`, next to the `tansa` executable, or in
-/// `../lib/tansa/` relative to it.
-pub fn find_agent() -> anyhow::Result<PathBuf> {
-    if let Some(p) = std::env::var_os("TANSA_AGENT") {
-        return Ok(PathBuf::from(p));
-    }
-    let exe = std::env::current_exe().context("cannot locate the tansa executable")?;
-    let dir = exe.parent().unwrap_or(Path::new("."));
-    let candidates = [
-        dir.join("libtansa_agent.so"),
-        dir.join("../lib/tansa/libtansa_agent.so"),
-        dir.join("../libtansa_agent.so"),
-    ];
-    for c in &candidates {
-        if c.is_file() {
-            return Ok(c.canonicalize().unwrap_or_else(|_| c.clone()));
-        }
-    }
-    bail!(
-        "cannot find libtansa_agent.so next to {} (build it with `cargo build --workspace`, \
-         or point TANSA_AGENT at it)",
-        exe.display()
-    )
-}
-
-fn exit_code(status: ExitStatus) -> ExitCode {
-    match status {
-        ExitStatus::Exited { code } => ExitCode::from(code.clamp(0, 255) as u8),
-        ExitStatus::Signaled { signal, .. } => ExitCode::from((128 + signal).clamp(0, 255) as u8),
-        _ => ExitCode::from(1),
-    }
 }
 
 fn command_name(command: &[OsString]) -> String {
@@ -175,7 +134,7 @@ fn hostname() -> String {
 
 /// Runs `tansa record`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let agent = find_agent()?;
+    let agent = options::find_agent()?;
     let config = CollectConfig {
         command: args.command.clone(),
         agent,
@@ -269,7 +228,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let elapsed = started.elapsed();
     let raw = sink.raw_bytes();
-    let progress = symbolize_progress();
+    let progress = options::bar(0, "symbolizing {bar:30} {pos}/{len} modules {msg}");
     let size = sink.finish(&mut |i, n, module| {
         if let Some(p) = &progress {
             p.set_length(n as u64);
@@ -330,36 +289,25 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             );
         }
     }
-    Ok(exit_code(outcome.exit))
+    Ok(crate::exit::of_command(outcome.exit))
 }
 
 fn run_online(args: &Args, config: &CollectConfig) -> anyhow::Result<ExitCode> {
-    let analysis = memopts::config(args.by, args.charge, args.free_to, args.interval, None);
+    let by = ReportBy::memory(Some(args.by), Path::new("the recording"))?;
+    let analysis = options::memory_config(by, args.charge, args.free_to, args.interval, None);
     let (outcome, report) = tansa_collect::online::record_online(config, analysis)?;
     let mut out: Box<dyn std::io::Write> = match &args.output {
         Some(p) => crate::output::open(Some(p))?,
         None => Box::new(std::io::stderr().lock()),
     };
-    memopts::render(
+    super::report::write_memory_report(
         &report,
         args.format,
         &tansa_render::memory::TableOptions::default(),
         &mut out,
     )?;
     out.flush()?;
-    Ok(exit_code(outcome.exit))
-}
-
-fn symbolize_progress() -> Option<indicatif::ProgressBar> {
-    if !std::io::stderr().is_terminal() {
-        return None;
-    }
-    let p = indicatif::ProgressBar::new(0);
-    p.set_style(
-        indicatif::ProgressStyle::with_template("symbolizing {bar:30} {pos}/{len} modules {msg}")
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-    );
-    Some(p)
+    Ok(crate::exit::of_command(outcome.exit))
 }
 
 use std::io::Write as _;

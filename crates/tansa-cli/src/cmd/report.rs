@@ -1,15 +1,15 @@
 //! `tansa report`: analyse a recording.
 
 use std::fs::File;
-use std::io::{BufReader, IsTerminal};
+use std::io::BufReader;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use tansa_analysis::memory::recording::{MemoryRecording, RecordingError};
 
-use super::cpureport::{self, ReportBy};
-use super::memopts::{self, ChargeArg, FormatArg, FreeToArg};
+use super::options::{self, ChargeArg, FormatArg, FreeToArg, ReportBy};
+use super::report_cpu;
 use crate::exit;
 
 /// Options of `tansa report`.
@@ -55,7 +55,7 @@ pub struct Args {
     free_to: Option<FreeToArg>,
 
     /// Interval length for --by interval (memory), e.g. 100ms, 1s [default: 100ms].
-    #[arg(long, value_parser = memopts::parse_duration)]
+    #[arg(long, value_parser = options::parse_interval)]
     interval: Option<Duration>,
 
     /// Output format.
@@ -74,7 +74,7 @@ pub struct Args {
 /// Runs `tansa report`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let file = File::open(&args.file).map_err(|e| exit::cannot_open(&args.file, e))?;
-    if cpureport::is_cpu_recording(&file) {
+    if report_cpu::is_cpu_recording(&file) {
         let memory_only = [
             ("--charge", args.charge.is_some()),
             ("--free-to", args.free_to.is_some()),
@@ -86,7 +86,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 args.file.display()
             )));
         }
-        return cpureport::run(cpureport::ReportArgs {
+        return report_cpu::run(report_cpu::ReportArgs {
             file: &args.file,
             input: file,
             by: args.by,
@@ -95,7 +95,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             output: args.output.as_deref(),
         });
     }
-    let by = cpureport::memory_by(args.by, &args.file)?;
+    let by = ReportBy::memory(args.by, &args.file)?;
     let (charge, free_to, interval) = (
         args.charge.unwrap_or(ChargeArg::First),
         args.free_to.unwrap_or(FreeToArg::Owner),
@@ -135,12 +135,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Ok(second) = File::open(&args.file) {
         recording.prefetch_from(BufReader::with_capacity(1 << 20, second));
     }
-    let config = memopts::config(by, charge, free_to, interval, args.pid);
-    let progress = (std::io::stderr().is_terminal()).then(|| {
-        let p = indicatif::ProgressBar::new_spinner();
-        p.set_message("reading events");
-        p
-    });
+    let config = options::memory_config(by, charge, free_to, interval, args.pid);
+    let progress = options::spinner("reading events");
     let report = recording.report(config, |n| {
         if let Some(p) = &progress {
             p.set_message(format!("{} million events", n >> 20));
@@ -151,7 +147,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         p.finish_and_clear();
     }
     let mut out = crate::output::open(args.output.as_deref())?;
-    memopts::render(
+    write_memory_report(
         &report,
         args.format,
         &tansa_render::memory::TableOptions {
@@ -167,6 +163,22 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         recording.is_damaged(),
         &report.warnings,
     ))
+}
+
+/// Writes a memory report (`tansa report`, `tansa record --online`) in `format`. CSV has
+/// no place for the report's warnings (lost events, damage): they go to standard error.
+pub fn write_memory_report(
+    report: &tansa_analysis::memory::MemoryReport,
+    format: FormatArg,
+    table: &tansa_render::memory::TableOptions,
+    out: &mut dyn std::io::Write,
+) -> std::io::Result<()> {
+    if format == FormatArg::Csv {
+        for w in &report.warnings {
+            eprintln!("tansa: warning: {w}");
+        }
+    }
+    tansa_render::memory::write(report, format.into(), table, out)
 }
 
 use std::io::Write as _;

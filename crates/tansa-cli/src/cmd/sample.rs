@@ -2,7 +2,7 @@
 
 use std::ffi::OsString;
 use std::fs::File;
-use std::io::{BufWriter, IsTerminal};
+use std::io::BufWriter;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -11,12 +11,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
 use clap::ValueEnum;
-use tansa_format::meta::{ExitStatus, RecordingMeta};
+use tansa_format::meta::RecordingMeta;
 use tansa_format::output::{DEFAULT_MODE, Naming, OutputFile};
 use tansa_sample::perf::{self, CallGraph, Config, EventChoice, Target};
 use tansa_sample::{Sampler, SamplerChoice};
 
-use super::memopts;
+use super::options;
 
 /// Options of `tansa sample`.
 #[derive(Debug, clap::Args)]
@@ -47,7 +47,7 @@ pub struct Args {
 
     /// Stop after this long, e.g. 10, 2.5, 500ms, 1m (seconds when no unit is given). A
     /// command still running then is terminated.
-    #[arg(long, value_name = "S", value_parser = parse_seconds)]
+    #[arg(long, value_name = "S", value_parser = options::parse_seconds)]
     duration: Option<Duration>,
 
     /// Keep the time of every sample too (the recording then grows with the run).
@@ -68,7 +68,7 @@ pub struct Args {
     stack_size: u32,
 
     /// Size of each CPU's ring buffer in KiB (a power of two, 64 to 262144).
-    #[arg(long, value_name = "KIB", default_value_t = 4096, value_parser = parse_ring_kb)]
+    #[arg(long, value_name = "KIB", default_value_t = 4096, value_parser = options::parse_ring_kb)]
     ring_kb: u32,
 
     /// Which sampler: perf_event_open, or the agent's in-process SIGPROF timer (commands
@@ -120,30 +120,6 @@ enum SourceArg {
     Agent,
 }
 
-fn parse_seconds(s: &str) -> Result<Duration, String> {
-    let t = s.trim();
-    if t.chars().all(|c| c.is_ascii_digit() || c == '.') {
-        let v: f64 = t
-            .parse()
-            .map_err(|_| format!("`{s}` is not a duration (examples: 10, 2.5, 500ms)"))?;
-        if !(v > 0.0 && v.is_finite()) {
-            return Err("the duration must be positive".into());
-        }
-        return Ok(Duration::from_secs_f64(v));
-    }
-    memopts::parse_duration(t)
-}
-
-fn parse_ring_kb(s: &str) -> Result<u32, String> {
-    let v: u32 = s
-        .parse()
-        .map_err(|_| format!("`{s}` is not a number of KiB"))?;
-    if !(64..=262_144).contains(&v) || !v.is_power_of_two() {
-        return Err("the ring size must be a power of two between 64 and 262144 KiB".into());
-    }
-    Ok(v)
-}
-
 fn default_output(args: &Args) -> PathBuf {
     let name = if args.all {
         "system".to_string()
@@ -161,23 +137,13 @@ fn default_output(args: &Args) -> PathBuf {
     PathBuf::from(format!("tansa-sample-{name}.tansa"))
 }
 
-fn exit_code(status: Option<ExitStatus>) -> ExitCode {
-    match status {
-        Some(ExitStatus::Exited { code }) => ExitCode::from(code.clamp(0, 255) as u8),
-        Some(ExitStatus::Signaled { signal, .. }) => {
-            ExitCode::from((128 + signal).clamp(0, 255) as u8)
-        }
-        _ => ExitCode::SUCCESS,
-    }
-}
-
 /// Samples the command in-process with the agent's `SIGPROF` timers.
 fn run_agent(
     args: &Args,
     output: &std::path::Path,
     meta: RecordingMeta,
 ) -> anyhow::Result<ExitCode> {
-    let agent = super::record::find_agent()?;
+    let agent = options::find_agent()?;
     let config = tansa_sample::agent::AgentConfig {
         command: args.command.clone(),
         agent,
@@ -218,7 +184,7 @@ fn run_agent(
              the agent (statically linked or set-uid programs)"
         );
     }
-    Ok(exit_code(Some(outcome.exit)))
+    Ok(crate::exit::of_command(outcome.exit))
 }
 
 /// Runs `record` into a new recording for `output` (see `tansa_format::output`: a private
@@ -236,11 +202,7 @@ fn record_to<T, E>(
     let mut out = OutputFile::create(output, DEFAULT_MODE)
         .with_context(|| format!("cannot create {}", output.display()))?;
     let file = out.take_file().context("the recording file")?;
-    let progress = std::io::stderr().is_terminal().then(|| {
-        let p = indicatif::ProgressBar::new_spinner();
-        p.set_message(format!("sampling{label}"));
-        p
-    });
+    let progress = options::spinner(format!("sampling{label}"));
     let mut tick = |n: u64| {
         if let Some(p) = &progress {
             p.set_message(format!("{n} samples{label}"));
@@ -392,5 +354,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         },
         output.display()
     );
-    Ok(exit_code(outcome.exit))
+    Ok(outcome
+        .exit
+        .map_or(ExitCode::SUCCESS, crate::exit::of_command))
 }

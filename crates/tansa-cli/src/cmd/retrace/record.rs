@@ -1,6 +1,6 @@
 //! `tansa retrace record`.
 
-use std::io::{BufWriter, IsTerminal};
+use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -103,17 +103,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let started_unix_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);
-    let bar = std::io::stderr().is_terminal().then(|| {
-        let b = indicatif::ProgressBar::new(args.executions);
-        b.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{spinner} {msg} {bar:30} {pos}/{len} executions",
-            )
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
-        b.set_message(format!("sampling `{}`", args.region));
-        b
-    });
+    let bar = crate::cmd::options::bar(
+        args.executions,
+        "{spinner} {msg} {bar:30} {pos}/{len} executions",
+    )
+    .inspect(|b| b.set_message(format!("sampling `{}`", args.region)));
     let rec = record(&opts, &mut |sampled, stepped| {
         if let Some(b) = &bar {
             b.set_position(sampled);

@@ -1,85 +1,15 @@
-//! `tansa report` on a CPU recording (from `tansa sample`), and the `--by` values of both
-//! kinds of recording.
+//! `tansa report` on a CPU recording (from `tansa sample`); `tansa annotate` opens CPU
+//! recordings here too.
 
 use std::fs::File;
 use std::io::{BufReader, Read, Seek, SeekFrom, Write as _};
 use std::path::Path;
 use std::process::ExitCode;
 
-use clap::ValueEnum;
-use tansa_analysis::cpu::{self, By, CpuRecording};
+use tansa_analysis::cpu::{self, CpuRecording};
 use tansa_format::container::{Kind, Reader};
 
-use super::memopts::{ByArg, FormatArg};
-
-/// `--by`: the union of the units of memory and CPU recordings; each kind accepts its own.
-#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
-pub enum ReportBy {
-    /// Per shared library (memory and CPU).
-    Library,
-    /// Per function, named module!function (memory and CPU).
-    Function,
-    /// Per thread (memory).
-    Thread,
-    /// Per call of a library (memory).
-    Call,
-    /// Per library per time interval (memory).
-    Interval,
-    /// Per process: user executable, shared libraries, kernel (CPU).
-    Process,
-    /// Per process and address space (CPU).
-    Space,
-    /// Per source line, inlined code on its own line (CPU).
-    Line,
-    /// Per instruction address (CPU).
-    Instruction,
-}
-
-const MEMORY_BY: &str = "library, function, thread, call, interval";
-const CPU_BY: &str = "process, space, library, function, line, instruction";
-
-fn by_name(b: ReportBy) -> String {
-    b.to_possible_value()
-        .map(|v| v.get_name().to_string())
-        .unwrap_or_default()
-}
-
-/// The memory unit for `--by` (default `library`), or an error naming the valid ones.
-pub fn memory_by(by: Option<ReportBy>, file: &Path) -> anyhow::Result<ByArg> {
-    Ok(match by.unwrap_or(ReportBy::Library) {
-        ReportBy::Library => ByArg::Library,
-        ReportBy::Function => ByArg::Function,
-        ReportBy::Thread => ByArg::Thread,
-        ReportBy::Call => ByArg::Call,
-        ReportBy::Interval => ByArg::Interval,
-        other => {
-            return Err(crate::exit::usage(format!(
-                "--by {} applies to CPU recordings; {} is a memory recording (valid: {MEMORY_BY})",
-                by_name(other),
-                file.display()
-            )));
-        }
-    })
-}
-
-/// The CPU unit for `--by` (default `process`), or an error naming the valid ones.
-pub fn cpu_by(by: Option<ReportBy>, file: &Path) -> anyhow::Result<By> {
-    Ok(match by.unwrap_or(ReportBy::Process) {
-        ReportBy::Process => By::Process,
-        ReportBy::Space => By::Space,
-        ReportBy::Library => By::Library,
-        ReportBy::Function => By::Function,
-        ReportBy::Line => By::Line,
-        ReportBy::Instruction => By::Instruction,
-        other => {
-            return Err(crate::exit::usage(format!(
-                "--by {} applies to memory recordings; {} is a CPU recording (valid: {CPU_BY})",
-                by_name(other),
-                file.display()
-            )));
-        }
-    })
-}
+use super::options::{FormatArg, ReportBy};
 
 /// Whether `file` is a CPU recording (the file position is left at its start).
 pub fn is_cpu_recording(mut file: &File) -> bool {
@@ -126,7 +56,7 @@ pub struct ReportArgs<'a> {
 
 /// Reports on a CPU recording.
 pub fn run(args: ReportArgs<'_>) -> anyhow::Result<ExitCode> {
-    let by = cpu_by(args.by, args.file)?;
+    let by = ReportBy::cpu(args.by, args.file)?;
     let rec = read(args.file, args.input)?;
     if let Some(pid) = args.pid
         && !rec.processes.iter().any(|p| p.pid == pid)
@@ -148,11 +78,7 @@ pub fn run(args: ReportArgs<'_>) -> anyhow::Result<ExitCode> {
     }
     let report = cpu::report(&rec, cpu::Options { by, pid: args.pid });
     let mut out = crate::output::open(args.output)?;
-    match args.format {
-        FormatArg::Table => tansa_render::cpu::table(&report, &mut out)?,
-        FormatArg::Json => tansa_render::cpu::json(&report, &mut out)?,
-        FormatArg::Csv => tansa_render::cpu::csv(&report, &mut out)?,
-    }
+    tansa_render::cpu::write(&report, args.format.into(), &mut out)?;
     out.flush()?;
     // The report's warnings start with the recording's.
     Ok(crate::exit::finish(

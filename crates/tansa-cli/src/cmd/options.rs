@@ -1,0 +1,343 @@
+//! Option groups and helpers shared by several subcommands: the report units, charge
+//! policies and formats (`report`, `record --online`), durations and ring sizes, the agent
+//! library, and progress indicators. Each value is parsed here once and mapped once into the
+//! library type that uses it.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::ValueEnum;
+use tansa_analysis::memory::{Charge, Config as MemoryConfig, FreeTo};
+
+/// `--by`: the units of memory and CPU reports (each kind of recording accepts its own).
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum ReportBy {
+    /// Per shared library (memory and CPU; the main executable when no library is on the
+    /// stack).
+    Library,
+    /// Per function, named module!function (memory and CPU).
+    Function,
+    /// Per thread, with its name (memory).
+    Thread,
+    /// Per call of a library: a run of consecutive events charged to the same library
+    /// (memory).
+    Call,
+    /// Per library per time interval, see --interval (memory).
+    Interval,
+    /// Per process: user executable, shared libraries, kernel (CPU).
+    Process,
+    /// Per process and address space (CPU).
+    Space,
+    /// Per source line, inlined code on its own line (CPU).
+    Line,
+    /// Per instruction address (CPU).
+    Instruction,
+}
+
+/// The `--by` values of memory reports.
+pub const MEMORY_BY: [&str; 5] = ["library", "function", "thread", "call", "interval"];
+/// The `--by` values of CPU reports.
+pub const CPU_BY: [&str; 6] = [
+    "process",
+    "space",
+    "library",
+    "function",
+    "line",
+    "instruction",
+];
+
+impl ReportBy {
+    fn name(self) -> String {
+        self.to_possible_value()
+            .map(|v| v.get_name().to_string())
+            .unwrap_or_default()
+    }
+
+    /// The memory unit (default `library`), or a usage error naming the valid ones.
+    pub fn memory(by: Option<ReportBy>, file: &Path) -> anyhow::Result<tansa_analysis::memory::By> {
+        use tansa_analysis::memory::By;
+        Ok(match by.unwrap_or(ReportBy::Library) {
+            ReportBy::Library => By::Library,
+            ReportBy::Function => By::Function,
+            ReportBy::Thread => By::Thread,
+            ReportBy::Call => By::Call,
+            ReportBy::Interval => By::Interval,
+            other => {
+                return Err(crate::exit::usage(format!(
+                    "--by {} applies to CPU recordings; {} is a memory recording (valid: {})",
+                    other.name(),
+                    file.display(),
+                    MEMORY_BY.join(", ")
+                )));
+            }
+        })
+    }
+
+    /// The CPU unit (default `process`), or a usage error naming the valid ones.
+    pub fn cpu(by: Option<ReportBy>, file: &Path) -> anyhow::Result<tansa_analysis::cpu::By> {
+        use tansa_analysis::cpu::By;
+        Ok(match by.unwrap_or(ReportBy::Process) {
+            ReportBy::Process => By::Process,
+            ReportBy::Space => By::Space,
+            ReportBy::Library => By::Library,
+            ReportBy::Function => By::Function,
+            ReportBy::Line => By::Line,
+            ReportBy::Instruction => By::Instruction,
+            other => {
+                return Err(crate::exit::usage(format!(
+                    "--by {} applies to memory recordings; {} is a CPU recording (valid: {})",
+                    other.name(),
+                    file.display(),
+                    CPU_BY.join(", ")
+                )));
+            }
+        })
+    }
+}
+
+/// A `--by` parser that accepts the memory units only (`tansa record --online`).
+pub fn memory_by_parser() -> impl clap::builder::TypedValueParser<Value = ReportBy> {
+    use clap::builder::TypedValueParser as _;
+    clap::builder::PossibleValuesParser::new(MEMORY_BY)
+        .map(|s| ReportBy::from_str(&s, false).unwrap_or(ReportBy::Library))
+}
+
+/// `--charge`
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ChargeArg {
+    /// The outermost frame below main (or the thread's start routine) in a shared library.
+    First,
+    /// The innermost such frame.
+    Last,
+    /// Every distinct shared library (or function) on the path, once each.
+    All,
+}
+
+impl From<ChargeArg> for Charge {
+    fn from(c: ChargeArg) -> Charge {
+        match c {
+            ChargeArg::First => Charge::First,
+            ChargeArg::Last => Charge::Last,
+            ChargeArg::All => Charge::All,
+        }
+    }
+}
+
+/// `--free-to`
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum FreeToArg {
+    /// Charge a release to the unit that allocated the block: net bytes are live bytes.
+    Owner,
+    /// Charge a release to the unit found from the release's own stack (seed 000).
+    Caller,
+}
+
+impl From<FreeToArg> for FreeTo {
+    fn from(f: FreeToArg) -> FreeTo {
+        match f {
+            FreeToArg::Owner => FreeTo::Owner,
+            FreeToArg::Caller => FreeTo::Caller,
+        }
+    }
+}
+
+/// `--format` of the unit reports.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum FormatArg {
+    /// Aligned columns for people.
+    Table,
+    /// JSON: schema tansa.memory-report.v1 (memory recordings) or tansa.cpu-report.v1 (CPU).
+    Json,
+    /// CSV, one row per unit.
+    Csv,
+}
+
+impl From<FormatArg> for tansa_render::Format {
+    fn from(f: FormatArg) -> tansa_render::Format {
+        match f {
+            FormatArg::Table => tansa_render::Format::Table,
+            FormatArg::Json => tansa_render::Format::Json,
+            FormatArg::Csv => tansa_render::Format::Csv,
+        }
+    }
+}
+
+/// The memory analysis configuration from the report options.
+pub fn memory_config(
+    by: tansa_analysis::memory::By,
+    charge: ChargeArg,
+    free_to: FreeToArg,
+    interval: Duration,
+    pid: Option<u32>,
+) -> MemoryConfig {
+    MemoryConfig {
+        by,
+        charge: charge.into(),
+        free_to: free_to.into(),
+        interval_ns: interval.as_nanos().min(u128::from(u64::MAX)) as u64,
+        pid,
+    }
+}
+
+/// A duration with its unit (`100ms`, `2s`, `1.5ms`, `1m30s`; humantime's units), or a bare
+/// number in `bare_unit`s (`250` for an interval in milliseconds, `2.5` seconds for
+/// `sample --duration`). Must be positive.
+pub fn parse_duration_in(s: &str, bare_unit: Duration) -> Result<Duration, String> {
+    let t = s.trim();
+    let bad = || format!("`{s}` is not a duration (examples: 100ms, 2s, 1.5s, 500us, 1m)");
+    let split = t
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let d = if unit.is_empty() {
+        let v: f64 = number.parse().map_err(|_| bad())?;
+        Duration::try_from_secs_f64(bare_unit.as_secs_f64() * v).map_err(|_| bad())?
+    } else if number.contains('.') {
+        // humantime takes integers: scale one of the unit by the decimal value.
+        let one = humantime::parse_duration(&format!("1{unit}"))
+            .map_err(|e| format!("`{s}`: {e} (use ns, us, ms, s, m or h)"))?;
+        let v: f64 = number.parse().map_err(|_| bad())?;
+        Duration::try_from_secs_f64(one.as_secs_f64() * v).map_err(|_| bad())?
+    } else {
+        humantime::parse_duration(t)
+            .map_err(|e| format!("`{s}`: {e} (use ns, us, ms, s, m or h)"))?
+    };
+    if d.is_zero() {
+        return Err("the duration must be positive".into());
+    }
+    Ok(d)
+}
+
+/// An interval (`--interval`, `--scan-interval`): a bare number is milliseconds.
+pub fn parse_interval(s: &str) -> Result<Duration, String> {
+    parse_duration_in(s, Duration::from_millis(1))
+}
+
+/// A run length (`sample --duration`): a bare number is seconds.
+pub fn parse_seconds(s: &str) -> Result<Duration, String> {
+    parse_duration_in(s, Duration::from_secs(1))
+}
+
+/// A ring size in KiB (`--ring-kb`): a power of two from 64 KiB to 256 MiB; a unit
+/// (`4MiB`) is accepted too.
+pub fn parse_ring_kb(s: &str) -> Result<u32, String> {
+    let t = s.trim();
+    let kib = if t.chars().all(|c| c.is_ascii_digit()) {
+        t.parse::<u64>()
+            .map_err(|_| format!("`{s}` is not a number of KiB"))?
+    } else {
+        let b: bytesize::ByteSize = t
+            .parse()
+            .map_err(|_| format!("`{s}` is not a size (examples: 4096, 4MiB)"))?;
+        if !b.as_u64().is_multiple_of(1024) {
+            return Err(format!("`{s}` is not a whole number of KiB"));
+        }
+        b.as_u64() / 1024
+    };
+    if !(64..=262_144).contains(&kib) || !kib.is_power_of_two() {
+        return Err("the ring size must be a power of two between 64 and 262144 KiB".into());
+    }
+    Ok(kib as u32)
+}
+
+/// Finds `libtansa_agent.so`: `$TANSA_AGENT`, next to the `tansa` executable, or in
+/// `../lib/tansa/` relative to it.
+pub fn find_agent() -> anyhow::Result<PathBuf> {
+    if let Some(p) = std::env::var_os("TANSA_AGENT") {
+        return Ok(PathBuf::from(p));
+    }
+    let exe = std::env::current_exe().context("cannot locate the tansa executable")?;
+    let dir = exe.parent().unwrap_or(Path::new("."));
+    let candidates = [
+        dir.join("libtansa_agent.so"),
+        dir.join("../lib/tansa/libtansa_agent.so"),
+        dir.join("../libtansa_agent.so"),
+    ];
+    for c in &candidates {
+        if c.is_file() {
+            return Ok(c.canonicalize().unwrap_or_else(|_| c.clone()));
+        }
+    }
+    bail!(
+        "cannot find libtansa_agent.so next to {} (build it with `cargo build --workspace`, \
+         or point TANSA_AGENT at it)",
+        exe.display()
+    )
+}
+
+/// A spinner showing `message` on standard error, when that is a terminal.
+pub fn spinner(message: impl Into<String>) -> Option<indicatif::ProgressBar> {
+    use std::io::IsTerminal;
+    std::io::stderr().is_terminal().then(|| {
+        let p = indicatif::ProgressBar::new_spinner();
+        p.set_message(message.into());
+        p
+    })
+}
+
+/// A progress bar of `len` steps drawn with `template` (indicatif's syntax) on standard
+/// error, when that is a terminal.
+pub fn bar(len: u64, template: &str) -> Option<indicatif::ProgressBar> {
+    use std::io::IsTerminal;
+    std::io::stderr().is_terminal().then(|| {
+        let p = indicatif::ProgressBar::new(len);
+        p.set_style(
+            indicatif::ProgressStyle::with_template(template)
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        p
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_interval("100ms"), Ok(Duration::from_millis(100)));
+        assert_eq!(parse_interval("2s"), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_interval("500us"), Ok(Duration::from_micros(500)));
+        assert_eq!(parse_interval("500µs"), Ok(Duration::from_micros(500)));
+        assert_eq!(parse_interval("250"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_interval("1.5ms"), Ok(Duration::from_micros(1500)));
+        assert_eq!(parse_interval("1m"), Ok(Duration::from_secs(60)));
+        assert_eq!(parse_interval("1m30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_seconds("2.5"), Ok(Duration::from_millis(2500)));
+        assert_eq!(parse_seconds("10"), Ok(Duration::from_secs(10)));
+        assert!(parse_interval("fast").is_err());
+        assert!(parse_interval("10parsecs").is_err());
+        assert!(parse_interval("0ms").is_err());
+        assert!(parse_seconds("0").is_err());
+        assert!(parse_seconds("1e400").is_err());
+    }
+
+    #[test]
+    fn ring_sizes() {
+        assert_eq!(parse_ring_kb("4096"), Ok(4096));
+        assert_eq!(parse_ring_kb("4MiB"), Ok(4096));
+        assert_eq!(parse_ring_kb("64KiB"), Ok(64));
+        assert!(parse_ring_kb("100").is_err());
+        assert!(parse_ring_kb("32").is_err());
+        assert!(parse_ring_kb("1GiB").is_err());
+        assert!(parse_ring_kb("big").is_err());
+    }
+
+    #[test]
+    fn units_by_kind() {
+        let f = Path::new("x.tansa");
+        assert!(ReportBy::memory(Some(ReportBy::Thread), f).is_ok());
+        assert!(ReportBy::memory(Some(ReportBy::Line), f).is_err());
+        assert!(ReportBy::cpu(Some(ReportBy::Line), f).is_ok());
+        assert!(ReportBy::cpu(Some(ReportBy::Thread), f).is_err());
+        for name in MEMORY_BY {
+            let by = ReportBy::from_str(name, false).unwrap();
+            assert!(ReportBy::memory(Some(by), f).is_ok(), "{name}");
+        }
+        for name in CPU_BY {
+            let by = ReportBy::from_str(name, false).unwrap();
+            assert!(ReportBy::cpu(Some(by), f).is_ok(), "{name}");
+        }
+    }
+}
