@@ -119,9 +119,9 @@ pub struct LogDecision {
 /// *outside* the entry's own window: found there, the error also happens without growth,
 /// so it is not a fault; not found, there is too little information (undeterminable). An
 /// entry with several IDs takes the most severe of their verdicts.
-pub fn type2(list1: &[LogOnIncrease], all_logs: &[LogRecord]) -> Vec<LogDecision> {
+pub fn type2(log_on_increase: &[LogOnIncrease], all_logs: &[LogRecord]) -> Vec<LogDecision> {
     let mut counts: BTreeMap<(&str, Resource, &str), BTreeSet<&str>> = BTreeMap::new();
-    for e in list1 {
+    for e in log_on_increase {
         for id in &e.log_ids {
             counts
                 .entry((e.process.as_str(), e.resource, id.as_str()))
@@ -130,7 +130,7 @@ pub fn type2(list1: &[LogOnIncrease], all_logs: &[LogRecord]) -> Vec<LogDecision
         }
     }
     let mut out = Vec::new();
-    for (i, e) in list1.iter().enumerate() {
+    for (i, e) in log_on_increase.iter().enumerate() {
         let mut best: Option<LogDecision> = None;
         for id in &e.log_ids {
             let items = &counts[&(e.process.as_str(), e.resource, id.as_str())];
@@ -192,14 +192,14 @@ pub fn type2(list1: &[LogOnIncrease], all_logs: &[LogRecord]) -> Vec<LogDecision
 /// P2-3, type-3 candidates (Fig. 13): the indices of second-list entries whose (process,
 /// resource) has at least `min_records` entries (the seed: "more than one"). The other
 /// entries stay "not a fault" (S56).
-pub fn type3_candidates(list2: &[NonRecurring], min_records: u32) -> Vec<usize> {
+pub fn type3_candidates(non_recurring: &[NonRecurring], min_records: u32) -> Vec<usize> {
     let mut counts: BTreeMap<(&str, Resource), usize> = BTreeMap::new();
-    for e in list2 {
+    for e in non_recurring {
         *counts.entry((e.process.as_str(), e.resource)).or_default() += 1;
     }
-    (0..list2.len())
+    (0..non_recurring.len())
         .filter(|&i| {
-            let e = &list2[i];
+            let e = &non_recurring[i];
             counts[&(e.process.as_str(), e.resource)] >= min_records as usize
         })
         .collect()

@@ -78,7 +78,7 @@ impl<T: Target, O: Observer> Engine<'_, T, O> {
                     .filter_map(|&i| self.point(i, &g.id, g.resource, None))
                     .collect();
                 if ids.is_empty() {
-                    self.s.list2.push(NonRecurring {
+                    self.s.non_recurring.push(NonRecurring {
                         process: g.id.process.clone(),
                         resource: g.resource,
                         item: item.name.clone(),
@@ -86,7 +86,7 @@ impl<T: Target, O: Observer> Engine<'_, T, O> {
                         series,
                     });
                 } else {
-                    self.s.list1.push(LogOnIncrease {
+                    self.s.log_on_increase.push(LogOnIncrease {
                         process: g.id.process.clone(),
                         resource: g.resource,
                         item: item.name.clone(),

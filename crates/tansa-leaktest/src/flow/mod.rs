@@ -94,17 +94,18 @@ impl Observer for () {
     fn event(&mut self, _: &Event<'_>) {}
 }
 
-/// Everything a session produced, for [`crate::report::Report::build`].
+/// Everything a leak-test session produced, for [`crate::report::Report::build`].
 #[derive(Debug, Default)]
-pub struct Session {
+pub struct TestSession {
     /// Every run, in order.
     pub runs: Vec<RunRecord>,
     /// Every verdict on a process that grew or ended.
     pub findings: Vec<Finding>,
-    /// First process list (one-off growth with error logs).
-    pub list1: Vec<LogOnIncrease>,
-    /// Second process list (one-off growth without error logs).
-    pub list2: Vec<NonRecurring>,
+    /// One-off growth that came with error logs (the seed's first list: the logs are
+    /// checked for the same error on re-test).
+    pub log_on_increase: Vec<LogOnIncrease>,
+    /// One-off growth without error logs (the seed's second list: candidates of type 3).
+    pub non_recurring: Vec<NonRecurring>,
     /// Type-3 list.
     pub type3: Vec<Type3Entry>,
     /// Survivors of the maximum-value test.
@@ -117,17 +118,17 @@ pub struct Session {
     pub logs: Vec<LogRecord>,
     /// Things worth saying.
     pub notes: Vec<String>,
-    /// Session length, ms.
+    /// Length of the session, ms.
     pub duration_ms: u64,
 }
 
 /// Runs the whole flow of `plan` against `target`.
-pub fn run(plan: &Plan, target: &mut impl Target, observer: &mut impl Observer) -> Session {
+pub fn run(plan: &Plan, target: &mut impl Target, observer: &mut impl Observer) -> TestSession {
     let mut e = Engine {
         plan,
         target,
         observer,
-        s: Session::default(),
+        s: TestSession::default(),
         last: None,
         item_runs: HashMap::new(),
         left: 0,
@@ -164,7 +165,7 @@ struct Engine<'a, T: Target, O: Observer> {
     plan: &'a Plan,
     target: &'a mut T,
     observer: &'a mut O,
-    s: Session,
+    s: TestSession,
     /// The latest measurement, to see which processes ended during a run.
     last: Option<Snapshot>,
     item_runs: HashMap<String, u32>,

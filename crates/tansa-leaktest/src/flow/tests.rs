@@ -22,14 +22,14 @@ fn plan(items: &[(&str, i64)], n: u32, limit: Option<&str>) -> Plan {
     Plan::parse(&text).unwrap()
 }
 
-fn session(model: Model, items: &[(&str, i64)], n: u32, limit: Option<&str>) -> Session {
+fn session(model: Model, items: &[(&str, i64)], n: u32, limit: Option<&str>) -> TestSession {
     let plan = plan(items, n, limit);
     let mut sim = Sim::new(&[("srv", model)]);
     run(&plan, &mut sim, &mut ())
 }
 
 /// The (item, verdict, cause) of every finding, and the number of runs.
-fn verdicts(s: &Session) -> (Vec<(String, Verdict, Cause)>, usize) {
+fn verdicts(s: &TestSession) -> (Vec<(String, Verdict, Cause)>, usize) {
     (
         s.findings
             .iter()
@@ -103,7 +103,7 @@ fn the_same_error_with_growth_in_two_items_is_type_2() {
         ]
     );
     assert_eq!(s.findings[0].log_ids, vec!["2498-7766-0011".to_string()]);
-    assert_eq!(s.list1.len(), 2);
+    assert_eq!(s.log_on_increase.len(), 2);
 }
 
 #[test]
@@ -306,7 +306,7 @@ fn growth_in_the_retest_only_is_a_one_off_not_a_suspect() {
             ("late", Verdict::NotFault, Cause::OneOffNoLog)
         ]
     );
-    assert_eq!(s.list2.len(), 1);
+    assert_eq!(s.non_recurring.len(), 1);
     assert_eq!(s.runs.len(), 4);
 }
 

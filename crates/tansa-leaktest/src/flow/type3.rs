@@ -31,14 +31,14 @@ impl<'a, T: Target, O: Observer> Engine<'a, T, O> {
 
     /// P2-3: type 2 from the first list, the type-3 list from the second.
     fn correlate(&mut self, window: (u64, u64)) -> Vec<Type3Entry> {
-        if self.s.list1.is_empty() && self.s.list2.is_empty() {
+        if self.s.log_on_increase.is_empty() && self.s.non_recurring.is_empty() {
             return Vec::new();
         }
         self.stage("log correlation");
         // S83: the error logs of the whole test period.
         self.s.logs = self.target.error_logs(window.0, window.1);
-        for d in judge::type2(&self.s.list1, &self.s.logs) {
-            let e = &self.s.list1[d.entry];
+        for d in judge::type2(&self.s.log_on_increase, &self.s.logs) {
+            let e = &self.s.log_on_increase[d.entry];
             self.s.findings.push(Finding {
                 process: e.process.clone(),
                 item: e.item.clone(),
@@ -53,9 +53,9 @@ impl<'a, T: Target, O: Observer> Engine<'a, T, O> {
             });
         }
         let min = self.plan.settings.type3_min_records;
-        let candidates = judge::type3_candidates(&self.s.list2, min);
+        let candidates = judge::type3_candidates(&self.s.non_recurring, min);
         let mut type3 = Vec::new();
-        for (i, e) in self.s.list2.iter().enumerate() {
+        for (i, e) in self.s.non_recurring.iter().enumerate() {
             if candidates.contains(&i) {
                 type3.push(Type3Entry {
                     process: e.process.clone(),

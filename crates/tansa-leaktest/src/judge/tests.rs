@@ -114,7 +114,7 @@ fn rec(process: &str, id: &str, t: u64) -> LogRecord {
 #[test]
 fn the_same_log_id_with_growth_in_two_items_is_type_2() {
     // The seed's Fig. 28: ps3 with 2498-7766-0011 twice.
-    let list1 = vec![
+    let log_on_increase = vec![
         l1("ps3", "item-1", &["2498-7766-0011"], (0, 10)),
         l1("ps3", "item-2", &["2498-7766-0011"], (20, 30)),
         l1("ps2", "item-2", &["1111-2222-3333"], (20, 30)),
@@ -123,7 +123,7 @@ fn the_same_log_id_with_growth_in_two_items_is_type_2() {
         rec("ps3", "2498-7766-0011", 5),
         rec("ps3", "2498-7766-0011", 25),
     ];
-    let d = type2(&list1, &logs);
+    let d = type2(&log_on_increase, &logs);
     assert_eq!(d.len(), 3);
     assert_eq!(d[0].verdict, Verdict::OneOffFault);
     assert_eq!(d[1].verdict, Verdict::OneOffFault);
@@ -134,23 +134,32 @@ fn the_same_log_id_with_growth_in_two_items_is_type_2() {
 
 #[test]
 fn a_single_log_id_logged_elsewhere_is_not_a_fault() {
-    let list1 = vec![l1("ps3", "item-1", &["E7"], (100, 200))];
+    let log_on_increase = vec![l1("ps3", "item-1", &["E7"], (100, 200))];
     let inside = vec![rec("ps3", "E7", 150)];
-    assert_eq!(type2(&list1, &inside)[0].verdict, Verdict::Undeterminable);
+    assert_eq!(
+        type2(&log_on_increase, &inside)[0].verdict,
+        Verdict::Undeterminable
+    );
     let elsewhere = vec![rec("ps3", "E7", 150), rec("ps3", "E7", 900)];
-    assert_eq!(type2(&list1, &elsewhere)[0].verdict, Verdict::NotFault);
+    assert_eq!(
+        type2(&log_on_increase, &elsewhere)[0].verdict,
+        Verdict::NotFault
+    );
     // Another process logging the same ID does not count.
     let other = vec![rec("ps3", "E7", 150), rec("ps9", "E7", 900)];
-    assert_eq!(type2(&list1, &other)[0].verdict, Verdict::Undeterminable);
+    assert_eq!(
+        type2(&log_on_increase, &other)[0].verdict,
+        Verdict::Undeterminable
+    );
 }
 
 #[test]
 fn an_entry_with_several_ids_takes_the_most_severe() {
-    let list1 = vec![
+    let log_on_increase = vec![
         l1("p", "a", &["X", "Y"], (0, 10)),
         l1("p", "b", &["Y"], (20, 30)),
     ];
-    let d = type2(&list1, &[rec("p", "X", 500)]);
+    let d = type2(&log_on_increase, &[rec("p", "X", 500)]);
     assert_eq!(d[0].verdict, Verdict::OneOffFault, "Y repeats");
 }
 
@@ -167,10 +176,10 @@ fn l2(process: &str, item: &str) -> NonRecurring {
 #[test]
 fn type_3_candidates_need_records_in_several_items() {
     // The seed's Fig. 30: ps3 twice (L41, L42).
-    let list2 = vec![l2("ps3", "a"), l2("ps1", "a"), l2("ps3", "b")];
-    assert_eq!(type3_candidates(&list2, 2), vec![0, 2]);
-    assert_eq!(type3_candidates(&list2, 1), vec![0, 1, 2]);
-    assert_eq!(type3_candidates(&list2, 3), Vec::<usize>::new());
+    let non_recurring = vec![l2("ps3", "a"), l2("ps1", "a"), l2("ps3", "b")];
+    assert_eq!(type3_candidates(&non_recurring, 2), vec![0, 2]);
+    assert_eq!(type3_candidates(&non_recurring, 1), vec![0, 1, 2]);
+    assert_eq!(type3_candidates(&non_recurring, 3), Vec::<usize>::new());
 }
 
 #[test]

@@ -1,4 +1,4 @@
-//! The report: a [`Session`] summed up per process and per item.
+//! The report: a [`TestSession`] summed up per process and per item.
 
 use std::collections::BTreeMap;
 
@@ -7,7 +7,7 @@ use serde::Serialize;
 use super::{
     Finding, LogOnIncrease, LogRecord, NonRecurring, Phase, Restart, RunRecord, Type3Entry, Verdict,
 };
-use crate::flow::Session;
+use crate::flow::TestSession;
 use crate::measure::{Resource, Snapshot};
 use crate::plan::Plan;
 
@@ -196,7 +196,7 @@ impl Report {
     /// Sums up `session` of `plan`.
     pub fn build(
         plan: &Plan,
-        session: Session,
+        session: TestSession,
         plan_path: Option<String>,
         started_unix_ms: u64,
     ) -> Report {
@@ -276,8 +276,8 @@ impl Report {
         }
         let fault_findings = session.findings.iter().filter(|f| f.fault).count() as u32;
         let lists = Lists {
-            log_on_increase: session.list1,
-            non_recurring: session.list2,
+            log_on_increase: session.log_on_increase,
+            non_recurring: session.non_recurring,
             type1: session
                 .findings
                 .iter()
@@ -360,7 +360,7 @@ fn worst(findings: &[Finding], idx: &[usize]) -> Option<usize> {
 
 /// Names of the watched processes: the plan's, in order, then names seen in measurements
 /// or findings (a `match` that found several processes names each `name[pid]`).
-fn process_names(plan: &Plan, s: &Session) -> Vec<String> {
+fn process_names(plan: &Plan, s: &TestSession) -> Vec<String> {
     let mut names: Vec<String> = Vec::new();
     let seen = s
         .runs

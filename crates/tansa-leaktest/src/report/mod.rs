@@ -1,5 +1,5 @@
 //! The result of a leaktest session, as renderers see it: [`Report`], built from a
-//! [`crate::flow::Session`], serialized as JSON schema [`SCHEMA`].
+//! [`crate::flow::TestSession`], serialized as JSON schema [`SCHEMA`].
 
 mod build;
 mod model;
