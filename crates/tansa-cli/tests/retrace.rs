@@ -11,16 +11,7 @@ fn tansa() -> Command {
 /// Builds `tansa-tracer/tests/programs/region.c` (flags recorded in the source).
 fn build_region(dir: &Path) -> PathBuf {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tansa-tracer/tests/programs/region.c");
-    let out = dir.join("region");
-    let ok = Command::new("cc")
-        .args(["-O1", "-g", "-fno-inline", "-o"])
-        .arg(&out)
-        .arg(&src)
-        .status()
-        .expect("a C compiler (cc) is installed")
-        .success();
-    assert!(ok, "cc failed");
-    out
+    tansa_testkit::build(&src, dir, &["-O1", "-g", "-fno-inline"])
 }
 
 fn text(o: &Output) -> String {

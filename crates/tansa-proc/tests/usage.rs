@@ -10,13 +10,7 @@ use tansa_proc::{ProcKey, find_by_name, read_usage};
 fn build_grower(dir: &Path) -> PathBuf {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/grower.c");
     let out = dir.join("tansa-grower");
-    let status = Command::new("cc")
-        .args(["-O1", "-g", "-o"])
-        .arg(&out)
-        .arg(&src)
-        .status()
-        .expect("cc runs");
-    assert!(status.success(), "cc failed on {}", src.display());
+    tansa_testkit::compile(&out, &[src], &["-O1", "-g"]);
     out
 }
 

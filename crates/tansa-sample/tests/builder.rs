@@ -3,7 +3,6 @@
 //! the report read back must count exactly those samples.
 
 use std::path::PathBuf;
-use std::process::Command;
 
 use tansa_analysis::cpu::{self, By, CpuRecording};
 use tansa_format::cpu::{CpuInfo, SampleSource};
@@ -15,19 +14,7 @@ const BIAS: u64 = 0x5555_0000_0000;
 
 fn build(dir: &std::path::Path) -> PathBuf {
     let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/programs/twofuncs.c");
-    let exe = dir.join("twofuncs");
-    let out = Command::new("cc")
-        .arg(&src)
-        .args(["-g", "-O1", "-o"])
-        .arg(&exe)
-        .output()
-        .expect("run cc");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    exe
+    tansa_testkit::build(&src, dir, &["-g", "-O1"])
 }
 
 #[test]

@@ -295,13 +295,7 @@ mod tests {
         )
         .unwrap();
         let lib = dir.path().join("lib.so");
-        let ok = std::process::Command::new("cc")
-            .args(["-shared", "-fPIC", "-O1", "-o"])
-            .arg(&lib)
-            .arg(&src)
-            .status()
-            .unwrap();
-        assert!(ok.success());
+        tansa_testkit::compile(&lib, std::slice::from_ref(&src), &["-shared", "-fPIC", "-O1"]);
         let hidden = ElfFile::open(&lib)
             .unwrap()
             .function_by_name("hidden")

@@ -60,24 +60,7 @@ pub fn source(name: &str) -> PathBuf {
 }
 
 /// Compiles with `cc` (or `c++` for `.cpp`), panicking with the compiler's output on failure.
-pub fn compile(out: &Path, sources: &[PathBuf], flags: &[&str]) {
-    let cpp = sources
-        .iter()
-        .any(|s| s.extension().is_some_and(|e| e == "cpp"));
-    let output = Command::new(if cpp { "c++" } else { "cc" })
-        .args(sources)
-        .args(flags)
-        .arg("-o")
-        .arg(out)
-        .output()
-        .expect("run the C compiler");
-    assert!(
-        output.status.success(),
-        "compiling {} failed:\n{}",
-        out.display(),
-        String::from_utf8_lossy(&output.stderr)
-    );
-}
+pub use tansa_testkit::compile;
 
 /// The built Fig. 3 program of one variant.
 #[derive(Debug, Clone)]

@@ -16,14 +16,7 @@ pub fn server() -> &'static Path {
         let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/leaktest/leaky.c");
         let out =
             Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("leaky-{}", std::process::id()));
-        let status = Command::new("cc")
-            .args(CFLAGS)
-            .arg("-o")
-            .arg(&out)
-            .arg(&src)
-            .status()
-            .expect("cc runs");
-        assert!(status.success(), "cc failed on {}", src.display());
+        tansa_testkit::compile(&out, &[src], CFLAGS);
         out
     })
 }

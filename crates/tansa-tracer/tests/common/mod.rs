@@ -1,7 +1,6 @@
 //! Building the test programs at test time.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// The flags every test program is built with (also recorded in each source file).
 pub const CFLAGS: &[&str] = &["-O1", "-g", "-fno-inline"];
@@ -9,14 +8,5 @@ pub const CFLAGS: &[&str] = &["-O1", "-g", "-fno-inline"];
 /// Compiles `tests/programs/<name>.c` into `dir` and returns the executable.
 pub fn build(dir: &Path, name: &str) -> PathBuf {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/programs/{name}.c"));
-    let out = dir.join(name);
-    let status = Command::new("cc")
-        .args(CFLAGS)
-        .arg("-o")
-        .arg(&out)
-        .arg(&src)
-        .status()
-        .expect("a C compiler (cc) is installed");
-    assert!(status.success(), "cc failed for {}", src.display());
-    out
+    tansa_testkit::build(&src, dir, CFLAGS)
 }

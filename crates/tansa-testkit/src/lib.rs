@@ -1,0 +1,63 @@
+//! Test support shared by tansa's crates (a dev-dependency only): the one place that
+//! compiles the small C and C++ programs the tests run under the real agent, the real
+//! `perf_event_open` and the real ptrace. Every test program records its build flags in its
+//! own header comment; tests pass the same flags here.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Compiles `sources` into `out` with `flags`, using `c++` when a source is `.cpp` and `cc`
+/// otherwise. Panics with the compiler's own messages when it fails (a test cannot go on
+/// without its program).
+pub fn compile(out: &Path, sources: &[PathBuf], flags: &[&str]) {
+    let cpp = sources
+        .iter()
+        .any(|s| s.extension().is_some_and(|e| e == "cpp"));
+    let compiler = if cpp { "c++" } else { "cc" };
+    let output = Command::new(compiler)
+        .args(sources)
+        .args(flags)
+        .arg("-o")
+        .arg(out)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run the C compiler `{compiler}`: {e}"));
+    assert!(
+        output.status.success(),
+        "compiling {} failed:\n{}",
+        out.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// Compiles the single source `src` into `dir`, named after the source's stem, and returns
+/// the executable (or library, with `-shared` in `flags`).
+pub fn build(src: &Path, dir: &Path, flags: &[&str]) -> PathBuf {
+    let name = src
+        .file_stem()
+        .unwrap_or_else(|| panic!("{} has no file name", src.display()));
+    let out = dir.join(name);
+    compile(&out, &[src.to_path_buf()], flags);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builds_a_program_and_reports_a_broken_one() {
+        let dir = std::env::temp_dir().join(format!("tansa-testkit-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let src = dir.join("ok.c");
+        std::fs::write(&src, "int main(void) { return 7; }\n").unwrap();
+        let exe = build(&src, &dir, &["-O1"]);
+        let status = Command::new(&exe).status().unwrap();
+        assert_eq!(status.code(), Some(7));
+        let bad = dir.join("bad.c");
+        std::fs::write(&bad, "int main(void) { return }\n").unwrap();
+        let err = std::panic::catch_unwind(|| build(&bad, &dir, &[])).unwrap_err();
+        let msg = err.downcast_ref::<String>().cloned().unwrap_or_default();
+        assert!(msg.contains("compiling") && msg.contains("bad"), "{msg}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
