@@ -4,6 +4,7 @@
 //! a resolver that names each return address after the function the test gave it.
 
 use rustc_hash::FxHashMap;
+use tansa_format::memory::SessionInfo;
 use tansa_wire::event::{
     Decoder, Frame, MODULE_MAIN, MODULE_VDSO, Record, Sink, encode_module_load, encode_stack_def,
 };
@@ -139,5 +140,19 @@ impl Kit {
         }
         assert_eq!(reg.resolve_pending(&mut self.names, false), 0);
         reg
+    }
+}
+
+/// A process image starting at `start_ticks`, running `/usr/bin/app`.
+pub fn session(session: u32, pid: u32, ppid: u32, start_ticks: u64) -> SessionInfo {
+    SessionInfo {
+        session,
+        pid,
+        ppid,
+        exe: "/usr/bin/app".to_string(),
+        cmdline: vec!["app".to_string()],
+        start_ticks,
+        free_stacks: true,
+        online: false,
     }
 }
