@@ -8,60 +8,51 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use common::*;
+use serde_json::Value;
 
 /// One allocator call: (function, returned or released pointer, size, old pointer).
 type Call = (String, u64, u64, u64);
 
-fn field(line: &str, name: &str) -> u64 {
-    let at = line
-        .find(&format!("{name}: "))
-        .unwrap_or_else(|| panic!("no {name} in {line}"))
-        + name.len()
-        + 2;
-    line[at..]
-        .split(|c: char| !c.is_ascii_digit())
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap()
-}
-
-/// Every allocator call recorded in `file`, from `tansa dump --events`.
-fn recorded_calls(file: &Path) -> Vec<Call> {
-    let out = run_tansa(&["dump", "--events", file.to_str().unwrap()]);
-    assert!(out.status.success());
-    let mut calls = Vec::new();
-    for line in String::from_utf8(out.stdout)
+/// Every record of `file`'s streams, from `tansa dump --events --format jsonl`
+/// (docs/json/dump-events.v1.md).
+fn dumped_records(file: &Path) -> Vec<Value> {
+    let out = run_tansa(&[
+        "dump",
+        "--events",
+        "--format",
+        "jsonl",
+        file.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    String::from_utf8(out.stdout)
         .unwrap()
         .lines()
-        .map(str::trim)
-    {
-        if let Some(rest) = line.strip_prefix("Alloc(AllocEvent { op: ") {
-            let op = match rest.split(',').next().unwrap() {
-                "Malloc" => "malloc",
-                "Calloc" => "calloc",
-                "Memalign" => "memalign",
-                "PosixMemalign" => "posix_memalign",
-                "AlignedAlloc" => "aligned_alloc",
-                "Valloc" => "valloc",
-                "Pvalloc" => "pvalloc",
-                other => panic!("unknown op {other}"),
-            };
-            calls.push((op.to_string(), field(line, "ptr"), field(line, "size"), 0));
-        } else if line.starts_with("Realloc(") {
-            let op = if line.contains("array: true") {
-                "reallocarray"
-            } else {
-                "realloc"
-            };
-            calls.push((
-                op.to_string(),
-                field(line, "new_ptr"),
-                field(line, "size"),
-                field(line, "old_ptr"),
-            ));
-        } else if line.starts_with("Free(") {
-            calls.push(("free".to_string(), field(line, "ptr"), 0, 0));
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+/// Field `name` of a record, an unsigned integer.
+fn field(record: &Value, name: &str) -> u64 {
+    record[name]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no {name} in {record}"))
+}
+
+/// Every allocator call recorded in `file`.
+fn recorded_calls(file: &Path) -> Vec<Call> {
+    let mut calls = Vec::new();
+    for r in dumped_records(file) {
+        let op = || r["op"].as_str().unwrap().to_string();
+        match r["kind"].as_str().unwrap() {
+            "alloc" => calls.push((op(), field(&r, "ptr"), field(&r, "size"), 0)),
+            "realloc" => calls.push((
+                op(),
+                field(&r, "new_ptr"),
+                field(&r, "size"),
+                field(&r, "old_ptr"),
+            )),
+            "free" => calls.push(("free".to_string(), field(&r, "ptr"), 0, 0)),
+            _ => {}
         }
     }
     calls

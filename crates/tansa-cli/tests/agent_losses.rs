@@ -5,6 +5,7 @@
 
 mod common;
 
+use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -19,6 +20,46 @@ fn warnings(r: &Value) -> Vec<String> {
         .iter()
         .map(|w| w.as_str().unwrap().to_string())
         .collect()
+}
+
+/// Every record of `file`'s streams, from `tansa dump --events --format jsonl`
+/// (docs/json/dump-events.v1.md).
+fn dumped_records(file: &std::path::Path) -> Vec<Value> {
+    let out = run_tansa(&[
+        "dump",
+        "--events",
+        "--format",
+        "jsonl",
+        file.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "dump failed: {}", stderr(&out));
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+/// Allocator calls recorded in `file`, by thread id and by function (`malloc`, `free`,
+/// `realloc`, ...).
+fn calls_by_thread(file: &std::path::Path) -> HashMap<u64, HashMap<String, u64>> {
+    let mut counts: HashMap<u64, HashMap<String, u64>> = HashMap::new();
+    for r in dumped_records(file) {
+        let function = match r["kind"].as_str().unwrap() {
+            "alloc" | "realloc" => r["op"].as_str().unwrap(),
+            "free" => "free",
+            _ => continue,
+        };
+        let tid = r["tid"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no thread: {r}"));
+        *counts
+            .entry(tid)
+            .or_default()
+            .entry(function.to_string())
+            .or_default() += 1;
+    }
+    counts
 }
 
 /// The number at the start of the warning that ends with `suffix`.
@@ -73,12 +114,12 @@ fn events_of_threads_without_a_ring_are_counted_and_reported() {
     );
     // Accounting: each worker makes 4 mallocs and 4 frees; those not in the recording are
     // exactly the ones counted as lost.
-    let pid = r["processes"][0]["pid"].as_u64().unwrap() as u32;
-    let recorded: u64 = raw_counts(&file)
+    let pid = r["processes"][0]["pid"].as_u64().unwrap();
+    let recorded: u64 = calls_by_thread(&file)
         .iter()
         .filter(|(tid, _)| **tid != pid)
         .flat_map(|(_, kinds)| kinds.iter())
-        .filter(|(k, _)| *k == "Malloc" || *k == "Free")
+        .filter(|(k, _)| *k == "malloc" || *k == "free")
         .map(|(_, n)| n)
         .sum();
     assert_eq!(recorded + lost, 16 * 8, "recorded {recorded}, lost {lost}");
@@ -127,11 +168,9 @@ fn signal_handler_events_beyond_the_queue_are_counted_and_reported() {
         "{:?}",
         warnings(&r)
     );
-    let queued = run_tansa(&["dump", "--events", file.to_str().unwrap()]);
-    let dump = String::from_utf8_lossy(&queued.stdout);
-    let n33 = dump
-        .lines()
-        .filter(|l| l.contains("op: Malloc") && l.contains("size: 33,"))
+    let n33 = dumped_records(&file)
+        .iter()
+        .filter(|r| r["kind"] == "alloc" && r["op"] == "malloc" && r["size"] == 33)
         .count();
     assert_eq!(n33, 10 * 32, "the queued events are recorded");
 }
@@ -416,9 +455,8 @@ fn free_of_null_is_not_counted() {
         c["free"].as_u64().unwrap() <= allocations,
         "no more releases than allocations: {c}"
     );
-    let dump = run_tansa(&["dump", "--events", file.to_str().unwrap()]);
-    assert!(
-        !String::from_utf8_lossy(&dump.stdout).contains("ptr: 0, stack"),
-        "no event with a null pointer"
-    );
+    let null = dumped_records(&file)
+        .into_iter()
+        .find(|r| r["kind"] == "free" && r["ptr"] == 0);
+    assert!(null.is_none(), "no event with a null pointer: {null:?}");
 }

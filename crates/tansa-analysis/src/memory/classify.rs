@@ -276,3 +276,198 @@ pub fn targets(
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory::testkit::{APP, Kit, LIBA, LIBB, LIBC, LIBSTDCXX, VDSO};
+
+    /// What `stack` of session 0 is charged to, as unit names.
+    fn charged(
+        reg: &Registry,
+        stack: Option<u32>,
+        by_function: bool,
+        charge: Charge,
+    ) -> Vec<String> {
+        let st = stack.map(|id| reg.stack(0, id).expect("a defined stack"));
+        targets(
+            st.map(|s| &**s),
+            reg,
+            by_function,
+            charge,
+            "app-from-session",
+            &mut |s| Arc::from(s),
+        )
+        .iter()
+        .map(|t| t.name().to_string())
+        .collect()
+    }
+
+    /// Every policy, by library and by function: `[first, last, all]`.
+    fn all_policies(reg: &Registry, stack: u32, by_function: bool) -> [Vec<String>; 3] {
+        [Charge::First, Charge::Last, Charge::All]
+            .map(|c| charged(reg, Some(stack), by_function, c))
+    }
+
+    fn s(names: &[&str]) -> Vec<String> {
+        names.iter().map(|n| n.to_string()).collect()
+    }
+
+    #[test]
+    fn first_is_the_outermost_library_last_the_innermost_all_every_one() {
+        let mut kit = Kit::new();
+        let nested = kit.stack(&[
+            (LIBA, "a_alloc"),
+            (LIBB, "b_work"),
+            (APP, "main"),
+            (LIBC, "__libc_start_call_main"),
+            (LIBC, "__libc_start_main_impl"),
+            (APP, "_start"),
+        ]);
+        let reg = kit.registry(&[0]);
+        assert_eq!(
+            all_policies(&reg, nested, false),
+            [s(&["libb.so"]), s(&["liba.so"]), s(&["libb.so", "liba.so"])]
+        );
+        assert_eq!(
+            all_policies(&reg, nested, true),
+            [
+                s(&["libb.so!b_work"]),
+                s(&["liba.so!a_alloc"]),
+                s(&["libb.so!b_work", "liba.so!a_alloc"])
+            ]
+        );
+    }
+
+    #[test]
+    fn all_charges_a_library_met_twice_once_and_a_function_per_frame() {
+        let mut kit = Kit::new();
+        let repeat = kit.stack(&[
+            (LIBA, "a_inner"),
+            (LIBB, "b_callback"),
+            (LIBA, "a_outer"),
+            (APP, "main"),
+        ]);
+        let reg = kit.registry(&[0]);
+        assert_eq!(
+            all_policies(&reg, repeat, false),
+            [s(&["liba.so"]), s(&["liba.so"]), s(&["liba.so", "libb.so"])]
+        );
+        assert_eq!(
+            all_policies(&reg, repeat, true),
+            [
+                s(&["liba.so!a_outer"]),
+                s(&["liba.so!a_inner"]),
+                s(&["liba.so!a_outer", "libb.so!b_callback", "liba.so!a_inner"])
+            ]
+        );
+    }
+
+    #[test]
+    fn the_c_library_outside_main_is_never_charged() {
+        let mut kit = Kit::new();
+        let own = kit.stack(&[
+            (APP, "helper"),
+            (APP, "main"),
+            (LIBC, "__libc_start_main"),
+            (APP, "_start"),
+        ]);
+        let reg = kit.registry(&[0]);
+        // No library inside `main`: the executable by library, the allocating function by
+        // function, whatever the policy.
+        for charge in [Charge::First, Charge::Last, Charge::All] {
+            assert_eq!(charged(&reg, Some(own), false, charge), s(&["app"]));
+            assert_eq!(charged(&reg, Some(own), true, charge), s(&["app!helper"]));
+        }
+    }
+
+    #[test]
+    fn allocator_entry_points_are_skipped_at_the_inner_end() {
+        let mut kit = Kit::new();
+        let vector = kit.stack(&[
+            (LIBSTDCXX, "operator new(unsigned long)"),
+            (
+                LIBSTDCXX,
+                "std::__new_allocator<int>::allocate(unsigned long, void const*)",
+            ),
+            (LIBA, "a_vector"),
+            (APP, "main"),
+        ]);
+        let reg = kit.registry(&[0]);
+        assert_eq!(
+            all_policies(&reg, vector, false),
+            [s(&["liba.so"]), s(&["liba.so"]), s(&["liba.so"])]
+        );
+        assert_eq!(
+            charged(&reg, Some(vector), true, Charge::Last),
+            s(&["liba.so!a_vector"])
+        );
+        assert_eq!(eligible(reg.stack(0, vector).unwrap(), &reg), 2..4);
+    }
+
+    #[test]
+    fn a_thread_is_rooted_at_its_start_routine() {
+        let mut kit = Kit::new();
+        let thread = kit.stack(&[
+            (LIBB, "b_worker"),
+            (LIBC, "start_thread"),
+            (LIBC, "__clone3"),
+        ]);
+        let reg = kit.registry(&[0]);
+        assert_eq!(eligible(reg.stack(0, thread).unwrap(), &reg), 0..1);
+        assert_eq!(
+            all_policies(&reg, thread, false),
+            [s(&["libb.so"]), s(&["libb.so"]), s(&["libb.so"])]
+        );
+    }
+
+    #[test]
+    fn tear_down_code_alone_is_charged_to_itself() {
+        let mut kit = Kit::new();
+        let exit = kit.stack(&[
+            (LIBC, "_IO_cleanup"),
+            (LIBC, "__run_exit_handlers"),
+            (LIBC, "exit"),
+        ]);
+        let reg = kit.registry(&[0]);
+        assert_eq!(eligible(reg.stack(0, exit).unwrap(), &reg), 0..3);
+        assert_eq!(
+            all_policies(&reg, exit, true),
+            [
+                s(&["libc.so.6!exit"]),
+                s(&["libc.so.6!_IO_cleanup"]),
+                s(&[
+                    "libc.so.6!exit",
+                    "libc.so.6!__run_exit_handlers",
+                    "libc.so.6!_IO_cleanup"
+                ])
+            ]
+        );
+    }
+
+    #[test]
+    fn frames_in_no_library_charge_the_executable_or_the_address() {
+        let mut kit = Kit::new();
+        let jit = kit.stack(&[(0, ""), (VDSO, ""), (APP, "main")]);
+        let reg = kit.registry(&[0]);
+        let address = kit.offset(0, "");
+        // The vDSO is no shared library, nor is code outside every module.
+        for charge in [Charge::First, Charge::Last, Charge::All] {
+            assert_eq!(charged(&reg, Some(jit), false, charge), s(&["app"]));
+            assert_eq!(
+                charged(&reg, Some(jit), true, charge),
+                vec![format!("[unknown]!0x{address:x}")]
+            );
+        }
+        // Nothing known: the unknown unit.
+        assert_eq!(charged(&reg, None, false, Charge::First), s(&["[unknown]"]));
+        // A stack in no module at all is charged to the session's executable.
+        let mut kit = Kit::new();
+        let nowhere = kit.stack(&[(0, "")]);
+        let reg = kit.registry(&[0]);
+        assert_eq!(
+            charged(&reg, Some(nowhere), false, Charge::First),
+            s(&["app-from-session"])
+        );
+    }
+}

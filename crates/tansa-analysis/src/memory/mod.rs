@@ -17,6 +17,8 @@ pub mod merge;
 pub mod model;
 pub mod recording;
 pub mod report;
+#[cfg(test)]
+mod testkit;
 
 pub use aggregate::{Aggregator, Config};
 pub use classify::{By, Charge, FreeTo};

@@ -7,11 +7,21 @@ use std::io::{BufReader, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use serde_json::{Value, json};
 use tansa_format::container::{FrameType, Reader};
 use tansa_format::memory::{self, split_meta_chunk, split_thread_chunk};
-use tansa_wire::event::{DecodeError, Decoder, Record, StreamState};
+use tansa_wire::event::{DecodeError, Decoder, ImproperOp, Record, StreamState};
 
 use crate::exit;
+
+/// Output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// Every frame, and the records of its streams, to read.
+    Text,
+    /// One JSON object per stream record (docs/json/dump-events.v1.md), for scripts.
+    Jsonl,
+}
 
 /// Options of `tansa dump`.
 #[derive(Debug, clap::Args)]
@@ -27,25 +37,143 @@ pub struct Args {
     /// Also print every event (by default only frames, sessions, modules and stacks).
     #[arg(long)]
     events: bool,
+
+    /// Output format: `jsonl` prints only the records of the streams (modules, stacks,
+    /// thread starts, and with --events every event), one JSON object per line.
+    #[arg(long, value_enum, default_value = "text")]
+    format: Format,
 }
 
-/// Prints the records of a stream chunk; returns why the rest of the chunk cannot be
-/// shown, if it cannot (a record cut short at the end of a chunk continues in the next
-/// chunk of its stream and is no damage).
 /// What is left of a stream after its last chunk so far: a record that continues in the
-/// next chunk, and the decoder's state.
+/// next chunk, the decoder's state, and the thread writing the stream.
 #[derive(Default)]
 struct Carry {
     bytes: Vec<u8>,
     state: StreamState,
+    tid: Option<u32>,
+}
+
+/// Which stream a chunk belongs to, for the JSON form of its records.
+#[derive(Debug, Clone, Copy)]
+struct StreamId {
+    session: u32,
+    /// The thread stream's number; `None` for the session's meta stream.
+    stream: Option<u32>,
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The JSON object of one record (`tansa.dump-events.v1`). `tid` is the thread of the
+/// stream, known from its `thread_start`.
+fn record_json(id: StreamId, tid: Option<u32>, rec: &Record<'_>) -> Value {
+    let mut v = match *rec {
+        Record::ThreadStart { pid, ts, name, .. } => json!({
+            "kind": "thread_start",
+            "pid": pid,
+            "ticks": ts,
+            "name": String::from_utf8_lossy(name),
+        }),
+        Record::ThreadName { name } => json!({
+            "kind": "thread_name",
+            "name": String::from_utf8_lossy(name),
+        }),
+        Record::ThreadEnd { ts } => json!({ "kind": "thread_end", "ticks": ts }),
+        Record::Alloc(a) => json!({
+            "kind": "alloc",
+            "op": a.op.name(),
+            "ptr": a.ptr,
+            "size": a.size,
+            "align": a.align,
+            "stack": a.stack,
+            "ticks": a.ts,
+        }),
+        Record::Realloc(r) => json!({
+            "kind": "realloc",
+            "op": if r.array { "reallocarray" } else { "realloc" },
+            "old_ptr": r.old_ptr,
+            "new_ptr": r.new_ptr,
+            "size": r.size,
+            "stack": r.stack,
+            "ticks": r.ts_begin,
+            "end_ticks": r.ts_end,
+        }),
+        Record::Free(f) => json!({
+            "kind": "free",
+            "ptr": f.ptr,
+            "stack": f.stack,
+            "ticks": f.ts,
+        }),
+        Record::Improper(i) => json!({
+            "kind": "improper",
+            "op": match i.op {
+                ImproperOp::Free => "free",
+                ImproperOp::Realloc => "realloc",
+            },
+            "ptr": i.ptr,
+            "size": i.size,
+            "stack": i.stack,
+            "ticks": i.ts,
+        }),
+        Record::Lost { count } => json!({ "kind": "lost", "count": count }),
+        Record::Sample { ts, stack, weight } => json!({
+            "kind": "sample",
+            "stack": stack,
+            "weight": weight,
+            "ticks": ts,
+        }),
+        Record::StackDef { id, frames } => json!({
+            "kind": "stack",
+            "id": id,
+            "frames": frames
+                .map(|f| json!({ "module": f.module, "offset": f.offset }))
+                .collect::<Vec<Value>>(),
+        }),
+        Record::ModuleLoad(m) => json!({
+            "kind": "module_load",
+            "id": m.id,
+            "path": String::from_utf8_lossy(m.path),
+            "build_id": hex(m.build_id),
+            "bias": m.bias,
+            "flags": m.flags,
+            "ticks": m.ts,
+        }),
+        Record::ModuleUnload { id, ts } => json!({
+            "kind": "module_unload",
+            "id": id,
+            "ticks": ts,
+        }),
+    };
+    v["session"] = json!(id.session);
+    v["stream"] = json!(id.stream);
+    if id.stream.is_some() {
+        v["tid"] = json!(tid);
+    }
+    v
+}
+
+/// Whether a record is shown without `--events`.
+fn always_shown(rec: &Record<'_>) -> bool {
+    matches!(
+        rec,
+        Record::StackDef { .. }
+            | Record::ModuleLoad(_)
+            | Record::ModuleUnload { .. }
+            | Record::ThreadStart { .. }
+    )
 }
 
 /// Shows the records of one chunk of a stream; a record cut at the chunk's end is kept in
 /// `carry` for the next chunk of the same stream.
+///
+/// With `json`, each record shown is one JSON line instead; returns why the rest of the
+/// chunk cannot be shown, if it cannot.
 fn dump_stream(
     chunk: &[u8],
     carry: &mut Carry,
     events: bool,
+    json: Option<StreamId>,
     out: &mut dyn Write,
 ) -> anyhow::Result<Option<String>> {
     let mut bytes = std::mem::take(&mut carry.bytes);
@@ -53,7 +181,19 @@ fn dump_stream(
     let mut d = Decoder::with_state(&bytes, carry.state);
     let mut used = 0;
     while let Some(r) = d.next() {
+        if let Ok(Record::ThreadStart { tid, .. }) = r {
+            carry.tid = Some(tid);
+        }
         match r {
+            Ok(rec) if json.is_some() => {
+                if let Some(id) = json
+                    && (events || always_shown(&rec))
+                {
+                    // `Value`'s `Display` is compact JSON; writing it with `writeln!` keeps an
+                    // `io::Error` (a broken pipe is success) in the error chain.
+                    writeln!(out, "{}", record_json(id, carry.tid, &rec))?;
+                }
+            }
             Ok(Record::StackDef { id, frames }) => {
                 let f: Vec<String> = frames
                     .map(|f| format!("{}+{:#x}", f.module, f.offset))
@@ -99,12 +239,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let file = File::open(path).map_err(|e| exit::cannot_open(path, e))?;
     let mut reader = Reader::new(BufReader::new(file)).map_err(|e| exit::unreadable(path, &e))?;
     let mut out = crate::output::open(None)?;
-    writeln!(
-        out,
-        "{} (format {})",
-        reader.kind().describe(),
-        tansa_format::container::FORMAT_VERSION
-    )?;
+    let jsonl = args.format == Format::Jsonl;
+    if !jsonl {
+        writeln!(
+            out,
+            "{} (format {})",
+            reader.kind().describe(),
+            tansa_format::container::FORMAT_VERSION
+        )?;
+    }
     let mut warnings = Vec::new();
     let mut damaged = false;
     let mut metas: HashMap<u32, Carry> = HashMap::new();
@@ -120,6 +263,41 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             }
             Err(e) => return Err(exit::unreadable(path, &e)),
         };
+        if jsonl {
+            let shown = match frame.ty {
+                memory::META_CHUNK => match split_meta_chunk(&frame.payload) {
+                    Some((s, bytes)) => {
+                        let id = StreamId {
+                            session: s,
+                            stream: None,
+                        };
+                        let carry = metas.entry(s).or_default();
+                        dump_stream(bytes, carry, true, Some(id), &mut out)?
+                    }
+                    None => Some("a chunk too short to name its process".into()),
+                },
+                memory::THREAD_CHUNK => match split_thread_chunk(&frame.payload) {
+                    Some((s, st, bytes)) => {
+                        let id = StreamId {
+                            session: s,
+                            stream: Some(st),
+                        };
+                        let carry = threads.entry((s, st)).or_default();
+                        dump_stream(bytes, carry, args.events, Some(id), &mut out)?
+                    }
+                    None => Some("a chunk too short to name its thread".into()),
+                },
+                _ => None,
+            };
+            if let Some(p) = shown {
+                let at = frame.place();
+                warnings.push(format!(
+                    "{p} in the frame at {at}; the rest of it is not shown"
+                ));
+                damaged = true;
+            }
+            continue;
+        }
         write!(
             out,
             "@{} frame {:#06x} ({} bytes)",
@@ -221,7 +399,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                         return Ok(Some("a chunk too short to name its process".into()));
                     };
                     writeln!(out, " meta stream of session {s}")?;
-                    return dump_stream(bytes, metas.entry(s).or_default(), true, &mut out);
+                    return dump_stream(bytes, metas.entry(s).or_default(), true, None, &mut out);
                 }
                 memory::THREAD_CHUNK => {
                     let Some((s, st, bytes)) = split_thread_chunk(&frame.payload) else {
@@ -233,6 +411,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                         bytes,
                         threads.entry((s, st)).or_default(),
                         args.events,
+                        None,
                         &mut out,
                     );
                 }

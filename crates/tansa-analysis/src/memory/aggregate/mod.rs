@@ -17,6 +17,8 @@
 mod finish;
 mod interval;
 mod sessions;
+#[cfg(test)]
+mod tests;
 
 use std::sync::Arc;
 

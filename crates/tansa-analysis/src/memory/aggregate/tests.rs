@@ -1,0 +1,507 @@
+//! The aggregator driven as `tansa report` and online mode drive it: sessions first, then
+//! events in time order, then `finish`. Every figure below is worked out by hand from the
+//! events listed in each test.
+
+use tansa_format::memory::SessionInfo;
+use tansa_format::meta::Calibration;
+use tansa_wire::event::{
+    AllocEvent, AllocOp, EventBuf, FreeEvent, ReallocEvent, Sink, StreamState, encode_thread_start,
+};
+
+use super::{Aggregator, Config};
+use crate::memory::classify::{By, Charge, FreeTo};
+use crate::memory::merge::{Event, EventKind, StreamDecoder};
+use crate::memory::model::Registry;
+use crate::memory::report::{Calls, MemoryReport, Stats};
+use crate::memory::testkit::{APP, Kit, LIBA, LIBB, LIBC, session};
+
+/// The stacks every test uses, all rooted at `main`.
+struct Stacks {
+    /// `liba.so!a_alloc` called from `libb.so!b_work`: `libb.so` first, `liba.so` last.
+    lib: u32,
+    /// `libb.so!b_free`.
+    b: u32,
+    /// `app!helper`: no library.
+    app: u32,
+}
+
+fn fixture(sessions: &[u32]) -> (Registry, Stacks) {
+    let mut kit = Kit::new();
+    let root = [(APP, "main"), (LIBC, "__libc_start_main")];
+    let lib = kit.stack(&[&[(LIBA, "a_alloc"), (LIBB, "b_work")][..], &root].concat());
+    let b = kit.stack(&[&[(LIBB, "b_free")][..], &root].concat());
+    let app = kit.stack(&[&[(APP, "helper")][..], &root].concat());
+    (kit.registry(sessions), Stacks { lib, b, app })
+}
+
+fn report(
+    config: Config,
+    reg: &Registry,
+    sessions: &[SessionInfo],
+    events: &[Event],
+) -> MemoryReport {
+    let mut agg = Aggregator::new(config, Calibration::monotonic());
+    for s in sessions {
+        agg.add_session(s);
+    }
+    for e in events {
+        agg.event(reg, e);
+    }
+    agg.finish(reg)
+}
+
+fn config(charge: Charge, free_to: FreeTo) -> Config {
+    Config {
+        by: By::Library,
+        charge,
+        free_to,
+        ..Config::default()
+    }
+}
+
+fn event(ts: u64, session: u32, kind: EventKind) -> Event {
+    Event {
+        ts,
+        session,
+        tid: 1000 + session,
+        kind,
+    }
+}
+
+fn alloc(ts: u64, session: u32, op: AllocOp, ptr: u64, size: u64, stack: u32) -> Event {
+    event(
+        ts,
+        session,
+        EventKind::Alloc {
+            op,
+            ptr,
+            size,
+            stack,
+        },
+    )
+}
+
+fn free(ts: u64, session: u32, ptr: u64, stack: u32) -> Event {
+    event(ts, session, EventKind::Free { ptr, stack })
+}
+
+/// Figures: net, max, min, allocated, freed, then the calls.
+fn stats(net: i64, max: i64, min: i64, allocated: u64, freed: u64, calls: Calls) -> Stats {
+    Stats {
+        net_bytes: net,
+        max_bytes: max,
+        min_bytes: min,
+        allocated_bytes: allocated,
+        freed_bytes: freed,
+        calls,
+    }
+}
+
+/// Call counts: malloc, calloc, realloc, free (no memalign in these tests).
+fn calls(malloc: u64, calloc: u64, realloc: u64, free: u64) -> Calls {
+    Calls {
+        malloc,
+        calloc,
+        realloc,
+        free,
+        memalign: 0,
+    }
+}
+
+/// A unit's name and figures.
+type Row = (String, Stats);
+
+/// Every unit of the report with its figures, by name.
+fn units(r: &MemoryReport) -> Vec<Row> {
+    let mut u: Vec<Row> = r.units.iter().map(|u| (u.unit.clone(), u.stats)).collect();
+    u.sort_by(|a, b| a.0.cmp(&b.0));
+    u
+}
+
+fn named(rows: &[(&str, Stats)]) -> Vec<Row> {
+    rows.iter().map(|(n, s)| (n.to_string(), *s)).collect()
+}
+
+/// One process: `libb.so` (first) or `liba.so` (last) allocates 100 bytes that `app`
+/// releases; `app` allocates 40 bytes that `libb.so` releases; `libb.so` allocates 7
+/// bytes that stay live.
+#[test]
+fn each_charge_policy_under_each_free_mode() {
+    let (reg, st) = fixture(&[0]);
+    let events = [
+        alloc(1, 0, AllocOp::Malloc, 0x1000, 100, st.lib),
+        alloc(2, 0, AllocOp::Calloc, 0x2000, 40, st.app),
+        free(3, 0, 0x1000, st.app),
+        free(4, 0, 0x2000, st.b),
+        alloc(5, 0, AllocOp::Malloc, 0x3000, 7, st.b),
+    ];
+    // The allocator's view: running net 100, 140, 40, 0, 7.
+    let totals = stats(7, 140, 0, 147, 140, calls(2, 1, 0, 2));
+    // The 40 bytes of `app`, released by `libb.so`: charged back to `app` (owner) or
+    // to `libb.so` (caller); and the reverse for the 100 bytes of the library.
+    let app_owner = stats(0, 40, 0, 40, 40, calls(0, 1, 0, 1));
+    let app_caller = stats(-60, 40, -60, 40, 100, calls(0, 1, 0, 1));
+    let expected: [(Charge, FreeTo, Vec<Row>); 6] = [
+        (
+            Charge::First,
+            FreeTo::Owner,
+            named(&[
+                ("app", app_owner),
+                ("libb.so", stats(7, 100, 0, 107, 100, calls(2, 0, 0, 1))),
+            ]),
+        ),
+        (
+            Charge::First,
+            FreeTo::Caller,
+            named(&[
+                ("app", app_caller),
+                ("libb.so", stats(67, 100, 0, 107, 40, calls(2, 0, 0, 1))),
+            ]),
+        ),
+        (
+            Charge::Last,
+            FreeTo::Owner,
+            named(&[
+                ("app", app_owner),
+                ("liba.so", stats(0, 100, 0, 100, 100, calls(1, 0, 0, 1))),
+                ("libb.so", stats(7, 7, 0, 7, 0, calls(1, 0, 0, 0))),
+            ]),
+        ),
+        (
+            Charge::Last,
+            FreeTo::Caller,
+            named(&[
+                ("app", app_caller),
+                ("liba.so", stats(100, 100, 0, 100, 0, calls(1, 0, 0, 0))),
+                ("libb.so", stats(-33, 0, -40, 7, 40, calls(1, 0, 0, 1))),
+            ]),
+        ),
+        (
+            Charge::All,
+            FreeTo::Owner,
+            named(&[
+                ("app", app_owner),
+                ("liba.so", stats(0, 100, 0, 100, 100, calls(1, 0, 0, 1))),
+                ("libb.so", stats(7, 100, 0, 107, 100, calls(2, 0, 0, 1))),
+            ]),
+        ),
+        (
+            Charge::All,
+            FreeTo::Caller,
+            named(&[
+                ("app", app_caller),
+                ("liba.so", stats(100, 100, 0, 100, 0, calls(1, 0, 0, 0))),
+                ("libb.so", stats(67, 100, 0, 107, 40, calls(2, 0, 0, 1))),
+            ]),
+        ),
+    ];
+    for (charge, free_to, rows) in expected {
+        let r = report(
+            config(charge, free_to),
+            &reg,
+            &[session(0, 100, 1, 0)],
+            &events,
+        );
+        let what = format!("--charge {} --free-to {}", charge.name(), free_to.name());
+        assert_eq!(units(&r), rows, "{what}");
+        // Whatever the units, the process's own figures count each event once.
+        assert_eq!(r.totals, totals, "{what}");
+        assert_eq!((r.charge, r.free_to), (charge.name(), free_to.name()));
+        assert_eq!(r.events, 5, "{what}");
+        assert!(r.improper.is_empty(), "{what}: {:?}", r.improper);
+        assert_eq!(r.inherited_frees, 0, "{what}");
+    }
+}
+
+/// A parent (pid 100) forks a child (101) at tick 50, which forks a grandchild (102) at
+/// tick 95. The children release blocks they inherited (counted, charged to nobody) and
+/// blocks the parent allocated after the fork (improper: the child never had them); the
+/// parent's own copies stay live until the parent releases them.
+#[test]
+fn frees_of_blocks_inherited_across_fork() {
+    let (reg, st) = fixture(&[0, 1, 2]);
+    let sessions = [
+        session(0, 100, 1, 0),
+        session(1, 101, 100, 50),
+        session(2, 102, 101, 95),
+    ];
+    let events = [
+        alloc(10, 0, AllocOp::Malloc, 0x1000, 64, st.lib),
+        alloc(20, 0, AllocOp::Malloc, 0x2000, 32, st.app),
+        alloc(60, 0, AllocOp::Malloc, 0x5000, 16, st.lib),
+        // The child: two inherited blocks, one allocated after the fork, one never.
+        free(70, 1, 0x1000, st.b),
+        free(80, 1, 0x5000, st.app),
+        free(85, 1, 0x9990, st.app),
+        event(
+            90,
+            1,
+            EventKind::ReallocRelease {
+                old: 0x2000,
+                new: 0x6000,
+                stack: st.lib,
+            },
+        ),
+        event(
+            91,
+            1,
+            EventKind::ReallocAlloc {
+                new: 0x6000,
+                size: 48,
+                stack: st.lib,
+            },
+        ),
+        // The grandchild: a block of its grandparent, and one of its parent.
+        free(96, 2, 0x2000, st.app),
+        free(97, 2, 0x6000, st.app),
+        // The parent's copy of 0x1000 is still its own.
+        free(100, 0, 0x1000, st.b),
+    ];
+    // The same in both free modes: every byte released is released by the stack that
+    // allocated it or by `libb.so` releasing a block of `libb.so`.
+    for free_to in [FreeTo::Owner, FreeTo::Caller] {
+        let r = report(config(Charge::First, free_to), &reg, &sessions, &events);
+        let what = format!("--free-to {}", free_to.name());
+        assert_eq!(
+            units(&r),
+            named(&[
+                // 32 live; the four frees of the children that released nothing.
+                ("app", stats(32, 32, 0, 32, 0, calls(1, 0, 0, 4))),
+                // 64 + 16 + 48 (the child's realloc) - 64 (the parent's free).
+                ("libb.so", stats(64, 128, 0, 128, 64, calls(2, 0, 1, 2))),
+            ]),
+            "{what}"
+        );
+        assert_eq!(
+            r.totals,
+            stats(96, 160, 0, 160, 64, calls(3, 0, 1, 6)),
+            "{what}"
+        );
+        assert_eq!(r.inherited_frees, 4, "{what}");
+        assert_eq!(r.improper.len(), 1, "{what}: {:?}", r.improper);
+        let improper = &r.improper[0];
+        assert_eq!(
+            (improper.op, improper.count, improper.pid, improper.refused),
+            ("free", 2, 101, false),
+            "{what}"
+        );
+        let per_process: Vec<(u32, u64)> = r.processes.iter().map(|p| (p.pid, p.events)).collect();
+        assert_eq!(per_process, [(100, 4), (101, 5), (102, 2)], "{what}");
+        assert_eq!(r.events, 11, "{what}");
+    }
+
+    // The child alone: the parent's events are read (its blocks are what the child
+    // inherits) but not reported.
+    let child = Config {
+        pid: Some(101),
+        ..config(Charge::First, FreeTo::Owner)
+    };
+    let r = report(child, &reg, &sessions, &events);
+    assert_eq!(
+        units(&r),
+        named(&[
+            ("app", stats(0, 0, 0, 0, 0, calls(0, 0, 0, 2))),
+            ("libb.so", stats(48, 48, 0, 48, 0, calls(0, 0, 1, 1))),
+        ])
+    );
+    assert_eq!(r.totals, stats(48, 48, 0, 48, 0, calls(0, 0, 1, 3)));
+    assert_eq!(r.inherited_frees, 2);
+    assert_eq!(r.improper.len(), 1);
+    assert_eq!(r.improper[0].count, 2);
+    assert_eq!((r.process.pid, r.events), (101, 5));
+}
+
+struct Bytes(Vec<u8>);
+
+impl Sink for Bytes {
+    fn put(&mut self, bytes: &[u8]) {
+        self.0.extend_from_slice(bytes);
+    }
+}
+
+/// A realloc in place, one that moves, `realloc(NULL, n)` and `realloc(p, 0)`, encoded
+/// as the agent encodes them and split by the stream decoder as `tansa report` splits
+/// them.
+fn realloc_events(st: &Stacks) -> Vec<Event> {
+    let mut stream = Bytes(Vec::new());
+    let mut state = StreamState::default();
+    encode_thread_start(&mut stream, &mut state, 100, 7, 0, b"main");
+    let mut put = |encode: &dyn Fn(&mut StreamState, &mut EventBuf)| {
+        let mut buf = EventBuf::new();
+        encode(&mut state, &mut buf);
+        stream.put(buf.as_bytes());
+    };
+    let realloc = |ts: u64, old_ptr: u64, new_ptr: u64, size: u64, stack: u32| ReallocEvent {
+        array: false,
+        ts_begin: ts,
+        ts_end: ts + 1,
+        old_ptr,
+        new_ptr,
+        size,
+        stack,
+    };
+    let free = |ts: u64, ptr: u64, stack: u32| FreeEvent { ts, ptr, stack };
+    put(&|s, b| {
+        s.encode_alloc(
+            &AllocEvent {
+                op: AllocOp::Malloc,
+                ts: 10,
+                ptr: 0x1000,
+                size: 100,
+                align: 0,
+                stack: st.lib,
+            },
+            b,
+        )
+    });
+    // In place: 100 bytes become 250.
+    put(&|s, b| s.encode_realloc(&realloc(20, 0x1000, 0x1000, 250, st.lib), b));
+    // Moves: the 250 bytes at 0x1000 are released, 400 bytes at 0x2000 allocated.
+    put(&|s, b| s.encode_realloc(&realloc(30, 0x1000, 0x2000, 400, st.app), b));
+    put(&|s, b| s.encode_free(&free(40, 0x2000, st.b), b));
+    // The old block is gone: releasing it again is improper.
+    put(&|s, b| s.encode_free(&free(50, 0x1000, st.b), b));
+    put(&|s, b| s.encode_realloc(&realloc(60, 0, 0x3000, 8, st.app), b));
+    put(&|s, b| s.encode_realloc(&realloc(70, 0x3000, 0, 0, st.b), b));
+    let mut events = Vec::new();
+    let mut decoder = StreamDecoder::new(0);
+    decoder.push(&stream.0, &mut |e| events.push(e));
+    assert_eq!(decoder.finish(), None);
+    events
+}
+
+#[test]
+fn a_realloc_that_moves_is_a_release_and_an_allocation_one_in_place_a_new_size() {
+    let (reg, st) = fixture(&[0]);
+    let events = realloc_events(&st);
+    let kinds: Vec<(u64, &EventKind)> = events.iter().map(|e| (e.ts, &e.kind)).collect();
+    let (lib, app, b) = (st.lib, st.app, st.b);
+    assert_eq!(
+        kinds[1..],
+        [
+            (
+                10,
+                &EventKind::Alloc {
+                    op: AllocOp::Malloc,
+                    ptr: 0x1000,
+                    size: 100,
+                    stack: lib
+                }
+            ),
+            (
+                20,
+                &EventKind::ReallocRelease {
+                    old: 0x1000,
+                    new: 0x1000,
+                    stack: lib
+                }
+            ),
+            (
+                21,
+                &EventKind::ReallocAlloc {
+                    new: 0x1000,
+                    size: 250,
+                    stack: lib
+                }
+            ),
+            (
+                30,
+                &EventKind::ReallocRelease {
+                    old: 0x1000,
+                    new: 0x2000,
+                    stack: app
+                }
+            ),
+            (
+                31,
+                &EventKind::ReallocAlloc {
+                    new: 0x2000,
+                    size: 400,
+                    stack: app
+                }
+            ),
+            (
+                40,
+                &EventKind::Free {
+                    ptr: 0x2000,
+                    stack: b
+                }
+            ),
+            (
+                50,
+                &EventKind::Free {
+                    ptr: 0x1000,
+                    stack: b
+                }
+            ),
+            // realloc(NULL, 8) has no release half, realloc(p, 0) no allocation half.
+            (
+                61,
+                &EventKind::ReallocAlloc {
+                    new: 0x3000,
+                    size: 8,
+                    stack: app
+                }
+            ),
+            (
+                70,
+                &EventKind::ReallocRelease {
+                    old: 0x3000,
+                    new: 0,
+                    stack: b
+                }
+            ),
+        ]
+    );
+    // Every byte allocated is released: 100, 250 (in place), 400 (moved), 8.
+    let totals = stats(0, 400, 0, 758, 758, calls(1, 0, 4, 2));
+    let sessions = [session(0, 100, 1, 0)];
+
+    // Owner: `libb.so` (first) holds 100 then 250 bytes and releases them when the block
+    // moves; `app` owns the moved block and the realloc(NULL, 8). The realloc(p, 0) and the
+    // improper free count as calls of `libb.so`, whose stack made them.
+    let r = report(
+        config(Charge::First, FreeTo::Owner),
+        &reg,
+        &sessions,
+        &events,
+    );
+    assert_eq!(
+        units(&r),
+        named(&[
+            ("app", stats(0, 400, 0, 408, 408, calls(0, 0, 2, 1))),
+            ("libb.so", stats(0, 250, 0, 350, 350, calls(1, 0, 2, 1))),
+        ])
+    );
+    assert_eq!(r.totals, totals);
+    assert_eq!(r.improper.len(), 1, "{:?}", r.improper);
+    assert_eq!(
+        (
+            r.improper[0].op,
+            r.improper[0].count,
+            r.improper[0].ptr.as_str()
+        ),
+        ("free", 1, "0x1000")
+    );
+
+    // Caller: the release half of the move is charged to `app`, whose stack moved it;
+    // `libb.so` releases the 400 bytes and the 8.
+    let r = report(
+        config(Charge::First, FreeTo::Caller),
+        &reg,
+        &sessions,
+        &events,
+    );
+    assert_eq!(
+        units(&r),
+        named(&[
+            ("app", stats(158, 158, -250, 408, 250, calls(0, 0, 2, 0))),
+            (
+                "libb.so",
+                stats(-158, 250, -158, 350, 508, calls(1, 0, 2, 2))
+            ),
+        ])
+    );
+    assert_eq!(r.totals, totals);
+    assert_eq!(r.improper.len(), 1, "{:?}", r.improper);
+}
