@@ -13,24 +13,6 @@ use serde_json::Value;
 /// One allocator call: (function, returned or released pointer, size, old pointer).
 type Call = (String, u64, u64, u64);
 
-/// Every record of `file`'s streams, from `tansa dump --events --format jsonl`
-/// (docs/json/dump-events.v1.md).
-fn dumped_records(file: &Path) -> Vec<Value> {
-    let out = run_tansa(&[
-        "dump",
-        "--events",
-        "--format",
-        "jsonl",
-        file.to_str().unwrap(),
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-        .collect()
-}
-
 /// Field `name` of a record, an unsigned integer.
 fn field(record: &Value, name: &str) -> u64 {
     record[name]

@@ -22,24 +22,6 @@ fn warnings(r: &Value) -> Vec<String> {
         .collect()
 }
 
-/// Every record of `file`'s streams, from `tansa dump --events --format jsonl`
-/// (docs/json/dump-events.v1.md).
-fn dumped_records(file: &std::path::Path) -> Vec<Value> {
-    let out = run_tansa(&[
-        "dump",
-        "--events",
-        "--format",
-        "jsonl",
-        file.to_str().unwrap(),
-    ]);
-    assert!(out.status.success(), "dump failed: {}", stderr(&out));
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-        .collect()
-}
-
 /// Allocator calls recorded in `file`, by thread id and by function (`malloc`, `free`,
 /// `realloc`, ...).
 fn calls_by_thread(file: &std::path::Path) -> HashMap<u64, HashMap<String, u64>> {

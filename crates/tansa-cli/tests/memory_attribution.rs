@@ -256,7 +256,7 @@ fn threads_are_units_with_their_names() {
         // thread exits (glibc calls free(NULL) for per-thread buffers): every free call the
         // thread made, as counted from the raw records.
         let tid = u["thread"]["tid"].as_u64().unwrap() as u32;
-        let thread_frees = raw[&tid].get("Free").copied().unwrap_or(0);
+        let thread_frees = raw[&tid].get("free").copied().unwrap_or(0);
         assert!(thread_frees >= 2);
         assert_eq!(calls(u), (5, 0, 0, thread_frees, 0), "thread {name}");
         assert!(

@@ -243,34 +243,35 @@ pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-/// Raw event counts read from `tansa dump --events` (an oracle independent of the report's
-/// aggregation): per thread id, per record kind (`Malloc`, `Free`, `Calloc`, ...).
-pub fn raw_counts(file: &Path) -> HashMap<u32, HashMap<String, u64>> {
-    let out = run_tansa(&["dump", "--events", file.to_str().unwrap()]);
+/// Every record of `file`'s streams, from `tansa dump --events --format jsonl`
+/// (docs/json/dump-events.v1.md).
+pub fn dumped_records(file: &Path) -> Vec<serde_json::Value> {
+    let out = run_tansa(&[
+        "dump",
+        "--events",
+        "--format",
+        "jsonl",
+        file.to_str().unwrap(),
+    ]);
     assert!(out.status.success(), "dump failed: {}", stderr(&out));
-    let text = String::from_utf8(out.stdout).unwrap();
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+/// Allocator calls recorded in `file`, by thread id and by function (`malloc`, `calloc`,
+/// ..., `realloc`, `free`), counted from the raw records.
+pub fn raw_counts(file: &Path) -> HashMap<u32, HashMap<String, u64>> {
     let mut counts: HashMap<u32, HashMap<String, u64>> = HashMap::new();
-    let mut tid = 0u32;
-    for line in text.lines() {
-        let line = line.trim();
-        if let Some(rest) = line.strip_prefix("ThreadStart {") {
-            let t = rest
-                .split("tid: ")
-                .nth(1)
-                .and_then(|s| s.split(',').next())
-                .unwrap();
-            tid = t.trim().parse().unwrap();
-            continue;
-        }
-        let kind = if let Some(r) = line.strip_prefix("Alloc(AllocEvent { op: ") {
-            r.split(',').next().unwrap().to_string()
-        } else if line.starts_with("Free(") {
-            "Free".to_string()
-        } else if line.starts_with("Realloc(") {
-            "Realloc".to_string()
-        } else {
-            continue;
+    for r in dumped_records(file) {
+        let kind = match r["kind"].as_str() {
+            Some("alloc") | Some("realloc") => r["op"].as_str().unwrap_or("?").to_string(),
+            Some("free") => "free".to_string(),
+            _ => continue,
         };
+        let tid = r["tid"].as_u64().unwrap_or(0) as u32;
         *counts.entry(tid).or_default().entry(kind).or_default() += 1;
     }
     counts
