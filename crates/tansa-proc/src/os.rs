@@ -2,7 +2,9 @@
 //! waiting for descriptors, signals, pidfds and wait statuses. The collector, the perf
 //! layer, the CPU sampler's gated child and the tracer use these instead of their own
 //! `libc` calls. (The in-process agent keeps its own raw system calls: it must not
-//! allocate or take locks on its hook path.)
+//! allocate or take locks on its hook path. The tracer keeps its ptrace calls and
+//! `waitpid(__WALL)`, which rustix does not offer; the collector keeps its `SCM_RIGHTS`
+//! messages and its `waitid(WNOWAIT)` peek.)
 //!
 //! Wait statuses are returned raw; `tansa_format::meta::ExitStatus::from_wait_status` is
 //! the one decoder.

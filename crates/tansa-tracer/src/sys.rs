@@ -1,4 +1,6 @@
-//! Every system call of this crate: ptrace, waitpid, kill.
+//! The ptrace calls of this crate, and `waitpid` with `__WALL` (which tracers need to hear
+//! of every thread, and which rustix does not offer). Everything else goes through
+//! `tansa_proc::os`.
 
 use std::io;
 
@@ -42,27 +44,16 @@ pub(crate) fn trace_me() -> io::Result<()> {
     Ok(())
 }
 
-/// `waitpid(pid, __WALL)`, retrying on EINTR.
+/// `waitpid(pid, __WALL)`, retrying on EINTR, decoded.
 pub(crate) fn wait(pid: i32) -> io::Result<Wait> {
-    loop {
-        let mut status = 0;
-        // SAFETY: `status` is a valid out-pointer for the duration of the call.
-        let rc = unsafe { libc::waitpid(pid, &mut status, libc::__WALL) };
-        if rc == -1 {
-            let err = io::Error::last_os_error();
-            if err.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(err);
-        }
-        return Ok(if libc::WIFEXITED(status) {
-            Wait::Exited(libc::WEXITSTATUS(status))
-        } else if libc::WIFSIGNALED(status) {
-            Wait::Signaled(libc::WTERMSIG(status), libc::WCOREDUMP(status))
-        } else {
-            Wait::Stopped(libc::WSTOPSIG(status))
-        });
-    }
+    let status = wait_raw(pid)?;
+    Ok(if libc::WIFEXITED(status) {
+        Wait::Exited(libc::WEXITSTATUS(status))
+    } else if libc::WIFSIGNALED(status) {
+        Wait::Signaled(libc::WTERMSIG(status), libc::WCOREDUMP(status))
+    } else {
+        Wait::Stopped(libc::WSTOPSIG(status))
+    })
 }
 
 /// Sets `PTRACE_O_EXITKILL`: the tracee dies if the tracer does.
