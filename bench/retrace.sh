@@ -13,7 +13,7 @@ mkdir -p "$OUT"
 cargo build --release -q -p tansa-cli
 TANSA=$PWD/target/release/tansa
 PROG=$OUT/region
-cc -O1 -g -fno-inline -o "$PROG" crates/tansa-tracer/tests/programs/region.c
+cc -O1 -g -fno-inline -o "$PROG" crates/tansa-ptrace/tests/programs/region.c
 
 field() { # field FILE.json python-expression-on-v
   python3 -c "import json,sys; v=json.load(open(sys.argv[1])); print($2)" "$1"

@@ -143,9 +143,9 @@ fn report_dump_and_annotate_follow_the_table() {
     }
 }
 
-/// Builds `tansa-tracer/tests/programs/region.c` (flags recorded in the source).
+/// Builds `tansa-ptrace/tests/programs/region.c` (flags recorded in the source).
 fn region(dir: &Path) -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tansa-tracer/tests/programs/region.c");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tansa-ptrace/tests/programs/region.c");
     let out = dir.join("region");
     compile(&out, &[src], &["-O1", "-g", "-fno-inline"]);
     out

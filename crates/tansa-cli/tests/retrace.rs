@@ -8,9 +8,9 @@ fn tansa() -> Command {
     Command::new(env!("CARGO_BIN_EXE_tansa"))
 }
 
-/// Builds `tansa-tracer/tests/programs/region.c` (flags recorded in the source).
+/// Builds `tansa-ptrace/tests/programs/region.c` (flags recorded in the source).
 fn build_region(dir: &Path) -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tansa-tracer/tests/programs/region.c");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tansa-ptrace/tests/programs/region.c");
     tansa_testkit::build(&src, dir, &["-O1", "-g", "-fno-inline"])
 }
 

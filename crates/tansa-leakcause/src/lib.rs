@@ -13,7 +13,7 @@
 //! * [`identify`]: cause functions and cause branches from the F and E paths, including
 //!   splitting branch traces into single executions of each cause function (spec §16).
 //!
-//! The live side (following threads, talking to the agent) is `tansa_tracer::leaks`; the
+//! The live side (following threads, talking to the agent) is `tansa_ptrace::leaks`; the
 //! report (`tansa leaks`) is `tansa_analysis::memory::leaks`.
 
 pub mod identify;

@@ -19,7 +19,7 @@
 //! * [`recording`]: reading `tansa-format` retrace frames into this model; [`report`]: the
 //!   analysed model every renderer takes (the JSON document `tansa.retrace.v1`).
 //!
-//! Nothing here reads files or talks to processes; `tansa-tracer` records, this rebuilds.
+//! Nothing here reads files or talks to processes; `tansa-ptrace` records, this rebuilds.
 
 pub mod accuracy;
 pub mod annotate;

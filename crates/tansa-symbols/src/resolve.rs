@@ -295,7 +295,11 @@ mod tests {
         )
         .unwrap();
         let lib = dir.path().join("lib.so");
-        tansa_testkit::compile(&lib, std::slice::from_ref(&src), &["-shared", "-fPIC", "-O1"]);
+        tansa_testkit::compile(
+            &lib,
+            std::slice::from_ref(&src),
+            &["-shared", "-fPIC", "-O1"],
+        );
         let hidden = ElfFile::open(&lib)
             .unwrap()
             .function_by_name("hidden")

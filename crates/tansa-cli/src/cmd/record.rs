@@ -12,7 +12,7 @@ use tansa_format::meta::{ClockSource, RecordingMeta};
 use tansa_format::output::{DEFAULT_MODE, Naming, OutputFile};
 
 use super::options::{self, ChargeArg, FormatArg, FreeToArg, ReportBy};
-use tansa_tracer::leaks::{LeakCauseConfig, record_leak_cause};
+use tansa_ptrace::leaks::{LeakCauseConfig, record_leak_cause};
 
 /// Options of `tansa record`.
 #[derive(Debug, clap::Args)]

@@ -11,7 +11,7 @@ use tansa_format::meta::RecordingMeta;
 use tansa_format::output::{DEFAULT_MODE, Naming, OutputFile};
 use tansa_format::retrace::{self, ExecutionChunk, Source};
 use tansa_format::{Kind, Writer};
-use tansa_tracer::{Options, SourceChoice, record, stopped_by_recorder};
+use tansa_ptrace::{Options, SourceChoice, record, stopped_by_recorder};
 
 /// Sample sources.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

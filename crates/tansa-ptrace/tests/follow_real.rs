@@ -8,9 +8,9 @@ use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 
+use tansa_ptrace::follow::{AttachedThread, FollowEnd, FollowLimits, PathEvent};
+use tansa_ptrace::procmap::{ProcessCode, is_runtime_library};
 use tansa_symbols::ElfFile;
-use tansa_tracer::follow::{AttachedThread, FollowEnd, FollowLimits, PathEvent};
-use tansa_tracer::procmap::{ProcessCode, is_runtime_library};
 
 /// The executable's first mapping: branch addresses relative to it are the same in every
 /// run (PIE).

@@ -859,7 +859,7 @@ impl Tracer {
         let stop = Arc::new(AtomicBool::new(false));
         let stopping = stop.clone();
         let thread = std::thread::Builder::new()
-            .name("tansa-tracer".into())
+            .name("tansa-ptrace".into())
             .spawn(move || tracer_loop(rx, done, config, &stopping, &failures))
             .ok();
         Tracer {

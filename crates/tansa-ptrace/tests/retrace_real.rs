@@ -4,9 +4,9 @@
 mod common;
 
 use tansa_format::retrace::Source;
+use tansa_ptrace::{Options, SourceChoice, record};
 use tansa_retrace::recording::{code_addr, partials, program};
 use tansa_retrace::{MergeConfig, Scores, Variant, accuracy, rebuild};
-use tansa_tracer::{Options, SourceChoice, record};
 
 fn options(exe: &std::path::Path, runs: &str) -> Options {
     Options {
@@ -150,7 +150,7 @@ fn auto_source_follows_the_machine() {
 #[test]
 fn bad_input_gives_clear_errors() {
     use tansa_format::meta::ExitStatus;
-    use tansa_tracer::TraceError;
+    use tansa_ptrace::TraceError;
     let dir = tempfile::tempdir().unwrap();
     let exe = common::build(dir.path(), "region");
     let src = SourceChoice::Exactly(Source::Ptrace);
