@@ -1,5 +1,11 @@
-//! Recording instruction samples of a repeated code region (the I/O edge of
-//! `tansa retrace`).
+//! tansa's ptrace edge: everything that runs a program under ptrace.
+//!
+//! * [`record`]: the retrace recorder (the I/O edge of `tansa retrace`; the reconstruction
+//!   itself is the sans-I/O `tansa-retrace`), below;
+//! * [`follow`]: the path follower (single-steps one thread, classifying function entries,
+//!   exits and conditional branches), and [`procmap`], the traced process's code map;
+//! * [`leaks`]: the live side of leak-cause mode (seed 001), which drives the follower from
+//!   the collector's events.
 //!
 //! [`record`] runs a command under ptrace, cuts its execution at every entry into the
 //! region's function (a software breakpoint), samples each execution with one of three
@@ -13,8 +19,9 @@
 //!
 //! Addresses are normalized to `(module, file address)` while the process lives, and the
 //! code and source lines of every touched function are collected, so the recording can be
-//! rebuilt and reported without the binary (see `tansa-format`'s `retrace` module). All
-//! system calls are in the private `sys` module; `tansa-perf` wraps `perf_event_open`.
+//! rebuilt and reported without the binary (see `tansa-format`'s `retrace` module). The
+//! ptrace calls are in the private `sys` module; process control is `tansa_proc::os`;
+//! `tansa-perf` wraps `perf_event_open`.
 
 mod code;
 pub mod follow;
