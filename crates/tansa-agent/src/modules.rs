@@ -470,9 +470,9 @@ impl framehop::ModuleSectionInfo<UnwindData> for SectionInfo {
 
 fn announce(id: u32, bias: u64, flags: u32, build_id: &[u8], name: &[u8], loads: &[LoadSegment]) {
     let ts = clock::now();
-    let write = |sink: &mut dyn crate::session::SinkDyn| {
+    let write = |sink: &mut dyn tansa_wire::event::ByteSink| {
         encode_module_load(
-            &mut &mut *sink,
+            sink,
             id,
             ts,
             bias,
@@ -491,9 +491,7 @@ fn announce_unload(id: u32) {
     let ts = clock::now();
     let mut count = CountingSink::default();
     encode_module_unload(&mut count, id, ts);
-    SESSION.write_meta(count.0, |sink| {
-        encode_module_unload(&mut &mut *sink, id, ts)
-    });
+    SESSION.write_meta(count.0, |sink| encode_module_unload(sink, id, ts));
 }
 
 /// Brings the map up to date with the loader. Takes the write lock.

@@ -5,8 +5,9 @@ use core::ffi::c_void;
 use core::sync::atomic::Ordering;
 
 use tansa_wire::event::{
-    AllocEvent, AllocOp, CountingSink, EventBuf, Frame, FreeEvent, ImproperEvent, ImproperOp,
-    ReallocEvent, StreamState, encode_stack_def, encode_thread_name, encode_thread_start,
+    AllocEvent, AllocOp, CountingSink, EventBuf, FreeEvent, ImproperEvent, ImproperOp,
+    ReallocEvent, StackFrame, StreamState, encode_stack_def, encode_thread_name,
+    encode_thread_start,
 };
 use tansa_wire::layout::{FLAG_FREE_STACKS, FLAG_ONLINE, LossCause};
 
@@ -214,7 +215,7 @@ fn context_setup(st: &'static ThreadState) -> Option<*mut ThreadCtx> {
         let busy = Busy::enter(st);
         let stream = &mut ctx.stream;
         let ok = SESSION.write_streamed(&mut w, count.0, |sink| {
-            encode_thread_start(&mut &mut *sink, stream, pid, ctx.tid, ts, b"");
+            encode_thread_start(sink, stream, pid, ctx.tid, ts, b"");
         });
         drop(busy);
         if !ok {
@@ -245,7 +246,7 @@ fn write_name(st: &'static ThreadState, ctx: &mut ThreadCtx, name: &[u8]) {
     };
     let mut count = CountingSink::default();
     encode_thread_name(&mut count, name);
-    SESSION.write_streamed(w, count.0, |sink| encode_thread_name(&mut &mut *sink, name));
+    SESSION.write_streamed(w, count.0, |sink| encode_thread_name(sink, name));
 }
 
 /// The calling thread is exiting (its pthread-key destructor runs): writes its final name,
@@ -786,11 +787,11 @@ fn define_stack(
 ) -> Option<u32> {
     let id = STACKS.next_id();
     let normalized = frames.map(|f| match map.find(f) {
-        Some(m) => Frame {
+        Some(m) => StackFrame {
             module: m.id,
             offset: f - m.bias,
         },
-        None => Frame {
+        None => StackFrame {
             module: 0,
             offset: f,
         },
@@ -798,9 +799,7 @@ fn define_stack(
     let mut count = CountingSink::default();
     encode_stack_def(&mut count, id, normalized.clone());
     SESSION
-        .write_meta(count.0, |sink| {
-            encode_stack_def(&mut &mut *sink, id, normalized)
-        })
+        .write_meta(count.0, |sink| encode_stack_def(sink, id, normalized))
         .then(|| {
             STACKS.insert(key, id);
             id

@@ -8,7 +8,7 @@ use core::ffi::c_int;
 use core::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
 use tansa_wire::control::{HELLO_MAGIC, HELLO_SEGMENT, HELLO_SESSION, Hello};
-use tansa_wire::event::Sink;
+use tansa_wire::event::ByteSink;
 use tansa_wire::layout::{
     CMDLINE_CAPACITY, ClockKind, EXE_CAPACITY, Geometry, LossCause, RING_ACTIVE, RING_CLOSED,
     RING_FREE, Ring, SEGMENT_MAGIC, SegmentHeader, segment_ring_count,
@@ -101,7 +101,7 @@ struct RingSink<'a> {
     pos: u64,
 }
 
-impl Sink for RingSink<'_> {
+impl ByteSink for RingSink<'_> {
     fn put(&mut self, bytes: &[u8]) {
         // SAFETY: the writer reserved `[pos, pos + len)` before streaming into it and holds
         // the ring (thread ring owner, or meta lock holder).
@@ -553,12 +553,12 @@ impl Session {
     }
 
     /// Streams a record of `len` bytes into a thread ring (for records built with a
-    /// [`Sink`]) and publishes it.
+    /// [`ByteSink`]) and publishes it.
     pub fn write_streamed(
         &self,
         w: &mut RingWriter,
         len: usize,
-        encode: impl FnOnce(&mut dyn SinkDyn),
+        encode: impl FnOnce(&mut dyn ByteSink),
     ) -> bool {
         let len64 = len as u64;
         if !self.wait_for_space(&w.ring, w.head, len64) {
@@ -576,7 +576,7 @@ impl Session {
     }
 
     /// Appends a record of `len` bytes, produced by `encode`, to the meta ring.
-    pub fn write_meta(&self, len: usize, encode: impl FnOnce(&mut dyn SinkDyn)) -> bool {
+    pub fn write_meta(&self, len: usize, encode: impl FnOnce(&mut dyn ByteSink)) -> bool {
         let base = self.seg_base[0].load(Ordering::Acquire);
         if base.is_null() || !self.is_active() {
             return false;
@@ -694,25 +694,6 @@ fn ring_mask(word: u32, rings: u32, first: u32) -> u64 {
         mask &= !((1u64 << (first - lo)) - 1);
     }
     mask
-}
-
-/// Object-safe view of a [`Sink`], so record encoders can stream into rings.
-pub trait SinkDyn {
-    /// Appends bytes.
-    fn put_bytes(&mut self, bytes: &[u8]);
-}
-
-impl<T: Sink> SinkDyn for T {
-    fn put_bytes(&mut self, bytes: &[u8]) {
-        self.put(bytes);
-    }
-}
-
-impl Sink for &mut dyn SinkDyn {
-    fn put(&mut self, bytes: &[u8]) {
-        // Call the trait object's method, not this impl's blanket `SinkDyn` (recursion).
-        (**self).put_bytes(bytes);
-    }
 }
 
 /// Fills a new segment's header.

@@ -99,7 +99,7 @@ fn sample_functions(
         }
     }
     let elf = ElfFile::open(exe).unwrap();
-    let name = |f: &tansa_wire::event::Frame| -> String {
+    let name = |f: &tansa_wire::event::StackFrame| -> String {
         if modules.get(&f.module).map(String::as_str) == exe.to_str() {
             elf.function_containing(f.offset)
                 .map_or("?".into(), |s| s.name)

@@ -238,10 +238,10 @@ fn set_idle_priority(idle: bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tansa_wire::event::{Frame, encode_module_load, encode_stack_def};
+    use tansa_wire::event::{StackFrame, encode_module_load, encode_stack_def};
 
     struct Bytes(Vec<u8>);
-    impl tansa_wire::event::Sink for Bytes {
+    impl tansa_wire::event::ByteSink for Bytes {
         fn put(&mut self, b: &[u8]) {
             self.0.extend_from_slice(b);
         }
@@ -264,7 +264,7 @@ mod tests {
             path.as_bytes(),
             std::iter::empty(),
         );
-        let frames = [Frame {
+        let frames = [StackFrame {
             module: 1,
             offset: entry + 1,
         }];

@@ -20,8 +20,8 @@ use tansa_format::symtab::{
 use tansa_fuzz::alloc::{self, Counting};
 use tansa_fuzz::craft::{self, Recording};
 use tansa_wire::event::{
-    AllocEvent, AllocOp, EventBuf, Frame, FreeEvent, Sink, StreamState, Tag, encode_module_load,
-    encode_stack_def, encode_thread_start,
+    AllocEvent, AllocOp, ByteSink, EventBuf, FreeEvent, StackFrame, StreamState, Tag,
+    encode_module_load, encode_stack_def, encode_thread_start,
 };
 
 #[global_allocator]
@@ -49,7 +49,7 @@ fn bounded<R: Send + 'static>(data_len: usize, f: impl FnOnce() -> R + Send + 's
 
 struct Bytes(Vec<u8>);
 
-impl Sink for Bytes {
+impl ByteSink for Bytes {
     fn put(&mut self, bytes: &[u8]) {
         self.0.extend_from_slice(bytes);
     }
@@ -372,8 +372,8 @@ fn deep_inlining_does_not_multiply_memory() {
         b"/lib/libdeep.so",
         std::iter::empty(),
     );
-    let frames: Vec<Frame> = (0..500)
-        .map(|_| Frame {
+    let frames: Vec<StackFrame> = (0..500)
+        .map(|_| StackFrame {
             module: 1,
             offset: 0x10,
         })

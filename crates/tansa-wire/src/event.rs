@@ -8,7 +8,7 @@
 //! stream* (stack definitions, module loads) use absolute values only.
 //!
 //! Encoding never allocates: small records are built in a fixed array
-//! ([`EventBuf`]) and large ones are streamed into a [`Sink`].
+//! ([`EventBuf`]) and large ones are streamed into a [`ByteSink`].
 
 use crate::varint::{self, DecodeError as VarintError};
 
@@ -285,7 +285,7 @@ impl<'a> Iterator for Segments<'a> {
 /// (the address as it appears in the file). Module id 0 means "no module"; the offset is
 /// then the absolute address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Frame {
+pub struct StackFrame {
     /// Module id, or 0.
     pub module: u32,
     /// Address relative to the module's load bias (a return address: the call site + 1
@@ -314,13 +314,13 @@ impl Frames<'_> {
 }
 
 impl Iterator for Frames<'_> {
-    type Item = Frame;
-    fn next(&mut self) -> Option<Frame> {
+    type Item = StackFrame;
+    fn next(&mut self) -> Option<StackFrame> {
         if self.count == 0 {
             return None;
         }
         let mut r = Reader::new(self.bytes);
-        let frame = Frame {
+        let frame = StackFrame {
             module: r.varint().ok()? as u32,
             offset: r.varint().ok()?,
         };
@@ -577,7 +577,7 @@ impl StreamState {
 }
 
 /// A destination for streamed (possibly large) records.
-pub trait Sink {
+pub trait ByteSink {
     /// Appends bytes.
     fn put(&mut self, bytes: &[u8]);
 
@@ -589,11 +589,11 @@ pub trait Sink {
     }
 }
 
-/// A [`Sink`] that only counts bytes, to size a record before writing it.
+/// A [`ByteSink`] that only counts bytes, to size a record before writing it.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct CountingSink(pub usize);
 
-impl Sink for CountingSink {
+impl ByteSink for CountingSink {
     fn put(&mut self, bytes: &[u8]) {
         self.0 += bytes.len();
     }
@@ -604,7 +604,7 @@ pub const MAX_NAME_LEN: usize = 64;
 
 /// Streams a [`Tag::ThreadStart`] record and resets `state` to start a new delta chain.
 pub fn encode_thread_start(
-    sink: &mut impl Sink,
+    sink: &mut (impl ByteSink + ?Sized),
     state: &mut StreamState,
     pid: u32,
     tid: u32,
@@ -625,7 +625,7 @@ pub fn encode_thread_start(
 }
 
 /// Streams a [`Tag::ThreadName`] record.
-pub fn encode_thread_name(sink: &mut impl Sink, name: &[u8]) {
+pub fn encode_thread_name(sink: &mut (impl ByteSink + ?Sized), name: &[u8]) {
     let name = &name[..name.len().min(MAX_NAME_LEN)];
     sink.put(&[Tag::ThreadName as u8]);
     sink.put_varint(name.len() as u64);
@@ -634,9 +634,9 @@ pub fn encode_thread_name(sink: &mut impl Sink, name: &[u8]) {
 
 /// Streams a [`Tag::StackDef`] record.
 pub fn encode_stack_def(
-    sink: &mut impl Sink,
+    sink: &mut (impl ByteSink + ?Sized),
     id: u32,
-    frames: impl ExactSizeIterator<Item = Frame>,
+    frames: impl ExactSizeIterator<Item = StackFrame>,
 ) {
     sink.put(&[Tag::StackDef as u8]);
     sink.put_varint(u64::from(id));
@@ -650,7 +650,7 @@ pub fn encode_stack_def(
 /// Streams a [`Tag::ModuleLoad`] record.
 #[allow(clippy::too_many_arguments)]
 pub fn encode_module_load(
-    sink: &mut impl Sink,
+    sink: &mut (impl ByteSink + ?Sized),
     id: u32,
     ts: u64,
     bias: u64,
@@ -678,7 +678,7 @@ pub fn encode_module_load(
 }
 
 /// Streams a [`Tag::ModuleUnload`] record.
-pub fn encode_module_unload(sink: &mut impl Sink, id: u32, ts: u64) {
+pub fn encode_module_unload(sink: &mut (impl ByteSink + ?Sized), id: u32, ts: u64) {
     sink.put(&[Tag::ModuleUnload as u8]);
     sink.put_varint(u64::from(id));
     sink.put_varint(ts);
@@ -952,7 +952,7 @@ mod tests {
     use std::vec::Vec;
 
     struct VecSink(Vec<u8>);
-    impl Sink for VecSink {
+    impl ByteSink for VecSink {
         fn put(&mut self, bytes: &[u8]) {
             self.0.extend_from_slice(bytes);
         }
@@ -1082,11 +1082,11 @@ mod tests {
     fn meta_records_round_trip() {
         let mut sink = VecSink(Vec::new());
         let frames = [
-            Frame {
+            StackFrame {
                 module: 1,
                 offset: 0x1234,
             },
-            Frame {
+            StackFrame {
                 module: 0,
                 offset: 0x7fff_0000_0000,
             },

@@ -9,8 +9,8 @@ use std::alloc::{Layout, alloc_zeroed, dealloc};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use tansa_wire::event::{
-    AllocEvent, AllocOp, DecodeError, Decoder, EVENT_BUF_LEN, EventBuf, FreeEvent, Record, Sink,
-    StreamState, encode_thread_name,
+    AllocEvent, AllocOp, ByteSink, DecodeError, Decoder, EVENT_BUF_LEN, EventBuf, FreeEvent,
+    Record, StreamState, encode_thread_name,
 };
 use tansa_wire::layout::{Geometry, RING_HEADER_SIZE, Ring};
 
@@ -74,7 +74,7 @@ impl Drop for SetOnDrop<'_> {
     }
 }
 
-impl Sink for Bytes {
+impl ByteSink for Bytes {
     fn put(&mut self, bytes: &[u8]) {
         self.0.extend_from_slice(bytes);
     }

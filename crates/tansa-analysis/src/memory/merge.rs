@@ -481,11 +481,11 @@ mod tests {
     use super::*;
     use std::collections::VecDeque;
     use tansa_wire::event::{
-        AllocEvent, EventBuf, FreeEvent, ReallocEvent, Sink, encode_thread_start,
+        AllocEvent, ByteSink, EventBuf, FreeEvent, ReallocEvent, encode_thread_start,
     };
 
     struct V(Vec<u8>);
-    impl Sink for V {
+    impl ByteSink for V {
         fn put(&mut self, b: &[u8]) {
             self.0.extend_from_slice(b);
         }

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
-use tansa_wire::event::{Frame, MODULE_AGENT, MODULE_MAIN, MODULE_VDSO, ModuleLoad};
+use tansa_wire::event::{MODULE_AGENT, MODULE_MAIN, MODULE_VDSO, ModuleLoad, StackFrame};
 
 /// Index of a module in the [`Registry`].
 pub type ModuleIdx = u32;
@@ -99,7 +99,7 @@ impl Stack {
         self.len() == 0
     }
 
-    /// Frame `i`, counting from the innermost.
+    /// StackFrame `i`, counting from the innermost.
     pub fn get(&self, i: usize) -> Option<&LogicalFrame> {
         let seg = self.ends.partition_point(|&e| e <= i);
         let start = if seg == 0 { 0 } else { self.ends[seg - 1] };
@@ -199,7 +199,7 @@ pub struct Registry {
     session_stacks: FxHashMap<u32, u32>,
     names: FxHashMap<String, Arc<str>>,
     frames_cache: FxHashMap<(Option<ModuleIdx>, u64), Arc<[LogicalFrame]>>,
-    unresolved_stacks: Vec<(u32, u32, Vec<Frame>)>,
+    unresolved_stacks: Vec<(u32, u32, Vec<StackFrame>)>,
 }
 
 impl Registry {
@@ -276,10 +276,10 @@ impl Registry {
         &mut self,
         session: u32,
         id: u32,
-        frames: impl Iterator<Item = Frame>,
+        frames: impl Iterator<Item = StackFrame>,
         resolver: &mut dyn AddressResolver,
     ) {
-        let frames: Vec<Frame> = frames.collect();
+        let frames: Vec<StackFrame> = frames.collect();
         if frames
             .iter()
             .any(|f| f.module != 0 && self.session_module(session, f.module).is_none())
@@ -312,7 +312,7 @@ impl Registry {
     fn build_stack(
         &mut self,
         session: u32,
-        frames: &[Frame],
+        frames: &[StackFrame],
         resolver: &mut dyn AddressResolver,
     ) -> Stack {
         let mut out = Stack::default();

@@ -6,7 +6,8 @@
 use rustc_hash::FxHashMap;
 use tansa_format::memory::SessionInfo;
 use tansa_wire::event::{
-    Decoder, Frame, MODULE_MAIN, MODULE_VDSO, Record, Sink, encode_module_load, encode_stack_def,
+    ByteSink, Decoder, MODULE_MAIN, MODULE_VDSO, Record, StackFrame, encode_module_load,
+    encode_stack_def,
 };
 
 use super::model::{AddressResolver, ModuleInfo, Registry, Resolution, SourceFrame};
@@ -35,7 +36,7 @@ const MODULES: &[(u32, &str, u32)] = &[
 
 struct Bytes(Vec<u8>);
 
-impl Sink for Bytes {
+impl ByteSink for Bytes {
     fn put(&mut self, bytes: &[u8]) {
         self.0.extend_from_slice(bytes);
     }
@@ -109,7 +110,7 @@ impl Kit {
                     .0
                     .insert((path.to_string(), offset), function.to_string());
             }
-            encoded.push(Frame { module, offset });
+            encoded.push(StackFrame { module, offset });
         }
         self.stacks += 1;
         encode_stack_def(&mut self.meta, self.stacks, encoded.into_iter());

@@ -5,7 +5,8 @@
 use tansa_format::memory::SessionInfo;
 use tansa_format::meta::Calibration;
 use tansa_wire::event::{
-    AllocEvent, AllocOp, EventBuf, FreeEvent, ReallocEvent, Sink, StreamState, encode_thread_start,
+    AllocEvent, AllocOp, ByteSink, EventBuf, FreeEvent, ReallocEvent, StreamState,
+    encode_thread_start,
 };
 
 use super::{Aggregator, Config};
@@ -313,7 +314,7 @@ fn frees_of_blocks_inherited_across_fork() {
 
 struct Bytes(Vec<u8>);
 
-impl Sink for Bytes {
+impl ByteSink for Bytes {
     fn put(&mut self, bytes: &[u8]) {
         self.0.extend_from_slice(bytes);
     }
