@@ -1,0 +1,191 @@
+//! Round trips of every record kind, delta state, truncation and corruption.
+
+extern crate std;
+use super::*;
+use std::vec::Vec;
+
+struct VecSink(Vec<u8>);
+impl ByteSink for VecSink {
+    fn put(&mut self, bytes: &[u8]) {
+        self.0.extend_from_slice(bytes);
+    }
+}
+
+fn sample_stream() -> (Vec<u8>, Vec<Record<'static>>) {
+    let mut sink = VecSink(Vec::new());
+    let mut st = StreamState::default();
+    encode_thread_start(&mut sink, &mut st, 42, 43, 1_000_000, b"worker");
+    let mut out = Vec::new();
+    let events = [
+        Record::Alloc(AllocEvent {
+            op: AllocOp::Malloc,
+            ts: 1_000_100,
+            ptr: 0x5555_0000_1000,
+            size: 100,
+            align: 0,
+            stack: 1,
+        }),
+        Record::Alloc(AllocEvent {
+            op: AllocOp::AlignedAlloc,
+            ts: 1_000_200,
+            ptr: 0x5555_0000_2000,
+            size: 4096,
+            align: 64,
+            stack: 2,
+        }),
+        Record::Realloc(ReallocEvent {
+            array: false,
+            ts_begin: 1_000_300,
+            ts_end: 1_000_350,
+            old_ptr: 0x5555_0000_1000,
+            new_ptr: 0x5555_0000_0800,
+            size: 200,
+            stack: 1,
+        }),
+        // A timestamp that goes backwards (clock skew between CPUs) must survive.
+        Record::Free(FreeEvent {
+            ts: 1_000_340,
+            ptr: 0x5555_0000_0800,
+            stack: 0,
+        }),
+        Record::Improper(ImproperEvent {
+            op: ImproperOp::Realloc,
+            ts: 1_000_400,
+            ptr: 0xdead,
+            size: 8,
+            stack: 3,
+        }),
+        Record::Lost { count: 7 },
+        Record::Sample {
+            ts: 1_000_450,
+            stack: 4,
+            weight: 3,
+        },
+        Record::ThreadEnd { ts: 1_000_500 },
+    ];
+    for ev in events {
+        let mut buf = EventBuf::new();
+        match ev {
+            Record::Alloc(a) => st.encode_alloc(&a, &mut buf),
+            Record::Realloc(r) => st.encode_realloc(&r, &mut buf),
+            Record::Free(f) => st.encode_free(&f, &mut buf),
+            Record::Improper(i) => st.encode_improper(&i, &mut buf),
+            Record::Lost { count } => st.encode_lost(count, &mut buf),
+            Record::Sample { ts, stack, weight } => st.encode_sample(ts, stack, weight, &mut buf),
+            Record::ThreadEnd { ts } => st.encode_thread_end(ts, &mut buf),
+            _ => unreachable!(),
+        }
+        sink.put(buf.as_bytes());
+        out.push(ev);
+    }
+    (sink.0, out)
+}
+
+#[test]
+fn thread_stream_round_trips() {
+    let (bytes, expected) = sample_stream();
+    let decoded: Vec<_> = Decoder::new(&bytes).collect::<Result<_, _>>().unwrap();
+    assert_eq!(
+        decoded[0],
+        Record::ThreadStart {
+            pid: 42,
+            tid: 43,
+            ts: 1_000_000,
+            name: b"worker"
+        }
+    );
+    assert_eq!(&decoded[1..], &expected[..]);
+}
+
+#[test]
+fn every_truncation_is_reported_not_misread() {
+    let (bytes, _) = sample_stream();
+    let full: Vec<_> = Decoder::new(&bytes).map(Result::unwrap).collect();
+    for cut in 0..bytes.len() {
+        let mut ok = Vec::new();
+        let mut err = None;
+        for r in Decoder::new(&bytes[..cut]) {
+            match r {
+                Ok(rec) => ok.push(rec),
+                Err(e) => err = Some(e),
+            }
+        }
+        // Whatever decodes is a prefix of the full stream.
+        assert_eq!(&full[..ok.len()], &ok[..], "cut at {cut}");
+        if let Some(e) = err {
+            assert!(
+                matches!(e, DecodeError::Truncated { .. }),
+                "cut at {cut}: {e:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn unknown_tag_is_corrupt() {
+    let bytes = [0x7fu8, 1, 2, 3];
+    let mut d = Decoder::new(&bytes);
+    assert_eq!(d.next(), Some(Err(DecodeError::Corrupt { offset: 0 })));
+    assert_eq!(d.next(), None);
+}
+
+#[test]
+fn meta_records_round_trip() {
+    let mut sink = VecSink(Vec::new());
+    let frames = [
+        StackFrame {
+            module: 1,
+            offset: 0x1234,
+        },
+        StackFrame {
+            module: 0,
+            offset: 0x7fff_0000_0000,
+        },
+    ];
+    encode_stack_def(&mut sink, 9, frames.iter().copied());
+    let segs = [LoadSegment {
+        vaddr: 0,
+        memsz: 0x2000,
+        file_offset: 0,
+        flags: 5,
+    }];
+    encode_module_load(
+        &mut sink,
+        3,
+        77,
+        0x7f00_0000_0000,
+        MODULE_MAIN,
+        &[0xab, 0xcd],
+        b"/usr/bin/true",
+        segs.iter().copied(),
+    );
+    encode_module_unload(&mut sink, 3, 99);
+    let mut counted = CountingSink::default();
+    encode_stack_def(&mut counted, 9, frames.iter().copied());
+    let recs: Vec<_> = Decoder::new(&sink.0).map(Result::unwrap).collect();
+    assert_eq!(recs.len(), 3);
+    match recs[0] {
+        Record::StackDef { id, frames: f } => {
+            assert_eq!(id, 9);
+            assert_eq!(f.len(), 2);
+            assert_eq!(f.collect::<Vec<_>>(), frames);
+        }
+        other => panic!("{other:?}"),
+    }
+    match recs[1] {
+        Record::ModuleLoad(m) => {
+            assert_eq!(
+                (m.id, m.ts, m.bias, m.flags),
+                (3, 77, 0x7f00_0000_0000, MODULE_MAIN)
+            );
+            assert_eq!(m.build_id, &[0xab, 0xcd]);
+            assert_eq!(m.path, b"/usr/bin/true");
+            assert_eq!(m.segments.collect::<Vec<_>>(), segs);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(recs[2], Record::ModuleUnload { id: 3, ts: 99 });
+    let mut d = Decoder::new(&sink.0);
+    d.next();
+    assert_eq!(counted.0, d.position(), "counting sink measures the record");
+}
