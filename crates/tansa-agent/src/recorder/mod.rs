@@ -1,0 +1,320 @@
+//! Turning one hooked call into records. Its parts:
+//!
+//! * this module: entering and leaving a hook ([`enter`], [`Mode`], [`Active`]) and writing
+//!   the hook's events;
+//! * [`context`]: the per-thread context (ring writer, delta state, unwinder caches), its
+//!   creation on a thread's first call, and its retirement when the thread exits;
+//! * [`nested`]: events of signal handlers that interrupt a hook, queued per thread and
+//!   written by the interrupted hook in order;
+//! * [`capture`]: unwinding and interning call stacks, and CPU samples.
+
+mod capture;
+mod context;
+mod nested;
+
+pub(crate) use capture::sample;
+pub(crate) use context::finish_dead;
+pub use context::{ThreadCtx, retire_thread};
+pub use nested::{nested_alloc, nested_free, nested_realloc};
+
+use capture::capture;
+use context::{context, no_context_cause};
+use nested::{flush_nested, nested_tail};
+
+use core::ffi::c_void;
+use core::sync::atomic::Ordering;
+
+use tansa_wire::event::{
+    AllocEvent, AllocOp, EventBuf, FreeEvent, ImproperEvent, ImproperOp, ReallocEvent, StreamState,
+};
+use tansa_wire::layout::{FLAG_FREE_STACKS, FLAG_ONLINE, LossCause};
+
+use crate::livetable::LIVE;
+use crate::modules::{MODULES, rescan};
+use crate::session::SESSION;
+use crate::thread::{Busy, ThreadState, current};
+use crate::unwind::CallerRegs;
+use crate::{State, clock, state};
+
+/// How a hook should behave.
+#[derive(Debug)]
+pub enum Mode {
+    /// Call the real function and record nothing (internal call, initialization, or
+    /// recording is off).
+    Pass,
+    /// A signal handler interrupted a hook of this thread: call the real function and
+    /// queue the event without a stack.
+    Nested(&'static ThreadState),
+    /// Record the event.
+    Record(Active),
+}
+
+/// A recording hook in progress; leaving it writes queued nested events.
+#[derive(Debug)]
+pub struct Active {
+    st: &'static ThreadState,
+    ctx: *mut ThreadCtx,
+}
+
+/// Decides how the current hook behaves.
+#[inline]
+pub fn enter() -> Mode {
+    match state() {
+        State::Ready => {}
+        State::Pass => return Mode::Pass,
+    }
+    let st = current();
+    if st.internal.get() != 0 {
+        return Mode::Pass;
+    }
+    if crate::sampler::is_sampling() {
+        // Sampling records no heap events; an ordinary call is the safe place to bring the
+        // module map up to date when a sample met unknown code.
+        if st.depth.get() == 0 && crate::sampler::take_rescan_request() {
+            st.depth.set(1);
+            if MODULES
+                .try_read_for(1000)
+                .is_some_and(|m| m.loader_changed())
+            {
+                rescan();
+            }
+            st.depth.set(0);
+        }
+        return Mode::Pass;
+    }
+    if st.depth.get() != 0 {
+        return Mode::Nested(st);
+    }
+    if !SESSION.is_active() {
+        // Recording stopped because the collector is gone: the call is not recorded.
+        SESSION.add_lost(LossCause::CollectorGone, 1);
+        return Mode::Pass;
+    }
+    st.depth.set(1);
+    match context(st) {
+        Some(ctx) => Mode::Record(Active { st, ctx }),
+        None => {
+            st.depth.set(0);
+            SESSION.add_lost(no_context_cause(), 1);
+            Mode::Pass
+        }
+    }
+}
+
+impl Drop for Active {
+    fn drop(&mut self) {
+        // SAFETY: the context belongs to this thread and lives while the hook runs.
+        let ctx = unsafe { &mut *self.ctx };
+        loop {
+            flush_nested(self.st, ctx);
+            self.st.depth.set(0);
+            // A handler that fired between the last drain and the depth reset queued its
+            // event while we still looked busy: drain again. Once the queue is seen empty at
+            // depth 0, later handlers record directly.
+            if self.st.nested_head.get() == nested_tail(self.st) {
+                break;
+            }
+            self.st.depth.set(1);
+        }
+    }
+}
+
+/// Encodes an event with the thread's delta state and writes it, marking the thread busy
+/// for signal handlers meanwhile.
+pub(super) fn emit(
+    st: &'static ThreadState,
+    ctx: &mut ThreadCtx,
+    encode: impl FnOnce(&mut StreamState, &mut EventBuf),
+) {
+    let _busy = Busy::enter(st);
+    let mut buf = EventBuf::new();
+    encode(&mut ctx.stream, &mut buf);
+    let written = match ctx.writer.as_mut() {
+        Some(w) => SESSION.write_event(w, &buf),
+        None => false,
+    };
+    if !written {
+        SESSION.add_lost(LossCause::CollectorGone, 1);
+    }
+}
+
+impl Active {
+    fn ctx(&mut self) -> &mut ThreadCtx {
+        // SAFETY: the context belongs to this thread and lives while the hook runs.
+        unsafe { &mut *self.ctx }
+    }
+
+    /// Whether the session runs online.
+    #[inline]
+    pub fn online(&self) -> bool {
+        SESSION.flags() & FLAG_ONLINE != 0
+    }
+
+    /// Unwinds the caller's stack and returns its id (0 when it cannot be had).
+    pub fn capture(&mut self, regs: CallerRegs) -> u32 {
+        let _busy = Busy::enter(self.st);
+        capture(self.ctx(), regs)
+    }
+
+    #[inline]
+    fn begin_pending(&mut self) {
+        if self.online() {
+            let ctx = self.ctx();
+            if let Some(w) = ctx.writer.as_ref() {
+                w.ring
+                    .header()
+                    .pending
+                    .store(ctx.stream.prev_ts.max(1), Ordering::SeqCst);
+            }
+        }
+    }
+
+    #[inline]
+    fn end_pending(&mut self) {
+        if self.online()
+            && let Some(w) = self.ctx().writer.as_ref()
+        {
+            w.ring.header().pending.store(0, Ordering::Release);
+        }
+    }
+
+    /// Records an allocation that succeeded.
+    pub fn alloc(
+        &mut self,
+        op: AllocOp,
+        ptr: *mut c_void,
+        size: usize,
+        align: usize,
+        regs: CallerRegs,
+    ) {
+        let stack = self.capture(regs);
+        if self.online() {
+            let _busy = Busy::enter(self.st);
+            LIVE.insert(ptr as u64);
+        }
+        self.begin_pending();
+        let ev = AllocEvent {
+            op,
+            ts: clock::now(),
+            ptr: ptr as u64,
+            size: size as u64,
+            align: align as u64,
+            stack,
+        };
+        emit(self.st, self.ctx(), |stream, buf| {
+            stream.encode_alloc(&ev, buf)
+        });
+        self.end_pending();
+        crate::leakcause::after_allocation(stack, ptr as u64, regs);
+    }
+
+    /// Checks a pointer about to be released or reallocated in online mode; returns false
+    /// (after recording the improper use) if it was never allocated.
+    #[inline]
+    pub fn check_live(
+        &mut self,
+        op: ImproperOp,
+        ptr: *mut c_void,
+        size: usize,
+        regs: CallerRegs,
+    ) -> bool {
+        if !self.online() || ptr.is_null() {
+            return true;
+        }
+        let live = {
+            let _busy = Busy::enter(self.st);
+            LIVE.contains(ptr as u64)
+        };
+        if live {
+            return true;
+        }
+        let stack = self.capture(regs);
+        self.begin_pending();
+        let ev = ImproperEvent {
+            op,
+            ts: clock::now(),
+            ptr: ptr as u64,
+            size: size as u64,
+            stack,
+        };
+        emit(self.st, self.ctx(), |stream, buf| {
+            stream.encode_improper(&ev, buf)
+        });
+        self.end_pending();
+        false
+    }
+
+    /// Records a release around the call of the real `free` (`release` performs it).
+    pub fn free(&mut self, ptr: *mut c_void, regs: CallerRegs, release: impl FnOnce()) {
+        let stack = if SESSION.flags() & FLAG_FREE_STACKS != 0 {
+            self.capture(regs)
+        } else {
+            0
+        };
+        if self.online() && !ptr.is_null() {
+            let _busy = Busy::enter(self.st);
+            LIVE.remove(ptr as u64);
+        }
+        crate::leakcause::before_release(ptr as u64);
+        self.begin_pending();
+        let ts = clock::now_before_release();
+        release();
+        let ev = FreeEvent {
+            ts,
+            ptr: ptr as u64,
+            stack,
+        };
+        emit(self.st, self.ctx(), |stream, buf| {
+            stream.encode_free(&ev, buf)
+        });
+        self.end_pending();
+    }
+
+    /// Records a reallocation around the call of the real function (`call` performs it and
+    /// returns the new block). Returns the new block.
+    pub fn realloc(
+        &mut self,
+        array: bool,
+        old: *mut c_void,
+        size: usize,
+        regs: CallerRegs,
+        call: impl FnOnce() -> *mut c_void,
+    ) -> *mut c_void {
+        let stack = self.capture(regs);
+        if !old.is_null() {
+            crate::leakcause::before_release(old as u64);
+        }
+        self.begin_pending();
+        let ts_begin = clock::now_before_release();
+        let new = call();
+        let ts_end = clock::now();
+        if new.is_null() && size != 0 {
+            // Failed: the old block is untouched; nothing happened.
+            self.end_pending();
+            return new;
+        }
+        if self.online() {
+            let _busy = Busy::enter(self.st);
+            if !old.is_null() {
+                LIVE.remove(old as u64);
+            }
+            if !new.is_null() {
+                LIVE.insert(new as u64);
+            }
+        }
+        let ev = ReallocEvent {
+            array,
+            ts_begin,
+            ts_end,
+            old_ptr: old as u64,
+            new_ptr: new as u64,
+            size: size as u64,
+            stack,
+        };
+        emit(self.st, self.ctx(), |stream, buf| {
+            stream.encode_realloc(&ev, buf)
+        });
+        self.end_pending();
+        new
+    }
+}
