@@ -12,7 +12,7 @@ use tansa_analysis::memory::merge::{EventKind, OnlineOrder, StreamDecoder};
 use tansa_analysis::memory::model::{
     AddressResolver, ModuleInfo, Registry, Resolution, SourceFrame,
 };
-use tansa_analysis::memory::{Config, MemoryReport};
+use tansa_analysis::memory::{Config, MemoryReport, SessionId, StackId, StreamId};
 use tansa_format::memory::{SessionEnd, SessionInfo, SessionLosses, Unrecorded};
 use tansa_format::meta::{Calibration, CalibrationPoint, ClockSource};
 use tansa_symbols::Resolver;
@@ -64,7 +64,7 @@ pub struct OnlineSink {
     registry: Registry,
     aggregator: Aggregator,
     order: OnlineOrder,
-    decoders: FxHashMap<(u32, u32), StreamDecoder>,
+    decoders: FxHashMap<(SessionId, StreamId), StreamDecoder>,
     meta_carry: FxHashMap<u32, Vec<u8>>,
     resolver: LiveResolver,
     calibration: Calibration,
@@ -105,8 +105,8 @@ impl OnlineSink {
                 | EventKind::Free { stack, .. }
                 | EventKind::ReallocRelease { stack, .. }
                 | EventKind::ReallocAlloc { stack, .. } => *stack,
-                EventKind::Improper(i) => i.stack,
-                _ => 0,
+                EventKind::Improper(i) => StackId(i.stack),
+                _ => StackId::NONE,
             };
             // A stack is defined before any event using it, but its definition may still be
             // on the way; wait for it unless this is the end.
@@ -140,7 +140,9 @@ impl Sink for OnlineSink {
         let mut d = Decoder::with_state(&buf, StreamState::default());
         while let Some(r) = d.next() {
             match r {
-                Ok(Record::ModuleLoad(m)) => self.registry.add_module(session, &m),
+                Ok(Record::ModuleLoad(m)) => {
+                    self.registry.add_module(SessionId(session), &m);
+                }
                 Ok(Record::StackDef { id, frames }) => stacks.push((id, frames)),
                 Ok(_) => {}
                 Err(DecodeError::Truncated { .. }) => break,
@@ -154,7 +156,7 @@ impl Sink for OnlineSink {
         }
         for (id, frames) in stacks {
             self.registry
-                .add_stack(session, id, frames, &mut self.resolver);
+                .add_stack(SessionId(session), StackId(id), frames, &mut self.resolver);
         }
         self.registry.resolve_pending(&mut self.resolver, false);
         self.meta_carry.insert(session, buf[used..].to_vec());
@@ -164,14 +166,17 @@ impl Sink for OnlineSink {
     fn thread(&mut self, session: u32, stream: u32, bytes: &[u8]) -> Result<(), CollectError> {
         let order = &mut self.order;
         self.decoders
-            .entry((session, stream))
-            .or_insert_with(|| StreamDecoder::new(session))
+            .entry((SessionId(session), StreamId(stream)))
+            .or_insert_with(|| StreamDecoder::new(SessionId(session)))
             .push(bytes, &mut |e| order.push(e));
         Ok(())
     }
 
     fn stream_closed(&mut self, session: u32, stream: u32) -> Result<(), CollectError> {
-        if let Some(mut d) = self.decoders.remove(&(session, stream)) {
+        if let Some(mut d) = self
+            .decoders
+            .remove(&(SessionId(session), StreamId(stream)))
+        {
             d.finish();
         }
         Ok(())
@@ -179,13 +184,13 @@ impl Sink for OnlineSink {
 
     fn session_ended(&mut self, end: &SessionEnd) -> Result<(), CollectError> {
         self.aggregator
-            .end_session(end.session, end.exit, end.lost_events);
+            .end_session(SessionId(end.session), end.exit, end.lost_events);
         Ok(())
     }
 
     fn session_losses(&mut self, losses: &SessionLosses) -> Result<(), CollectError> {
         self.aggregator
-            .session_losses(losses.session, &losses.losses);
+            .session_losses(SessionId(losses.session), &losses.losses);
         Ok(())
     }
 

@@ -13,7 +13,7 @@ use tansa_analysis::cpu::{self, CpuRecording};
 use tansa_analysis::memory::merge::StreamDecoder;
 use tansa_analysis::memory::model::Registry;
 use tansa_analysis::memory::recording::{MemoryRecording, TableResolver};
-use tansa_analysis::memory::{By, Charge, Config, FreeTo};
+use tansa_analysis::memory::{By, Charge, Config, FreeTo, SessionId, StackId};
 use tansa_format::container::{FrameType, Reader};
 use tansa_format::symtab::SymbolTable;
 use tansa_format::{Frame, cpu as cpu_frames, memory, meta, retrace as retrace_frames};
@@ -180,7 +180,7 @@ pub fn frames(payload: &[u8]) {
     for r in Decoder::new(payload) {
         match r {
             Ok(Record::ModuleLoad(m)) => {
-                registry.add_module(0, &m);
+                registry.add_module(SessionId(0), &m);
                 let _ = m.segments.count();
             }
             Ok(Record::StackDef { id, frames }) => stacks.push((id, frames)),
@@ -189,11 +189,11 @@ pub fn frames(payload: &[u8]) {
         }
     }
     for (id, frames) in stacks {
-        registry.add_stack(0, id, frames, &mut resolver);
+        registry.add_stack(SessionId(0), StackId(id), frames, &mut resolver);
     }
     registry.resolve_pending(&mut resolver, true);
     // As a thread stream, delivered in two pieces.
-    let mut d = StreamDecoder::new(0);
+    let mut d = StreamDecoder::new(SessionId(0));
     let cut = payload.len() / 3;
     let mut events = 0usize;
     d.push(&payload[..cut], &mut |_| events += 1);

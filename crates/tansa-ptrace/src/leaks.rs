@@ -33,6 +33,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use rustc_hash::FxHashMap;
+use tansa_analysis::memory::SessionId;
 use tansa_analysis::memory::merge::{EventKind, StreamDecoder};
 use tansa_collect::file::FileSink;
 use tansa_collect::{CollectError, Outcome, SharedHeader, Sink};
@@ -415,7 +416,7 @@ impl<S: Sink> LeakCauseSink<S> {
     /// `early_frees`) for it.
     fn apply(&mut self, events: &mut Vec<tansa_analysis::memory::merge::Event>) {
         for e in events.drain(..) {
-            let Some(s) = self.sessions.get_mut(&e.session) else {
+            let Some(s) = self.sessions.get_mut(&e.session.0) else {
                 continue;
             };
             match e.kind {
@@ -423,6 +424,7 @@ impl<S: Sink> LeakCauseSink<S> {
                 | EventKind::ReallocAlloc {
                     new: ptr, stack, ..
                 } => {
+                    let stack = stack.0;
                     let site = s.sites.entry(stack).or_default();
                     site.allocations += 1;
                     site.outstanding += 1;
@@ -435,6 +437,7 @@ impl<S: Sink> LeakCauseSink<S> {
                 | EventKind::ReallocRelease {
                     old: ptr, stack, ..
                 } => {
+                    let stack = stack.0;
                     if let Some(owner) = s.blocks.released(ptr, e.ts, stack) {
                         s.release(ptr, owner, stack, e.ts);
                     }
@@ -679,7 +682,7 @@ impl<S: Sink> Sink for LeakCauseSink<S> {
         let mut events = std::mem::take(&mut self.events);
         self.decoders
             .entry((session, stream))
-            .or_insert_with(|| StreamDecoder::new(session))
+            .or_insert_with(|| StreamDecoder::new(SessionId(session)))
             .push(bytes, &mut |e| events.push(e));
         self.apply(&mut events);
         self.events = events;

@@ -280,6 +280,7 @@ pub fn targets(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::memory::ids::{SessionId, StackId};
     use crate::memory::testkit::{APP, Kit, LIBA, LIBB, LIBC, LIBSTDCXX, VDSO};
 
     /// What `stack` of session 0 is charged to, as unit names.
@@ -289,7 +290,10 @@ mod tests {
         by_function: bool,
         charge: Charge,
     ) -> Vec<String> {
-        let st = stack.map(|id| reg.stack(0, id).expect("a defined stack"));
+        let st = stack.map(|id| {
+            reg.stack(SessionId(0), StackId(id))
+                .expect("a defined stack")
+        });
         targets(
             st.map(|s| &**s),
             reg,
@@ -402,7 +406,10 @@ mod tests {
             charged(&reg, Some(vector), true, Charge::Last),
             s(&["liba.so!a_vector"])
         );
-        assert_eq!(eligible(reg.stack(0, vector).unwrap(), &reg), 2..4);
+        assert_eq!(
+            eligible(reg.stack(SessionId(0), StackId(vector)).unwrap(), &reg),
+            2..4
+        );
     }
 
     #[test]
@@ -414,7 +421,10 @@ mod tests {
             (LIBC, "__clone3"),
         ]);
         let reg = kit.registry(&[0]);
-        assert_eq!(eligible(reg.stack(0, thread).unwrap(), &reg), 0..1);
+        assert_eq!(
+            eligible(reg.stack(SessionId(0), StackId(thread)).unwrap(), &reg),
+            0..1
+        );
         assert_eq!(
             all_policies(&reg, thread, false),
             [s(&["libb.so"]), s(&["libb.so"]), s(&["libb.so"])]
@@ -430,7 +440,10 @@ mod tests {
             (LIBC, "exit"),
         ]);
         let reg = kit.registry(&[0]);
-        assert_eq!(eligible(reg.stack(0, exit).unwrap(), &reg), 0..3);
+        assert_eq!(
+            eligible(reg.stack(SessionId(0), StackId(exit)).unwrap(), &reg),
+            0..3
+        );
         assert_eq!(
             all_policies(&reg, exit, true),
             [

@@ -17,6 +17,7 @@ use tansa_leakcause::identify::{self, Event, Step};
 use tansa_leakcause::judge::{Judgement, judge};
 use tansa_leakcause::sequitur::{End, PathSet};
 
+use super::ids::{SessionId, StackId};
 use super::merge::EventKind;
 use super::model::Registry;
 use super::recording::MemoryRecording;
@@ -170,11 +171,11 @@ pub fn report<R: Read + Seek>(rec: &MemoryRecording<R>) -> LeaksReport {
     // then takes CHECKPOINTS of them, evenly spread over the part where events happened
     // (a recording's span also covers start-up and the collector's end).
     let slot_at = |k: usize| start + span / SLOTS as u64 * k as u64;
-    let mut sites: BTreeMap<(u32, u32), SiteStats> = BTreeMap::new();
-    let mut live: FxHashMap<(u32, u64), (u32, u64)> = FxHashMap::default();
+    let mut sites: BTreeMap<(SessionId, StackId), SiteStats> = BTreeMap::new();
+    let mut live: FxHashMap<(SessionId, u64), (StackId, u64)> = FxHashMap::default();
     let mut next = 1usize;
     let (mut first_slot, mut last_slot) = (None, 0usize);
-    let snapshot = |sites: &mut BTreeMap<(u32, u32), SiteStats>, k: usize| {
+    let snapshot = |sites: &mut BTreeMap<(SessionId, StackId), SiteStats>, k: usize| {
         for s in sites.values_mut() {
             s.history.resize(k, 0);
             s.history.push(s.live_blocks);
@@ -187,7 +188,7 @@ pub fn report<R: Read + Seek>(rec: &MemoryRecording<R>) -> LeaksReport {
         }
         first_slot.get_or_insert(next - 1);
         last_slot = next - 1;
-        let mut alloc = |ptr: u64, size: u64, stack: u32| {
+        let mut alloc = |ptr: u64, size: u64, stack: StackId| {
             live.insert((e.session, ptr), (stack, size));
             let s = sites.entry((e.session, stack)).or_default();
             s.allocations += 1;
@@ -251,9 +252,9 @@ pub fn report<R: Read + Seek>(rec: &MemoryRecording<R>) -> LeaksReport {
             let frames = stack_places(&rec.registry, session, stack_id);
             let mut site = SiteReport {
                 index: 0,
-                pid: pid_of(session),
-                session,
-                stack_id,
+                pid: pid_of(session.0),
+                session: session.0,
+                stack_id: stack_id.0,
                 site: frames.first().cloned().unwrap_or_default(),
                 stack: frames,
                 judgement: judgement.name(),
@@ -272,7 +273,7 @@ pub fn report<R: Read + Seek>(rec: &MemoryRecording<R>) -> LeaksReport {
                 cause_functions: Vec::new(),
                 cause_branches: Vec::new(),
             };
-            if let (Some(lc), Some(t)) = (&rec.leak_cause, traced.get(&(session, stack_id))) {
+            if let (Some(lc), Some(t)) = (&rec.leak_cause, traced.get(&(session.0, stack_id.0))) {
                 add_causes(&mut site, lc, t);
             }
             site
@@ -312,7 +313,7 @@ pub fn report<R: Read + Seek>(rec: &MemoryRecording<R>) -> LeaksReport {
 }
 
 /// The frames of a stack as places, innermost first, without the agent's own frames.
-fn stack_places(registry: &Registry, session: u32, id: u32) -> Vec<CodePlace> {
+fn stack_places(registry: &Registry, session: SessionId, id: StackId) -> Vec<CodePlace> {
     let Some(stack) = registry.stack(session, id) else {
         return Vec::new();
     };

@@ -12,6 +12,8 @@ use std::collections::BinaryHeap;
 
 use tansa_wire::event::{AllocOp, DecodeError, Decoder, ImproperEvent, Record, StreamState};
 
+use super::ids::{SessionId, StackId};
+
 /// Largest block an allocator can hand out (`PTRDIFF_MAX`): a recorded allocation that is
 /// larger is damage.
 pub const MAX_BLOCK_SIZE: u64 = i64::MAX as u64;
@@ -62,14 +64,14 @@ pub enum EventKind {
         /// Bytes requested.
         size: u64,
         /// Stack id.
-        stack: u32,
+        stack: StackId,
     },
     /// A `free`.
     Free {
         /// Block (0 for `free(NULL)`).
         ptr: u64,
         /// Stack id (0 if free stacks were not recorded).
-        stack: u32,
+        stack: StackId,
     },
     /// The release half of a `realloc` (also the whole of `realloc(p, 0)`).
     ReallocRelease {
@@ -78,7 +80,7 @@ pub enum EventKind {
         /// New block (0 when the call freed the old block).
         new: u64,
         /// Stack id.
-        stack: u32,
+        stack: StackId,
     },
     /// The allocation half of a `realloc` (only when it returned a block; the old block
     /// is in the release half).
@@ -88,7 +90,7 @@ pub enum EventKind {
         /// Bytes requested.
         size: u64,
         /// Stack id.
-        stack: u32,
+        stack: StackId,
     },
     /// A call refused because its pointer was never allocated (online mode). Boxed: it is
     /// rare, and keeps every event small.
@@ -105,7 +107,7 @@ pub struct Event {
     /// Timestamp (recording clock).
     pub ts: u64,
     /// Session.
-    pub session: u32,
+    pub session: SessionId,
     /// Thread id.
     pub tid: u32,
     /// What happened.
@@ -127,7 +129,7 @@ impl StreamError {
 /// Decodes one thread stream delivered in arbitrary pieces.
 #[derive(Debug)]
 pub struct StreamDecoder {
-    session: u32,
+    session: SessionId,
     tid: u32,
     state: StreamState,
     carry: Vec<u8>,
@@ -139,7 +141,7 @@ pub struct StreamDecoder {
 
 impl StreamDecoder {
     /// A decoder for a stream of `session`.
-    pub fn new(session: u32) -> Self {
+    pub fn new(session: SessionId) -> Self {
         StreamDecoder {
             session,
             tid: 0,
@@ -263,7 +265,7 @@ impl StreamDecoder {
                         op: a.op,
                         ptr: a.ptr,
                         size: a.size,
-                        stack: a.stack,
+                        stack: StackId(a.stack),
                     },
                 ),
                 Record::Realloc(r) => {
@@ -273,7 +275,7 @@ impl StreamDecoder {
                             EventKind::ReallocRelease {
                                 old: r.old_ptr,
                                 new: r.new_ptr,
-                                stack: r.stack,
+                                stack: StackId(r.stack),
                             },
                         );
                     }
@@ -283,7 +285,7 @@ impl StreamDecoder {
                             EventKind::ReallocAlloc {
                                 new: r.new_ptr,
                                 size: r.size,
-                                stack: r.stack,
+                                stack: StackId(r.stack),
                             },
                         );
                     }
@@ -292,7 +294,7 @@ impl StreamDecoder {
                     f.ts,
                     EventKind::Free {
                         ptr: f.ptr,
-                        stack: f.stack,
+                        stack: StackId(f.stack),
                     },
                 ),
                 Record::Improper(i) => emit(i.ts, EventKind::Improper(Box::new(i))),
@@ -333,7 +335,7 @@ pub struct Merger<S> {
 /// What an event taken out of a buffer by [`Merger::next`] leaves behind.
 const TAKEN: Event = Event {
     ts: 0,
-    session: 0,
+    session: SessionId(0),
     tid: 0,
     kind: EventKind::Lost(0),
 };
@@ -558,11 +560,11 @@ mod tests {
                 vec![
                     Chunks(
                         VecDeque::from(vec![a[..cut_a].to_vec(), a[cut_a..].to_vec()]),
-                        StreamDecoder::new(0),
+                        StreamDecoder::new(SessionId(0)),
                     ),
                     Chunks(
                         VecDeque::from(vec![b[..cut_b].to_vec(), b[cut_b..].to_vec()]),
-                        StreamDecoder::new(0),
+                        StreamDecoder::new(SessionId(0)),
                     ),
                 ]
             };
@@ -602,7 +604,7 @@ mod tests {
         );
         v.put(b.as_bytes());
         let mut events = Vec::new();
-        let mut d = StreamDecoder::new(2);
+        let mut d = StreamDecoder::new(SessionId(2));
         d.push(&v.0, &mut |e| events.push(e));
         assert!(d.finish().is_none());
         assert_eq!(events.len(), 3);
@@ -620,7 +622,11 @@ mod tests {
             events[2].kind,
             EventKind::ReallocAlloc { size: 64, .. }
         ));
-        assert!(events.iter().all(|e| e.tid == 7 && e.session == 2));
+        assert!(
+            events
+                .iter()
+                .all(|e| e.tid == 7 && e.session == SessionId(2))
+        );
     }
 
     #[test]
@@ -629,7 +635,7 @@ mod tests {
         for ts in [30, 10, 20] {
             o.push(Event {
                 ts,
-                session: 0,
+                session: SessionId(0),
                 tid: 1,
                 kind: EventKind::Lost(1),
             });

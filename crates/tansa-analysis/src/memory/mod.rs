@@ -1,5 +1,6 @@
 //! Heap accounting per unit smaller than a process (seed 000).
 //!
+//! * [`ids`]: typed ids of sessions, streams, stacks, modules and unit sets;
 //! * [`model`]: modules, resolved stacks and the registry that builds them from a
 //!   session's meta stream;
 //! * [`classify`]: which unit a stack is charged to under each policy;
@@ -12,6 +13,7 @@
 
 pub mod aggregate;
 pub mod classify;
+pub mod ids;
 pub mod leaks;
 pub mod merge;
 pub mod model;
@@ -22,4 +24,5 @@ mod testkit;
 
 pub use aggregate::{Aggregator, Config};
 pub use classify::{By, Charge, FreeTo};
+pub use ids::{ModuleId, SessionId, StackId, StreamId, UnitSetId};
 pub use report::MemoryReport;

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use super::ids::{ModuleId, SessionId, StackId};
 use rustc_hash::FxHashMap;
 use tansa_wire::event::{MODULE_AGENT, MODULE_MAIN, MODULE_VDSO, ModuleLoad, StackFrame};
 
@@ -193,13 +194,13 @@ pub trait AddressResolver {
 pub struct Registry {
     modules: Vec<ModuleInfo>,
     by_file: FxHashMap<(String, Vec<u8>), ModuleIdx>,
-    session_modules: FxHashMap<(u32, u32), ModuleIdx>,
-    stacks: FxHashMap<(u32, u32), Arc<Stack>>,
+    session_modules: FxHashMap<(SessionId, ModuleId), ModuleIdx>,
+    stacks: FxHashMap<(SessionId, StackId), Arc<Stack>>,
     /// Number of stacks defined by each session.
-    session_stacks: FxHashMap<u32, u32>,
+    session_stacks: FxHashMap<SessionId, u32>,
     names: FxHashMap<String, Arc<str>>,
     frames_cache: FxHashMap<(Option<ModuleIdx>, u64), Arc<[LogicalFrame]>>,
-    unresolved_stacks: Vec<(u32, u32, Vec<StackFrame>)>,
+    unresolved_stacks: Vec<(SessionId, StackId, Vec<StackFrame>)>,
 }
 
 impl Registry {
@@ -215,11 +216,11 @@ impl Registry {
 
     /// Number of stacks `session` defined (stack ids are numbered from 1 as they are
     /// defined, so a larger id is a sparse one).
-    pub fn stack_count(&self, session: u32) -> u32 {
+    pub fn stack_count(&self, session: SessionId) -> u32 {
         self.session_stacks.get(&session).copied().unwrap_or(0)
     }
 
-    fn insert_stack(&mut self, session: u32, id: u32, stack: Stack) {
+    fn insert_stack(&mut self, session: SessionId, id: StackId, stack: Stack) {
         if self.stacks.insert((session, id), Arc::new(stack)).is_none() {
             *self.session_stacks.entry(session).or_default() += 1;
         }
@@ -235,7 +236,7 @@ impl Registry {
     }
 
     /// Registers a module announced by session `session`.
-    pub fn add_module(&mut self, session: u32, m: &ModuleLoad<'_>) {
+    pub fn add_module(&mut self, session: SessionId, m: &ModuleLoad<'_>) {
         let path = String::from_utf8_lossy(m.path).into_owned();
         let key = (path.clone(), m.build_id.to_vec());
         let idx = match self.by_file.get(&key) {
@@ -262,11 +263,11 @@ impl Registry {
         if m.flags & MODULE_MAIN != 0 {
             self.modules[idx as usize].main = true;
         }
-        self.session_modules.insert((session, m.id), idx);
+        self.session_modules.insert((session, ModuleId(m.id)), idx);
     }
 
     /// The module a session calls `id`.
-    pub fn session_module(&self, session: u32, id: u32) -> Option<ModuleIdx> {
+    pub fn session_module(&self, session: SessionId, id: ModuleId) -> Option<ModuleIdx> {
         self.session_modules.get(&(session, id)).copied()
     }
 
@@ -274,15 +275,15 @@ impl Registry {
     /// or later (see [`Registry::resolve_pending`]).
     pub fn add_stack(
         &mut self,
-        session: u32,
-        id: u32,
+        session: SessionId,
+        id: StackId,
         frames: impl Iterator<Item = StackFrame>,
         resolver: &mut dyn AddressResolver,
     ) {
         let frames: Vec<StackFrame> = frames.collect();
         if frames
             .iter()
-            .any(|f| f.module != 0 && self.session_module(session, f.module).is_none())
+            .any(|f| f.module != 0 && self.session_module(session, ModuleId(f.module)).is_none())
         {
             self.unresolved_stacks.push((session, id, frames));
             return;
@@ -296,9 +297,9 @@ impl Registry {
     pub fn resolve_pending(&mut self, resolver: &mut dyn AddressResolver, force: bool) -> usize {
         let pending = std::mem::take(&mut self.unresolved_stacks);
         for (session, id, frames) in pending {
-            let ready = frames
-                .iter()
-                .all(|f| f.module == 0 || self.session_module(session, f.module).is_some());
+            let ready = frames.iter().all(|f| {
+                f.module == 0 || self.session_module(session, ModuleId(f.module)).is_some()
+            });
             if ready || force {
                 let stack = self.build_stack(session, &frames, resolver);
                 self.insert_stack(session, id, stack);
@@ -311,14 +312,14 @@ impl Registry {
 
     fn build_stack(
         &mut self,
-        session: u32,
+        session: SessionId,
         frames: &[StackFrame],
         resolver: &mut dyn AddressResolver,
     ) -> Stack {
         let mut out = Stack::default();
         for f in frames {
             let module = (f.module != 0)
-                .then(|| self.session_module(session, f.module))
+                .then(|| self.session_module(session, ModuleId(f.module)))
                 .flatten();
             // The agent's own frames (its `dlclose` wrapper, say) are not the program's.
             if module.is_some_and(|m| self.modules[m as usize].agent) {
@@ -386,7 +387,7 @@ impl Registry {
     }
 
     /// A session's stack.
-    pub fn stack(&self, session: u32, id: u32) -> Option<&Arc<Stack>> {
+    pub fn stack(&self, session: SessionId, id: StackId) -> Option<&Arc<Stack>> {
         self.stacks.get(&(session, id))
     }
 }

@@ -22,6 +22,7 @@ use tansa_format::symtab::SymbolTable;
 use tansa_wire::event::{Decoder, Record};
 
 use super::aggregate::{Aggregator, Config};
+use super::ids::{SessionId, StackId};
 use super::merge::{Event, EventSource, Merger, StreamDecoder, StreamError};
 use super::model::{AddressResolver, ModuleInfo, Registry, Resolution, SourceFrame};
 use super::report::MemoryReport;
@@ -296,7 +297,7 @@ impl<R: Read + Seek> MemoryRecording<R> {
             let mut stacks = Vec::new();
             for r in Decoder::new(bytes) {
                 match r {
-                    Ok(Record::ModuleLoad(m)) => rec.registry.add_module(*session, &m),
+                    Ok(Record::ModuleLoad(m)) => rec.registry.add_module(SessionId(*session), &m),
                     Ok(Record::StackDef { id, frames }) => stacks.push((id, frames)),
                     Ok(_) => {}
                     // A process that died while writing leaves a record cut short.
@@ -313,7 +314,8 @@ impl<R: Read + Seek> MemoryRecording<R> {
                 }
             }
             for (id, frames) in stacks {
-                rec.registry.add_stack(*session, id, frames, &mut resolver);
+                rec.registry
+                    .add_stack(SessionId(*session), StackId(id), frames, &mut resolver);
             }
         }
         rec.registry.resolve_pending(&mut resolver, true);
@@ -342,7 +344,7 @@ impl<R: Read + Seek> MemoryRecording<R> {
                             Some((_, _, bytes)) => {
                                 let d = decoders
                                     .entry((r.session, r.stream))
-                                    .or_insert_with(|| StreamDecoder::new(r.session));
+                                    .or_insert_with(|| StreamDecoder::new(SessionId(r.session)));
                                 let mut events = recycled
                                     .try_recv()
                                     .unwrap_or_else(|_| Vec::with_capacity(bytes.len() / 4));
@@ -402,7 +404,7 @@ impl<R: Read + Seek> MemoryRecording<R> {
                     session,
                     pid: pids.get(&session).copied(),
                     stream,
-                    decoder: StreamDecoder::new(session),
+                    decoder: StreamDecoder::new(SessionId(session)),
                     payload: &self.payload,
                 };
                 source.request_ahead();
@@ -429,10 +431,10 @@ impl<R: Read + Seek> MemoryRecording<R> {
             agg.add_session(s);
         }
         for e in &self.ends {
-            agg.end_session(e.session, e.exit, e.lost_events);
+            agg.end_session(SessionId(e.session), e.exit, e.lost_events);
         }
         for l in &self.losses {
-            agg.session_losses(l.session, &l.losses);
+            agg.session_losses(SessionId(l.session), &l.losses);
         }
         for u in &self.unrecorded {
             agg.unrecorded(u.clone());

@@ -10,6 +10,7 @@ use tansa_wire::event::{
     encode_stack_def,
 };
 
+use super::ids::{SessionId, StackId};
 use super::model::{AddressResolver, ModuleInfo, Registry, Resolution, SourceFrame};
 
 /// Module id of the main executable, `app`.
@@ -130,13 +131,13 @@ impl Kit {
             let mut stacks = Vec::new();
             for r in Decoder::new(&self.meta.0) {
                 match r.expect("a well-formed meta stream") {
-                    Record::ModuleLoad(m) => reg.add_module(session, &m),
+                    Record::ModuleLoad(m) => reg.add_module(SessionId(session), &m),
                     Record::StackDef { id, frames } => stacks.push((id, frames)),
                     other => panic!("not a meta record: {other:?}"),
                 }
             }
             for (id, frames) in stacks {
-                reg.add_stack(session, id, frames, &mut self.names);
+                reg.add_stack(SessionId(session), StackId(id), frames, &mut self.names);
             }
         }
         assert_eq!(reg.resolve_pending(&mut self.names, false), 0);

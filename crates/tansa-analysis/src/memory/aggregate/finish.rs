@@ -6,6 +6,7 @@ use tansa_wire::event::ImproperOp;
 
 use super::{Aggregator, BaseKey};
 use crate::memory::classify::By;
+use crate::memory::ids::{SessionId, StackId};
 use crate::memory::model::Registry;
 use crate::memory::report::{
     FrameReport, ImproperReport, MemoryReport, ProcessReport, SCHEMA, ThreadReport, UnitReport,
@@ -88,7 +89,7 @@ impl Aggregator {
                 ))
             }),
         }
-        let process_report = |id: &u32| {
+        let process_report = |id: &SessionId| {
             let s = self.session(*id);
             ProcessReport {
                 pid: s.meta.pid,
@@ -218,7 +219,7 @@ impl Aggregator {
 }
 
 /// A stack for printing.
-pub fn stack_report(reg: &Registry, session: u32, stack: u32) -> Vec<FrameReport> {
+pub fn stack_report(reg: &Registry, session: SessionId, stack: StackId) -> Vec<FrameReport> {
     let Some(st) = reg.stack(session, stack) else {
         return Vec::new();
     };

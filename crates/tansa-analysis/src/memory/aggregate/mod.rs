@@ -28,6 +28,7 @@ use tansa_format::meta::{Calibration, ExitStatus};
 use tansa_wire::event::{AllocOp, ImproperOp};
 
 use super::classify::{By, Charge, FreeTo, Target, targets};
+use super::ids::{SessionId, StackId, UnitSetId};
 use super::merge::{Event, EventKind};
 use super::model::Registry;
 use super::report::{Calls, Stats};
@@ -78,6 +79,8 @@ impl Default for Config {
 
 /// Marks a stack whose targets were not computed yet.
 const UNSET: u32 = u32::MAX;
+/// A unit set not computed yet.
+const UNSET_SET: UnitSetId = UnitSetId(u32::MAX);
 
 /// The call an event counts as, if any.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,7 +111,7 @@ impl Call {
 struct SessionState {
     meta: SessionInfo,
     main_name: Arc<str>,
-    parent: Option<u32>,
+    parent: Option<SessionId>,
     exit: ExitStatus,
     lost: u64,
     /// What the agent could not record, by cause (recordings that carry it).
@@ -116,12 +119,12 @@ struct SessionState {
     events: u64,
     included: bool,
     /// Unit set of each stack id (`UNSET` until computed), for ids that are not sparse.
-    targets: Vec<u32>,
+    targets: Vec<UnitSetId>,
     /// The same for sparse stack ids.
-    sparse_targets: FxHashMap<u32, u32>,
+    sparse_targets: FxHashMap<StackId, UnitSetId>,
     /// `--by call`: the targets of the current run and its call instances.
-    call_last: u32,
-    call_set: u32,
+    call_last: UnitSetId,
+    call_set: UnitSetId,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -153,7 +156,7 @@ struct Row {
 struct Block {
     size: u64,
     /// The unit set charged for the allocation.
-    set: u32,
+    set: UnitSetId,
     ts: u64,
 }
 
@@ -227,9 +230,9 @@ pub struct Aggregator {
     config: Config,
     clock: Clock,
     sessions: Sessions<SessionState>,
-    order: Vec<u32>,
+    order: Vec<SessionId>,
     /// Sessions of each process id, in order of appearance.
-    by_pid: FxHashMap<u32, Vec<u32>>,
+    by_pid: FxHashMap<u32, Vec<SessionId>>,
     /// The interval length in use (`--by interval`): the configured one, or a multiple of
     /// it when that would make too many intervals.
     interval_ns: u64,
@@ -239,19 +242,19 @@ pub struct Aggregator {
     interval_rows: FxHashMap<(u32, u64), u32>,
     /// Interned unit sets (sets of bases an event is charged to).
     sets: Vec<Box<[u32]>>,
-    set_index: FxHashMap<Box<[u32]>, u32>,
+    set_index: FxHashMap<Box<[u32]>, UnitSetId>,
     /// The same sets laid out flat for the per-event path: each set's span of
     /// `set_members`, and for each member its row once known (always `UNSET` per
     /// interval, where the row depends on the time).
     set_spans: Vec<(u32, u32)>,
     set_members: Vec<u32>,
     set_rows: Vec<u32>,
-    live: FxHashMap<(u32, u64), Block>,
-    thread_sets: FxHashMap<(u32, u32), u32>,
+    live: FxHashMap<(SessionId, u64), Block>,
+    thread_sets: FxHashMap<(SessionId, u32), UnitSetId>,
     call_counter: FxHashMap<Arc<str>, u64>,
     names: FxHashMap<String, Arc<str>>,
     totals: Stats,
-    improper: FxHashMap<(u32, u32, bool, bool), Improper>,
+    improper: FxHashMap<(SessionId, StackId, bool, bool), Improper>,
     inherited_frees: u64,
     events: u64,
     t0_ns: u64,
@@ -330,11 +333,11 @@ impl Aggregator {
         intern_in(&mut self.names, s)
     }
 
-    fn intern_set(&mut self, bases: Vec<u32>) -> u32 {
+    fn intern_set(&mut self, bases: Vec<u32>) -> UnitSetId {
         if let Some(&id) = self.set_index.get(bases.as_slice()) {
             return id;
         }
-        let id = self.sets.len() as u32;
+        let id = UnitSetId(self.sets.len() as u32);
         let start = self.set_members.len() as u32;
         // Rows are made when a set is first charged (a set may only serve to find
         // others, as the library sets of `--by call` do, and must not show up as units).
@@ -347,20 +350,20 @@ impl Aggregator {
         id
     }
 
-    fn session(&self, id: u32) -> &SessionState {
-        self.sessions.get(id).expect("known session")
+    fn session(&self, id: SessionId) -> &SessionState {
+        self.sessions.get(id.0).expect("known session")
     }
 
-    fn session_mut(&mut self, id: u32) -> &mut SessionState {
-        self.sessions.get_mut(id).expect("known session")
+    fn session_mut(&mut self, id: SessionId) -> &mut SessionState {
+        self.sessions.get_mut(id.0).expect("known session")
     }
 
     /// Registers a process image (before its events). A session number registered
     /// already is ignored (only a damaged recording repeats one).
     pub fn add_session(&mut self, info: &SessionInfo) {
-        let id = info.session;
+        let id = SessionId(info.session);
         let meta = info.clone();
-        if self.sessions.contains(id) {
+        if self.sessions.contains(id.0) {
             return;
         }
         let parent = self.by_pid.get(&meta.ppid).and_then(|images| {
@@ -380,7 +383,7 @@ impl Aggregator {
         }
         self.by_pid.entry(meta.pid).or_default().push(id);
         self.sessions.insert(
-            id,
+            id.0,
             SessionState {
                 meta,
                 main_name,
@@ -392,24 +395,24 @@ impl Aggregator {
                 included,
                 targets: Vec::new(),
                 sparse_targets: FxHashMap::default(),
-                call_last: UNSET,
-                call_set: 0,
+                call_last: UNSET_SET,
+                call_set: UnitSetId(0),
             },
         );
         self.order.push(id);
     }
 
     /// Records how a process image ended.
-    pub fn end_session(&mut self, id: u32, exit: ExitStatus, lost: u64) {
-        if let Some(s) = self.sessions.get_mut(id) {
+    pub fn end_session(&mut self, id: SessionId, exit: ExitStatus, lost: u64) {
+        if let Some(s) = self.sessions.get_mut(id.0) {
             s.exit = exit;
             s.lost = s.lost.max(lost);
         }
     }
 
     /// Records what a process image's agent could not record, by cause.
-    pub fn session_losses(&mut self, id: u32, losses: &Losses) {
-        if let Some(s) = self.sessions.get_mut(id) {
+    pub fn session_losses(&mut self, id: SessionId, losses: &Losses) {
+        if let Some(s) = self.sessions.get_mut(id.0) {
             s.losses = *losses;
             s.lost = s.lost.max(losses.lost());
         }
@@ -472,19 +475,29 @@ impl Aggregator {
     }
 
     /// The unit set (library or function units) of a stack, cached per session and stack.
-    fn stack_targets(&mut self, reg: &Registry, session: u32, stack: u32, ts_ns: u64) -> u32 {
+    fn stack_targets(
+        &mut self,
+        reg: &Registry,
+        session: SessionId,
+        stack: StackId,
+        ts_ns: u64,
+    ) -> UnitSetId {
         let state = self.session(session);
-        let cached = match state.targets.get(stack as usize) {
+        let cached = match state.targets.get(stack.0 as usize) {
             Some(&t) => t,
-            None if state.sparse_targets.is_empty() => UNSET,
-            None => state.sparse_targets.get(&stack).copied().unwrap_or(UNSET),
+            None if state.sparse_targets.is_empty() => UNSET_SET,
+            None => state
+                .sparse_targets
+                .get(&stack)
+                .copied()
+                .unwrap_or(UNSET_SET),
         };
-        if cached != UNSET {
+        if cached != UNSET_SET {
             return cached;
         }
         let by_function = self.config.by == By::Function;
         let main_name = Arc::clone(&self.session(session).main_name);
-        let st = (stack != 0).then(|| reg.stack(session, stack)).flatten();
+        let st = stack.is_some().then(|| reg.stack(session, stack)).flatten();
         let charge = self.config.charge;
         let names = &mut self.names;
         let ts = targets(
@@ -507,16 +520,17 @@ impl Aggregator {
             .collect();
         let set = self.intern_set(bases);
         // Only cache stacks that were known: an unknown one may be defined later (online).
-        if st.is_some() || stack == 0 {
+        if st.is_some() || !stack.is_some() {
             // Ids are numbered from 1 as stacks are defined: a vector indexed by id fits,
             // unless the id is far beyond the stacks defined (damage).
             let dense = STACK_SLACK + 2 * reg.stack_count(session) as usize;
             let s = self.session_mut(session);
-            if (stack as usize) < s.targets.len() {
-                s.targets[stack as usize] = set;
-            } else if (stack as usize) <= dense {
-                s.targets.resize(stack as usize + 1, UNSET);
-                s.targets[stack as usize] = set;
+            let i = stack.0 as usize;
+            if i < s.targets.len() {
+                s.targets[i] = set;
+            } else if i <= dense {
+                s.targets.resize(i + 1, UNSET_SET);
+                s.targets[i] = set;
             } else {
                 s.sparse_targets.insert(stack, set);
             }
@@ -526,7 +540,7 @@ impl Aggregator {
 
     /// The unit set charged for an event of `stack` by this thread, under the configured
     /// unit.
-    fn caller_set(&mut self, reg: &Registry, e: &Event, stack: u32, ts_ns: u64) -> u32 {
+    fn caller_set(&mut self, reg: &Registry, e: &Event, stack: StackId, ts_ns: u64) -> UnitSetId {
         match self.config.by {
             By::Thread => {
                 if let Some(&s) = self.thread_sets.get(&(e.session, e.tid)) {
@@ -547,14 +561,14 @@ impl Aggregator {
 
     /// `--by call`: the current call instances of the event's session, starting new ones
     /// when the charged libraries change.
-    fn call_set(&mut self, reg: &Registry, e: &Event, stack: u32, ts_ns: u64) -> u32 {
+    fn call_set(&mut self, reg: &Registry, e: &Event, stack: StackId, ts_ns: u64) -> UnitSetId {
         let s = self.session(e.session);
-        if stack == 0 && s.call_last != UNSET {
+        if !stack.is_some() && s.call_last != UNSET_SET {
             return s.call_set;
         }
         let t = self.stack_targets(reg, e.session, stack, ts_ns);
         if self.session(e.session).call_last != t {
-            let libs = self.sets[t as usize].clone();
+            let libs = self.sets[t.0 as usize].clone();
             let mut instances = Vec::with_capacity(libs.len());
             for &lib in libs.iter() {
                 let BaseKey::Named(name) = self.bases[lib as usize].key.clone() else {
@@ -571,8 +585,8 @@ impl Aggregator {
             s.call_set = set;
         }
         let set = self.session(e.session).call_set;
-        for i in 0..self.sets[set as usize].len() {
-            let b = self.sets[set as usize][i] as usize;
+        for i in 0..self.sets[set.0 as usize].len() {
+            let b = self.sets[set.0 as usize][i] as usize;
             self.bases[b].end_ns = self.bases[b].end_ns.max(ts_ns);
         }
         set
@@ -580,8 +594,8 @@ impl Aggregator {
 
     /// Charges `delta` bytes (none when 0) and one `call` to every unit of `set`.
     #[inline]
-    fn apply(&mut self, set: u32, delta: i64, call: Call, ts_ns: u64) {
-        let (start, len) = self.set_spans[set as usize];
+    fn apply(&mut self, set: UnitSetId, delta: i64, call: Call, ts_ns: u64) {
+        let (start, len) = self.set_spans[set.0 as usize];
         for k in start as usize..(start + len) as usize {
             let b = self.set_members[k];
             let r = match self.set_rows[k] {
@@ -613,10 +627,10 @@ impl Aggregator {
         }
     }
 
-    fn is_inherited(&self, session: u32, ptr: u64) -> bool {
+    fn is_inherited(&self, session: SessionId, ptr: u64) -> bool {
         let mut s = session;
         let mut depth = 0;
-        while let Some(state) = self.sessions.get(s) {
+        while let Some(state) = self.sessions.get(s.0) {
             depth += 1;
             if depth > MAX_ANCESTORS {
                 return false;
@@ -636,7 +650,14 @@ impl Aggregator {
         false
     }
 
-    fn note_improper(&mut self, e: &Event, op: ImproperOp, ptr: u64, stack: u32, refused: bool) {
+    fn note_improper(
+        &mut self,
+        e: &Event,
+        op: ImproperOp,
+        ptr: u64,
+        stack: StackId,
+        refused: bool,
+    ) {
         let pid = self.session(e.session).meta.pid;
         let entry = self
             .improper
@@ -661,11 +682,11 @@ impl Aggregator {
         reg: &Registry,
         e: &Event,
         ptr: u64,
-        stack: u32,
+        stack: StackId,
         ts_ns: u64,
         charge: bool,
         call: Call,
-    ) -> Option<u32> {
+    ) -> Option<UnitSetId> {
         let block = self.live.remove(&(e.session, ptr))?;
         if !charge {
             return Some(block.set);
@@ -690,7 +711,7 @@ impl Aggregator {
         e: &Event,
         ptr: u64,
         size: u64,
-        set: u32,
+        set: UnitSetId,
         ts_ns: u64,
         charge: bool,
         call: Call,
@@ -720,7 +741,7 @@ impl Aggregator {
 
     /// Processes one event. Events must come in time order (see [`super::merge`]).
     pub fn event(&mut self, reg: &Registry, e: &Event) {
-        let Some(state) = self.sessions.get_mut(e.session) else {
+        let Some(state) = self.sessions.get_mut(e.session.0) else {
             return;
         };
         let included = state.included;
@@ -756,7 +777,7 @@ impl Aggregator {
                 let set = if included {
                     self.caller_set(reg, e, stack, ts_ns)
                 } else {
-                    0
+                    UnitSetId(0)
                 };
                 let call = match op {
                     AllocOp::Malloc => Call::Malloc,
@@ -811,20 +832,20 @@ impl Aggregator {
                 let set = if included {
                     self.caller_set(reg, e, stack, ts_ns)
                 } else {
-                    0
+                    UnitSetId(0)
                 };
                 self.allocate(e, new, size, set, ts_ns, included, Call::Realloc);
             }
             EventKind::Improper(i) => {
                 if included {
-                    self.note_improper(e, i.op, i.ptr, i.stack, true);
+                    self.note_improper(e, i.op, i.ptr, StackId(i.stack), true);
                 }
             }
         }
     }
 
     /// Whether `stack` of `session` is still undefined (online mode waits for it).
-    pub fn needs_stack(&self, reg: &Registry, session: u32, stack: u32) -> bool {
-        stack != 0 && reg.stack(session, stack).is_none()
+    pub fn needs_stack(&self, reg: &Registry, session: SessionId, stack: StackId) -> bool {
+        stack.is_some() && reg.stack(session, stack).is_none()
     }
 }

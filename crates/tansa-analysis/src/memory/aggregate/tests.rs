@@ -11,6 +11,7 @@ use tansa_wire::event::{
 
 use super::{Aggregator, Config};
 use crate::memory::classify::{By, Charge, FreeTo};
+use crate::memory::ids::{SessionId, StackId};
 use crate::memory::merge::{Event, EventKind, StreamDecoder};
 use crate::memory::model::Registry;
 use crate::memory::report::{Calls, MemoryReport, Stats};
@@ -63,7 +64,7 @@ fn config(charge: Charge, free_to: FreeTo) -> Config {
 fn event(ts: u64, session: u32, kind: EventKind) -> Event {
     Event {
         ts,
-        session,
+        session: SessionId(session),
         tid: 1000 + session,
         kind,
     }
@@ -77,13 +78,20 @@ fn alloc(ts: u64, session: u32, op: AllocOp, ptr: u64, size: u64, stack: u32) ->
             op,
             ptr,
             size,
-            stack,
+            stack: StackId(stack),
         },
     )
 }
 
 fn free(ts: u64, session: u32, ptr: u64, stack: u32) -> Event {
-    event(ts, session, EventKind::Free { ptr, stack })
+    event(
+        ts,
+        session,
+        EventKind::Free {
+            ptr,
+            stack: StackId(stack),
+        },
+    )
 }
 
 /// Figures: net, max, min, allocated, freed, then the calls.
@@ -240,7 +248,7 @@ fn frees_of_blocks_inherited_across_fork() {
             EventKind::ReallocRelease {
                 old: 0x2000,
                 new: 0x6000,
-                stack: st.lib,
+                stack: StackId(st.lib),
             },
         ),
         event(
@@ -249,7 +257,7 @@ fn frees_of_blocks_inherited_across_fork() {
             EventKind::ReallocAlloc {
                 new: 0x6000,
                 size: 48,
-                stack: st.lib,
+                stack: StackId(st.lib),
             },
         ),
         // The grandchild: a block of its grandparent, and one of its parent.
@@ -365,7 +373,7 @@ fn realloc_events(st: &Stacks) -> Vec<Event> {
     put(&|s, b| s.encode_realloc(&realloc(60, 0, 0x3000, 8, st.app), b));
     put(&|s, b| s.encode_realloc(&realloc(70, 0x3000, 0, 0, st.b), b));
     let mut events = Vec::new();
-    let mut decoder = StreamDecoder::new(0);
+    let mut decoder = StreamDecoder::new(SessionId(0));
     decoder.push(&stream.0, &mut |e| events.push(e));
     assert_eq!(decoder.finish(), None);
     events
@@ -386,7 +394,7 @@ fn a_realloc_that_moves_is_a_release_and_an_allocation_one_in_place_a_new_size()
                     op: AllocOp::Malloc,
                     ptr: 0x1000,
                     size: 100,
-                    stack: lib
+                    stack: StackId(lib)
                 }
             ),
             (
@@ -394,7 +402,7 @@ fn a_realloc_that_moves_is_a_release_and_an_allocation_one_in_place_a_new_size()
                 &EventKind::ReallocRelease {
                     old: 0x1000,
                     new: 0x1000,
-                    stack: lib
+                    stack: StackId(lib)
                 }
             ),
             (
@@ -402,7 +410,7 @@ fn a_realloc_that_moves_is_a_release_and_an_allocation_one_in_place_a_new_size()
                 &EventKind::ReallocAlloc {
                     new: 0x1000,
                     size: 250,
-                    stack: lib
+                    stack: StackId(lib)
                 }
             ),
             (
@@ -410,7 +418,7 @@ fn a_realloc_that_moves_is_a_release_and_an_allocation_one_in_place_a_new_size()
                 &EventKind::ReallocRelease {
                     old: 0x1000,
                     new: 0x2000,
-                    stack: app
+                    stack: StackId(app)
                 }
             ),
             (
@@ -418,21 +426,21 @@ fn a_realloc_that_moves_is_a_release_and_an_allocation_one_in_place_a_new_size()
                 &EventKind::ReallocAlloc {
                     new: 0x2000,
                     size: 400,
-                    stack: app
+                    stack: StackId(app)
                 }
             ),
             (
                 40,
                 &EventKind::Free {
                     ptr: 0x2000,
-                    stack: b
+                    stack: StackId(b)
                 }
             ),
             (
                 50,
                 &EventKind::Free {
                     ptr: 0x1000,
-                    stack: b
+                    stack: StackId(b)
                 }
             ),
             // realloc(NULL, 8) has no release half, realloc(p, 0) no allocation half.
@@ -441,7 +449,7 @@ fn a_realloc_that_moves_is_a_release_and_an_allocation_one_in_place_a_new_size()
                 &EventKind::ReallocAlloc {
                     new: 0x3000,
                     size: 8,
-                    stack: app
+                    stack: StackId(app)
                 }
             ),
             (
@@ -449,7 +457,7 @@ fn a_realloc_that_moves_is_a_release_and_an_allocation_one_in_place_a_new_size()
                 &EventKind::ReallocRelease {
                     old: 0x3000,
                     new: 0,
-                    stack: b
+                    stack: StackId(b)
                 }
             ),
         ]
