@@ -207,3 +207,34 @@ fn retrace() {
 fn plan() {
     fuzz(Target::Plan);
 }
+
+/// The bound of one input counts its own thread only: another target's allocations on a
+/// parallel test thread, made while the input runs, neither push it over its bound (which
+/// would abort the process) nor count in its peak.
+#[test]
+fn bounds_are_per_thread() {
+    setup();
+    let (go, wait_go) = std::sync::mpsc::channel::<()>();
+    let (done, wait_done) = std::sync::mpsc::channel::<()>();
+    let (release, wait_release) = std::sync::mpsc::channel::<()>();
+    let other = std::thread::spawn(move || {
+        wait_go.recv().unwrap();
+        let big = std::hint::black_box(vec![1u8; 64 << 20]);
+        done.send(()).unwrap();
+        wait_release.recv().unwrap();
+        drop(big);
+    });
+    let (len, peak) = alloc::bounded(1 << 20, || {
+        let mine = std::hint::black_box(vec![2u8; 512 << 10]);
+        go.send(()).unwrap();
+        wait_done.recv().unwrap();
+        mine.len()
+    });
+    release.send(()).unwrap();
+    other.join().unwrap();
+    assert_eq!(len, 512 << 10);
+    assert!(
+        (512 << 10..1 << 20).contains(&peak),
+        "peak {peak}: this thread's 512 KiB only"
+    );
+}
