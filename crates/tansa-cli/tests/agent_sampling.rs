@@ -73,6 +73,7 @@ fn sample_functions(
         monotonic_clock: false,
         sample_hz: Some(hz),
         leak_cause: false,
+        events: None,
     };
     let mut sink = Samples::default();
     let outcome = tansa_collect::record(&config, &mut sink).expect("record");

@@ -152,6 +152,53 @@ pub struct Config {
     /// [`Sink::session_header`]), and programs run with `LD_BIND_NOW=1` so that a traced
     /// path never goes through the dynamic linker's lazy binding.
     pub leak_cause: bool,
+    /// Who hears of what happens during the recording that is worth telling people
+    /// ([`CollectEvent`]); `None`: nobody (the collector itself never prints).
+    pub events: Option<EventHandler>,
+}
+
+/// What the collector has to tell while it records (the CLI prints these).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CollectEvent {
+    /// The command exited a second ago and processes it started still run under the agent:
+    /// the recording goes on until they end (or the user interrupts it).
+    StillRecording {
+        /// Each such process: `pid (executable)`.
+        processes: Vec<String>,
+    },
+}
+
+impl std::fmt::Display for CollectEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CollectEvent::StillRecording { processes } => write!(
+                f,
+                "the command exited; still recording {} process(es) it started: {} (Ctrl-C to \
+                 stop)",
+                processes.len(),
+                processes.join(", ")
+            ),
+        }
+    }
+}
+
+/// A receiver of [`CollectEvent`]s.
+#[derive(Clone)]
+pub struct EventHandler(pub Arc<dyn Fn(&CollectEvent) + Send + Sync>);
+
+impl std::fmt::Debug for EventHandler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EventHandler")
+    }
+}
+
+impl Config {
+    fn tell(&self, event: &CollectEvent) {
+        if let Some(h) = &self.events {
+            (h.0)(event);
+        }
+    }
 }
 
 /// How the recording went.
@@ -216,7 +263,6 @@ pub fn record(config: &Config, sink: &mut dyn Sink) -> Result<Outcome, CollectEr
     }
     let tsc = !config.monotonic_clock && sys::tsc_is_reliable();
     let (listener, theirs) = sys::control_pair()?;
-    let fd_id = sys::socket_identity(theirs.as_fd())?;
     // Without the endpoint (no abstract namespace?), agents still have the inherited pair.
     let (endpoint, endpoint_name) = match sys::listen_endpoint() {
         Ok((fd, name)) => (Some(fd), Some(name)),
@@ -224,7 +270,49 @@ pub fn record(config: &Config, sink: &mut dyn Sink) -> Result<Outcome, CollectEr
     };
     sys::become_subreaper();
     let signals = Signals::install();
+    sink.tick(CalibrationPoint {
+        ticks: clock_now(tsc),
+        ns: sys::monotonic_ns(),
+    })?;
+    let root = spawn(config, tsc, theirs, endpoint_name.as_deref())?;
+    let mut run = Run {
+        collector: Collector::new(listener, endpoint, root, tsc),
+        config,
+        signals,
+        tsc,
+        root,
+        root_status: None,
+        root_exited_at: None,
+        last_tick: Instant::now(),
+        waiting_note_shown: false,
+        stop_waiting: false,
+        last_interrupts: 0,
+    };
+    while !run.step(sink)? {}
+    run.collector.finish(sink)?;
+    Ok(Outcome {
+        exit: run.root_status.unwrap_or(ExitStatus::Running),
+        clock: if tsc {
+            ClockSource::Tsc
+        } else {
+            ClockSource::Monotonic
+        },
+        sessions: run.collector.sessions.len() as u32,
+        bytes: run.collector.total_bytes,
+        pid: root,
+        unrecorded: run.collector.unrecorded.len() as u32,
+    })
+}
 
+/// Starts the command with the agent preloaded and the collector's endpoints in its
+/// environment (`theirs`: the inherited end of the control pair). Returns its pid.
+fn spawn(
+    config: &Config,
+    tsc: bool,
+    theirs: std::os::fd::OwnedFd,
+    endpoint_name: Option<&str>,
+) -> Result<u32, CollectError> {
+    let fd_id = sys::socket_identity(theirs.as_fd())?;
     let mut preload = OsString::from(&config.agent);
     if let Some(existing) = std::env::var_os("LD_PRELOAD").filter(|v| !v.is_empty()) {
         preload.push(":");
@@ -254,7 +342,7 @@ pub fn record(config: &Config, sink: &mut dyn Sink) -> Result<Outcome, CollectEr
     if let Some(n) = config.max_frames {
         cmd.env(ENV_MAX_FRAMES, n.to_string());
     }
-    match &endpoint_name {
+    match endpoint_name {
         Some(name) => cmd.env(ENV_ENDPOINT, name),
         None => cmd.env_remove(ENV_ENDPOINT),
     };
@@ -272,94 +360,102 @@ pub fn record(config: &Config, sink: &mut dyn Sink) -> Result<Outcome, CollectEr
             Ok(())
         });
     }
-    let start_point = CalibrationPoint {
-        ticks: clock_now(tsc),
-        ns: sys::monotonic_ns(),
-    };
-    sink.tick(start_point)?;
     let child = cmd.spawn().map_err(|source| CollectError::Spawn {
         command: program.to_string_lossy().into_owned(),
         source,
     })?;
+    // Our copy of their end closes here: a hang-up then means every agent is gone.
     drop(theirs);
-    let root = child.id();
     // We reap children ourselves (we are a subreaper), so the std handle is not waited on.
-    drop(child);
+    Ok(child.id())
+}
 
-    let mut collector = Collector::new(listener, endpoint, root, tsc);
-    let mut root_status: Option<ExitStatus> = None;
-    let mut last_tick = Instant::now();
-    let mut waiting_note_shown = false;
-    let mut root_exited_at: Option<Instant> = None;
-    let mut stop_waiting = false;
-    let mut last_interrupts = 0;
+/// One recording in progress: the collector and what the loop around it tracks.
+struct Run<'a> {
+    collector: Collector,
+    config: &'a Config,
+    signals: Signals,
+    tsc: bool,
+    root: u32,
+    root_status: Option<ExitStatus>,
+    root_exited_at: Option<Instant>,
+    last_tick: Instant,
+    waiting_note_shown: bool,
+    stop_waiting: bool,
+    last_interrupts: usize,
+}
 
-    loop {
-        collector.poll_control(sink)?;
-        let watermark = collector.drain(sink, clock_now(tsc))?;
+impl Run<'_> {
+    /// One turn: control messages, rings, the root's end, the clock, signals. Returns
+    /// whether the recording is over.
+    fn step(&mut self, sink: &mut dyn Sink) -> Result<bool, CollectError> {
+        self.collector.poll_control(sink)?;
+        let watermark = self.collector.drain(sink, clock_now(self.tsc))?;
         sink.watermark(watermark)?;
-        if let Some(status) = collector.reap() {
-            root_status = Some(status);
-            root_exited_at = Some(Instant::now());
+        if let Some(status) = self.collector.reap() {
+            self.root_ended(status);
         }
-        if last_tick.elapsed() >= Duration::from_millis(100) {
-            last_tick = Instant::now();
-            // The command was reaped by someone else (it cannot be by design, but a loop
-            // waiting for a status that never comes would hang the recording).
-            if root_status.is_none() && !Path::new(&format!("/proc/{root}")).exists() {
-                root_status = Some(ExitStatus::Unknown { normal_exit: false });
-                root_exited_at = Some(Instant::now());
-            }
-            sink.tick(CalibrationPoint {
-                ticks: clock_now(tsc),
-                ns: sys::monotonic_ns(),
-            })?;
+        if self.last_tick.elapsed() >= Duration::from_millis(100) {
+            self.periodic(sink)?;
         }
+        self.signals();
+        Ok(self.root_status.is_some() && self.done_waiting())
+    }
 
-        // Signals.
-        let terminate = signals.terminate.swap(0, Ordering::SeqCst);
-        if terminate > 0 && root_status.is_none() {
-            let _ = tansa_proc::os::kill(root, libc::SIGTERM);
-        }
-        let interrupts = signals.interrupt.load(Ordering::SeqCst);
-        if interrupts != last_interrupts {
-            last_interrupts = interrupts;
-            if root_status.is_some() {
-                stop_waiting = true;
-            }
-        }
+    fn root_ended(&mut self, status: ExitStatus) {
+        self.root_status = Some(status);
+        self.root_exited_at = Some(Instant::now());
+    }
 
-        if root_status.is_some() {
-            let live: Vec<String> = collector
-                .live_sessions()
-                .map(|s| format!("{} ({})", s.pid, s.info.exe))
-                .collect();
-            if live.is_empty() || stop_waiting {
-                break;
-            }
-            let grace_over = root_exited_at.is_some_and(|t| t.elapsed() >= Duration::from_secs(1));
-            if !waiting_note_shown && grace_over {
-                waiting_note_shown = true;
-                eprintln!(
-                    "tansa: the command exited; still recording {} process(es) it started: {} (Ctrl-C to stop)",
-                    live.len(),
-                    live.join(", ")
-                );
+    /// Every 100 ms: a calibration point, and a check that the root still exists.
+    fn periodic(&mut self, sink: &mut dyn Sink) -> Result<(), CollectError> {
+        self.last_tick = Instant::now();
+        // The command was reaped by someone else (it cannot be by design, but a loop
+        // waiting for a status that never comes would hang the recording).
+        if self.root_status.is_none() && !Path::new(&format!("/proc/{}", self.root)).exists() {
+            self.root_ended(ExitStatus::Unknown { normal_exit: false });
+        }
+        sink.tick(CalibrationPoint {
+            ticks: clock_now(self.tsc),
+            ns: sys::monotonic_ns(),
+        })
+    }
+
+    /// SIGTERM/SIGHUP are passed on to the command; SIGINT once the command has ended
+    /// stops waiting for the processes it left behind.
+    fn signals(&mut self) {
+        let terminate = self.signals.terminate.swap(0, Ordering::SeqCst);
+        if terminate > 0 && self.root_status.is_none() {
+            let _ = tansa_proc::os::kill(self.root, libc::SIGTERM);
+        }
+        let interrupts = self.signals.interrupt.load(Ordering::SeqCst);
+        if interrupts != self.last_interrupts {
+            self.last_interrupts = interrupts;
+            if self.root_status.is_some() {
+                self.stop_waiting = true;
             }
         }
     }
 
-    collector.finish(sink)?;
-    Ok(Outcome {
-        exit: root_status.unwrap_or(ExitStatus::Running),
-        clock: if tsc {
-            ClockSource::Tsc
-        } else {
-            ClockSource::Monotonic
-        },
-        sessions: collector.sessions.len() as u32,
-        bytes: collector.total_bytes,
-        pid: root,
-        unrecorded: collector.unrecorded.len() as u32,
-    })
+    /// After the command ended: whether every process it left under the agent has ended
+    /// too (or the user stopped waiting). Tells once, after a second, who is still running.
+    fn done_waiting(&mut self) -> bool {
+        let live: Vec<String> = self
+            .collector
+            .live_sessions()
+            .map(|s| format!("{} ({})", s.pid, s.info.exe))
+            .collect();
+        if live.is_empty() || self.stop_waiting {
+            return true;
+        }
+        let grace_over = self
+            .root_exited_at
+            .is_some_and(|t| t.elapsed() >= Duration::from_secs(1));
+        if !self.waiting_note_shown && grace_over {
+            self.waiting_note_shown = true;
+            self.config
+                .tell(&CollectEvent::StillRecording { processes: live });
+        }
+        false
+    }
 }

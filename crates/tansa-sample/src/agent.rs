@@ -38,6 +38,8 @@ pub struct AgentConfig {
     pub duration: Option<Duration>,
     /// Keep every sample's time.
     pub timeline: bool,
+    /// Who hears of what the collector has to tell (see [`tansa_collect::CollectEvent`]).
+    pub events: Option<tansa_collect::EventHandler>,
 }
 
 /// What a run gives back.
@@ -92,6 +94,7 @@ pub fn record<W: Write>(
         // Sample times in CLOCK_MONOTONIC nanoseconds, like perf's.
         monotonic_clock: true,
         sample_hz: Some(hz),
+        events: config.events.clone(),
     };
     let mut sink = AgentSink::new(CpuRecordingBuilder::new(meta, info));
     sink.deadline = config.duration.map(|d| Instant::now() + d);

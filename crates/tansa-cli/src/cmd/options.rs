@@ -266,6 +266,11 @@ pub fn find_agent() -> anyhow::Result<PathBuf> {
     )
 }
 
+/// Prints what the collector has to tell on standard error, as `tansa: ...`.
+pub fn print_collect_events() -> tansa_collect::EventHandler {
+    tansa_collect::EventHandler(std::sync::Arc::new(|e| eprintln!("tansa: {e}")))
+}
+
 /// A spinner showing `message` on standard error, when that is a terminal.
 pub fn spinner(message: impl Into<String>) -> Option<indicatif::ProgressBar> {
     use std::io::IsTerminal;

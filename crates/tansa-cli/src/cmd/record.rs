@@ -146,6 +146,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         monotonic_clock: args.online,
         sample_hz: None,
         leak_cause: args.leak_cause,
+        events: Some(options::print_collect_events()),
     };
     if args.online {
         return run_online(&args, &config);

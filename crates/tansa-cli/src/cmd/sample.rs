@@ -150,6 +150,7 @@ fn run_agent(
         frequency_hz: u32::try_from(args.frequency).unwrap_or(u32::MAX),
         duration: args.duration,
         timeline: args.timeline,
+        events: Some(options::print_collect_events()),
     };
     let stop = AtomicBool::new(false);
     let naming = if args.output.is_some() {
