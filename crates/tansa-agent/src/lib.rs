@@ -54,6 +54,14 @@
 //!    nothing. (Test: a program that reuses the number, forks and execs.)
 //!
 //! `free(NULL)` does nothing and is neither recorded nor counted.
+//!
+//! Layout: [`hooks`] (the exported entry stubs) call [`recorder`] (entering a hook and
+//! writing its events; per-thread [`recorder::ThreadCtx`] in `recorder/context.rs`,
+//! signal-handler events in `recorder/nested.rs`, stacks and CPU samples in
+//! `recorder/capture.rs`), which writes through [`session`] (the shared segments and
+//! rings) and unwinds with [`unwind`]; [`registry`] reclaims the contexts of exited
+//! threads; [`reach`] finds the collector; [`sampler`] is the `SIGPROF` sampler; [`sys`]
+//! holds every raw system call.
 
 pub mod clock;
 pub mod heap;

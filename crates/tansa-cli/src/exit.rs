@@ -84,6 +84,29 @@ pub fn unreadable(path: &Path, err: &FormatError) -> anyhow::Error {
     anyhow::anyhow!("{}: {err}{advice}", path.display())
 }
 
+/// The usage error for `--pid PID` naming a process that `path` does not hold: it lists
+/// the process ids it has (sorted, at most 50).
+pub fn no_such_process(
+    pid: u32,
+    path: &Path,
+    pids: impl IntoIterator<Item = u32>,
+) -> anyhow::Error {
+    let mut pids: Vec<u32> = pids.into_iter().collect();
+    pids.sort_unstable();
+    pids.dedup();
+    let list: Vec<String> = pids.iter().take(50).map(u32::to_string).collect();
+    usage(format!(
+        "process {pid} is not in {} (it has: {}{})",
+        path.display(),
+        if list.is_empty() {
+            "none".to_string()
+        } else {
+            list.join(", ")
+        },
+        if pids.len() > 50 { ", ..." } else { "" }
+    ))
+}
+
 /// The error for a file that cannot be opened.
 pub fn cannot_open(path: &Path, err: std::io::Error) -> anyhow::Error {
     anyhow::anyhow!("{}: cannot open it: {err}", path.display())

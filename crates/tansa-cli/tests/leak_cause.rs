@@ -101,12 +101,19 @@ fn check_diagnosis(r: &Value, exe: &str) {
                 .any(|t| *t == opposite)
     });
     assert!(freed_with_opposite, "{opposite} on a freeing path: {s:#}");
-    // Sites always freed, or never freed, are not leaking and get no cause.
+    // Sites always freed, or never freed, are not leaking and get no cause. With several
+    // threads, the always-freed site's outstanding blocks go up and down at random between
+    // scans, and three rises in a row make the live judgement trace it for a while: then
+    // every traced allocation was freed (F), and no cause is found.
     for (name, judgement) in [("!scratch", "freed"), ("!remember", "no-free-site")] {
         let other = site(r, name);
         assert_eq!(other["judgement"], judgement, "{other:#}");
         assert!(other["cause_functions"].as_array().unwrap().is_empty());
-        assert!(other["range_end"].is_null(), "{other:#}");
+        assert!(other["cause_branches"].as_array().unwrap().is_empty());
+        if !other["range_end"].is_null() {
+            assert_eq!(name, "!scratch", "a never-freed site has no range: {other:#}");
+            assert_eq!(other["traces"]["not_freed"], 0, "{other:#}");
+        }
     }
 }
 

@@ -116,20 +116,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(pid) = args.pid
         && !recording.sessions.iter().any(|s| s.pid == pid)
     {
-        let pids: Vec<String> = recording
-            .sessions
-            .iter()
-            .map(|s| s.pid.to_string())
-            .collect();
-        return Err(exit::usage(format!(
-            "process {pid} is not in {} (it has: {})",
-            args.file.display(),
-            if pids.is_empty() {
-                "none".to_string()
-            } else {
-                pids.join(", ")
-            }
-        )));
+        return Err(exit::no_such_process(
+            pid,
+            &args.file,
+            recording.sessions.iter().map(|s| s.pid),
+        ));
     }
     // Decompress event chunks on a second thread while this one aggregates.
     if let Ok(second) = File::open(&args.file) {

@@ -61,20 +61,11 @@ pub fn run(args: ReportArgs<'_>) -> anyhow::Result<ExitCode> {
     if let Some(pid) = args.pid
         && !rec.processes.iter().any(|p| p.pid == pid)
     {
-        let mut pids: Vec<u32> = rec.processes.iter().map(|p| p.pid).collect();
-        pids.sort_unstable();
-        pids.dedup();
-        let list: Vec<String> = pids.iter().take(50).map(u32::to_string).collect();
-        return Err(crate::exit::usage(format!(
-            "process {pid} is not in {} (it has: {}{})",
-            args.file.display(),
-            if list.is_empty() {
-                "none".to_string()
-            } else {
-                list.join(", ")
-            },
-            if pids.len() > 50 { ", ..." } else { "" }
-        )));
+        return Err(crate::exit::no_such_process(
+            pid,
+            args.file,
+            rec.processes.iter().map(|p| p.pid),
+        ));
     }
     let report = cpu::report(&rec, cpu::Options { by, pid: args.pid });
     let mut out = crate::output::open(args.output)?;
