@@ -111,7 +111,10 @@ fn check_diagnosis(r: &Value, exe: &str) {
         assert!(other["cause_functions"].as_array().unwrap().is_empty());
         assert!(other["cause_branches"].as_array().unwrap().is_empty());
         if !other["range_end"].is_null() {
-            assert_eq!(name, "!scratch", "a never-freed site has no range: {other:#}");
+            assert_eq!(
+                name, "!scratch",
+                "a never-freed site has no range: {other:#}"
+            );
             assert_eq!(other["traces"]["not_freed"], 0, "{other:#}");
         }
     }

@@ -213,6 +213,51 @@ impl ElfFile {
             .map(|s| (offset + s.address).wrapping_sub(s.file_offset))
     }
 
+    /// The extents of the functions `.eh_frame` describes (one FDE each, start..end, in the
+    /// file's address space), sorted by start. Every function with unwind information has
+    /// one, named or not: in a library stripped to its exported symbols, these still tell
+    /// its internal functions apart. The count is bounded by what the section can hold
+    /// (an FDE takes at least 16 bytes); a malformed entry ends the list.
+    pub fn unwind_extents(&self) -> Vec<std::ops::Range<u64>> {
+        use gimli::UnwindSection;
+        let Some((addresses, bytes)) = self.section(".eh_frame") else {
+            return Vec::new();
+        };
+        let data = &self.map[bytes];
+        let eh_frame = gimli::EhFrame::new(data, gimli::LittleEndian);
+        let mut bases = gimli::BaseAddresses::default().set_eh_frame(addresses.start);
+        if let Some((text, _)) = self.section(".text") {
+            bases = bases.set_text(text.start);
+        }
+        if let Some((got, _)) = self.section(".got") {
+            bases = bases.set_got(got.start);
+        }
+        let mut out = Vec::new();
+        let mut entries = eh_frame.entries(&bases);
+        let most = data.len() / 16 + 1;
+        while out.len() < most {
+            match entries.next() {
+                Ok(Some(gimli::CieOrFde::Fde(partial))) => {
+                    let Ok(fde) = partial
+                        .parse(|section, bases, offset| section.cie_from_offset(bases, offset))
+                    else {
+                        break;
+                    };
+                    let start = fde.initial_address();
+                    if fde.len() > 0
+                        && let Some(end) = start.checked_add(fde.len())
+                    {
+                        out.push(start..end);
+                    }
+                }
+                Ok(Some(gimli::CieOrFde::Cie(_))) => {}
+                Ok(None) | Err(_) => break,
+            }
+        }
+        out.sort_by_key(|r| (r.start, r.end));
+        out
+    }
+
     /// The bytes of the executable section containing `address`, with the section's start.
     pub fn code_section_containing(&self, address: u64) -> Option<(u64, &[u8])> {
         let obj = self.parse().ok()?;

@@ -178,20 +178,33 @@ impl Resolver {
             Ok(r) => r,
             Err(e) => return unresolved(ModuleStatus::Failed(e.to_string())),
         };
-        // An address no symbol covers (a local function of a stripped library) is named
-        // after the nearest function symbol before it, with the offset.
+        // An address no symbol covers (a local function of a stripped library) is still in
+        // a function: the one whose unwind information (`.eh_frame`) covers it, named after
+        // its start (`fn@0x15b40`), so each internal function is a unit of its own. Where no
+        // unwind information covers it either, it is named after the nearest function
+        // symbol before it, with the offset.
+        let mut extents: Option<Vec<std::ops::Range<u64>>> = None;
         let mut nearest: Option<Vec<crate::elf::FunctionSymbol>> = None;
         for (r, &a) in resolved.iter_mut().zip(&addrs) {
-            if r.frames.is_empty() {
-                let functions = nearest.get_or_insert_with(|| elf.functions());
-                if let Some(name) = nearest_symbol(functions, a) {
-                    r.frames.push(ResolvedFrame {
-                        function: Some(name),
-                        file: None,
-                        line: 0,
-                        column: 0,
-                    });
+            if !r.frames.is_empty() {
+                continue;
+            }
+            let extents = extents.get_or_insert_with(|| elf.unwind_extents());
+            let (name, start) = match extent_containing(extents, a) {
+                Some(e) => (Some(unnamed_function(e.start)), Some(e.start)),
+                None => {
+                    let functions = nearest.get_or_insert_with(|| elf.functions());
+                    (nearest_symbol(functions, a), None)
                 }
+            };
+            if let Some(name) = name {
+                r.frames.push(ResolvedFrame {
+                    function: Some(name),
+                    file: None,
+                    line: 0,
+                    column: 0,
+                });
+                r.function_start = r.function_start.or(start);
             }
         }
         let exported = elf.exported_names();
@@ -265,6 +278,23 @@ pub fn demangle(name: &str) -> Option<String> {
 /// Farthest an address may be past a symbol to be named after it.
 const MAX_SYMBOL_DISTANCE: u64 = 1 << 16;
 
+/// The name of a function known only by its extent: `fn@0x` and its start address.
+pub fn unnamed_function(start: u64) -> String {
+    format!("fn@{start:#x}")
+}
+
+/// The innermost extent of `extents` (sorted by start) containing `addr`.
+fn extent_containing(extents: &[std::ops::Range<u64>], addr: u64) -> Option<std::ops::Range<u64>> {
+    let i = extents.partition_point(|e| e.start <= addr);
+    extents[..i]
+        .iter()
+        .rev()
+        .take(64)
+        .filter(|e| addr < e.end)
+        .min_by_key(|e| e.end - e.start)
+        .cloned()
+}
+
 /// `symbol+0xOFFSET` for `addr`, from the nearest function symbol at or before it in
 /// `functions` (sorted by address), demangled; none within [`MAX_SYMBOL_DISTANCE`].
 fn nearest_symbol(functions: &[crate::elf::FunctionSymbol], addr: u64) -> Option<String> {
@@ -283,28 +313,31 @@ fn nearest_symbol(functions: &[crate::elf::FunctionSymbol], addr: u64) -> Option
 mod tests {
     use super::*;
 
-    #[test]
-    fn an_address_without_a_symbol_is_named_after_the_nearest_one() {
-        let dir = tempfile::tempdir().unwrap();
-        let src = dir.path().join("lib.c");
+    /// A library with two static functions, stripped to its exported symbols, built with
+    /// `flags`: (path, addresses of `hidden` and `other` before stripping, of `exported`).
+    fn stripped_library(dir: &Path, flags: &[&str]) -> (std::path::PathBuf, u64, u64, u64) {
+        let src = dir.join("lib.c");
         std::fs::write(
             &src,
             "int exported(int x) { return x * 3 + 1; }\n\
              __attribute__((noinline)) static int hidden(int x) { return x * 7 + exported(x); }\n\
-             int (*keep)(int) = hidden;\n",
+             __attribute__((noinline)) static int other(int x) { return hidden(x) * 5 + 2; }\n\
+             int (*keep)(int) = hidden;\n\
+             int (*keep2)(int) = other;\n",
         )
         .unwrap();
-        let lib = dir.path().join("lib.so");
-        tansa_testkit::compile(
-            &lib,
-            std::slice::from_ref(&src),
-            &["-shared", "-fPIC", "-O1"],
-        );
-        let hidden = ElfFile::open(&lib)
-            .unwrap()
-            .function_by_name("hidden")
-            .expect("the local symbol before stripping")
-            .address;
+        let lib = dir.join("lib.so");
+        let mut all = vec!["-shared", "-fPIC", "-O1"];
+        all.extend(flags);
+        tansa_testkit::compile(&lib, std::slice::from_ref(&src), &all);
+        let elf = ElfFile::open(&lib).unwrap();
+        let addr = |name| {
+            elf.function_by_name(name)
+                .expect("the local symbol before stripping")
+                .address
+        };
+        let (hidden, other, exported) = (addr("hidden"), addr("other"), addr("exported"));
+        drop(elf);
         // Strip the symbol table: only the exported (dynamic) symbols stay.
         let ok = std::process::Command::new("strip")
             .arg(&lib)
@@ -317,25 +350,47 @@ mod tests {
                 .function_by_name("hidden")
                 .is_none()
         );
-        let exported = ElfFile::open(&lib)
-            .unwrap()
-            .function_by_name("exported")
-            .unwrap()
-            .address;
+        (lib, hidden, other, exported)
+    }
+
+    /// The outermost function name and the function start resolved for each address.
+    fn names(lib: &Path, addrs: &[u64]) -> Vec<(String, Option<u64>)> {
         let mut b = SymbolTableBuilder::default();
-        let m = Resolver::new().module_symbols(
-            &mut b,
-            1,
-            lib.to_str().unwrap(),
-            &[],
-            &[(hidden + 2, hidden + 2)],
-        );
+        let lookups: Vec<(u64, u64)> = addrs.iter().map(|&a| (a, a)).collect();
+        let m = Resolver::new().module_symbols(&mut b, 1, lib.to_str().unwrap(), &[], &lookups);
         let table = b.finish();
-        let name = m.addrs[0]
-            .frames
-            .first()
-            .and_then(|f| table.string(f.function).map(str::to_string))
-            .unwrap_or_default();
+        m.addrs
+            .iter()
+            .map(|a| {
+                let name = a
+                    .frames
+                    .last()
+                    .and_then(|f| table.string(f.function).map(str::to_string))
+                    .unwrap_or_default();
+                (name, a.function_start)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn functions_without_a_symbol_are_told_apart_by_their_unwind_extents() {
+        let dir = tempfile::tempdir().unwrap();
+        let (lib, hidden, other, _) = stripped_library(dir.path(), &[]);
+        let got = names(&lib, &[hidden + 2, hidden + 4, other + 2]);
+        assert_eq!(got[0], (format!("fn@{hidden:#x}"), Some(hidden)), "{got:?}");
+        assert_eq!(got[1], got[0], "one function, one name");
+        assert_eq!(got[2], (format!("fn@{other:#x}"), Some(other)), "{got:?}");
+    }
+
+    #[test]
+    fn without_unwind_information_an_address_is_named_after_the_nearest_symbol() {
+        let dir = tempfile::tempdir().unwrap();
+        let (lib, hidden, _, exported) = stripped_library(
+            dir.path(),
+            &["-fno-asynchronous-unwind-tables", "-fno-unwind-tables"],
+        );
+        assert!(ElfFile::open(&lib).unwrap().unwind_extents().is_empty());
+        let (name, _) = names(&lib, &[hidden + 2]).remove(0);
         let nearest = if exported < hidden {
             "exported"
         } else {
