@@ -15,12 +15,14 @@ use tansa_analysis::memory::model::{
 use tansa_analysis::memory::{Config, MemoryReport, SessionId, StackId, StreamId};
 use tansa_format::memory::{SessionEnd, SessionInfo, SessionLosses, Unrecorded};
 use tansa_format::meta::{Calibration, CalibrationPoint, ClockSource};
-use tansa_symbols::Resolver;
+use tansa_symbols::{ElfFile, Resolver, Unnamed};
 use tansa_wire::event::{DecodeError, Decoder, Record, StreamState};
 
 /// Resolves addresses from the binaries on disk.
 struct LiveResolver {
     resolver: Resolver,
+    /// Names for code without symbols, per module path (`None`: not an ELF file).
+    unnamed: FxHashMap<String, Option<Unnamed>>,
 }
 
 impl std::fmt::Debug for LiveResolver {
@@ -38,7 +40,7 @@ impl AddressResolver for LiveResolver {
             .resolver
             .resolve(Path::new(&module.path), &[offset.saturating_sub(1)])
         {
-            Ok(mut r) if !r.is_empty() => {
+            Ok(mut r) if r.first().is_some_and(|r| !r.frames.is_empty()) => {
                 let r = r.swap_remove(0);
                 Resolution {
                     frames: r
@@ -53,7 +55,26 @@ impl AddressResolver for LiveResolver {
                     function_start: r.function_start,
                 }
             }
-            _ => Resolution::default(),
+            _ => {
+                let unnamed = self
+                    .unnamed
+                    .entry(module.path.clone())
+                    .or_insert_with(|| ElfFile::open(&module.path).ok().map(|e| Unnamed::new(&e)));
+                match unnamed
+                    .as_mut()
+                    .and_then(|u| u.name(offset.saturating_sub(1)))
+                {
+                    Some((name, start)) => Resolution {
+                        frames: vec![SourceFrame {
+                            function: Some(name),
+                            file: None,
+                            line: 0,
+                        }],
+                        function_start: start,
+                    },
+                    None => Resolution::default(),
+                }
+            }
         }
     }
 }
@@ -85,6 +106,7 @@ impl OnlineSink {
             meta_carry: FxHashMap::default(),
             resolver: LiveResolver {
                 resolver: Resolver::new(),
+                unnamed: FxHashMap::default(),
             },
             calibration,
         }

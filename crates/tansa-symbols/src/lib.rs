@@ -4,14 +4,15 @@
 //! process lives (the agent or the perf reader turns an absolute address into a module and
 //! an offset in that module's file), and *symbolization* happens afterwards, here, from the
 //! file alone. [`elf`] reads what recorders need from a binary (build id, load segments,
-//! functions by name, code bytes); [`resolve`] turns module offsets into function, source
-//! file, line and inlined frames and fills the recording's symbol table.
+//! functions by name, code bytes, unwind extents); [`resolve`] turns module offsets into
+//! function, source file, line and inlined frames and fills the recording's symbol table;
+//! code no symbol covers is named by [`Unnamed`] (its `.eh_frame` extent, `fn@0x...`).
 
 pub mod elf;
 pub mod resolve;
 
 pub use elf::{ElfFile, FunctionSymbol};
-pub use resolve::{Resolved, ResolvedFrame, Resolver};
+pub use resolve::{Resolved, ResolvedFrame, Resolver, Unnamed};
 
 /// Errors reading binaries.
 #[derive(Debug, thiserror::Error)]

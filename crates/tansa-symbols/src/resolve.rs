@@ -178,26 +178,11 @@ impl Resolver {
             Ok(r) => r,
             Err(e) => return unresolved(ModuleStatus::Failed(e.to_string())),
         };
-        // An address no symbol covers (a local function of a stripped library) is still in
-        // a function: the one whose unwind information (`.eh_frame`) covers it, named after
-        // its start (`fn@0x15b40`), so each internal function is a unit of its own. Where no
-        // unwind information covers it either, it is named after the nearest function
-        // symbol before it, with the offset.
-        let mut extents: Option<Vec<std::ops::Range<u64>>> = None;
-        let mut nearest: Option<Vec<crate::elf::FunctionSymbol>> = None;
+        let mut unnamed = Unnamed::new(&elf);
         for (r, &a) in resolved.iter_mut().zip(&addrs) {
-            if !r.frames.is_empty() {
-                continue;
-            }
-            let extents = extents.get_or_insert_with(|| elf.unwind_extents());
-            let (name, start) = match extent_containing(extents, a) {
-                Some(e) => (Some(unnamed_function(e.start)), Some(e.start)),
-                None => {
-                    let functions = nearest.get_or_insert_with(|| elf.functions());
-                    (nearest_symbol(functions, a), None)
-                }
-            };
-            if let Some(name) = name {
+            if r.frames.is_empty()
+                && let Some((name, start)) = unnamed.name(a)
+            {
                 r.frames.push(ResolvedFrame {
                     function: Some(name),
                     file: None,
@@ -277,6 +262,37 @@ pub fn demangle(name: &str) -> Option<String> {
 
 /// Farthest an address may be past a symbol to be named after it.
 const MAX_SYMBOL_DISTANCE: u64 = 1 << 16;
+
+/// Names for code that no symbol covers (a local function of a library stripped to its
+/// exported symbols). Such code is still in a function: the one whose unwind information
+/// (`.eh_frame`) covers it, named after its start (`fn@0x15b40`), so that each internal
+/// function is a unit of its own. Where no unwind information covers it either, it is
+/// named after the nearest function symbol before it, with the offset. What it reads from
+/// the file is read once, on first use.
+#[derive(Debug)]
+pub struct Unnamed {
+    extents: Vec<std::ops::Range<u64>>,
+    functions: Vec<crate::elf::FunctionSymbol>,
+}
+
+impl Unnamed {
+    /// The unwind extents and function symbols of `elf`.
+    pub fn new(elf: &ElfFile) -> Self {
+        Unnamed {
+            extents: elf.unwind_extents(),
+            functions: elf.functions(),
+        }
+    }
+
+    /// The name of the function containing file address `addr`, with its start when its
+    /// extent is known.
+    pub fn name(&mut self, addr: u64) -> Option<(String, Option<u64>)> {
+        match extent_containing(&self.extents, addr) {
+            Some(e) => Some((unnamed_function(e.start), Some(e.start))),
+            None => nearest_symbol(&self.functions, addr).map(|n| (n, None)),
+        }
+    }
+}
 
 /// The name of a function known only by its extent: `fn@0x` and its start address.
 pub fn unnamed_function(start: u64) -> String {

@@ -1,0 +1,164 @@
+//! Code without symbols is still code: the internal functions of a library stripped to its
+//! exported symbols (as distribution libraries are) are told apart by their unwind extents
+//! (`lib.so!fn@0x...`) in heap reports, offline and online, and in CPU reports.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::*;
+use tansa_symbols::ElfFile;
+
+/// The stripped library, the program using it, and the file addresses of the library's
+/// internal functions (read before stripping).
+struct Built {
+    exe: PathBuf,
+    grow_a: u64,
+    grow_b: u64,
+    spin_a: u64,
+    spin_b: u64,
+}
+
+fn build(dir: &Path) -> Built {
+    let lib = dir.join("libunnamed.so");
+    compile(
+        &lib,
+        &[source("unnamed_lib.c")],
+        &["-shared", "-fPIC", "-O1", "-g"],
+    );
+    let elf = ElfFile::open(&lib).unwrap();
+    let addr = |name: &str| {
+        elf.function_by_name(name)
+            .unwrap_or_else(|| panic!("{name} before stripping"))
+            .address
+    };
+    let (grow_a, grow_b, spin_a, spin_b) = (
+        addr("grow_a"),
+        addr("grow_b"),
+        addr("spin_a"),
+        addr("spin_b"),
+    );
+    drop(elf);
+    let ok = std::process::Command::new("strip")
+        .arg(&lib)
+        .status()
+        .expect("strip runs")
+        .success();
+    assert!(ok);
+    assert!(
+        ElfFile::open(&lib)
+            .unwrap()
+            .function_by_name("grow_a")
+            .is_none()
+    );
+    let exe = dir.join("unnamed_main");
+    let dir_s = dir.to_str().unwrap();
+    compile(
+        &exe,
+        &[source("unnamed_main.c")],
+        &[
+            "-O1",
+            "-g",
+            "-L",
+            dir_s,
+            "-lunnamed",
+            &format!("-Wl,-rpath,{dir_s}"),
+        ],
+    );
+    Built {
+        exe,
+        grow_a,
+        grow_b,
+        spin_a,
+        spin_b,
+    }
+}
+
+fn name(addr: u64) -> String {
+    format!("libunnamed.so!fn@{addr:#x}")
+}
+
+#[test]
+fn heap_reports_give_each_unnamed_function_its_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = build(dir.path());
+    let file = dir.path().join("unnamed.tansa");
+    let out = record(&file, &[], &[b.exe.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // The innermost library frame is the internal function.
+    let r = report_json(&file, &["--by", "function", "--charge", "last"]);
+    let a = unit(&r, &name(b.grow_a));
+    let bb = unit(&r, &name(b.grow_b));
+    assert_eq!(bytes(a), (1000, 1000, 1000, 0));
+    assert_eq!(calls(a), (10, 0, 0, 0, 0));
+    assert_eq!(bytes(bb), (4000, 4000, 4000, 0));
+    assert_eq!(calls(bb), (20, 0, 0, 0, 0));
+    // Online, the same rows from the binaries on disk.
+    let json = dir.path().join("online.json");
+    let out = run_tansa(&[
+        "record",
+        "--online",
+        "--by",
+        "function",
+        "--charge",
+        "last",
+        "--format",
+        "json",
+        "-o",
+        json.to_str().unwrap(),
+        "--",
+        b.exe.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let online: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(bytes(unit(&online, &name(b.grow_a))), (1000, 1000, 1000, 0));
+    assert_eq!(bytes(unit(&online, &name(b.grow_b))), (4000, 4000, 4000, 0));
+}
+
+#[test]
+fn cpu_reports_give_each_unnamed_function_its_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = build(dir.path());
+    let file = dir.path().join("cpu.tansa");
+    let out = run_tansa(&[
+        "sample",
+        "-F",
+        "1000",
+        "-o",
+        file.to_str().unwrap(),
+        "--",
+        b.exe.to_str().unwrap(),
+        "150000000",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = run_tansa(&[
+        "report",
+        file.to_str().unwrap(),
+        "--by",
+        "function",
+        "--format",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let units = r["units"].as_array().unwrap();
+    let self_of = |n: &str| {
+        units
+            .iter()
+            .find(|u| u["unit"] == n)
+            .and_then(|u| u["self_samples"].as_u64())
+            .unwrap_or_else(|| {
+                let names: Vec<&str> = units.iter().filter_map(|u| u["unit"].as_str()).collect();
+                panic!("no unit {n}: {names:?}")
+            })
+    };
+    let (a, bb) = (self_of(&name(b.spin_a)), self_of(&name(b.spin_b)));
+    // spin_b runs three times as long as spin_a.
+    assert!(a > 20 && bb > 2 * a, "spin_a {a}, spin_b {bb} samples");
+    assert!(
+        !units.iter().any(|u| u["unit"]
+            .as_str()
+            .is_some_and(|n| n.starts_with("libunnamed.so!??"))),
+        "no code of the library is left unnamed"
+    );
+}
