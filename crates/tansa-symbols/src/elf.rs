@@ -32,6 +32,29 @@ pub struct Segment {
     pub file_size: u64,
 }
 
+/// Largest MiniDebugInfo decompressed (a file's claims are not trusted).
+pub const MAX_DEBUGDATA: usize = 64 << 20;
+
+/// A writer that refuses to grow past `limit` bytes.
+struct Bounded {
+    bytes: Vec<u8>,
+    limit: usize,
+}
+
+impl std::io::Write for Bounded {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.bytes.len() + buf.len() > self.limit {
+            return Err(std::io::Error::other("larger than the bound"));
+        }
+        self.bytes.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// A memory-mapped ELF file.
 #[derive(Debug)]
 pub struct ElfFile {
@@ -256,6 +279,40 @@ impl ElfFile {
         }
         out.sort_by_key(|r| (r.start, r.end));
         out
+    }
+
+    /// The function symbols of the file's MiniDebugInfo (the xz-compressed ELF file in its
+    /// `.gnu_debugdata` section, which some distributions add to stripped binaries so that
+    /// their internal functions keep names), sorted by address; empty without one. The
+    /// decompressed size is bounded ([`MAX_DEBUGDATA`]).
+    pub fn mini_debuginfo_functions(&self) -> Vec<FunctionSymbol> {
+        let Some((_, bytes)) = self.section(".gnu_debugdata") else {
+            return Vec::new();
+        };
+        let mut out = Bounded {
+            bytes: Vec::new(),
+            limit: MAX_DEBUGDATA,
+        };
+        let mut input = &self.map[bytes];
+        if lzma_rs::xz_decompress(&mut input, &mut out).is_err() {
+            return Vec::new();
+        }
+        let Ok(obj) = object::File::parse(&*out.bytes) else {
+            return Vec::new();
+        };
+        let mut functions: Vec<FunctionSymbol> = obj
+            .symbols()
+            .filter(|s| s.kind() == SymbolKind::Text && s.size() > 0)
+            .filter_map(|s| {
+                Some(FunctionSymbol {
+                    name: s.name().ok()?.to_string(),
+                    address: s.address(),
+                    size: s.size(),
+                })
+            })
+            .collect();
+        functions.sort_by_key(|f| f.address);
+        functions
     }
 
     /// The bytes of the executable section containing `address`, with the section's start.

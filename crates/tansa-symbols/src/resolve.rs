@@ -34,12 +34,18 @@ pub struct Resolved {
     pub function_start: Option<u64>,
 }
 
-/// Resolves addresses of ELF files using their symbol tables and DWARF debug information
-/// (including separate debug files found through build id or debug link).
+/// Resolves addresses of ELF files using their symbol tables and DWARF debug information,
+/// including separate debug files: through a file's debug link, and by its build id under
+/// the debug directories (`.build-id/ab/cdef....debug`, as distributions' debug packages
+/// install them) even when the file has no debug link.
 #[derive(Debug)]
 pub struct Resolver {
     symbolizer: Symbolizer,
+    debug_dirs: Vec<std::path::PathBuf>,
 }
+
+/// The debug directories searched when none are given: `/usr/lib/debug` and `/lib/debug`.
+pub const DEFAULT_DEBUG_DIRS: [&str; 2] = ["/usr/lib/debug", "/lib/debug"];
 
 impl Default for Resolver {
     fn default() -> Self {
@@ -67,15 +73,49 @@ fn frame(name: &str, ci: Option<&CodeInfo<'_>>) -> ResolvedFrame {
 }
 
 impl Resolver {
-    /// A resolver with line information, inlined frames and demangling enabled.
+    /// A resolver with line information, inlined frames and demangling enabled, searching
+    /// the directories of `TANSA_DEBUG_DIRS` (`:`-separated) and then the default ones for
+    /// separate debug files.
     pub fn new() -> Self {
+        let mut dirs: Vec<std::path::PathBuf> = std::env::var_os("TANSA_DEBUG_DIRS")
+            .map(|v| {
+                std::env::split_paths(&v)
+                    .filter(|p| !p.as_os_str().is_empty())
+                    .collect()
+            })
+            .unwrap_or_default();
+        dirs.extend(DEFAULT_DEBUG_DIRS.iter().map(std::path::PathBuf::from));
+        Self::with_debug_dirs(dirs)
+    }
+
+    /// A resolver searching `debug_dirs`, in order, for separate debug files.
+    pub fn with_debug_dirs(debug_dirs: Vec<std::path::PathBuf>) -> Self {
         Resolver {
             symbolizer: Symbolizer::builder()
                 .enable_code_info(true)
                 .enable_inlined_fns(true)
                 .enable_demangling(true)
+                .set_debug_dirs(Some(&debug_dirs))
                 .build(),
+            debug_dirs,
         }
+    }
+
+    /// The separate debug file of a file with build id `build_id`, under the debug
+    /// directories' `.build-id` trees.
+    pub fn debug_file(&self, build_id: &[u8]) -> Option<std::path::PathBuf> {
+        if build_id.len() < 2 {
+            return None;
+        }
+        let hex: String = build_id.iter().map(|b| format!("{b:02x}")).collect();
+        self.debug_dirs
+            .iter()
+            .map(|d| {
+                d.join(".build-id")
+                    .join(&hex[..2])
+                    .join(format!("{}.debug", &hex[2..]))
+            })
+            .find(|p| p.is_file())
     }
 
     /// Resolves file addresses of the ELF file at `path`. For return addresses, pass the
@@ -178,10 +218,28 @@ impl Resolver {
             Ok(r) => r,
             Err(e) => return unresolved(ModuleStatus::Failed(e.to_string())),
         };
-        let mut unnamed = Unnamed::new(&elf);
+        // What the file itself does not name, its separate debug file found by build id
+        // may (a distribution's debug package, without a debug link in the file).
+        let missing: Vec<usize> = (0..resolved.len())
+            .filter(|&i| resolved[i].frames.is_empty())
+            .collect();
+        if !missing.is_empty()
+            && let Some(debug) = elf.build_id().and_then(|id| self.debug_file(&id))
+        {
+            let want: Vec<u64> = missing.iter().map(|&i| addrs[i]).collect();
+            if let Ok(found) = self.resolve(&debug, &want) {
+                for (&i, r) in missing.iter().zip(found) {
+                    if !r.frames.is_empty() {
+                        resolved[i] = r;
+                    }
+                }
+            }
+        }
+        let mut unnamed: Option<Unnamed> = None;
         for (r, &a) in resolved.iter_mut().zip(&addrs) {
             if r.frames.is_empty()
-                && let Some((name, start)) = unnamed.name(a)
+                && let Some((name, start)) =
+                    unnamed.get_or_insert_with(|| Unnamed::new(&elf)).name(a)
             {
                 r.frames.push(ResolvedFrame {
                     function: Some(name),
@@ -269,16 +327,21 @@ const MAX_SYMBOL_DISTANCE: u64 = 1 << 16;
 /// function is a unit of its own. Where no unwind information covers it either, it is
 /// named after the nearest function symbol before it, with the offset. What it reads from
 /// the file is read once, on first use.
+///
+/// A MiniDebugInfo section (`.gnu_debugdata`), where the file has one, names such code
+/// first.
 #[derive(Debug)]
 pub struct Unnamed {
+    mini: Vec<crate::elf::FunctionSymbol>,
     extents: Vec<std::ops::Range<u64>>,
     functions: Vec<crate::elf::FunctionSymbol>,
 }
 
 impl Unnamed {
-    /// The unwind extents and function symbols of `elf`.
+    /// The MiniDebugInfo symbols, unwind extents and function symbols of `elf`.
     pub fn new(elf: &ElfFile) -> Self {
         Unnamed {
+            mini: elf.mini_debuginfo_functions(),
             extents: elf.unwind_extents(),
             functions: elf.functions(),
         }
@@ -287,6 +350,13 @@ impl Unnamed {
     /// The name of the function containing file address `addr`, with its start when its
     /// extent is known.
     pub fn name(&mut self, addr: u64) -> Option<(String, Option<u64>)> {
+        let i = self.mini.partition_point(|f| f.address <= addr);
+        if let Some(f) = i.checked_sub(1).map(|i| &self.mini[i])
+            && addr < f.address.saturating_add(f.size)
+        {
+            let name = demangle(&f.name).unwrap_or_else(|| f.name.clone());
+            return Some((name, Some(f.address)));
+        }
         match extent_containing(&self.extents, addr) {
             Some(e) => Some((unnamed_function(e.start), Some(e.start))),
             None => nearest_symbol(&self.functions, addr).map(|n| (n, None)),
@@ -416,6 +486,109 @@ mod tests {
             name.starts_with(&format!("{nearest}+0x")),
             "{name} (hidden at {hidden:#x}, exported at {exported:#x})"
         );
+    }
+
+    fn run(cmd: &str, args: &[&std::ffi::OsStr]) {
+        let out = std::process::Command::new(cmd)
+            .args(args)
+            .output()
+            .unwrap_or_else(|e| panic!("{cmd}: {e}"));
+        assert!(
+            out.status.success(),
+            "{cmd} {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    #[test]
+    fn mini_debuginfo_names_the_functions_of_a_stripped_library() {
+        let dir = tempfile::tempdir().unwrap();
+        let (lib, hidden, other, _) = stripped_library(dir.path(), &[]);
+        // Rebuild the unstripped library, keep its symbol table without DWARF, compress it
+        // with xz and add it as .gnu_debugdata, as distributions make MiniDebugInfo.
+        let src = dir.path().join("lib.c");
+        let full = dir.path().join("full.so");
+        tansa_testkit::compile(
+            &full,
+            std::slice::from_ref(&src),
+            &["-shared", "-fPIC", "-O1"],
+        );
+        let mini = dir.path().join("mini");
+        run(
+            "objcopy",
+            &["--strip-debug".as_ref(), full.as_os_str(), mini.as_os_str()],
+        );
+        run("xz", &["-k".as_ref(), mini.as_os_str()]);
+        let section = format!(".gnu_debugdata={}.xz", mini.display());
+        run(
+            "objcopy",
+            &["--add-section".as_ref(), section.as_ref(), lib.as_os_str()],
+        );
+        let elf = ElfFile::open(&lib).unwrap();
+        assert!(elf.function_by_name("hidden").is_none());
+        assert!(
+            elf.mini_debuginfo_functions()
+                .iter()
+                .any(|f| f.name == "hidden" && f.address == hidden)
+        );
+        let got = names(&lib, &[hidden + 2, other + 2]);
+        assert_eq!(got[0], ("hidden".to_string(), Some(hidden)), "{got:?}");
+        assert_eq!(got[1], ("other".to_string(), Some(other)), "{got:?}");
+    }
+
+    #[test]
+    fn a_debug_file_found_by_build_id_names_functions_and_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("lib.c");
+        std::fs::write(
+            &src,
+            "__attribute__((noinline)) static int hidden(int x) { return x * 7 + 1; }\n\
+             int (*keep)(int) = hidden;\n",
+        )
+        .unwrap();
+        let lib = dir.path().join("lib.so");
+        tansa_testkit::compile(
+            &lib,
+            std::slice::from_ref(&src),
+            &["-shared", "-fPIC", "-O1", "-g", "-Wl,--build-id"],
+        );
+        let elf = ElfFile::open(&lib).unwrap();
+        let hidden = elf.function_by_name("hidden").unwrap().address;
+        let id = elf.build_id().expect("a build id");
+        drop(elf);
+        // The debug file goes where a debug package puts it; the library keeps no debug
+        // link to it.
+        let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
+        let debug_dir = dir.path().join("debug");
+        let target = debug_dir
+            .join(".build-id")
+            .join(&hex[..2])
+            .join(format!("{}.debug", &hex[2..]));
+        std::fs::create_dir_all(target.parent().unwrap()).unwrap();
+        run(
+            "objcopy",
+            &[
+                "--only-keep-debug".as_ref(),
+                lib.as_os_str(),
+                target.as_os_str(),
+            ],
+        );
+        run("strip", &[lib.as_os_str()]);
+        let resolver = Resolver::with_debug_dirs(vec![debug_dir]);
+        let mut b = SymbolTableBuilder::default();
+        let m = resolver.module_symbols(&mut b, 1, lib.to_str().unwrap(), &[], &[(hidden, hidden)]);
+        let table = b.finish();
+        let frame = m.addrs[0].frames.last().expect("a frame");
+        assert_eq!(table.string(frame.function), Some("hidden"));
+        assert!(
+            table
+                .string(frame.file)
+                .is_some_and(|f| f.ends_with("lib.c"))
+        );
+        assert_eq!(frame.line, 1);
+        // Without the debug directory, the same address is only an unwind extent.
+        let (name, _) = names(&lib, &[hidden]).remove(0);
+        assert_eq!(name, format!("fn@{hidden:#x}"));
     }
 
     #[test]
