@@ -161,4 +161,27 @@ fn cpu_reports_give_each_unnamed_function_its_row() {
             .is_some_and(|n| n.starts_with("libunnamed.so!??"))),
         "no code of the library is left unnamed"
     );
+    // The recording keeps the code of the unnamed function: it can be annotated, and its
+    // listing accounts for every one of its samples.
+    let out = run_tansa(&["annotate", file.to_str().unwrap(), &name(b.spin_b)]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let head = text.lines().next().unwrap_or_default();
+    assert!(head.starts_with(&name(b.spin_b)), "{text}");
+    assert!(
+        text.lines()
+            .nth(1)
+            .is_some_and(|l| l.starts_with(&format!("{bb} samples"))),
+        "{text}"
+    );
+    let listed: u64 = text
+        .lines()
+        .filter(|l| l.contains(" +"))
+        .filter_map(|l| {
+            let first = l.split_whitespace().next()?;
+            // Rows without samples start with their offset (`+1b`), which u64 parses.
+            (!first.starts_with('+')).then(|| first.parse::<u64>().ok())?
+        })
+        .sum();
+    assert_eq!(listed, bb, "{text}");
 }

@@ -31,21 +31,34 @@ const CHUNK: usize = 1 << 16;
 /// The functions of `elf` that contain `offsets`: `(start, size)`.
 fn hit_functions(elf: &ElfFile, offsets: &BTreeSet<u64>) -> Vec<(u64, u64)> {
     let funcs = elf.functions();
+    // Functions without a symbol (a stripped library's internal ones) by their extent.
+    let mut unnamed: Option<tansa_symbols::Unnamed> = None;
     let mut hit = BTreeSet::new();
     for &o in offsets {
         let i = funcs.partition_point(|f| f.address <= o);
-        let Some(i) = i.checked_sub(1) else { continue };
-        let f = &funcs[i];
-        let size = if f.size > 0 {
-            f.size
-        } else {
-            funcs
-                .get(i + 1..)
-                .and_then(|rest| rest.iter().find(|g| g.address > f.address))
-                .map_or(0, |g| g.address - f.address)
+        let symbol = i.checked_sub(1).map(|i| {
+            let f = &funcs[i];
+            let size = if f.size > 0 {
+                f.size
+            } else {
+                funcs
+                    .get(i + 1..)
+                    .and_then(|rest| rest.iter().find(|g| g.address > f.address))
+                    .map_or(0, |g| g.address - f.address)
+            };
+            (f.address, size)
+        });
+        let found = match symbol {
+            Some((start, size)) if o < start + size => Some((start, size)),
+            _ => unnamed
+                .get_or_insert_with(|| tansa_symbols::Unnamed::new(elf))
+                .extent(o)
+                .map(|e| (e.start, e.end - e.start)),
         };
-        if o < f.address + size && size <= MAX_FUNCTION_BYTES {
-            hit.insert((f.address, size));
+        if let Some((start, size)) = found
+            && size <= MAX_FUNCTION_BYTES
+        {
+            hit.insert((start, size));
         }
     }
     hit.into_iter().collect()

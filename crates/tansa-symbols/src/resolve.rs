@@ -347,6 +347,18 @@ impl Unnamed {
         }
     }
 
+    /// The extent of the function without a symbol that contains `addr`: its MiniDebugInfo
+    /// symbol's, else its unwind information's.
+    pub fn extent(&self, addr: u64) -> Option<std::ops::Range<u64>> {
+        let i = self.mini.partition_point(|f| f.address <= addr);
+        if let Some(f) = i.checked_sub(1).map(|i| &self.mini[i])
+            && addr < f.address.saturating_add(f.size)
+        {
+            return Some(f.address..f.address.saturating_add(f.size));
+        }
+        extent_containing(&self.extents, addr)
+    }
+
     /// The name of the function containing file address `addr`, with its start when its
     /// extent is known.
     pub fn name(&mut self, addr: u64) -> Option<(String, Option<u64>)> {
