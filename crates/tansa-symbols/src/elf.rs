@@ -55,6 +55,26 @@ impl std::io::Write for Bounded {
     }
 }
 
+/// The defined function symbols of `obj` (`.symtab` and `.dynsym`), sorted by address,
+/// without duplicates.
+fn function_symbols(obj: &object::File<'_>) -> Vec<FunctionSymbol> {
+    let mut out: Vec<FunctionSymbol> = obj
+        .symbols()
+        .chain(obj.dynamic_symbols())
+        .filter(|s| s.kind() == SymbolKind::Text && s.is_definition() && s.address() != 0)
+        .filter_map(|s| {
+            Some(FunctionSymbol {
+                name: s.name().ok()?.to_string(),
+                address: s.address(),
+                size: s.size(),
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| (a.address, &a.name).cmp(&(b.address, &b.name)));
+    out.dedup_by(|a, b| a.address == b.address && a.name == b.name);
+    out
+}
+
 /// A memory-mapped ELF file.
 #[derive(Debug)]
 pub struct ElfFile {
@@ -127,21 +147,7 @@ impl ElfFile {
         let Ok(obj) = self.parse() else {
             return Vec::new();
         };
-        let mut out: Vec<FunctionSymbol> = obj
-            .symbols()
-            .chain(obj.dynamic_symbols())
-            .filter(|s| s.kind() == SymbolKind::Text && s.is_definition() && s.address() != 0)
-            .filter_map(|s| {
-                Some(FunctionSymbol {
-                    name: s.name().ok()?.to_string(),
-                    address: s.address(),
-                    size: s.size(),
-                })
-            })
-            .collect();
-        out.sort_by(|a, b| (a.address, &a.name).cmp(&(b.address, &b.name)));
-        out.dedup_by(|a, b| a.address == b.address && a.name == b.name);
-        out
+        function_symbols(&obj)
     }
 
     /// Exported (dynamic-symbol) function names by address, for choosing the public alias
@@ -297,22 +303,10 @@ impl ElfFile {
         if lzma_rs::xz_decompress(&mut input, &mut out).is_err() {
             return Vec::new();
         }
-        let Ok(obj) = object::File::parse(&*out.bytes) else {
-            return Vec::new();
-        };
-        let mut functions: Vec<FunctionSymbol> = obj
-            .symbols()
-            .filter(|s| s.kind() == SymbolKind::Text && s.size() > 0)
-            .filter_map(|s| {
-                Some(FunctionSymbol {
-                    name: s.name().ok()?.to_string(),
-                    address: s.address(),
-                    size: s.size(),
-                })
-            })
-            .collect();
-        functions.sort_by_key(|f| f.address);
-        functions
+        match object::File::parse(&*out.bytes) {
+            Ok(obj) => function_symbols(&obj),
+            Err(_) => Vec::new(),
+        }
     }
 
     /// The bytes of the executable section containing `address`, with the section's start.
