@@ -17,6 +17,12 @@ pub struct Event {
     format: SampleFormat,
 }
 
+impl AsFd for Event {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
 impl Event {
     /// Opens `attr` for process `pid` (0: the calling thread) on any CPU.
     pub fn open(attr: &EventAttr, pid: i32) -> Result<Event, PerfError> {

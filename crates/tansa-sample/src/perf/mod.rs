@@ -20,6 +20,7 @@ mod track;
 
 use std::ffi::OsString;
 use std::io::Write;
+use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -222,12 +223,12 @@ pub fn record<W: Write>(
         notes: opened.notes.clone(),
         recorder_pid: std::process::id(),
     };
-    let mut builder = CpuRecordingBuilder::new(meta, info);
-    if opened.kernel
-        && let Some(k) = KernelSymbols::read()
-    {
-        builder.set_kernel_symbols(k);
-    }
+    let builder = CpuRecordingBuilder::new(meta, info);
+    // The kernel's symbols are only needed to finish the recording: read them (tens of
+    // milliseconds) while the command runs, not before it starts.
+    let kallsyms = opened
+        .kernel
+        .then(|| std::thread::spawn(KernelSymbols::read));
     let mut session = Session {
         opened,
         tracker: Tracker::new(config.call_graph == CallGraph::Dwarf),
@@ -260,11 +261,26 @@ pub fn record<W: Write>(
     if let Some(c) = &mut child {
         c.release()?;
     }
+    // The command's end wakes the loop at once (its pidfd), not at the next timeout.
+    let ended = child
+        .as_ref()
+        .and_then(|c| tansa_proc::os::pidfd_open(c.pid));
     let mut exit = None;
     loop {
-        let leaders: Vec<&tansa_perf::Event> =
-            session.opened.cpus.iter().map(|c| &c.events[0]).collect();
-        tansa_perf::poll(&leaders, 100)?;
+        let mut fds: Vec<std::os::fd::BorrowedFd<'_>> = session
+            .opened
+            .cpus
+            .iter()
+            .map(|c| c.events[0].as_fd())
+            .collect();
+        fds.extend(ended.as_ref().map(AsFd::as_fd));
+        tansa_proc::os::poll_readable(&fds, Some(Duration::from_millis(100))).map_err(|error| {
+            SampleError::Io {
+                what: "poll".into(),
+                source: error,
+            }
+        })?;
+        drop(fds);
         session.round();
         progress(session.builder.samples());
         if let Some(c) = &child
@@ -322,6 +338,9 @@ pub fn record<W: Write>(
     session
         .builder
         .set_wall_ns(wall.as_nanos().min(u128::from(u64::MAX)) as u64);
+    if let Some(k) = kallsyms.and_then(|h| h.join().ok()).flatten() {
+        session.builder.set_kernel_symbols(k);
+    }
     let event = session.opened.event.clone();
     let notes = session.opened.notes.clone();
     let summary = session.builder.finish(out)?;
