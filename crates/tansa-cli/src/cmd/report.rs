@@ -124,7 +124,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     // Decompress event chunks on a second thread while this one aggregates.
     if let Ok(second) = File::open(&args.file) {
-        recording.prefetch_from(BufReader::with_capacity(1 << 20, second));
+        // Unbuffered: it reads chunks at scattered offsets, each with exactly the reads it
+        // needs (a buffer would refill itself in full at every seek).
+        recording.prefetch_from(second);
     }
     let config = options::memory_config(by, charge, free_to, interval, args.pid);
     let progress = options::spinner("reading events");
