@@ -61,7 +61,7 @@ impl AddressResolver for LiveResolver {
                     .entry(module.path.clone())
                     .or_insert_with(|| ElfFile::open(&module.path).ok().map(|e| Unnamed::new(&e)));
                 match unnamed
-                    .as_mut()
+                    .as_ref()
                     .and_then(|u| u.name(offset.saturating_sub(1)))
                 {
                     Some((name, start)) => Resolution {

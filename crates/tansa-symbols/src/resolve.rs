@@ -347,25 +347,26 @@ impl Unnamed {
         }
     }
 
+    /// The MiniDebugInfo function symbol covering `addr`.
+    fn mini_at(&self, addr: u64) -> Option<&crate::elf::FunctionSymbol> {
+        let i = self.mini.partition_point(|f| f.address <= addr);
+        let f = &self.mini[i.checked_sub(1)?];
+        (addr < f.address.saturating_add(f.size)).then_some(f)
+    }
+
     /// The extent of the function without a symbol that contains `addr`: its MiniDebugInfo
     /// symbol's, else its unwind information's.
     pub fn extent(&self, addr: u64) -> Option<std::ops::Range<u64>> {
-        let i = self.mini.partition_point(|f| f.address <= addr);
-        if let Some(f) = i.checked_sub(1).map(|i| &self.mini[i])
-            && addr < f.address.saturating_add(f.size)
-        {
-            return Some(f.address..f.address.saturating_add(f.size));
+        match self.mini_at(addr) {
+            Some(f) => Some(f.address..f.address.saturating_add(f.size)),
+            None => extent_containing(&self.extents, addr),
         }
-        extent_containing(&self.extents, addr)
     }
 
     /// The name of the function containing file address `addr`, with its start when its
     /// extent is known.
-    pub fn name(&mut self, addr: u64) -> Option<(String, Option<u64>)> {
-        let i = self.mini.partition_point(|f| f.address <= addr);
-        if let Some(f) = i.checked_sub(1).map(|i| &self.mini[i])
-            && addr < f.address.saturating_add(f.size)
-        {
+    pub fn name(&self, addr: u64) -> Option<(String, Option<u64>)> {
+        if let Some(f) = self.mini_at(addr) {
             let name = demangle(&f.name).unwrap_or_else(|| f.name.clone());
             return Some((name, Some(f.address)));
         }

@@ -58,4 +58,9 @@ impl StackId {
     pub fn is_some(self) -> bool {
         self.0 != 0
     }
+
+    /// Whether no stack was recorded.
+    pub fn is_none(self) -> bool {
+        self.0 == 0
+    }
 }

@@ -54,23 +54,31 @@ impl ReportBy {
             .unwrap_or_default()
     }
 
-    /// The memory unit (default `library`), or a usage error naming the valid ones.
-    pub fn memory(by: Option<ReportBy>, file: &Path) -> anyhow::Result<tansa_analysis::memory::By> {
+    /// The memory unit this names, if it is one.
+    pub fn memory_unit(self) -> Option<tansa_analysis::memory::By> {
         use tansa_analysis::memory::By;
-        Ok(match by.unwrap_or(ReportBy::Library) {
+        Some(match self {
             ReportBy::Library => By::Library,
             ReportBy::Function => By::Function,
             ReportBy::Thread => By::Thread,
             ReportBy::Call => By::Call,
             ReportBy::Interval => By::Interval,
-            other => {
-                return Err(crate::exit::usage(format!(
-                    "--by {} applies to CPU recordings; {} is a memory recording (valid: {})",
-                    other.name(),
-                    file.display(),
-                    MEMORY_BY.join(", ")
-                )));
+            ReportBy::Process | ReportBy::Space | ReportBy::Line | ReportBy::Instruction => {
+                return None;
             }
+        })
+    }
+
+    /// The memory unit (default `library`), or a usage error naming the valid ones.
+    pub fn memory(by: Option<ReportBy>, file: &Path) -> anyhow::Result<tansa_analysis::memory::By> {
+        let by = by.unwrap_or(ReportBy::Library);
+        by.memory_unit().ok_or_else(|| {
+            crate::exit::usage(format!(
+                "--by {} applies to CPU recordings; {} is a memory recording (valid: {})",
+                by.name(),
+                file.display(),
+                MEMORY_BY.join(", ")
+            ))
         })
     }
 
@@ -97,10 +105,15 @@ impl ReportBy {
 }
 
 /// A `--by` parser that accepts the memory units only (`tansa record --online`).
-pub fn memory_by_parser() -> impl clap::builder::TypedValueParser<Value = ReportBy> {
+pub fn memory_by_parser() -> impl clap::builder::TypedValueParser<Value = tansa_analysis::memory::By>
+{
     use clap::builder::TypedValueParser as _;
-    clap::builder::PossibleValuesParser::new(MEMORY_BY)
-        .map(|s| ReportBy::from_str(&s, false).unwrap_or(ReportBy::Library))
+    clap::builder::PossibleValuesParser::new(MEMORY_BY).try_map(|s| {
+        ReportBy::from_str(&s, false)
+            .ok()
+            .and_then(ReportBy::memory_unit)
+            .ok_or_else(|| format!("`{s}` is not a memory unit"))
+    })
 }
 
 /// `--charge`

@@ -11,7 +11,7 @@ use tansa_collect::{Config as CollectConfig, Outcome};
 use tansa_format::meta::{ClockSource, RecordingMeta};
 use tansa_format::output::{DEFAULT_MODE, Naming, OutputFile};
 
-use super::options::{self, ChargeArg, FormatArg, FreeToArg, ReportBy};
+use super::options::{self, ChargeArg, FormatArg, FreeToArg};
 use tansa_ptrace::leaks::{LeakCauseConfig, record_leak_cause};
 
 /// Options of `tansa record`.
@@ -41,7 +41,7 @@ pub struct Args {
     /// Unit of the online table.
     #[arg(long, default_value = "library", requires = "online",
           value_parser = options::memory_by_parser())]
-    by: ReportBy,
+    by: tansa_analysis::memory::By,
 
     /// Which frame of a stack is charged (online).
     #[arg(long, value_enum, default_value = "first", requires = "online")]
@@ -294,8 +294,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 fn run_online(args: &Args, config: &CollectConfig) -> anyhow::Result<ExitCode> {
-    let by = ReportBy::memory(Some(args.by), Path::new("the recording"))?;
-    let analysis = options::memory_config(by, args.charge, args.free_to, args.interval, None);
+    let analysis = options::memory_config(args.by, args.charge, args.free_to, args.interval, None);
     let (outcome, report) = tansa_collect::online::record_online(config, analysis)?;
     let mut out: Box<dyn std::io::Write> = match &args.output {
         Some(p) => crate::output::open(Some(p))?,

@@ -520,7 +520,7 @@ impl Aggregator {
             .collect();
         let set = self.intern_set(bases);
         // Only cache stacks that were known: an unknown one may be defined later (online).
-        if st.is_some() || !stack.is_some() {
+        if st.is_some() || stack.is_none() {
             // Ids are numbered from 1 as stacks are defined: a vector indexed by id fits,
             // unless the id is far beyond the stacks defined (damage).
             let dense = STACK_SLACK + 2 * reg.stack_count(session) as usize;
@@ -563,7 +563,7 @@ impl Aggregator {
     /// when the charged libraries change.
     fn call_set(&mut self, reg: &Registry, e: &Event, stack: StackId, ts_ns: u64) -> UnitSetId {
         let s = self.session(e.session);
-        if !stack.is_some() && s.call_last != UNSET_SET {
+        if stack.is_none() && s.call_last != UNSET_SET {
             return s.call_set;
         }
         let t = self.stack_targets(reg, e.session, stack, ts_ns);
