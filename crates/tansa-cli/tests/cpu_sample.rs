@@ -404,6 +404,20 @@ fn whole_system_sampling_shows_idle_and_the_kernel() {
     assert_eq!(pr["kernel"], true);
     let f = report(&file, "function");
     assert!(n(unit(&f, "cpu_child!spin"), "self_samples") >= 50);
+    // Kernel frames are named from /proc/kallsyms (read while sampling runs).
+    let kernel: Vec<&str> = units(&f)
+        .iter()
+        .filter_map(|u| u["unit"].as_str())
+        .filter(|u| u.starts_with("[kernel.kallsyms]!"))
+        .collect();
+    assert!(!kernel.is_empty(), "no kernel function in {f}");
+    assert!(
+        kernel.iter().all(|u| {
+            let name = &u["[kernel.kallsyms]!".len()..];
+            name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+        }),
+        "kernel functions without names: {kernel:?}"
+    );
     let sum: u64 = units(&pr).iter().map(|u| n(u, "self_samples")).sum();
     assert_eq!(sum, total);
 }

@@ -421,3 +421,65 @@ fn many_process_images_are_summarized() {
         .count();
     assert_eq!(children, 12, "each child under the shell: {text}");
 }
+
+/// When the command exits and a process it started still runs under the agent, the
+/// recording goes on and says so once (the collector's `StillRecording` event, printed by
+/// the CLI), then ends when that process ends, with its events recorded.
+#[test]
+fn processes_left_behind_are_waited_for_and_named() {
+    use std::io::BufRead;
+    ensure_agent();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("left.tansa");
+    let go = dir.path().join("go");
+    // The background shell waits for `go`, which the test creates once the message came.
+    let script = format!(
+        "(while [ ! -e {go} ]; do sleep 0.05; done) & exit 0",
+        go = go.display()
+    );
+    let mut child = std::process::Command::new(tansa())
+        .args([
+            "record",
+            "-o",
+            file.to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Whatever happens, the background shell ends within a minute.
+    let watchdog = {
+        let go = go.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_secs(60));
+            let _ = std::fs::write(go, "");
+        })
+    };
+    let mut seen = Vec::new();
+    let mut told = false;
+    for line in std::io::BufReader::new(child.stderr.take().unwrap()).lines() {
+        let line = line.unwrap();
+        // The background shell, and perhaps one of its `sleep`s.
+        if line.starts_with("tansa: the command exited; still recording ")
+            && line.contains(" process(es) it started: ")
+        {
+            told = true;
+            std::fs::write(&go, "").unwrap();
+        }
+        seen.push(line);
+    }
+    let status = child.wait().unwrap();
+    drop(watchdog);
+    assert!(told, "no message about the process left behind: {seen:#?}");
+    assert!(status.success(), "{seen:#?}");
+    // The process left behind was recorded until its end.
+    let r = report_json(&file, &["--processes"]);
+    assert!(
+        r["processes"].as_array().unwrap().len() >= 2,
+        "{}",
+        r["processes"]
+    );
+}
