@@ -440,12 +440,7 @@ impl Run<'_> {
     /// After the command ended: whether every process it left under the agent has ended
     /// too (or the user stopped waiting). Tells once, after a second, who is still running.
     fn done_waiting(&mut self) -> bool {
-        let live: Vec<String> = self
-            .collector
-            .live_sessions()
-            .map(|s| format!("{} ({})", s.pid, s.info.exe))
-            .collect();
-        if live.is_empty() || self.stop_waiting {
+        if self.stop_waiting || self.collector.live_sessions().next().is_none() {
             return true;
         }
         let grace_over = self
@@ -453,8 +448,13 @@ impl Run<'_> {
             .is_some_and(|t| t.elapsed() >= Duration::from_secs(1));
         if !self.waiting_note_shown && grace_over {
             self.waiting_note_shown = true;
+            let processes = self
+                .collector
+                .live_sessions()
+                .map(|s| format!("{} ({})", s.pid, s.info.exe))
+                .collect();
             self.config
-                .tell(&CollectEvent::StillRecording { processes: live });
+                .tell(&CollectEvent::StillRecording { processes });
         }
         false
     }
