@@ -40,6 +40,10 @@ enum Command {
     Sample(Box<cmd::sample::Args>),
     /// Show one function's instructions and source lines with their CPU samples.
     Annotate(cmd::annotate::Args),
+    /// Write a recording in another tool's format: pprof, collapsed stacks, speedscope.
+    Export(cmd::export::Args),
+    /// Draw a recording (or the difference between two) as an interactive SVG flame graph.
+    Flamegraph(cmd::flamegraph::Args),
 }
 
 fn main() -> ExitCode {
@@ -53,6 +57,8 @@ fn main() -> ExitCode {
         Command::Leaktest(args) => cmd::leaktest::run(args),
         Command::Sample(args) => cmd::sample::run(*args),
         Command::Annotate(args) => cmd::annotate::run(args),
+        Command::Export(args) => cmd::export::run(args),
+        Command::Flamegraph(args) => cmd::flamegraph::run(args),
     };
     match result {
         Ok(code) => code,

@@ -236,9 +236,38 @@ pub fn memory_report(data: &[u8]) {
             assert!(intervals.len() as u64 <= tansa_analysis::memory::aggregate::MAX_INTERVALS);
         }
     }
+    // The stack profile and every export of it: its values sum to the report's totals.
+    let (profile, report) = tansa_analysis::profile::heap::profile(&rec, None, |_| {});
+    if report.totals.allocated_bytes < u64::MAX / 4 {
+        assert_eq!(profile.total(1) as u64, report.totals.allocated_bytes);
+        assert_eq!(profile.total(3), report.totals.net_bytes.max(0));
+    }
+    exports(&profile);
     // The leak report (with the leak-cause frame's paths, if any).
     let _ = tansa_analysis::memory::leaks::report(&rec);
     let _ = rec.is_damaged();
+}
+
+/// Writes a stack profile in every export format and as flame graphs.
+fn exports(profile: &tansa_analysis::profile::Profile) {
+    use tansa_export::{collapsed, flamegraph, pprof, speedscope};
+    let mut sink = std::io::sink();
+    let _ = pprof::write(profile, 0, &mut sink);
+    let _ = speedscope::write(profile, "fuzz", true, &mut sink);
+    for value in 0..profile.value_types.len() {
+        let options = collapsed::Options {
+            value,
+            by_process: value == 0,
+        };
+        let _ = collapsed::write(profile, options, &mut sink);
+    }
+    let options = flamegraph::Options {
+        value: profile.default_value,
+        reverse: true,
+        ..flamegraph::Options::default()
+    };
+    let _ = flamegraph::write(profile, &options, &mut sink);
+    let _ = flamegraph::write_diff(profile, profile, &options, &mut sink);
 }
 
 /// A CPU recording, reported on under every unit and annotated.
@@ -270,6 +299,7 @@ pub fn cpu_report(data: &[u8]) {
             }
         }
     }
+    exports(&tansa_analysis::profile::cpu::profile(&rec, None));
     functions.push("main".into());
     for f in functions {
         let _ = cpu::annotate::annotate(&rec, &f, None);

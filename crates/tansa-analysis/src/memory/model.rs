@@ -112,6 +112,13 @@ impl Stack {
         self.range(0, self.len())
     }
 
+    /// The source-level frames of each return address, innermost address first; within
+    /// one, the innermost inlined function first and the function that physically contains
+    /// the address last.
+    pub fn segments(&self) -> impl Iterator<Item = &[LogicalFrame]> {
+        self.segments.iter().map(|s| &s[..])
+    }
+
     /// Frames `start..end`, innermost first.
     pub fn range(&self, start: usize, end: usize) -> StackFrames<'_> {
         let end = end.min(self.len());

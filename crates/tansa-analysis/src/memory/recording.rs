@@ -21,7 +21,7 @@ use tansa_format::meta::{Calibration, RecordingMeta};
 use tansa_format::symtab::SymbolTable;
 use tansa_wire::event::{Decoder, Record};
 
-use super::aggregate::{Aggregator, Config};
+use super::aggregate::{Aggregator, Config, StackProfileData};
 use super::ids::{SessionId, StackId};
 use super::merge::{Event, EventSource, Merger, StreamDecoder, StreamError};
 use super::model::{AddressResolver, ModuleInfo, Registry, Resolution, SourceFrame};
@@ -425,8 +425,31 @@ impl<R: Read + Seek> MemoryRecording<R> {
     /// ended, every event in time order. `progress` is called with the number of events
     /// read so far, every 2^20 events. The report's warnings start with the problems
     /// found in the file.
-    pub fn report(&self, config: Config, mut progress: impl FnMut(u64)) -> MemoryReport {
+    pub fn report(&self, config: Config, progress: impl FnMut(u64)) -> MemoryReport {
+        self.analyse(config, false, progress).0
+    }
+
+    /// [`MemoryRecording::report`], and the figures of every allocation stack (for stack
+    /// profiles: pprof, flame graphs), from the same pass.
+    pub fn report_with_stacks(
+        &self,
+        config: Config,
+        progress: impl FnMut(u64),
+    ) -> (MemoryReport, StackProfileData) {
+        let (report, stacks) = self.analyse(config, true, progress);
+        (report, stacks.unwrap_or_default())
+    }
+
+    fn analyse(
+        &self,
+        config: Config,
+        stacks: bool,
+        mut progress: impl FnMut(u64),
+    ) -> (MemoryReport, Option<StackProfileData>) {
         let mut agg = Aggregator::new(config, self.calibration.clone());
+        if stacks {
+            agg.track_stacks();
+        }
         for s in &self.sessions {
             agg.add_session(s);
         }
@@ -447,12 +470,13 @@ impl<R: Read + Seek> MemoryRecording<R> {
                 progress(n);
             }
         });
+        let stack_figures = agg.take_stack_figures();
         let mut report = agg.finish(&self.registry);
         let mut warnings = self.warnings.clone();
         warnings.extend(self.stream_warnings());
         warnings.append(&mut report.warnings);
         report.warnings = warnings;
-        report
+        (report, stack_figures)
     }
 
     /// Problems met while reading events (after [`MemoryRecording::events`]).

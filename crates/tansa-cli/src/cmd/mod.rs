@@ -4,9 +4,12 @@
 
 pub mod annotate;
 pub mod dump;
+pub mod export;
+pub mod flamegraph;
 pub mod leaks;
 pub mod leaktest;
 pub mod options;
+pub mod profile;
 pub mod record;
 pub mod report;
 pub mod report_cpu;

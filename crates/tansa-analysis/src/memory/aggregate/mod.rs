@@ -17,6 +17,7 @@
 mod finish;
 mod interval;
 mod sessions;
+mod stacks;
 #[cfg(test)]
 mod tests;
 
@@ -35,8 +36,10 @@ use super::report::{Calls, Stats};
 
 pub use finish::stack_report;
 pub use interval::MAX_INTERVALS;
+pub use stacks::StackFigures;
 
 use sessions::Sessions;
+use stacks::StackTally;
 
 /// Stack ids up to `STACK_SLACK + 2 *` (the stacks a session defined) have their unit sets
 /// cached in a vector; larger (sparse, crafted) ids in a map.
@@ -157,6 +160,8 @@ struct Block {
     size: u64,
     /// The unit set charged for the allocation.
     set: UnitSetId,
+    /// The allocation's stack.
+    stack: StackId,
     ts: u64,
 }
 
@@ -263,6 +268,19 @@ pub struct Aggregator {
     anomalies: u64,
     /// Processes of the tree that ran without being recorded.
     unrecorded: Vec<Unrecorded>,
+    /// Per-stack figures, when asked for ([`Aggregator::track_stacks`]).
+    stacks: Option<Box<StackTally>>,
+}
+
+/// Per-stack figures of a whole run (see [`Aggregator::track_stacks`]).
+#[derive(Debug, Clone, Default)]
+pub struct StackProfileData {
+    /// Every allocation stack of the included processes, in order of first allocation.
+    pub stacks: Vec<StackFigures>,
+    /// Live bytes when the heap peaked (the total's `max_bytes`).
+    pub peak_bytes: u64,
+    /// When the heap peaked, in nanoseconds from the start of the recording.
+    pub peak_ns: u64,
 }
 
 /// A block size as a change of net bytes (sizes above `i64::MAX` are damage and were
@@ -313,6 +331,7 @@ impl Aggregator {
             thread_names: FxHashMap::default(),
             anomalies: 0,
             unrecorded: Vec::new(),
+            stacks: None,
         };
         // Set 0 is the empty set (events not charged: sessions outside `--pid`).
         a.intern_set(Vec::new());
@@ -322,6 +341,39 @@ impl Aggregator {
     /// The configuration.
     pub fn config(&self) -> &Config {
         &self.config
+    }
+
+    /// Also keeps figures per allocation stack (allocated, live at the end, live at the
+    /// peak), for stack profiles; see [`Aggregator::take_stack_figures`]. Costs one hash
+    /// lookup per allocation and release.
+    pub fn track_stacks(&mut self) {
+        self.stacks.get_or_insert_with(Box::default);
+    }
+
+    /// The per-stack figures kept since [`Aggregator::track_stacks`] (taken: a second call
+    /// gives `None`).
+    pub fn take_stack_figures(&mut self) -> Option<StackProfileData> {
+        let tally = self.stacks.take()?;
+        let peak_ticks = tally.peak_ticks;
+        let (mut stacks, peak_bytes) = tally.finish();
+        for f in &mut stacks {
+            f.pid = self.sessions.get(f.session.0).map_or(0, |s| s.meta.pid);
+        }
+        let t0 = if self.t0_ns == u64::MAX {
+            0
+        } else {
+            self.t0_ns
+        };
+        let peak_ns = if peak_ticks == 0 {
+            0
+        } else {
+            self.clock.ns(peak_ticks).saturating_sub(t0)
+        };
+        Some(StackProfileData {
+            stacks,
+            peak_bytes,
+            peak_ns,
+        })
     }
 
     /// Replaces the clock calibration (online mode learns it as it goes).
@@ -691,6 +743,9 @@ impl Aggregator {
         if !charge {
             return Some(block.set);
         }
+        if let Some(t) = self.stacks.as_deref_mut() {
+            t.release(e.session, block.stack, block.size);
+        }
         let set = match self.config.free_to {
             FreeTo::Owner => block.set,
             FreeTo::Caller => self.caller_set(reg, e, stack, ts_ns),
@@ -711,12 +766,15 @@ impl Aggregator {
         e: &Event,
         ptr: u64,
         size: u64,
-        set: UnitSetId,
+        (set, stack): (UnitSetId, StackId),
         ts_ns: u64,
         charge: bool,
         call: Call,
     ) {
         if charge {
+            if let Some(t) = self.stacks.as_deref_mut() {
+                t.allocate(e.session, stack, size, e.ts);
+            }
             self.apply(set, size_delta(size), call, ts_ns);
             self.totals.add(size_delta(size));
             self.totals.allocated_bytes = self.totals.allocated_bytes.saturating_add(size);
@@ -725,6 +783,7 @@ impl Aggregator {
         let block = Block {
             size,
             set,
+            stack,
             ts: e.ts,
         };
         if let Some(old) = self.live.insert((e.session, ptr), block) {
@@ -732,6 +791,9 @@ impl Aggregator {
             // not recorded (e.g. lost). Treat the old block as gone.
             self.anomalies += 1;
             if charge {
+                if let Some(t) = self.stacks.as_deref_mut() {
+                    t.release(e.session, old.stack, old.size);
+                }
                 let delta = -size_delta(old.size);
                 self.apply(old.set, delta, Call::None, ts_ns);
                 self.totals.add(delta);
@@ -784,7 +846,7 @@ impl Aggregator {
                     AllocOp::Calloc => Call::Calloc,
                     _ => Call::Memalign,
                 };
-                self.allocate(e, ptr, size, set, ts_ns, included, call);
+                self.allocate(e, ptr, size, (set, stack), ts_ns, included, call);
             }
             &EventKind::Free { ptr, stack } => {
                 let released = if ptr != 0 {
@@ -834,7 +896,7 @@ impl Aggregator {
                 } else {
                     UnitSetId(0)
                 };
-                self.allocate(e, new, size, set, ts_ns, included, Call::Realloc);
+                self.allocate(e, new, size, (set, stack), ts_ns, included, Call::Realloc);
             }
             EventKind::Improper(i) => {
                 if included {

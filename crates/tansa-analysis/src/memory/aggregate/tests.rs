@@ -320,6 +320,103 @@ fn frees_of_blocks_inherited_across_fork() {
     assert_eq!((r.process.pid, r.events), (101, 5));
 }
 
+/// Per-stack figures (for stack profiles) across a fork: inherited blocks released by a
+/// child are charged to nobody, as in the units, and the figures sum to the totals.
+#[test]
+fn stack_figures_across_fork_sum_to_the_totals() {
+    let (reg, st) = fixture(&[0, 1, 2]);
+    let sessions = [
+        session(0, 100, 1, 0),
+        session(1, 101, 100, 50),
+        session(2, 102, 101, 95),
+    ];
+    let events = [
+        alloc(10, 0, AllocOp::Malloc, 0x1000, 64, st.lib),
+        alloc(20, 0, AllocOp::Malloc, 0x2000, 32, st.app),
+        alloc(60, 0, AllocOp::Malloc, 0x5000, 16, st.lib),
+        free(70, 1, 0x1000, st.b),
+        event(
+            90,
+            1,
+            EventKind::ReallocRelease {
+                old: 0x2000,
+                new: 0x6000,
+                stack: StackId(st.lib),
+            },
+        ),
+        event(
+            91,
+            1,
+            EventKind::ReallocAlloc {
+                new: 0x6000,
+                size: 48,
+                stack: StackId(st.lib),
+            },
+        ),
+        free(96, 2, 0x2000, st.app),
+        free(97, 2, 0x6000, st.app),
+        free(100, 0, 0x1000, st.b),
+    ];
+    let mut agg = Aggregator::new(
+        config(Charge::First, FreeTo::Caller),
+        Calibration::monotonic(),
+    );
+    agg.track_stacks();
+    for s in &sessions {
+        agg.add_session(s);
+    }
+    for e in &events {
+        agg.event(&reg, e);
+    }
+    let data = agg.take_stack_figures().expect("tracked");
+    assert!(agg.take_stack_figures().is_none(), "taken once");
+    let r = agg.finish(&reg);
+    let figures: Vec<(u32, u32, u32, [u64; 6])> = data
+        .stacks
+        .iter()
+        .map(|f| {
+            (
+                f.session.0,
+                f.pid,
+                f.stack.0,
+                [
+                    f.alloc_objects,
+                    f.alloc_bytes,
+                    f.live_objects,
+                    f.live_bytes,
+                    f.peak_objects,
+                    f.peak_bytes,
+                ],
+            )
+        })
+        .collect();
+    // The heap peaks at 160 bytes when the child reallocates (ts 91): the parent's 64 and
+    // 16 bytes at `lib` and 32 at `app`, the child's 48.
+    assert_eq!(
+        figures,
+        [
+            (0, 100, st.lib, [2, 80, 1, 16, 2, 80]),
+            (0, 100, st.app, [1, 32, 1, 32, 1, 32]),
+            (1, 101, st.lib, [1, 48, 1, 48, 1, 48]),
+        ]
+    );
+    assert_eq!((data.peak_bytes, data.peak_ns), (160, 91));
+    let sum = |i: usize| figures.iter().map(|f| f.3[i]).sum::<u64>();
+    assert_eq!(sum(1), r.totals.allocated_bytes);
+    assert_eq!(sum(3) as i64, r.totals.net_bytes);
+    assert_eq!(sum(5) as i64, r.totals.max_bytes);
+}
+
+/// Without [`Aggregator::track_stacks`] nothing is kept.
+#[test]
+fn stack_figures_are_kept_only_when_asked() {
+    let (reg, st) = fixture(&[0]);
+    let mut agg = Aggregator::new(Config::default(), Calibration::monotonic());
+    agg.add_session(&session(0, 100, 1, 0));
+    agg.event(&reg, &alloc(10, 0, AllocOp::Malloc, 0x1000, 64, st.lib));
+    assert!(agg.take_stack_figures().is_none());
+}
+
 struct Bytes(Vec<u8>);
 
 impl ByteSink for Bytes {

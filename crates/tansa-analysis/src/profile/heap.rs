@@ -1,0 +1,157 @@
+//! Heap recordings as stack profiles.
+
+use std::io::{Read, Seek};
+
+use rustc_hash::FxHashMap;
+
+use super::{Builder, Line, Mapping, ProcessInfo, Profile, ProfileKind, ValueType, hex};
+use crate::memory::aggregate::StackProfileData;
+use crate::memory::model::{LogicalFrame, Registry};
+use crate::memory::recording::MemoryRecording;
+use crate::memory::{Config, MemoryReport};
+
+/// The value types of a heap profile, in order.
+pub const VALUE_TYPES: [ValueType; 6] = [
+    ValueType {
+        name: "alloc_objects",
+        unit: "count",
+    },
+    ValueType {
+        name: "alloc_space",
+        unit: "bytes",
+    },
+    ValueType {
+        name: "inuse_objects",
+        unit: "count",
+    },
+    ValueType {
+        name: "inuse_space",
+        unit: "bytes",
+    },
+    ValueType {
+        name: "peak_objects",
+        unit: "count",
+    },
+    ValueType {
+        name: "peak_space",
+        unit: "bytes",
+    },
+];
+
+/// Index of `inuse_space`, the default (as in Go heap profiles).
+pub const INUSE_SPACE: usize = 3;
+
+/// The stack profile of a heap recording (only process `pid`, if given), and the report of
+/// the same pass (for its totals, losses and warnings). `progress` is called with the
+/// number of events read, every 2^20.
+pub fn profile<R: Read + Seek>(
+    rec: &MemoryRecording<R>,
+    pid: Option<u32>,
+    progress: impl FnMut(u64),
+) -> (Profile, MemoryReport) {
+    let config = Config {
+        pid,
+        ..Config::default()
+    };
+    let (report, data) = rec.report_with_stacks(config, progress);
+    (from_figures(&rec.registry, &data, &report), report)
+}
+
+/// Builds the profile from the aggregator's per-stack figures.
+pub fn from_figures(reg: &Registry, data: &StackProfileData, report: &MemoryReport) -> Profile {
+    let mut b = Builder::new(ProfileKind::Heap, VALUE_TYPES.to_vec(), INUSE_SPACE);
+    {
+        let p = b.profile_mut();
+        p.mappings = reg
+            .modules()
+            .iter()
+            .map(|m| Mapping {
+                path: m.path.clone(),
+                name: m.name.clone(),
+                build_id: hex(&m.build_id),
+                kernel: false,
+            })
+            .collect();
+        p.duration_ns = report.duration_ns;
+        p.peak_ns = Some(data.peak_ns);
+        p.comments = comments(report);
+    }
+    let mut processes: FxHashMap<u32, u32> = FxHashMap::default();
+    for pr in &report.processes {
+        if processes.contains_key(&pr.pid) {
+            continue;
+        }
+        let p = b.profile_mut();
+        processes.insert(pr.pid, p.processes.len() as u32);
+        p.processes.push(ProcessInfo {
+            pid: pr.pid,
+            name: pr.exe.rsplit('/').next().unwrap_or(&pr.exe).to_string(),
+        });
+    }
+    for f in &data.stacks {
+        let process = *processes.entry(f.pid).or_insert_with(|| {
+            let p = b.profile_mut();
+            p.processes.push(ProcessInfo {
+                pid: f.pid,
+                name: String::new(),
+            });
+            (p.processes.len() - 1) as u32
+        });
+        let mut locations = Vec::new();
+        if let Some(stack) = reg.stack(f.session, f.stack) {
+            for segment in stack.segments() {
+                locations.push(location(&mut b, segment));
+            }
+        }
+        if locations.is_empty() {
+            // A block whose stack was not recorded still counts.
+            let function = b.function(Some("[no stack]"), None);
+            locations.push(b.location(None, 0, vec![Line { function, line: 0 }]));
+        }
+        let values = [
+            clamp(f.alloc_objects),
+            clamp(f.alloc_bytes),
+            clamp(f.live_objects),
+            clamp(f.live_bytes),
+            clamp(f.peak_objects),
+            clamp(f.peak_bytes),
+        ];
+        b.add(locations, process, None, &values);
+    }
+    b.finish()
+}
+
+fn location(b: &mut Builder, segment: &[LogicalFrame]) -> u32 {
+    let physical = segment.last().expect("segments are never empty");
+    let lines = segment
+        .iter()
+        .map(|f| Line {
+            function: b.function(f.function.as_deref(), f.file.as_deref()),
+            line: f.line,
+        })
+        .collect();
+    b.location(physical.module, physical.offset, lines)
+}
+
+fn clamp(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// What a reader of an export must know: losses and damage.
+fn comments(report: &MemoryReport) -> Vec<String> {
+    let mut c = Vec::new();
+    let lost: u64 = report.processes.iter().map(|p| p.lost_events).sum();
+    if lost > 0 {
+        c.push(format!(
+            "{lost} events were lost while recording: figures are a lower bound"
+        ));
+    }
+    if !report.unrecorded.is_empty() {
+        c.push(format!(
+            "{} processes ran without being recorded",
+            report.unrecorded.len()
+        ));
+    }
+    c.extend(report.warnings.iter().cloned());
+    c
+}

@@ -1,0 +1,119 @@
+//! `tansa export`: a recording in another tool's format.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use tansa_export::{collapsed, pprof, speedscope};
+
+use super::profile;
+use crate::exit;
+
+/// An interchange format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExportFormat {
+    /// Gzipped profile.proto, for `go tool pprof`, Pyroscope, Parca.
+    Pprof,
+    /// Collapsed stacks (`frame;frame value`), for flamegraph.pl, inferno.
+    Collapsed,
+    /// speedscope's JSON file format.
+    Speedscope,
+}
+
+impl ExportFormat {
+    fn extension(self) -> &'static str {
+        match self {
+            ExportFormat::Pprof => "pb.gz",
+            ExportFormat::Collapsed => "folded",
+            ExportFormat::Speedscope => "speedscope.json",
+        }
+    }
+}
+
+/// Options of `tansa export`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Examples:
+  tansa export run.tansa --format pprof          writes run.pb.gz
+  go tool pprof -top -sample_index=alloc_space run.pb.gz
+  tansa export cpu.tansa --format collapsed -o - | inferno-flamegraph > cpu.svg
+  tansa export run.tansa --format speedscope     open run.speedscope.json in speedscope
+
+Heap recordings export, per allocation stack: alloc_objects and alloc_space (every block
+allocated), inuse_objects and inuse_space (blocks never freed: live at the end), as Go heap
+profiles name them, and peak_objects and peak_space (live when the heap peaked). CPU
+recordings export samples and cpu (nanoseconds: samples times the period). Frames are
+named module!function, as tansa's reports name them; inlined functions are frames of
+their own.
+
+Without -o, the output is written in the current directory under FILE's name with the
+format's extension, never replacing an existing file (a number is added). Exit status: 0; 1 when the
+recording cannot be read; 2 for a wrong command line; 3 when it is truncated or damaged
+(the export covers what was recorded before the damage).")]
+pub struct Args {
+    /// The recording (from `tansa record` or `tansa sample`).
+    #[arg(value_name = "FILE")]
+    file: PathBuf,
+
+    /// Output format.
+    #[arg(long, value_enum)]
+    format: ExportFormat,
+
+    /// Only this process of a recorded process tree (default: all of them).
+    #[arg(long, value_name = "PID")]
+    pid: Option<u32>,
+
+    /// Collapsed stacks: the weight of each stack (heap: peak, allocated, live, count,
+    /// live-count; CPU: samples, cpu) [default: peak for heap, samples for CPU].
+    #[arg(long, value_name = "WEIGHT")]
+    weight: Option<String>,
+
+    /// Collapsed stacks and speedscope: start every stack with its process (name [pid]).
+    #[arg(long)]
+    by_process: bool,
+
+    /// Write to FILE (`-` for standard output) [default: FILE's name with the format's
+    /// extension, in the current directory].
+    #[arg(short, long, value_name = "OUT")]
+    output: Option<PathBuf>,
+}
+
+/// Runs `tansa export`.
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if args.weight.is_some() && args.format != ExportFormat::Collapsed {
+        return Err(exit::usage(
+            "--weight applies to --format collapsed (pprof and speedscope carry every weight)",
+        ));
+    }
+    let loaded = profile::load(&args.file, args.pid)?;
+    let p = &loaded.profile;
+    let value = tansa_export::weight_index(p, args.weight.as_deref())
+        .map_err(|e| exit::usage(e.to_string()))?;
+    let default = crate::output::default_name(&args.file, args.format.extension());
+    let name = args
+        .file
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    let written = crate::output::write_whole(args.output.as_deref(), &default, |out| {
+        match args.format {
+            ExportFormat::Pprof => {
+                let ns =
+                    i64::try_from(loaded.started_unix_ms.saturating_mul(1_000_000)).unwrap_or(0);
+                pprof::write(p, ns, out)?
+            }
+            ExportFormat::Collapsed => collapsed::write(
+                p,
+                collapsed::Options {
+                    value,
+                    by_process: args.by_process,
+                },
+                out,
+            )?,
+            ExportFormat::Speedscope => speedscope::write(p, &name, args.by_process, out)?,
+        }
+        Ok(())
+    })?;
+    if let Some(path) = written {
+        eprintln!("tansa: wrote {}", path.display());
+    }
+    Ok(exit::finish(&args.file, loaded.damaged, &loaded.warnings))
+}

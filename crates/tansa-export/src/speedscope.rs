@@ -1,0 +1,148 @@
+//! speedscope's file format (<https://www.speedscope.app/file-format-schema.json>): one
+//! "sampled" profile per weight, sharing one frame table.
+
+use std::io::Write;
+
+use rustc_hash::FxHashMap;
+use serde::Serialize;
+use tansa_analysis::profile::{Profile, ProfileKind};
+
+use crate::ExportError;
+
+#[derive(Serialize)]
+struct File<'a> {
+    #[serde(rename = "$schema")]
+    schema: &'static str,
+    shared: Shared,
+    profiles: Vec<Sampled>,
+    name: &'a str,
+    #[serde(rename = "activeProfileIndex")]
+    active_profile_index: usize,
+    exporter: String,
+}
+
+#[derive(Serialize)]
+struct Shared {
+    frames: Vec<Frame>,
+}
+
+#[derive(Serialize)]
+struct Frame {
+    name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    file: Option<String>,
+}
+
+#[derive(Serialize)]
+struct Sampled {
+    #[serde(rename = "type")]
+    ty: &'static str,
+    name: String,
+    unit: &'static str,
+    #[serde(rename = "startValue")]
+    start_value: i64,
+    #[serde(rename = "endValue")]
+    end_value: i64,
+    samples: Vec<Vec<usize>>,
+    weights: Vec<i64>,
+}
+
+/// The weights exported, by value type name, with speedscope's unit.
+fn exported(kind: ProfileKind) -> &'static [(&'static str, &'static str, &'static str)] {
+    match kind {
+        ProfileKind::Heap => &[
+            ("peak_space", "bytes", "bytes live at the peak"),
+            ("alloc_space", "bytes", "bytes allocated"),
+            ("inuse_space", "bytes", "bytes never freed"),
+            ("alloc_objects", "none", "allocations"),
+        ],
+        ProfileKind::Cpu => &[("cpu", "nanoseconds", "CPU time")],
+    }
+}
+
+/// Writes `profile` as a speedscope file named `name`. With `by_process`, each stack
+/// starts with its process.
+pub fn write(
+    profile: &Profile,
+    name: &str,
+    by_process: bool,
+    out: &mut dyn Write,
+) -> Result<(), ExportError> {
+    let mut frames: Vec<Frame> = Vec::new();
+    // A frame is a function (speedscope aggregates by frame): the call site's line would
+    // split one function into several frames.
+    let mut frame_index: FxHashMap<(String, Option<String>), usize> = FxHashMap::default();
+    let mut intern = |name: String, file: Option<String>| {
+        let key = (name, file);
+        if let Some(&i) = frame_index.get(&key) {
+            return i;
+        }
+        let i = frames.len();
+        frames.push(Frame {
+            name: key.0.clone(),
+            file: key.1.clone(),
+        });
+        frame_index.insert(key, i);
+        i
+    };
+    // Each sample's stack, outermost first, as frame indexes.
+    let stacks: Vec<Vec<usize>> = profile
+        .samples
+        .iter()
+        .map(|s| {
+            let mut stack = Vec::new();
+            if by_process && let Some(p) = profile.processes.get(s.process as usize) {
+                stack.push(intern(format!("{} [{}]", p.name, p.pid), None));
+            }
+            for &l in s.locations.iter().rev() {
+                let Some(loc) = profile.locations.get(l as usize) else {
+                    continue;
+                };
+                for line in loc.lines.iter().rev() {
+                    let file = profile
+                        .functions
+                        .get(line.function as usize)
+                        .and_then(|f| f.file.as_deref().map(str::to_string));
+                    stack.push(intern(profile.frame_name(loc, line), file));
+                }
+            }
+            stack
+        })
+        .collect();
+    let mut profiles = Vec::new();
+    for &(value, unit, title) in exported(profile.kind) {
+        let Some(index) = profile.value_index(value) else {
+            continue;
+        };
+        let mut samples = Vec::new();
+        let mut weights = Vec::new();
+        for (s, stack) in profile.samples.iter().zip(&stacks) {
+            let w = s.values.get(index).copied().unwrap_or(0);
+            if w > 0 {
+                samples.push(stack.clone());
+                weights.push(w);
+            }
+        }
+        let total = weights.iter().fold(0i64, |a, &w| a.saturating_add(w));
+        profiles.push(Sampled {
+            ty: "sampled",
+            name: format!("{name}: {title}"),
+            unit,
+            start_value: 0,
+            end_value: total,
+            samples,
+            weights,
+        });
+    }
+    let file = File {
+        schema: "https://www.speedscope.app/file-format-schema.json",
+        shared: Shared { frames },
+        profiles,
+        name,
+        active_profile_index: 0,
+        exporter: format!("tansa {}", env!("CARGO_PKG_VERSION")),
+    };
+    serde_json::to_writer(&mut *out, &file).map_err(std::io::Error::from)?;
+    writeln!(out)?;
+    Ok(())
+}
