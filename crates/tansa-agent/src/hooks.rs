@@ -16,6 +16,7 @@ use core::ffi::{c_int, c_void};
 
 use tansa_wire::event::{AllocOp, ImproperOp};
 
+use crate::bytesample;
 use crate::real::{self, Func};
 use crate::recorder::{Mode, enter, nested_alloc, nested_free, nested_realloc};
 use crate::sys;
@@ -69,6 +70,10 @@ fn page_size() -> usize {
 }
 
 extern "C" fn malloc_impl(size: usize, sp: *const u64, bp: u64) -> *mut c_void {
+    if !bytesample::take(size) {
+        // SAFETY: forwarding the caller's arguments to the real malloc.
+        return unsafe { real::malloc(size) };
+    }
     match enter() {
         // SAFETY: forwarding the caller's arguments to the real malloc.
         Mode::Pass => unsafe { real::malloc(size) },
@@ -93,6 +98,10 @@ extern "C" fn malloc_impl(size: usize, sp: *const u64, bp: u64) -> *mut c_void {
 
 extern "C" fn calloc_impl(n: usize, size: usize, sp: *const u64, bp: u64) -> *mut c_void {
     let total = n.saturating_mul(size);
+    if !bytesample::take(total) {
+        // SAFETY: forwarding the caller's arguments to the real calloc.
+        return unsafe { real::calloc(n, size) };
+    }
     match enter() {
         // SAFETY: forwarding the caller's arguments to the real calloc.
         Mode::Pass => unsafe { real::calloc(n, size) },
@@ -124,6 +133,9 @@ fn aligned(
     bp: u64,
     call: impl FnOnce() -> *mut c_void,
 ) -> *mut c_void {
+    if !bytesample::take(size) {
+        return call();
+    }
     match enter() {
         Mode::Pass => call(),
         Mode::Nested(st) => {
@@ -210,6 +222,12 @@ extern "C" fn free_impl(p: *mut c_void, sp: *const u64, bp: u64) {
     if real::is_bootstrap(p) {
         return;
     }
+    if !bytesample::release_recorded(p as u64) {
+        // Sampled mode, and not a sampled block.
+        // SAFETY: forwarding the caller's pointer to the real free.
+        unsafe { real::free(p) };
+        return;
+    }
     match enter() {
         // SAFETY: forwarding the caller's pointer to the real free.
         Mode::Pass => unsafe { real::free(p) },
@@ -238,6 +256,17 @@ fn reallocate(
     bp: u64,
     call: impl FnOnce() -> *mut c_void,
 ) -> *mut c_void {
+    if bytesample::rate() != 0 {
+        let old_sampled = !p.is_null() && bytesample::release_recorded(p as u64);
+        let new_sampled = size != 0 && bytesample::take(size);
+        if !new_sampled {
+            if !old_sampled {
+                return call();
+            }
+            // Only the release half concerns a sampled block: it is recorded as a free.
+            return released_by_realloc(p, sp, bp, call);
+        }
+    }
     match enter() {
         Mode::Pass => call(),
         Mode::Nested(st) => {
@@ -262,6 +291,30 @@ fn reallocate(
                 return core::ptr::null_mut();
             }
             a.realloc(array, p, size, r, call)
+        }
+    }
+}
+
+/// Sampled mode: a `realloc` of a sampled block whose new block is not sampled, recorded as
+/// the release of the old block. (Should the real `realloc` fail, the old block, still
+/// valid, is then no longer followed: it counts as released.)
+fn released_by_realloc(
+    p: *mut c_void,
+    sp: *const u64,
+    bp: u64,
+    call: impl FnOnce() -> *mut c_void,
+) -> *mut c_void {
+    match enter() {
+        Mode::Pass => call(),
+        Mode::Nested(st) => {
+            let q = call();
+            nested_free(st, p, regs(sp, bp));
+            q
+        }
+        Mode::Record(mut a) => {
+            let mut q = core::ptr::null_mut();
+            a.free(p, regs(sp, bp), || q = call());
+            q
         }
     }
 }

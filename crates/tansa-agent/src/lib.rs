@@ -63,6 +63,7 @@
 //! threads; [`reach`] finds the collector; [`sampler`] is the `SIGPROF` sampler; [`sys`]
 //! holds every raw system call.
 
+pub mod bytesample;
 pub mod clock;
 pub mod heap;
 pub mod hooks;
@@ -86,7 +87,7 @@ use core::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 
 use tansa_wire::control::{
     ENV_CLOCK, ENV_FD, ENV_FREE_STACKS, ENV_LEAK_CAUSE, ENV_MAX_FRAMES, ENV_ONLINE, ENV_RING_KB,
-    ENV_SAMPLE_HZ,
+    ENV_SAMPLE_HZ, ENV_SAMPLE_RATE,
 };
 use tansa_wire::layout::{
     EXIT_IMMEDIATE, EXIT_NORMAL, FLAG_FREE_STACKS, FLAG_LEAK_CAUSE, FLAG_ONLINE, FLAG_SAMPLING,
@@ -215,6 +216,14 @@ fn initialize() -> bool {
         .filter(|&hz| hz > 0);
     if sample_hz.is_some() {
         flags |= FLAG_SAMPLING;
+    }
+    // Sampled heap mode; not with online mode, whose live table holds every block.
+    if flags & FLAG_ONLINE == 0
+        && let Some(rate) = sys::getenv(&cstr(ENV_SAMPLE_RATE))
+            .and_then(sys::parse_u64)
+            .filter(|&r| r > 0)
+    {
+        bytesample::set_rate(rate);
     }
     // Test settings, to force the causes of loss that a test cannot provoke on demand.
     let ring_limit = sys::getenv(c"TANSA_TEST_MAX_RINGS")

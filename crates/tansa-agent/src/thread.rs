@@ -61,6 +61,10 @@ pub struct ThreadState {
     pub busy: Cell<u32>,
     /// The thread's CPU-sampling timer (`timer_t`), or 0.
     pub timer: Cell<usize>,
+    /// Sampled heap mode: bytes this thread allocates before its next sample.
+    pub sample_left: Cell<i64>,
+    /// Sampled heap mode: the thread's random state (0 until first used).
+    pub sample_rng: Cell<u64>,
 }
 
 thread_local! {
@@ -74,6 +78,8 @@ thread_local! {
             nested_tail: Cell::new(0),
             busy: Cell::new(0),
             timer: Cell::new(0),
+            sample_left: Cell::new(0),
+            sample_rng: Cell::new(0),
         }
     };
 }

@@ -73,6 +73,7 @@ fn sample_functions(
         monotonic_clock: false,
         sample_hz: Some(hz),
         leak_cause: false,
+        sample_rate: None,
         events: None,
     };
     let mut sink = Samples::default();

@@ -36,7 +36,7 @@ use tansa_format::memory::{SessionEnd, SessionInfo, SessionLosses, Unrecorded};
 use tansa_format::meta::{CalibrationPoint, ClockSource, ExitStatus};
 use tansa_wire::control::{
     ENV_CLOCK, ENV_COLLECTOR_PID, ENV_ENDPOINT, ENV_FD, ENV_FD_ID, ENV_FREE_STACKS, ENV_LEAK_CAUSE,
-    ENV_MAX_FRAMES, ENV_ONLINE, ENV_RING_KB, ENV_SAMPLE_HZ,
+    ENV_MAX_FRAMES, ENV_ONLINE, ENV_RING_KB, ENV_SAMPLE_HZ, ENV_SAMPLE_RATE,
 };
 
 use crate::collector::Collector;
@@ -152,6 +152,9 @@ pub struct Config {
     /// [`Sink::session_header`]), and programs run with `LD_BIND_NOW=1` so that a traced
     /// path never goes through the dynamic linker's lazy binding.
     pub leak_cause: bool,
+    /// Sampled heap mode: record allocations sampled every this many bytes on average, and
+    /// the releases of sampled blocks only (`None`: every allocation). Not with `online`.
+    pub sample_rate: Option<u64>,
     /// Who hears of what happens during the recording that is worth telling people
     /// ([`CollectEvent`]); `None`: nobody (the collector itself never prints).
     pub events: Option<EventHandler>,
@@ -339,6 +342,10 @@ fn spawn(
     if let Some(kb) = config.ring_kb {
         cmd.env(ENV_RING_KB, kb.to_string());
     }
+    match config.sample_rate {
+        Some(rate) if !config.online => cmd.env(ENV_SAMPLE_RATE, rate.to_string()),
+        _ => cmd.env_remove(ENV_SAMPLE_RATE),
+    };
     if let Some(n) = config.max_frames {
         cmd.env(ENV_MAX_FRAMES, n.to_string());
     }

@@ -85,6 +85,7 @@ pub fn record<W: Write>(
     };
     let collect = tansa_collect::Config {
         leak_cause: false,
+        sample_rate: None,
         command: config.command.clone(),
         agent: config.agent.clone(),
         online: false,

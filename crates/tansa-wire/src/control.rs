@@ -40,6 +40,9 @@ pub const ENV_MAX_FRAMES: &str = "TANSA_MAX_FRAMES";
 /// Name of the environment variable that turns on CPU sampling at this many samples per
 /// second of each thread's CPU time (the agent then records samples instead of heap events).
 pub const ENV_SAMPLE_HZ: &str = "TANSA_SAMPLE_HZ";
+/// Sampled heap mode: record allocations sampled every this many bytes on average (a
+/// Poisson process over allocated bytes), and the releases of sampled blocks only.
+pub const ENV_SAMPLE_RATE: &str = "TANSA_SAMPLE_RATE";
 /// Name of the environment variable holding the collector's process id.
 pub const ENV_COLLECTOR_PID: &str = "TANSA_COLLECTOR_PID";
 /// Name of the environment variable selecting leak-cause mode (`1`).

@@ -150,6 +150,13 @@ impl Active {
         SESSION.flags() & FLAG_ONLINE != 0
     }
 
+    /// Whether the live-block table follows this session's blocks: online mode (every
+    /// block) or sampled mode (the sampled ones).
+    #[inline]
+    pub fn tracks_live(&self) -> bool {
+        self.online() || crate::bytesample::rate() != 0
+    }
+
     /// Unwinds the caller's stack and returns its id (0 when it cannot be had).
     pub fn capture(&mut self, regs: CallerRegs) -> u32 {
         let _busy = Busy::enter(self.st);
@@ -188,7 +195,7 @@ impl Active {
         regs: CallerRegs,
     ) {
         let stack = self.capture(regs);
-        if self.online() {
+        if self.tracks_live() {
             let _busy = Busy::enter(self.st);
             LIVE.insert(ptr as u64);
         }
@@ -251,7 +258,7 @@ impl Active {
         } else {
             0
         };
-        if self.online() && !ptr.is_null() {
+        if self.tracks_live() && !ptr.is_null() {
             let _busy = Busy::enter(self.st);
             LIVE.remove(ptr as u64);
         }
@@ -293,7 +300,7 @@ impl Active {
             self.end_pending();
             return new;
         }
-        if self.online() {
+        if self.tracks_live() {
             let _busy = Busy::enter(self.st);
             if !old.is_null() {
                 LIVE.remove(old as u64);

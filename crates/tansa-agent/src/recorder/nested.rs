@@ -39,7 +39,7 @@ pub(super) fn flush_nested(st: &'static ThreadState, ctx: &mut ThreadCtx) {
 
 /// Records one signal-handler event: its live-table update (online) and its record.
 pub(super) fn apply_nested(st: &'static ThreadState, ctx: &mut ThreadCtx, ev: &Nested) {
-    if SESSION.flags() & FLAG_ONLINE != 0 {
+    if SESSION.flags() & FLAG_ONLINE != 0 || crate::bytesample::rate() != 0 {
         let _busy = Busy::enter(st);
         match *ev {
             Nested::Alloc(a) => LIVE.insert(a.ptr),

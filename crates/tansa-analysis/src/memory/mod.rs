@@ -23,6 +23,10 @@ pub mod report;
 mod testkit;
 
 pub use aggregate::{Aggregator, Config};
+
+/// The recording option (`RecordingMeta::options`) that holds the mean bytes between
+/// samples of a sampled recording (`tansa record --sample-rate`).
+pub const SAMPLE_RATE_OPTION: &str = "sample_rate";
 pub use classify::{By, Charge, FreeTo};
 pub use ids::{ModuleId, SessionId, StackId, StreamId, UnitSetId};
 pub use report::MemoryReport;

@@ -254,6 +254,26 @@ pub fn parse_ring_kb(s: &str) -> Result<u32, String> {
     Ok(kib as u32)
 }
 
+/// A byte count: a bare number is bytes; units as `512KiB`, `1MiB`, `64kB`.
+pub fn parse_byte_count(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    if t.chars().all(|c| c.is_ascii_digit()) && !t.is_empty() {
+        return t.parse::<u64>().map_err(|_| format!("`{s}` is too large"));
+    }
+    t.parse::<bytesize::ByteSize>()
+        .map(|b| b.as_u64())
+        .map_err(|_| format!("`{s}` is not a byte count (examples: 524288, 512KiB, 1MiB)"))
+}
+
+/// A mean sampling interval in bytes (`record --sample-rate`): 1 byte to 1 GiB.
+pub fn parse_sample_rate(s: &str) -> Result<u64, String> {
+    let b = parse_byte_count(s)?;
+    if !(1..=1 << 30).contains(&b) {
+        return Err("the sample rate must be between 1 byte and 1GiB".into());
+    }
+    Ok(b)
+}
+
 /// Finds `libtansa_agent.so`: `$TANSA_AGENT`, next to the `tansa` executable, or in
 /// `../lib/tansa/` relative to it.
 pub fn find_agent() -> anyhow::Result<PathBuf> {
@@ -329,6 +349,18 @@ mod tests {
         assert!(parse_interval("0ms").is_err());
         assert!(parse_seconds("0").is_err());
         assert!(parse_seconds("1e400").is_err());
+    }
+
+    #[test]
+    fn byte_counts() {
+        assert_eq!(parse_byte_count("4096"), Ok(4096));
+        assert_eq!(parse_byte_count("512KiB"), Ok(512 * 1024));
+        assert_eq!(parse_byte_count("1MiB"), Ok(1 << 20));
+        assert!(parse_byte_count("lots").is_err());
+        assert!(parse_byte_count("").is_err());
+        assert_eq!(parse_sample_rate("512KiB"), Ok(524_288));
+        assert!(parse_sample_rate("0").is_err());
+        assert!(parse_sample_rate("2GiB").is_err());
     }
 
     #[test]

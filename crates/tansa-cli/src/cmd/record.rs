@@ -22,6 +22,7 @@ Examples:
   tansa record -o run.tansa -- make -j2        record a whole process tree
   tansa record --online --by function -- ./a   print a per-function table at exit
   tansa record --leak-cause -- ./server        also find why leaking sites leak (tansa leaks)
+  tansa record --sample-rate 512KiB -- ./server   sampled: low overhead, estimated figures
 
 tansa record exits with the command's exit status (128 + N if a signal N killed it).")]
 pub struct Args {
@@ -92,6 +93,15 @@ pub struct Args {
           value_parser = options::parse_interval)]
     scan_interval: Duration,
 
+    /// Sampled heap mode, for long-running programs: record only allocations sampled every
+    /// BYTES allocated on average (a Poisson process over bytes, as tcmalloc, jemalloc and Go
+    /// do; e.g. 512KiB), and the releases of those blocks. Reports scale every figure back
+    /// (each sampled block of s bytes stands for s / (1 - exp(-s/BYTES)) bytes) and say they
+    /// are estimates. Not with --online or --leak-cause.
+    #[arg(long, value_name = "BYTES", value_parser = options::parse_sample_rate,
+          conflicts_with_all = ["online", "leak_cause"])]
+    sample_rate: Option<u64>,
+
     /// The command to run, with its arguments (put it after `--`).
     #[arg(required = true, trailing_var_arg = true, value_name = "COMMAND")]
     command: Vec<OsString>,
@@ -146,6 +156,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         monotonic_clock: args.online,
         sample_hz: None,
         leak_cause: args.leak_cause,
+        sample_rate: args.sample_rate,
         events: Some(options::print_collect_events()),
     };
     if args.online {
@@ -189,7 +200,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             ("free_stacks".into(), (!args.no_free_stacks).to_string()),
             ("max_frames".into(), args.max_frames.to_string()),
             ("leak_cause".into(), args.leak_cause.to_string()),
-        ],
+        ]
+        .into_iter()
+        .chain(
+            args.sample_rate
+                .map(|r| (tansa_analysis::memory::SAMPLE_RATE_OPTION.into(), r.to_string())),
+        )
+        .collect(),
     };
     let mut sink = FileSink::create(file, &path, &meta, clock)?;
     let started = Instant::now();
