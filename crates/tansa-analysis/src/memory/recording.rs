@@ -425,34 +425,69 @@ impl<R: Read + Seek> MemoryRecording<R> {
     /// ended, every event in time order. `progress` is called with the number of events
     /// read so far, every 2^20 events. The report's warnings start with the problems
     /// found in the file.
-    pub fn report(&self, config: Config, mut progress: impl FnMut(u64)) -> MemoryReport {
-        let mut agg = Aggregator::new(config, self.calibration.clone());
-        for s in &self.sessions {
-            agg.add_session(s);
-        }
-        for e in &self.ends {
-            agg.end_session(SessionId(e.session), e.exit, e.lost_events);
-        }
-        for l in &self.losses {
-            agg.session_losses(SessionId(l.session), &l.losses);
-        }
-        for u in &self.unrecorded {
-            agg.unrecorded(u.clone());
-        }
+    pub fn report(&self, config: Config, progress: impl FnMut(u64)) -> MemoryReport {
+        let mut reports = self.reports(&[config], progress);
+        reports.swap_remove(0)
+    }
+
+    /// The reports under each of `configs`, from one pass over the events (which are
+    /// read, decoded and merged once): as many reports as configurations, in their order,
+    /// each the one [`MemoryRecording::report`] makes.
+    pub fn reports(&self, configs: &[Config], mut progress: impl FnMut(u64)) -> Vec<MemoryReport> {
+        let mut aggs: Vec<Aggregator> = configs
+            .iter()
+            .map(|&config| {
+                let mut agg = Aggregator::new(config, self.calibration.clone());
+                for s in &self.sessions {
+                    agg.add_session(s);
+                }
+                for e in &self.ends {
+                    agg.end_session(SessionId(e.session), e.exit, e.lost_events);
+                }
+                for l in &self.losses {
+                    agg.session_losses(SessionId(l.session), &l.losses);
+                }
+                for u in &self.unrecorded {
+                    agg.unrecorded(u.clone());
+                }
+                agg
+            })
+            .collect();
         let mut n = 0u64;
         self.for_each_event(|e| {
-            agg.event(&self.registry, e);
+            for agg in &mut aggs {
+                agg.event(&self.registry, e);
+            }
             n += 1;
             if n.is_multiple_of(1 << 20) {
                 progress(n);
             }
         });
-        let mut report = agg.finish(&self.registry);
-        let mut warnings = self.warnings.clone();
-        warnings.extend(self.stream_warnings());
-        warnings.append(&mut report.warnings);
-        report.warnings = warnings;
-        report
+        let stream_warnings = self.stream_warnings();
+        aggs.into_iter()
+            .map(|agg| {
+                let mut report = agg.finish(&self.registry);
+                let mut warnings = self.warnings.clone();
+                warnings.extend(stream_warnings.iter().cloned());
+                warnings.append(&mut report.warnings);
+                report.warnings = warnings;
+                report
+            })
+            .collect()
+    }
+
+    /// The time from the first session's start to the last session's end, in nanoseconds,
+    /// as far as pass one knows it (0 when no session ended).
+    pub fn span_ns(&self) -> u64 {
+        let start = self.sessions.iter().map(|s| s.start_ticks).min();
+        let end = self.ends.iter().map(|e| e.end_ticks).max();
+        match (start, end) {
+            (Some(s), Some(e)) => self
+                .calibration
+                .to_ns(e)
+                .saturating_sub(self.calibration.to_ns(s)),
+            _ => 0,
+        }
     }
 
     /// Problems met while reading events (after [`MemoryRecording::events`]).
