@@ -9,7 +9,6 @@
 //! longer interval would have given from the start. The report says so.
 
 use super::{Aggregator, UNSET};
-use crate::memory::report::Stats;
 
 /// Most intervals a report has.
 pub const MAX_INTERVALS: u64 = 10_000;
@@ -75,6 +74,7 @@ pub(super) fn duration_text(ns: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::memory::report::Stats;
 
     #[test]
     fn merged_figures_are_those_of_the_whole() {
