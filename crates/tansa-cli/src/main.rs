@@ -40,6 +40,8 @@ enum Command {
     Sample(Box<cmd::sample::Args>),
     /// Show one function's instructions and source lines with their CPU samples.
     Annotate(cmd::annotate::Args),
+    /// A self-contained HTML report of a heap or CPU recording or a leak-test report.
+    Html(cmd::html::Args),
 }
 
 fn main() -> ExitCode {
@@ -53,6 +55,7 @@ fn main() -> ExitCode {
         Command::Leaktest(args) => cmd::leaktest::run(args),
         Command::Sample(args) => cmd::sample::run(*args),
         Command::Annotate(args) => cmd::annotate::run(args),
+        Command::Html(args) => cmd::html::run(args),
     };
     match result {
         Ok(code) => code,

@@ -4,6 +4,7 @@
 
 pub mod annotate;
 pub mod dump;
+pub mod html;
 pub mod leaks;
 pub mod leaktest;
 pub mod options;
