@@ -44,8 +44,8 @@ pub fn write_file(
 ) -> anyhow::Result<std::path::PathBuf> {
     use tansa_format::output::{DEFAULT_MODE, OutputFile};
     let shown = dest.path.display();
-    let mut out =
-        OutputFile::create(&dest.path, DEFAULT_MODE).with_context(|| format!("cannot create {shown}"))?;
+    let mut out = OutputFile::create(&dest.path, DEFAULT_MODE)
+        .with_context(|| format!("cannot create {shown}"))?;
     let Some(file) = out.take_file() else {
         out.discard();
         anyhow::bail!("cannot create {shown}");

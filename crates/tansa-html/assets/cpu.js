@@ -36,7 +36,8 @@ T.run(function () {
   var legend = el("div", { class: "legend" });
   Object.keys(colors).forEach(function (k) { legend.appendChild(el("span", null, el("i", { style: "background:" + colors[k] }), k)); });
   ps.appendChild(legend);
-  function sp(u, k) { return u.spaces ? u.spaces[k + "_samples"] : null; }
+  // The split is flattened into the unit (as in tansa.cpu-report.v1).
+  function sp(u, k) { var v = u[k + "_samples"]; return v === undefined ? null : v; }
   ps.appendChild(T.table([
     { label: "process", get: function (u) { return u.unit; }, cls: "name" },
     { label: "pid", num: true, get: function (u) { return u.pid; } },
@@ -48,7 +49,7 @@ T.run(function () {
     { label: "other", num: true, get: function (u) { return sp(u, "other"); }, fmt: T.int },
     { label: "split", get: function (u) { return u.total_samples; }, fmt: function (v, u) {
         var bar = el("span", { class: "bar" });
-        if (!u.spaces || !v) return bar;
+        if (sp(u, "user") === null || !v) return bar;
         Object.keys(colors).forEach(function (k) {
           var n = sp(u, k);
           if (n) bar.appendChild(el("i", { style: "width:" + (100 * n / v) + "%;background:" + colors[k], title: k + ": " + n }));

@@ -5,6 +5,7 @@ T.run(function () {
   var NB = D.buckets, BNS = D.bucket_ns;
   // The selected range of buckets, inclusive; null: everything.
   var range = null;
+  document.body.setAttribute("data-buckets", NB);
 
   var p = D.process;
   T.summary([

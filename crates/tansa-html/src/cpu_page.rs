@@ -32,7 +32,11 @@ impl CpuInput<'_> {
             .iter()
             .filter(|u| u.self_samples > 0)
             .collect();
-        units.sort_by(|a, b| b.self_samples.cmp(&a.self_samples).then(a.unit.cmp(&b.unit)));
+        units.sort_by(|a, b| {
+            b.self_samples
+                .cmp(&a.self_samples)
+                .then(a.unit.cmp(&b.unit))
+        });
         units.into_iter().take(n).map(|u| u.unit.clone()).collect()
     }
 }
@@ -200,5 +204,9 @@ pub fn cpu(
             .collect(),
         flame_graphs,
     };
-    Page::new(Kind::Cpu, format!("tansa CPU report: {}", input.source), &data)
+    Page::new(
+        Kind::Cpu,
+        format!("tansa CPU report: {}", input.source),
+        &data,
+    )
 }

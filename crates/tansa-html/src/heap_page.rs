@@ -133,7 +133,11 @@ struct LeaksView<'a> {
 
 fn leaks_view(r: &LeaksReport, max: usize) -> LeaksView<'_> {
     let mut sites: Vec<&SiteReport> = r.sites.iter().collect();
-    sites.sort_by(|a, b| b.leaked_bytes.cmp(&a.leaked_bytes).then(a.index.cmp(&b.index)));
+    sites.sort_by(|a, b| {
+        b.leaked_bytes
+            .cmp(&a.leaked_bytes)
+            .then(a.index.cmp(&b.index))
+    });
     sites.truncate(max);
     LeaksView {
         leak_cause: r.leak_cause,
@@ -255,7 +259,10 @@ fn others(rest: &[Series]) -> UnitData {
         .collect();
     buckets.sort_unstable();
     buckets.dedup();
-    let mut sums: Vec<Point> = buckets.iter().map(|&b| [sat(b), 0, 0, 0, 0, 0, 0]).collect();
+    let mut sums: Vec<Point> = buckets
+        .iter()
+        .map(|&b| [sat(b), 0, 0, 0, 0, 0, 0])
+        .collect();
     for s in rest {
         let mut j = 0;
         let mut cum = 0i64;
@@ -321,7 +328,8 @@ pub fn heap(
     .collect();
     let mut calls: Vec<&UnitReport> = input.call.units.iter().collect();
     calls.sort_by(|a, b| {
-        (b.stats.max_bytes, b.stats.allocated_bytes).cmp(&(a.stats.max_bytes, a.stats.allocated_bytes))
+        (b.stats.max_bytes, b.stats.allocated_bytes)
+            .cmp(&(a.stats.max_bytes, a.stats.allocated_bytes))
     });
     let call_count = calls.len();
     let calls = calls
@@ -358,7 +366,11 @@ pub fn heap(
         warnings: &lib.warnings,
         flame_graphs,
     };
-    Page::new(Kind::Heap, format!("tansa heap report: {}", input.source), &data)
+    Page::new(
+        Kind::Heap,
+        format!("tansa heap report: {}", input.source),
+        &data,
+    )
 }
 
 #[cfg(test)]
@@ -414,6 +426,9 @@ mod tests {
         assert_eq!(o.name, "(others: 2 units)");
         assert_eq!(o.total[0], 12);
         // b's bucket 0 (+5), then c's bucket 1 (+7, b still at 5).
-        assert_eq!(o.series, vec![[0, 5, 0, 5, 0, 1, 5], [1, 7, 0, 7, 0, 1, 12]]);
+        assert_eq!(
+            o.series,
+            vec![[0, 5, 0, 5, 0, 1, 5], [1, 7, 0, 7, 0, 1, 12]]
+        );
     }
 }

@@ -231,6 +231,10 @@ mod tests {
         let page = Page::new(Kind::Leaktest, "a</title><b>".into(), &1).unwrap();
         let html = page.to_html();
         assert!(html.contains("<title>a&lt;/title&gt;&lt;b&gt;</title>"));
-        assert_eq!(html.matches("</script>").count(), 3, "the data and the code");
+        assert_eq!(
+            html.matches("</script>").count(),
+            3,
+            "the data and the code"
+        );
     }
 }

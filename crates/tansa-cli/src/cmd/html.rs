@@ -2,7 +2,7 @@
 //! a leak-test report (JSON).
 
 use std::fs::File;
-use std::io::{BufReader, Read};
+use std::io::{BufReader, Read, Seek as _};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -81,6 +81,7 @@ fn kind_of(path: &Path) -> anyhow::Result<Input> {
     let mut magic = [0u8; 8];
     let n = file.read(&mut magic).unwrap_or(0);
     if n == 8 && &magic == b"TANSAREC" {
+        file.rewind().map_err(|e| exit::cannot_open(path, e))?;
         return Ok(if report_cpu::is_cpu_recording(&file) {
             Input::Cpu
         } else {
@@ -120,10 +121,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         )));
     }
     let limits = Limits::default();
-    let source = args
-        .file
-        .file_name()
-        .map_or_else(|| args.file.display().to_string(), |n| n.to_string_lossy().into_owned());
+    let source = args.file.file_name().map_or_else(
+        || args.file.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
     let (page, status) = match input {
         Input::Heap => heap(&args, &source, &limits)?,
         Input::Cpu => cpu(&args, &source, &limits)?,
@@ -210,7 +211,10 @@ fn heap(args: &Args, source: &str, limits: &Limits) -> anyhow::Result<(Page, Exi
         p.finish_and_clear();
     }
     let [library, function, thread, call] = &reports[..] else {
-        anyhow::bail!("internal error: {} heap reports for 4 configurations", reports.len());
+        anyhow::bail!(
+            "internal error: {} heap reports for 4 configurations",
+            reports.len()
+        );
     };
     let page = tansa_html::heap(
         &HeapInput {
