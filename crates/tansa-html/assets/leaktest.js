@@ -58,7 +58,7 @@ T.run(function () {
     for (var k = 0; k <= 3; k++) {
       var v = lo + (hi - lo) * k / 3;
       g.appendChild(S("line", { x1: L, x2: W - RR, y1: y(v), y2: y(v), class: "grid" }));
-      g.appendChild(S("text", { x: L - 6, y: y(v) + 4, "text-anchor": "end", class: "axis", text: res === "fds" ? T.int(v) : T.bytes(Math.round(v)) }));
+      g.appendChild(S("text", { x: L - 6, y: y(v) + 4, "text-anchor": "end", class: "axis", text: res === "fds" ? (Number.isInteger(v) ? T.int(v) : v.toFixed(1)) : T.bytes(Math.round(v)) }));
     }
     for (k = 0; k <= 5; k++) {
       var t = t1 * k / 5;
