@@ -176,7 +176,7 @@ T.run(function () {
   });
 
   var callSec = T.section("by-call", "By call",
-    "A call is a run of consecutive events charged to the same library. " +
+    "A call is a run of consecutive events charged to the same library; " +
     (D.call_count > D.calls.length ? "The " + D.calls.length + " largest (by peak) of " + T.int(D.call_count) + " calls; " : "") +
     "in a time range, the calls that overlap it with their whole figures.");
   var callTab = T.table(statColumns([

@@ -114,9 +114,9 @@ fn annotation(a: &Annotation, max_lines: usize) -> AnnotationData {
         let mut keep = vec![false; n];
         let mut kept = 0;
         for i in order {
-            for j in i.saturating_sub(3)..(i + 4).min(n) {
-                if !keep[j] && kept < max_lines {
-                    keep[j] = true;
+            for k in &mut keep[i.saturating_sub(3)..(i + 4).min(n)] {
+                if !*k && kept < max_lines {
+                    *k = true;
                     kept += 1;
                 }
             }
