@@ -44,6 +44,8 @@ enum Command {
     Export(cmd::export::Args),
     /// Draw a recording (or the difference between two) as an interactive SVG flame graph.
     Flamegraph(cmd::flamegraph::Args),
+    /// A self-contained HTML report of a heap or CPU recording or a leak-test report.
+    Html(cmd::html::Args),
 }
 
 fn main() -> ExitCode {
@@ -59,6 +61,7 @@ fn main() -> ExitCode {
         Command::Annotate(args) => cmd::annotate::run(args),
         Command::Export(args) => cmd::export::run(args),
         Command::Flamegraph(args) => cmd::flamegraph::run(args),
+        Command::Html(args) => cmd::html::run(args),
     };
     match result {
         Ok(code) => code,

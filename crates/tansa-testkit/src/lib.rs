@@ -1,7 +1,10 @@
 //! Test support shared by tansa's crates (a dev-dependency only): the one place that
 //! compiles the small C and C++ programs the tests run under the real agent, the real
 //! `perf_event_open` and the real ptrace. Every test program records its build flags in its
-//! own header comment; tests pass the same flags here.
+//! own header comment; tests pass the same flags here. [`browser`] loads pages in headless
+//! Chromium for the HTML report tests.
+
+pub mod browser;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

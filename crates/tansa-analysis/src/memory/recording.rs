@@ -426,7 +426,7 @@ impl<R: Read + Seek> MemoryRecording<R> {
     /// read so far, every 2^20 events. The report's warnings start with the problems
     /// found in the file.
     pub fn report(&self, config: Config, progress: impl FnMut(u64)) -> MemoryReport {
-        self.analyse(config, false, progress).0
+        self.analyse(&[config], false, progress).0.swap_remove(0)
     }
 
     /// [`MemoryRecording::report`], and the figures of every allocation stack (for stack
@@ -436,47 +436,94 @@ impl<R: Read + Seek> MemoryRecording<R> {
         config: Config,
         progress: impl FnMut(u64),
     ) -> (MemoryReport, StackProfileData) {
-        let (report, stacks) = self.analyse(config, true, progress);
-        (report, stacks.unwrap_or_default())
+        let (mut reports, stacks) = self.analyse(&[config], true, progress);
+        (reports.swap_remove(0), stacks.unwrap_or_default())
+    }
+
+    /// The reports under each of `configs`, from one pass over the events (which are
+    /// read, decoded and merged once): as many reports as configurations, in their order,
+    /// each the one [`MemoryRecording::report`] makes.
+    pub fn reports(&self, configs: &[Config], progress: impl FnMut(u64)) -> Vec<MemoryReport> {
+        self.analyse(configs, false, progress).0
+    }
+
+    /// [`MemoryRecording::reports`], and the figures of every allocation stack under the
+    /// first configuration's process selection, from the same pass.
+    pub fn reports_with_stacks(
+        &self,
+        configs: &[Config],
+        progress: impl FnMut(u64),
+    ) -> (Vec<MemoryReport>, StackProfileData) {
+        let (reports, stacks) = self.analyse(configs, true, progress);
+        (reports, stacks.unwrap_or_default())
     }
 
     fn analyse(
         &self,
-        config: Config,
+        configs: &[Config],
         stacks: bool,
         mut progress: impl FnMut(u64),
-    ) -> (MemoryReport, Option<StackProfileData>) {
-        let mut agg = Aggregator::new(config, self.calibration.clone());
-        if stacks {
-            agg.track_stacks();
-        }
-        for s in &self.sessions {
-            agg.add_session(s);
-        }
-        for e in &self.ends {
-            agg.end_session(SessionId(e.session), e.exit, e.lost_events);
-        }
-        for l in &self.losses {
-            agg.session_losses(SessionId(l.session), &l.losses);
-        }
-        for u in &self.unrecorded {
-            agg.unrecorded(u.clone());
+    ) -> (Vec<MemoryReport>, Option<StackProfileData>) {
+        let mut aggs: Vec<Aggregator> = configs
+            .iter()
+            .map(|&config| {
+                let mut agg = Aggregator::new(config, self.calibration.clone());
+                for s in &self.sessions {
+                    agg.add_session(s);
+                }
+                for e in &self.ends {
+                    agg.end_session(SessionId(e.session), e.exit, e.lost_events);
+                }
+                for l in &self.losses {
+                    agg.session_losses(SessionId(l.session), &l.losses);
+                }
+                for u in &self.unrecorded {
+                    agg.unrecorded(u.clone());
+                }
+                agg
+            })
+            .collect();
+        if stacks && let Some(first) = aggs.first_mut() {
+            first.track_stacks();
         }
         let mut n = 0u64;
         self.for_each_event(|e| {
-            agg.event(&self.registry, e);
+            for agg in &mut aggs {
+                agg.event(&self.registry, e);
+            }
             n += 1;
             if n.is_multiple_of(1 << 20) {
                 progress(n);
             }
         });
-        let stack_figures = agg.take_stack_figures();
-        let mut report = agg.finish(&self.registry);
-        let mut warnings = self.warnings.clone();
-        warnings.extend(self.stream_warnings());
-        warnings.append(&mut report.warnings);
-        report.warnings = warnings;
-        (report, stack_figures)
+        let stack_figures = aggs.first_mut().and_then(Aggregator::take_stack_figures);
+        let stream_warnings = self.stream_warnings();
+        let reports = aggs
+            .into_iter()
+            .map(|agg| {
+                let mut report = agg.finish(&self.registry);
+                let mut warnings = self.warnings.clone();
+                warnings.extend(stream_warnings.iter().cloned());
+                warnings.append(&mut report.warnings);
+                report.warnings = warnings;
+                report
+            })
+            .collect();
+        (reports, stack_figures)
+    }
+
+    /// The time from the first session's start to the last session's end, in nanoseconds,
+    /// as far as pass one knows it (0 when no session ended).
+    pub fn span_ns(&self) -> u64 {
+        let start = self.sessions.iter().map(|s| s.start_ticks).min();
+        let end = self.ends.iter().map(|e| e.end_ticks).max();
+        match (start, end) {
+            (Some(s), Some(e)) => self
+                .calibration
+                .to_ns(e)
+                .saturating_sub(self.calibration.to_ns(s)),
+            _ => 0,
+        }
     }
 
     /// Problems met while reading events (after [`MemoryRecording::events`]).

@@ -49,6 +49,26 @@ impl Stats {
         self.max_bytes = self.max_bytes.max(self.net_bytes);
         self.min_bytes = self.min_bytes.min(self.net_bytes);
     }
+
+    /// The figures of `self` followed by those of `next` (each with its running net
+    /// counted from 0): those of the two periods as one, exactly.
+    pub fn then(&self, next: &Stats) -> Stats {
+        let (a, b) = (self, next);
+        let mut calls = a.calls;
+        calls.malloc = calls.malloc.saturating_add(b.calls.malloc);
+        calls.calloc = calls.calloc.saturating_add(b.calls.calloc);
+        calls.realloc = calls.realloc.saturating_add(b.calls.realloc);
+        calls.free = calls.free.saturating_add(b.calls.free);
+        calls.memalign = calls.memalign.saturating_add(b.calls.memalign);
+        Stats {
+            net_bytes: a.net_bytes.saturating_add(b.net_bytes),
+            max_bytes: a.max_bytes.max(a.net_bytes.saturating_add(b.max_bytes)),
+            min_bytes: a.min_bytes.min(a.net_bytes.saturating_add(b.min_bytes)),
+            allocated_bytes: a.allocated_bytes.saturating_add(b.allocated_bytes),
+            freed_bytes: a.freed_bytes.saturating_add(b.freed_bytes),
+            calls,
+        }
+    }
 }
 
 /// How a process ended, for JSON.

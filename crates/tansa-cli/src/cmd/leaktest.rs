@@ -60,6 +60,10 @@ pub struct Args {
     /// Show no progress, even on a terminal.
     #[arg(short, long)]
     quiet: bool,
+    /// Also write an HTML report (one self-contained file) to OUT.html: each process's
+    /// measurements with the runs and phases marked, and each verdict explained.
+    #[arg(long, value_name = "OUT.html")]
+    html: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -129,7 +133,7 @@ fn run_plan(args: Args) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(EXIT_INTERRUPTED));
     }
 
-    let mut report = Report::build(&plan, session, Some(shown), started_unix_ms);
+    let mut report = Report::build(&plan, session, Some(shown.clone()), started_unix_ms);
     report.notes.extend(target.notes());
     let format = match args.format {
         FormatArg::Table => Format::Table,
@@ -139,6 +143,11 @@ fn run_plan(args: Args) -> anyhow::Result<ExitCode> {
     let mut out = output::open(args.output.as_deref())?;
     render::write(&report, format, &mut out).context("cannot write the report")?;
     out.flush().context("cannot write the report")?;
+    if let Some(path) = &args.html {
+        let value = serde_json::to_value(&report).context("cannot write the HTML report")?;
+        let page = tansa_html::leaktest(&value, &shown).context("cannot write the HTML report")?;
+        crate::cmd::html::write_page(&page, Some(path), &args.plan)?;
+    }
     Ok(if report.has_fault() {
         ExitCode::from(EXIT_FAULT)
     } else {

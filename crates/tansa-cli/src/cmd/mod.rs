@@ -6,6 +6,7 @@ pub mod annotate;
 pub mod dump;
 pub mod export;
 pub mod flamegraph;
+pub mod html;
 pub mod leaks;
 pub mod leaktest;
 pub mod options;

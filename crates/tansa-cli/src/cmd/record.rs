@@ -202,10 +202,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             ("leak_cause".into(), args.leak_cause.to_string()),
         ]
         .into_iter()
-        .chain(
-            args.sample_rate
-                .map(|r| (tansa_analysis::memory::SAMPLE_RATE_OPTION.into(), r.to_string())),
-        )
+        .chain(args.sample_rate.map(|r| {
+            (
+                tansa_analysis::memory::SAMPLE_RATE_OPTION.into(),
+                r.to_string(),
+            )
+        }))
         .collect(),
     };
     let mut sink = FileSink::create(file, &path, &meta, clock)?;

@@ -26,6 +26,7 @@ impl Aggregator {
             self.t0_ns
         };
         let interval = self.interval_ns;
+        let per_interval = self.config.per_interval();
         let thread_name = |pid: u32, tid: u32| {
             self.thread_names
                 .get(&(pid, tid))
@@ -64,7 +65,7 @@ impl Aggregator {
                         u.end_ns = Some(base.end_ns.saturating_sub(t0));
                     }
                 }
-                if self.config.by == By::Interval {
+                if per_interval {
                     u.start_ns = Some(row.interval.saturating_mul(interval));
                     u.end_ns = Some(row.interval.saturating_add(1).saturating_mul(interval));
                     u.cumulative_net_bytes = Some(row.cumulative);
@@ -73,6 +74,7 @@ impl Aggregator {
             })
             .collect();
         match self.config.by {
+            _ if per_interval => units.sort_by(|a, b| (a.1, &a.0.unit).cmp(&(b.1, &b.0.unit))),
             By::Call => units.sort_by(|a, b| {
                 (a.0.start_ns, &a.0.unit, a.0.call_index).cmp(&(
                     b.0.start_ns,
@@ -80,7 +82,6 @@ impl Aggregator {
                     b.0.call_index,
                 ))
             }),
-            By::Interval => units.sort_by(|a, b| (a.1, &a.0.unit).cmp(&(b.1, &b.0.unit))),
             _ => units.sort_by(|a, b| {
                 (b.0.stats.max_bytes, b.0.stats.allocated_bytes, &a.0.unit).cmp(&(
                     a.0.stats.max_bytes,
@@ -174,7 +175,7 @@ impl Aggregator {
             ));
         }
         let requested = self.config.interval_ns.max(1);
-        if self.config.by == By::Interval && interval != requested {
+        if per_interval && interval != requested {
             warnings.push(format!(
                 "intervals of {} would make more than {} intervals of this recording; the \
                  report uses intervals of {} instead (give a longer --interval)",
@@ -194,7 +195,7 @@ impl Aggregator {
             by: self.config.by.name(),
             charge: self.config.charge.name(),
             free_to: self.config.free_to.name(),
-            interval_ns: (self.config.by == By::Interval).then_some(interval),
+            interval_ns: per_interval.then_some(interval),
             process,
             processes,
             totals: self.totals,

@@ -9,7 +9,6 @@
 //! longer interval would have given from the start. The report says so.
 
 use super::{Aggregator, UNSET};
-use crate::memory::report::Stats;
 
 /// Most intervals a report has.
 pub const MAX_INTERVALS: u64 = 10_000;
@@ -45,7 +44,7 @@ impl Aggregator {
             let last = last_row_of[row.base as usize];
             if last != UNSET && self.rows[last as usize].interval == row.interval {
                 let into = &mut self.rows[last as usize];
-                into.stats = then(&into.stats, &row.stats);
+                into.stats = into.stats.then(&row.stats);
                 into.cumulative = row.cumulative;
                 continue;
             }
@@ -54,24 +53,6 @@ impl Aggregator {
             self.interval_rows.insert((row.base, row.interval), r);
             self.rows.push(row);
         }
-    }
-}
-
-/// The figures of `a` followed by those of `b` (running nets start at 0 in each).
-fn then(a: &Stats, b: &Stats) -> Stats {
-    let mut calls = a.calls;
-    calls.malloc = calls.malloc.saturating_add(b.calls.malloc);
-    calls.calloc = calls.calloc.saturating_add(b.calls.calloc);
-    calls.realloc = calls.realloc.saturating_add(b.calls.realloc);
-    calls.free = calls.free.saturating_add(b.calls.free);
-    calls.memalign = calls.memalign.saturating_add(b.calls.memalign);
-    Stats {
-        net_bytes: a.net_bytes.saturating_add(b.net_bytes),
-        max_bytes: a.max_bytes.max(a.net_bytes.saturating_add(b.max_bytes)),
-        min_bytes: a.min_bytes.min(a.net_bytes.saturating_add(b.min_bytes)),
-        allocated_bytes: a.allocated_bytes.saturating_add(b.allocated_bytes),
-        freed_bytes: a.freed_bytes.saturating_add(b.freed_bytes),
-        calls,
     }
 }
 
@@ -93,6 +74,7 @@ pub(super) fn duration_text(ns: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::memory::report::Stats;
 
     #[test]
     fn merged_figures_are_those_of_the_whole() {
@@ -104,7 +86,7 @@ mod tests {
                 whole.add(d);
                 if i < cut { a.add(d) } else { b.add(d) }
             }
-            assert_eq!(then(&a, &b), whole, "cut {cut}");
+            assert_eq!(a.then(&b), whole, "cut {cut}");
         }
     }
 

@@ -66,6 +66,22 @@ pub struct Config {
     pub interval_ns: u64,
     /// Only report on this process id (every image of it).
     pub pid: Option<u32>,
+    /// Split every unit's figures per interval of `interval_ns`, as `By::Interval` does
+    /// for libraries: each row is then one unit in one interval, with its start, end and
+    /// cumulative net (the HTML report's time-range filter). Calls (`By::Call`) are never
+    /// split: they carry their own start and end.
+    pub split_intervals: bool,
+}
+
+impl Config {
+    /// Whether rows are per unit per interval.
+    pub fn per_interval(&self) -> bool {
+        match self.by {
+            By::Interval => true,
+            By::Call => false,
+            By::Library | By::Function | By::Thread => self.split_intervals,
+        }
+    }
 }
 
 impl Default for Config {
@@ -76,6 +92,7 @@ impl Default for Config {
             free_to: FreeTo::Owner,
             interval_ns: 100_000_000,
             pid: None,
+            split_intervals: false,
         }
     }
 }
@@ -497,7 +514,7 @@ impl Aggregator {
 
     #[inline]
     fn row(&mut self, base: u32, ts_ns: u64) -> usize {
-        if self.config.by != By::Interval {
+        if !self.config.per_interval() {
             let r = self.bases[base as usize].row;
             if r != UNSET {
                 return r as usize;
@@ -653,7 +670,7 @@ impl Aggregator {
             let r = match self.set_rows[k] {
                 UNSET => {
                     let r = self.row(b, ts_ns);
-                    if self.config.by != By::Interval {
+                    if !self.config.per_interval() {
                         self.set_rows[k] = r as u32;
                     }
                     r
@@ -812,7 +829,7 @@ impl Aggregator {
         }
         // Nanoseconds are only needed per event for calls and intervals; otherwise the last
         // timestamp is converted once, at the end.
-        let ts_ns = if matches!(self.config.by, By::Call | By::Interval) {
+        let ts_ns = if self.config.by == By::Call || self.config.per_interval() {
             self.clock.ns(e.ts)
         } else {
             0

@@ -611,3 +611,55 @@ fn a_realloc_that_moves_is_a_release_and_an_allocation_one_in_place_a_new_size()
     assert_eq!(r.totals, totals);
     assert_eq!(r.improper.len(), 1, "{:?}", r.improper);
 }
+
+/// `split_intervals` cuts each unit's figures at interval boundaries (any unit but calls);
+/// folded back in time order with `Stats::then`, the rows of a unit give exactly the
+/// figures of the unsplit report.
+#[test]
+fn split_intervals_fold_back_to_the_whole() {
+    let (reg, st) = fixture(&[0]);
+    let sessions = [session(0, 100, 1, 0)];
+    let events = [
+        alloc(1, 0, AllocOp::Malloc, 0x1000, 100, st.lib),
+        alloc(12, 0, AllocOp::Calloc, 0x2000, 40, st.app),
+        free(13, 0, 0x1000, st.app),
+        alloc(25, 0, AllocOp::Malloc, 0x3000, 7, st.b),
+        free(31, 0, 0x2000, st.b),
+        alloc(32, 0, AllocOp::Malloc, 0x4000, 9, st.lib),
+    ];
+    for by in [By::Library, By::Function, By::Thread, By::Call] {
+        let whole = Config {
+            by,
+            interval_ns: 10,
+            ..config(Charge::First, FreeTo::Owner)
+        };
+        let split = Config {
+            split_intervals: true,
+            ..whole
+        };
+        let expected = units(&report(whole, &reg, &sessions, &events));
+        let r = report(split, &reg, &sessions, &events);
+        if by == By::Call {
+            assert_eq!(units(&r), expected, "calls are never split");
+            assert_eq!(r.interval_ns, None);
+            continue;
+        }
+        assert_eq!(r.interval_ns, Some(10), "{by:?}");
+        let mut folded: Vec<Row> = Vec::new();
+        // Rows come in time order; within an interval, by name.
+        for u in &r.units {
+            let (start, end) = (u.start_ns.unwrap(), u.end_ns.unwrap());
+            assert_eq!(end - start, 10, "{by:?}");
+            match folded.iter_mut().find(|(n, _)| *n == u.unit) {
+                Some((_, s)) => *s = s.then(&u.stats),
+                None => folded.push((u.unit.clone(), u.stats)),
+            }
+        }
+        folded.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(folded, expected, "{by:?}");
+        assert!(
+            r.units.len() > expected.len(),
+            "{by:?}: split in several intervals"
+        );
+    }
+}
