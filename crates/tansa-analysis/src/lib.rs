@@ -5,4 +5,5 @@
 //! same events by the collector.
 
 pub mod cpu;
+pub mod diff;
 pub mod memory;
