@@ -77,6 +77,20 @@ impl Metric {
         }
     }
 
+    /// The metric of this name ([`Metric::name`]).
+    pub fn from_name(name: &str) -> Option<Metric> {
+        [
+            Metric::Net,
+            Metric::Max,
+            Metric::Allocated,
+            Metric::Calls,
+            Metric::SelfSamples,
+            Metric::TotalSamples,
+        ]
+        .into_iter()
+        .find(|m| m.name() == name)
+    }
+
     /// Whether it applies to heap recordings (else to CPU recordings).
     pub fn is_heap(self) -> bool {
         !matches!(self, Metric::SelfSamples | Metric::TotalSamples)
