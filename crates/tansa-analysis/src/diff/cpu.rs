@@ -163,6 +163,15 @@ pub struct Options {
     pub top: Option<usize>,
 }
 
+impl Options {
+    /// Whether the options apply to CPU recordings: the metric, and the thresholds (at most
+    /// one percentage and one amount; for CPU, no amount).
+    pub fn check(&self) -> Result<(), DiffError> {
+        self.metric.check(false)?;
+        super::check_thresholds(&self.thresholds, false)
+    }
+}
+
 fn items(r: &CpuReport) -> Vec<Item<CpuFigures>> {
     r.units
         .iter()
@@ -210,8 +219,7 @@ pub fn diff(
     (b_file, b): (&str, &CpuReport),
     options: &Options,
 ) -> Result<CpuDiff, DiffError> {
-    options.metric.check(false)?;
-    super::check_thresholds(&options.thresholds, false)?;
+    options.check()?;
     let metric = options.metric;
     let mut units = super::pair(items(a), items(b), IndexKind::None, CpuDelta::of, |x, y| {
         x.self_samples == y.self_samples && x.total_samples == y.total_samples

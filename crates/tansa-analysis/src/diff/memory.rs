@@ -181,6 +181,15 @@ pub struct Options {
     pub top: Option<usize>,
 }
 
+impl Options {
+    /// Whether the options apply to heap recordings: the metric, and the thresholds (at most
+    /// one percentage and one amount).
+    pub fn check(&self) -> Result<(), DiffError> {
+        self.metric.check(true)?;
+        super::check_thresholds(&self.thresholds, true)
+    }
+}
+
 fn items(r: &MemoryReport) -> Vec<Item<HeapFigures>> {
     let interval = r.interval_ns.filter(|n| *n > 0);
     r.units
@@ -213,8 +222,7 @@ pub fn diff(
     (b_file, b): (&str, &MemoryReport),
     options: &Options,
 ) -> Result<HeapDiff, DiffError> {
-    options.metric.check(true)?;
-    super::check_thresholds(&options.thresholds, true)?;
+    options.check()?;
     let index_kind = match (a.by, a.interval_ns) {
         ("call", _) => IndexKind::Call,
         (_, Some(_)) => IndexKind::Interval,
