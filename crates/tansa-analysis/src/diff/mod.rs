@@ -305,6 +305,8 @@ fn pair<F: Clone + Default, D>(
     same: impl Fn(&F, &F) -> bool,
 ) -> Vec<UnitDiff<F, D>> {
     type Key = (String, Option<u64>, Option<u32>);
+    /// A side's unit: its name in the report and its figures.
+    type Found<F> = Option<(String, F)>;
     let keyed = |items: Vec<Item<F>>| -> Vec<(Key, String, F)> {
         let mut items = items;
         items.sort_by(|x, y| (&x.unit, x.index, x.order).cmp(&(&y.unit, y.index, y.order)));
@@ -323,7 +325,7 @@ fn pair<F: Clone + Default, D>(
     };
     let a = keyed(a);
     let b = keyed(b);
-    let mut rows: Vec<(Key, Option<(String, F)>, Option<(String, F)>)> = Vec::new();
+    let mut rows: Vec<(Key, Found<F>, Found<F>)> = Vec::new();
     let mut at: HashMap<Key, usize> = HashMap::new();
     for (key, name, f) in a {
         // A key met twice on one side (not produced by tansa's reports) keeps the first.
@@ -354,7 +356,7 @@ fn pair<F: Clone + Default, D>(
                 (None, _) => Status::Added,
                 (_, None) => Status::Removed,
             };
-            let other_name = |side: &Option<(String, F)>| {
+            let other_name = |side: &Found<F>| {
                 side.as_ref()
                     .map(|s| s.0.clone())
                     .filter(|n| *n != unit && index_kind == IndexKind::None)
@@ -475,7 +477,9 @@ mod tests {
         ];
         let mut rows = pair(a, b, IndexKind::None, |x, y| y - x, |x, y| x == y);
         sort_rows(&mut rows, |r| r.delta as f64);
-        let got: Vec<(String, Status, i64, i64, Option<String>, Option<String>)> = rows
+        /// Label, status, A, B, and the names in A's and B's reports.
+        type Row = (String, Status, i64, i64, Option<String>, Option<String>);
+        let got: Vec<Row> = rows
             .iter()
             .map(|r| {
                 (

@@ -327,7 +327,16 @@ mod tests {
         assert_eq!(parse_threshold("64KiB"), Ok(Threshold::Amount(65536)));
         assert_eq!(parse_threshold("1MiB"), Ok(Threshold::Amount(1 << 20)));
         assert_eq!(parse_threshold("1MB"), Ok(Threshold::Amount(1_000_000)));
-        for bad in ["", "%", "ten%", "-5%", "inf%", "NaN%", "big", "99999999999999999999999"] {
+        for bad in [
+            "",
+            "%",
+            "ten%",
+            "-5%",
+            "inf%",
+            "NaN%",
+            "big",
+            "99999999999999999999999",
+        ] {
             assert!(parse_threshold(bad).is_err(), "{bad}");
         }
     }
