@@ -29,7 +29,7 @@ Both recordings must be of the same kind (two heap recordings from `tansa record
 CPU recordings from `tansa sample`); each is reported on with the same options, then units
 are matched: by name (libraries, functions, lines, instructions), by name and index (--by
 call, --by interval), and by name and rank for threads and processes (the first `worker`
-thread of A with the first of B, in order of thread id), since ids change between runs. A
+thread of A with the first of B, by process and thread id), since ids change between runs. A
 unit found in one recording only is shown as new or gone, with zeros on the other side.
 Rows are sorted by the absolute change of the metric, growth first at equal size.
 
@@ -102,8 +102,9 @@ pub struct Args {
     #[arg(long, value_name = "PID[,PID]", value_parser = parse_pids)]
     pid: Option<(u32, u32)>,
 
-    /// Output format.
-    #[arg(long, value_enum, default_value = "table")]
+    /// Output format: table (aligned columns for people), json (schema tansa.diff.v1), csv
+    /// (one row per unit, then the totals).
+    #[arg(long, value_enum, default_value = "table", hide_possible_values = true)]
     format: FormatArg,
 
     /// Write the comparison to FILE instead of standard output.
