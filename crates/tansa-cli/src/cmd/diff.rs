@@ -291,7 +291,19 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
 /// Says on standard error which units crossed the gate (or that none did).
 fn tell_gate(g: &Gate) {
-    let thresholds = g.thresholds.join(" and ");
+    let bytes = Metric::from_name(g.metric).is_some_and(Metric::is_bytes);
+    let thresholds: Vec<String> = g
+        .thresholds
+        .iter()
+        .map(|t| {
+            if bytes && !t.ends_with('%') {
+                format!("{t} bytes")
+            } else {
+                t.clone()
+            }
+        })
+        .collect();
+    let thresholds = thresholds.join(" and ");
     if g.crossed.is_empty() {
         eprintln!(
             "tansa: no unit's {} grew by more than {thresholds}",
