@@ -5,5 +5,6 @@
 //! same events by the collector.
 
 pub mod cpu;
+pub mod diff;
 pub mod memory;
 pub mod profile;

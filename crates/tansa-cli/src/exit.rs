@@ -3,7 +3,7 @@
 //! | status | meaning |
 //! |---|---|
 //! | 0 | success |
-//! | 1 | error, nothing produced (a file that cannot be read, of the wrong kind, a command that cannot run) |
+//! | 1 | error, nothing produced (a file that cannot be read, of the wrong kind, a command that cannot run); for `tansa diff --fail-if-growth`, a unit grew past the threshold (the comparison is produced) |
 //! | 2 | command-line misuse (clap's usage errors, option values that do not apply) |
 //! | 3 | damaged or truncated input: a partial report was produced, with warnings on standard error |
 //!
@@ -21,6 +21,8 @@ use tansa_format::FormatError;
 pub const SUCCESS: u8 = 0;
 /// An error: nothing was produced.
 pub const ERROR: u8 = 1;
+/// `tansa diff --fail-if-growth`: a unit grew past the threshold.
+pub const GROWTH: u8 = 1;
 /// Command-line misuse.
 pub const USAGE: u8 = 2;
 /// Damaged or truncated input: a partial report was produced.
@@ -116,8 +118,13 @@ pub fn cannot_open(path: &Path, err: std::io::Error) -> anyhow::Error {
 /// command that produced its output: [`DAMAGED`] when the input was damaged, else
 /// [`SUCCESS`].
 pub fn finish(path: &Path, damaged: bool, warnings: &[String]) -> ExitCode {
+    print_warnings(path, warnings);
+    ExitCode::from(if damaged { DAMAGED } else { SUCCESS })
+}
+
+/// Prints the warnings about `path` on standard error.
+pub fn print_warnings(path: &Path, warnings: &[String]) {
     for w in warnings {
         eprintln!("tansa: warning: {}: {w}", path.display());
     }
-    ExitCode::from(if damaged { DAMAGED } else { SUCCESS })
 }

@@ -27,6 +27,9 @@ enum Command {
     /// Report on a recording: memory per library, function, thread, call or interval; CPU
     /// time per process, space, library, function, line or instruction.
     Report(cmd::report::Args),
+    /// Compare two heap recordings or two CPU recordings per unit; with --fail-if-growth, a
+    /// CI gate for memory regressions.
+    Diff(cmd::diff::Args),
     /// Print a recording's raw contents (sessions, modules, stacks, events).
     Dump(cmd::dump::Args),
     /// The leaking allocation sites of a heap recording and, for `record --leak-cause`,
@@ -53,6 +56,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Record(args) => cmd::record::run(args),
         Command::Report(args) => cmd::report::run(args),
+        Command::Diff(args) => cmd::diff::run(args),
         Command::Dump(args) => cmd::dump::run(args),
         Command::Leaks(args) => cmd::leaks::run(args),
         Command::Retrace(args) => cmd::retrace::run(*args),

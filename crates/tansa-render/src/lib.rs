@@ -2,13 +2,15 @@
 //! touches the analysis.
 //!
 //! One module per report: [`memory`] (heap reports), [`leaks`] (leaking sites and their
-//! causes), [`cpu`] (CPU reports and annotated
-//! listings), [`retrace`] (rebuilt instruction traces), [`leaktest`] (leak-test sessions).
+//! causes), [`cpu`] (CPU reports and annotated listings), [`diff`] (two heap or two CPU
+//! reports compared), [`retrace`] (rebuilt instruction traces), [`leaktest`] (leak-test
+//! sessions).
 //! Every text view starts with the same kind of header (a title line, context lines, a
 //! blank line) and prints its rows through one table printer (aligned columns, the last one
 //! unpadded); JSON goes through [`json`], CSV through the `csv` crate.
 
 pub mod cpu;
+pub mod diff;
 mod header;
 pub mod leaks;
 pub mod leaktest;

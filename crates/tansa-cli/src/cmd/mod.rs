@@ -3,6 +3,7 @@
 //! is `tansa report` on a CPU recording.
 
 pub mod annotate;
+pub mod diff;
 pub mod dump;
 pub mod export;
 pub mod flamegraph;

@@ -2,11 +2,12 @@
 
 use std::fs::File;
 use std::io::BufReader;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
 use tansa_analysis::memory::recording::{MemoryRecording, RecordingError};
+use tansa_analysis::memory::{Config, MemoryReport};
 
 use super::options::{self, ChargeArg, FormatArg, FreeToArg, ReportBy};
 use super::report_cpu;
@@ -101,44 +102,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         args.free_to.unwrap_or(FreeToArg::Owner),
         args.interval.unwrap_or(Duration::from_millis(100)),
     );
-    let recording = MemoryRecording::open(BufReader::with_capacity(1 << 20, file));
-    let mut recording = match recording {
-        Ok(r) => r,
-        Err(RecordingError::WrongKind { found }) => {
-            anyhow::bail!(
-                "{}: a {found}; `tansa report` reads memory and CPU recordings",
-                args.file.display()
-            )
-        }
-        Err(RecordingError::Format(e)) => return Err(exit::unreadable(&args.file, &e)),
-        Err(e) => anyhow::bail!("{}: {e}", args.file.display()),
-    };
-    if let Some(pid) = args.pid
-        && !recording.sessions.iter().any(|s| s.pid == pid)
-    {
-        return Err(exit::no_such_process(
-            pid,
-            &args.file,
-            recording.sessions.iter().map(|s| s.pid),
-        ));
-    }
-    // Decompress event chunks on a second thread while this one aggregates.
-    if let Ok(second) = File::open(&args.file) {
-        // Unbuffered: it reads chunks at scattered offsets, each with exactly the reads it
-        // needs (a buffer would refill itself in full at every seek).
-        recording.prefetch_from(second);
-    }
     let config = options::memory_config(by, charge, free_to, interval, args.pid);
-    let progress = options::spinner("reading events");
-    let report = recording.report(config, |n| {
-        if let Some(p) = &progress {
-            p.set_message(format!("{} million events", n >> 20));
-            p.tick();
-        }
-    });
-    if let Some(p) = progress {
-        p.finish_and_clear();
-    }
+    let (report, damaged) = memory_report(&args.file, file, config, "tansa report")?;
     let mut out = crate::output::open(args.output.as_deref())?;
     write_memory_report(
         &report,
@@ -151,11 +116,56 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     out.flush()?;
     // Warnings go to standard error too (they start with the recording's problems); a
     // partial report says so to scripts with its exit status.
-    Ok(exit::finish(
-        &args.file,
-        recording.is_damaged(),
-        &report.warnings,
-    ))
+    Ok(exit::finish(&args.file, damaged, &report.warnings))
+}
+
+/// Reads the heap recording `file` (at `path`) and reports on it with `config`, with a
+/// spinner on a terminal; also says whether the recording was damaged (the report then
+/// covers what came before the damage). `command` names the command in messages.
+pub fn memory_report(
+    path: &Path,
+    file: File,
+    config: Config,
+    command: &str,
+) -> anyhow::Result<(MemoryReport, bool)> {
+    let recording = MemoryRecording::open(BufReader::with_capacity(1 << 20, file));
+    let mut recording = match recording {
+        Ok(r) => r,
+        Err(RecordingError::WrongKind { found }) => {
+            anyhow::bail!(
+                "{}: a {found}; `{command}` reads memory and CPU recordings",
+                path.display()
+            )
+        }
+        Err(RecordingError::Format(e)) => return Err(exit::unreadable(path, &e)),
+        Err(e) => anyhow::bail!("{}: {e}", path.display()),
+    };
+    if let Some(pid) = config.pid
+        && !recording.sessions.iter().any(|s| s.pid == pid)
+    {
+        return Err(exit::no_such_process(
+            pid,
+            path,
+            recording.sessions.iter().map(|s| s.pid),
+        ));
+    }
+    // Decompress event chunks on a second thread while this one aggregates.
+    if let Ok(second) = File::open(path) {
+        // Unbuffered: it reads chunks at scattered offsets, each with exactly the reads it
+        // needs (a buffer would refill itself in full at every seek).
+        recording.prefetch_from(second);
+    }
+    let progress = options::spinner("reading events");
+    let report = recording.report(config, |n| {
+        if let Some(p) = &progress {
+            p.set_message(format!("{} million events", n >> 20));
+            p.tick();
+        }
+    });
+    if let Some(p) = progress {
+        p.finish_and_clear();
+    }
+    Ok((report, recording.is_damaged()))
 }
 
 /// Writes a memory report (`tansa report`, `tansa record --online`) in `format`. CSV has

@@ -57,26 +57,34 @@ pub struct ReportArgs<'a> {
 /// Reports on a CPU recording.
 pub fn run(args: ReportArgs<'_>) -> anyhow::Result<ExitCode> {
     let by = ReportBy::cpu(args.by, args.file)?;
-    let rec = read(args.file, args.input)?;
-    if let Some(pid) = args.pid
-        && !rec.processes.iter().any(|p| p.pid == pid)
-    {
-        return Err(crate::exit::no_such_process(
-            pid,
-            args.file,
-            rec.processes.iter().map(|p| p.pid),
-        ));
-    }
-    let report = cpu::report(&rec, cpu::Options { by, pid: args.pid });
+    let (report, damaged) = cpu_report(args.file, args.input, by, args.pid)?;
     let mut out = crate::output::open(args.output)?;
     tansa_render::cpu::write(&report, args.format.into(), &mut out)?;
     out.flush()?;
     // The report's warnings start with the recording's.
-    Ok(crate::exit::finish(
-        args.file,
-        rec.damaged,
-        &report.warnings,
-    ))
+    Ok(crate::exit::finish(args.file, damaged, &report.warnings))
+}
+
+/// Reads the CPU recording `file` (at `path`) and reports on it by `by` (one process with
+/// `pid`); also says whether the recording was damaged (the report then covers what came
+/// before the damage).
+pub fn cpu_report(
+    path: &Path,
+    file: File,
+    by: cpu::By,
+    pid: Option<u32>,
+) -> anyhow::Result<(cpu::CpuReport, bool)> {
+    let rec = read(path, file)?;
+    if let Some(pid) = pid
+        && !rec.processes.iter().any(|p| p.pid == pid)
+    {
+        return Err(crate::exit::no_such_process(
+            pid,
+            path,
+            rec.processes.iter().map(|p| p.pid),
+        ));
+    }
+    Ok((cpu::report(&rec, cpu::Options { by, pid }), rec.damaged))
 }
 
 /// Success, or [`crate::exit::DAMAGED`] when the recording is truncated or damaged (the
