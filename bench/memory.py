@@ -3,6 +3,8 @@
 
     python3 bench/memory.py [--runs N] [--iterations N] [--skip-build] [--no-sqlite]
 
+Variants also include sampled mode (`tansa record --sample-rate 512KiB`).
+
 Workloads:
   (a) storm:  bench/storm.c, 2 threads x N iterations of malloc/free + ring replacement at
               call depth ~20 (4 events per iteration).
@@ -102,6 +104,10 @@ def main():
             "tansa": lambda: run([wrapper, tansa, "record", "-o", rec, "--", wrapper] + cmd, stdin),
             "tansa --no-free-stacks": lambda: run(
                 [wrapper, tansa, "record", "--no-free-stacks", "-o", rec + ".nf", "--", wrapper] + cmd, stdin),
+            # Sampled heap mode (issue 13 §2), at the rate tcmalloc and Go use by default.
+            "tansa --sample-rate 512KiB": lambda: run(
+                [wrapper, tansa, "record", "--sample-rate", "512KiB", "-o", rec + ".sampled", "--",
+                 wrapper] + cmd, stdin),
         }
         if heaptrack:
             # heaptrack does not follow child processes: it must run the target itself.

@@ -236,6 +236,13 @@ pub fn table_with(r: &MemoryReport, opts: &TableOptions, out: &mut dyn Write) ->
         r.events,
         duration(r.duration_ns)
     ));
+    if let Some(rate) = r.sample_rate_bytes {
+        h.line(format!(
+            "sampled: figures are estimates from allocations sampled every {} on average \
+             (relative error about sqrt({rate} / bytes) for a figure of that many bytes)",
+            crate::bytes(rate as i64)
+        ));
+    }
     processes(r, opts, &mut h);
     h.write(out)?;
     let mut headers: Vec<(&str, Align)> = vec![("unit", Align::Left)];

@@ -82,6 +82,7 @@ fn heap(
         units,
         improper: vec![],
         inherited_frees: 0,
+        sample_rate_bytes: None,
         events: 1200,
         duration_ns: 12_500_000,
         unrecorded: vec![],

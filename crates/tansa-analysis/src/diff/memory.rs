@@ -356,6 +356,7 @@ mod tests {
             units,
             improper: vec![],
             inherited_frees: 0,
+            sample_rate_bytes: None,
             events: 10,
             duration_ns: 1000,
             unrecorded: vec![],

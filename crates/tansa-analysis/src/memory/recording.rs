@@ -468,6 +468,9 @@ impl<R: Read + Seek> MemoryRecording<R> {
             .iter()
             .map(|&config| {
                 let mut agg = Aggregator::new(config, self.calibration.clone());
+                if let Some(rate) = self.sample_rate() {
+                    agg.set_sample_rate(rate);
+                }
                 for s in &self.sessions {
                     agg.add_session(s);
                 }
@@ -510,6 +513,18 @@ impl<R: Read + Seek> MemoryRecording<R> {
             })
             .collect();
         (reports, stack_figures)
+    }
+
+    /// The mean bytes between samples of a sampled recording (`tansa record
+    /// --sample-rate`), `None` when every allocation was recorded.
+    pub fn sample_rate(&self) -> Option<u64> {
+        self.meta
+            .as_ref()?
+            .options
+            .iter()
+            .find(|(k, _)| k == super::SAMPLE_RATE_OPTION)
+            .and_then(|(_, v)| v.parse().ok())
+            .filter(|&r| r > 0)
     }
 
     /// The time from the first session's start to the last session's end, in nanoseconds,

@@ -266,6 +266,10 @@ pub struct MemoryReport {
     pub duration_ns: u64,
     /// Processes of the tree that ran without being recorded.
     pub unrecorded: Vec<UnrecordedReport>,
+    /// A sampled recording (`tansa record --sample-rate`): the mean bytes between samples.
+    /// Every figure is then an estimate (see docs/json/memory-report.v1.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sample_rate_bytes: Option<u64>,
     /// Things the reader should know (truncated recording, lost events, ...).
     pub warnings: Vec<String>,
 }

@@ -73,6 +73,17 @@ pub fn from_figures(reg: &Registry, data: &StackProfileData, report: &MemoryRepo
             })
             .collect();
         p.duration_ns = report.duration_ns;
+        // A sampled recording: one sample per `rate` bytes on average, as Go heap profiles
+        // give their sampling rate (the values are already scaled to estimates).
+        p.period = report.sample_rate_bytes.map(|rate| {
+            (
+                ValueType {
+                    name: "space",
+                    unit: "bytes",
+                },
+                i64::try_from(rate).unwrap_or(i64::MAX),
+            )
+        });
         p.peak_ns = Some(data.peak_ns);
         p.comments = comments(report);
     }
@@ -140,6 +151,12 @@ fn clamp(v: u64) -> i64 {
 /// What a reader of an export must know: losses and damage.
 fn comments(report: &MemoryReport) -> Vec<String> {
     let mut c = Vec::new();
+    if let Some(rate) = report.sample_rate_bytes {
+        c.push(format!(
+            "sampled recording: every figure is an estimate from allocations sampled every \
+             {rate} bytes on average"
+        ));
+    }
     let lost: u64 = report.processes.iter().map(|p| p.lost_events).sum();
     if lost > 0 {
         c.push(format!(

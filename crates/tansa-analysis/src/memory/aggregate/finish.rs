@@ -212,6 +212,7 @@ impl Aggregator {
                 .collect(),
             improper,
             inherited_frees: self.inherited_frees,
+            sample_rate_bytes: (self.sample_rate != 0).then_some(self.sample_rate),
             events: self.events,
             duration_ns: last_ns.saturating_sub(t0),
             warnings,

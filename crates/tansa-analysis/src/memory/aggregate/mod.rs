@@ -114,16 +114,18 @@ enum Call {
 }
 
 impl Call {
+    /// Counts `n` calls (more than one for a sampled block, which stands for several).
     #[inline]
-    fn bump(self, c: &mut Calls) {
-        match self {
-            Call::None => {}
-            Call::Malloc => c.malloc += 1,
-            Call::Calloc => c.calloc += 1,
-            Call::Memalign => c.memalign += 1,
-            Call::Realloc => c.realloc += 1,
-            Call::Free => c.free += 1,
-        }
+    fn bump(self, c: &mut Calls, n: u64) {
+        let field = match self {
+            Call::None => return,
+            Call::Malloc => &mut c.malloc,
+            Call::Calloc => &mut c.calloc,
+            Call::Memalign => &mut c.memalign,
+            Call::Realloc => &mut c.realloc,
+            Call::Free => &mut c.free,
+        };
+        *field = field.saturating_add(n);
     }
 }
 
@@ -179,6 +181,8 @@ struct Block {
     set: UnitSetId,
     /// The allocation's stack.
     stack: StackId,
+    /// How many blocks it stands for (1; more for a sampled block).
+    weight: u32,
     ts: u64,
 }
 
@@ -287,6 +291,8 @@ pub struct Aggregator {
     unrecorded: Vec<Unrecorded>,
     /// Per-stack figures, when asked for ([`Aggregator::track_stacks`]).
     stacks: Option<Box<StackTally>>,
+    /// Mean bytes between samples of a sampled recording (0: every allocation recorded).
+    sample_rate: u64,
 }
 
 /// Per-stack figures of a whole run (see [`Aggregator::track_stacks`]).
@@ -349,6 +355,7 @@ impl Aggregator {
             anomalies: 0,
             unrecorded: Vec::new(),
             stacks: None,
+            sample_rate: 0,
         };
         // Set 0 is the empty set (events not charged: sessions outside `--pid`).
         a.intern_set(Vec::new());
@@ -358,6 +365,35 @@ impl Aggregator {
     /// The configuration.
     pub fn config(&self) -> &Config {
         &self.config
+    }
+
+    /// Reads the events of a sampled recording (`tansa record --sample-rate`): allocations
+    /// were sampled every `rate` bytes on average (a Poisson process over bytes), and only
+    /// the releases of sampled blocks were recorded. Each sampled block of `s` bytes is
+    /// counted as `1 / (1 - exp(-s / rate))` blocks and that many times `s` bytes, the
+    /// inverse of its chance to be sampled, so every figure is an unbiased estimate; the
+    /// releases of blocks never seen allocated are expected and ignored.
+    pub fn set_sample_rate(&mut self, rate: u64) {
+        self.sample_rate = rate;
+    }
+
+    /// What a sampled block of `size` bytes stands for: (bytes, blocks). Blocks are rounded
+    /// up or down at random (seeded by the event) so that their sum stays unbiased.
+    fn scaled(&self, size: u64, seed: u64) -> (u64, u32) {
+        if self.sample_rate == 0 || size == 0 {
+            return (size, 1);
+        }
+        let p = -(-(size as f64) / self.sample_rate as f64).exp_m1();
+        if p <= 0.0 {
+            return (size, 1);
+        }
+        let blocks = 1.0 / p;
+        let bytes = (size as f64 * blocks).round().min(i64::MAX as f64 / 4.0) as u64;
+        let whole = blocks.floor();
+        let frac = blocks - whole;
+        let draw = (seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 11) as f64 / (1u64 << 53) as f64;
+        let n = whole + if draw < frac { 1.0 } else { 0.0 };
+        (bytes, n.clamp(1.0, u32::MAX as f64) as u32)
     }
 
     /// Also keeps figures per allocation stack (allocated, live at the end, live at the
@@ -663,7 +699,7 @@ impl Aggregator {
 
     /// Charges `delta` bytes (none when 0) and one `call` to every unit of `set`.
     #[inline]
-    fn apply(&mut self, set: UnitSetId, delta: i64, call: Call, ts_ns: u64) {
+    fn apply(&mut self, set: UnitSetId, delta: i64, (call, n): (Call, u64), ts_ns: u64) {
         let (start, len) = self.set_spans[set.0 as usize];
         for k in start as usize..(start + len) as usize {
             let b = self.set_members[k];
@@ -692,7 +728,7 @@ impl Aggregator {
                 }
             }
             row.cumulative = net;
-            call.bump(&mut row.stats.calls);
+            call.bump(&mut row.stats.calls, n);
         }
     }
 
@@ -761,17 +797,18 @@ impl Aggregator {
             return Some(block.set);
         }
         if let Some(t) = self.stacks.as_deref_mut() {
-            t.release(e.session, block.stack, block.size);
+            t.release(e.session, block.stack, block.size, block.weight);
         }
         let set = match self.config.free_to {
             FreeTo::Owner => block.set,
             FreeTo::Caller => self.caller_set(reg, e, stack, ts_ns),
         };
         let delta = -size_delta(block.size);
-        self.apply(set, delta, call, ts_ns);
+        let n = u64::from(block.weight);
+        self.apply(set, delta, (call, n), ts_ns);
         self.totals.add(delta);
         self.totals.freed_bytes = self.totals.freed_bytes.saturating_add(block.size);
-        call.bump(&mut self.totals.calls);
+        call.bump(&mut self.totals.calls, n);
         Some(set)
     }
 
@@ -788,19 +825,22 @@ impl Aggregator {
         charge: bool,
         call: Call,
     ) {
+        let (size, weight) = self.scaled(size, ptr ^ e.ts.rotate_left(32));
         if charge {
             if let Some(t) = self.stacks.as_deref_mut() {
-                t.allocate(e.session, stack, size, e.ts);
+                t.allocate(e.session, stack, size, weight, e.ts);
             }
-            self.apply(set, size_delta(size), call, ts_ns);
+            let n = u64::from(weight);
+            self.apply(set, size_delta(size), (call, n), ts_ns);
             self.totals.add(size_delta(size));
             self.totals.allocated_bytes = self.totals.allocated_bytes.saturating_add(size);
-            call.bump(&mut self.totals.calls);
+            call.bump(&mut self.totals.calls, n);
         }
         let block = Block {
             size,
             set,
             stack,
+            weight,
             ts: e.ts,
         };
         if let Some(old) = self.live.insert((e.session, ptr), block) {
@@ -809,10 +849,10 @@ impl Aggregator {
             self.anomalies += 1;
             if charge {
                 if let Some(t) = self.stacks.as_deref_mut() {
-                    t.release(e.session, old.stack, old.size);
+                    t.release(e.session, old.stack, old.size, old.weight);
                 }
                 let delta = -size_delta(old.size);
-                self.apply(old.set, delta, Call::None, ts_ns);
+                self.apply(old.set, delta, (Call::None, 0), ts_ns);
                 self.totals.add(delta);
             }
         }
@@ -871,7 +911,8 @@ impl Aggregator {
                 } else {
                     None
                 };
-                if !included || released.is_some() {
+                if !included || released.is_some() || self.sample_rate != 0 {
+                    // (Sampled: the releases of blocks that were not sampled are expected.)
                     return;
                 }
                 // Not a live block: counted where it was called from.
@@ -883,7 +924,7 @@ impl Aggregator {
                     }
                 }
                 let set = self.caller_set(reg, e, stack, ts_ns);
-                self.apply(set, 0, Call::Free, ts_ns);
+                self.apply(set, 0, (Call::Free, 1), ts_ns);
                 self.totals.calls.free += 1;
             }
             &EventKind::ReallocRelease { old, new, stack } => {
@@ -892,6 +933,7 @@ impl Aggregator {
                         .release(reg, e, old, stack, ts_ns, included, Call::None)
                         .is_none()
                     && included
+                    && self.sample_rate == 0
                 {
                     if self.is_inherited(e.session, old) {
                         self.inherited_frees += 1;
@@ -901,7 +943,7 @@ impl Aggregator {
                 }
                 if new == 0 && included {
                     let set = self.caller_set(reg, e, stack, ts_ns);
-                    self.apply(set, 0, Call::Realloc, ts_ns);
+                    self.apply(set, 0, (Call::Realloc, 1), ts_ns);
                     self.totals.calls.realloc += 1;
                 }
             }

@@ -87,12 +87,21 @@ impl StackTally {
         e
     }
 
-    /// A block of `size` bytes allocated at `stack`, at `ticks`.
-    pub(super) fn allocate(&mut self, session: SessionId, stack: StackId, size: u64, ticks: u64) {
+    /// A block of `size` bytes, standing for `weight` blocks (1 unless sampled), allocated
+    /// at `stack`, at `ticks`.
+    pub(super) fn allocate(
+        &mut self,
+        session: SessionId,
+        stack: StackId,
+        size: u64,
+        weight: u32,
+        ticks: u64,
+    ) {
         let e = self.entry(session, stack);
-        e.alloc_objects += 1;
+        let n = u64::from(weight);
+        e.alloc_objects = e.alloc_objects.saturating_add(n);
         e.alloc_bytes = e.alloc_bytes.saturating_add(size);
-        e.live_objects += 1;
+        e.live_objects = e.live_objects.saturating_add(n);
         e.live_bytes = e.live_bytes.saturating_add(size);
         self.live_total = self.live_total.saturating_add(super::size_delta(size));
         if self.live_total > self.peak_bytes {
@@ -102,10 +111,10 @@ impl StackTally {
         }
     }
 
-    /// A block of `size` bytes allocated at `stack` is gone.
-    pub(super) fn release(&mut self, session: SessionId, stack: StackId, size: u64) {
+    /// A block of `size` bytes (standing for `weight` blocks) allocated at `stack` is gone.
+    pub(super) fn release(&mut self, session: SessionId, stack: StackId, size: u64, weight: u32) {
         let e = self.entry(session, stack);
-        e.live_objects = e.live_objects.saturating_sub(1);
+        e.live_objects = e.live_objects.saturating_sub(u64::from(weight));
         e.live_bytes = e.live_bytes.saturating_sub(size);
         self.live_total = self.live_total.saturating_sub(super::size_delta(size));
     }
@@ -156,19 +165,19 @@ mod tests {
     fn peak_values_are_those_at_the_first_highest_total() {
         let s = SessionId(1);
         let mut t = StackTally::default();
-        t.allocate(s, StackId(1), 100, 1);
-        t.allocate(s, StackId(2), 50, 2);
+        t.allocate(s, StackId(1), 100, 1, 1);
+        t.allocate(s, StackId(2), 50, 1, 2);
         // Peak: 150 (100 at 1, 50 at 2).
-        t.release(s, StackId(1), 100);
-        t.allocate(s, StackId(3), 120, 3);
+        t.release(s, StackId(1), 100, 1);
+        t.allocate(s, StackId(3), 120, 1, 3);
         // 170: a new peak (0 at 1, 50 at 2, 120 at 3).
-        t.release(s, StackId(3), 120);
-        t.allocate(s, StackId(1), 160, 4);
+        t.release(s, StackId(3), 120, 1);
+        t.allocate(s, StackId(1), 160, 1, 4);
         // 210: a new peak (160, 50, 0).
-        t.release(s, StackId(2), 50);
-        t.allocate(s, StackId(3), 50, 5);
+        t.release(s, StackId(2), 50, 1);
+        t.allocate(s, StackId(3), 50, 1, 5);
         // 210 again: not a new peak; values stay (160, 50, 0).
-        t.release(s, StackId(1), 160);
+        t.release(s, StackId(1), 160, 1);
         assert_eq!(
             figures(t),
             vec![(1, 260, 0, 160), (2, 50, 0, 50), (3, 170, 50, 0)]
@@ -179,9 +188,9 @@ mod tests {
     fn a_stack_untouched_since_the_peak_keeps_its_live_value() {
         let s = SessionId(1);
         let mut t = StackTally::default();
-        t.allocate(s, StackId(1), 10, 1);
-        t.allocate(s, StackId(2), 20, 2);
-        t.release(s, StackId(2), 20);
+        t.allocate(s, StackId(1), 10, 1, 1);
+        t.allocate(s, StackId(2), 20, 1, 2);
+        t.release(s, StackId(2), 20, 1);
         let (f, peak) = t.finish();
         assert_eq!(peak, 30);
         assert_eq!((f[0].peak_bytes, f[0].peak_objects), (10, 1));
