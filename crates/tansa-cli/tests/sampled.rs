@@ -130,6 +130,13 @@ fn sampled_estimates_fall_within_the_documented_bound() {
         .map(|l| l.rsplit_once(' ').unwrap().1.parse::<i64>().unwrap())
         .sum();
     assert_eq!(sum, est["totals"]["allocated_bytes"].as_i64().unwrap());
+    // So does the HTML page (its data; the page shows it in its summary).
+    let page = run_tansa(&["html", sampled.to_str().unwrap(), "-o", "-"]);
+    assert!(page.status.success(), "{}", stderr(&page));
+    assert!(
+        String::from_utf8_lossy(&page.stdout).contains("\"sample_rate_bytes\":16384"),
+        "the page's data carries the rate"
+    );
 }
 
 #[test]

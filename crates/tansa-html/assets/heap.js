@@ -20,7 +20,9 @@ T.run(function () {
     ["Allocated", T.int(D.totals[3]) + " B"],
     ["Freed", T.int(D.totals[4]) + " B"],
     ["Charge", D.charge + ", releases to " + D.free_to]
-  ]);
+  ].concat(D.sample_rate_bytes ? [["Sampled",
+    "every figure is an estimate from allocations sampled every " +
+    T.bytes(D.sample_rate_bytes) + " on average"]] : []));
   T.warnings(D.warnings);
 
   // ---- The heap over time per library (stacked), total and peak marked.

@@ -118,6 +118,7 @@ struct HeapData<'a> {
     processes: &'a [ProcessReport],
     unrecorded: &'a [UnrecordedReport],
     inherited_frees: u64,
+    sample_rate_bytes: Option<u64>,
     warnings: &'a [String],
     flame_graphs: &'a [FlameGraph],
 }
@@ -363,6 +364,7 @@ pub fn heap(
         processes: &lib.processes,
         unrecorded: &lib.unrecorded,
         inherited_frees: lib.inherited_frees,
+        sample_rate_bytes: lib.sample_rate_bytes,
         warnings: &lib.warnings,
         flame_graphs,
     };
