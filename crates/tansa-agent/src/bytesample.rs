@@ -89,6 +89,9 @@ pub fn release_recorded(ptr: u64) -> bool {
     if rate() == 0 || ptr == 0 {
         return true;
     }
+    if !LIVE.may_contain(ptr) {
+        return false;
+    }
     let st = current();
     if st.busy.get() != 0 {
         return true;

@@ -7,6 +7,7 @@
 //! in its own mapping under its own spin lock.
 
 use core::cell::UnsafeCell;
+use core::sync::atomic::{AtomicU16, Ordering};
 
 use crate::spin::SpinLock;
 use crate::sys;
@@ -56,6 +57,22 @@ pub static LIVE: LiveTable = LiveTable {
 #[inline]
 fn mix(p: u64) -> u64 {
     (p >> 4).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+}
+
+/// log2 of the number of counters of the membership filter.
+const FILTER_BITS: u32 = 18;
+
+/// A counting filter in front of the table: per hash slot, how many live blocks hash there
+/// (saturating: a counter that reached `u16::MAX` stays there). A zero counter proves an
+/// address is not in the table without taking a lock, which is what sampled mode needs on
+/// every `free` (most blocks are not sampled). It lives in `.bss` (512 KiB, pages touched as
+/// used). A block is counted before its address is handed to the program and uncounted after
+/// it left the table, so a release always sees its own block counted.
+static FILTER: [AtomicU16; 1 << FILTER_BITS] = [const { AtomicU16::new(0) }; 1 << FILTER_BITS];
+
+#[inline]
+fn filter_slot(p: u64) -> &'static AtomicU16 {
+    &FILTER[((mix(p) >> 20) & ((1 << FILTER_BITS) - 1)) as usize]
 }
 
 impl Inner {
@@ -145,6 +162,9 @@ impl LiveTable {
                 *inner.keys.add(i) = p;
             }
             inner.used += 1;
+            let _ = filter_slot(p).fetch_update(Ordering::Release, Ordering::Relaxed, |c| {
+                (c != u16::MAX).then_some(c + 1)
+            });
         }
         s.lock.unlock();
     }
@@ -165,11 +185,20 @@ impl LiveTable {
                 unsafe { *inner.keys.add(i) = TOMB };
                 inner.used -= 1;
                 inner.tombs += 1;
+                let _ = filter_slot(p).fetch_update(Ordering::Release, Ordering::Relaxed, |c| {
+                    (c != u16::MAX && c != 0).then(|| c - 1)
+                });
             }
             found
         };
         s.lock.unlock();
         found
+    }
+
+    /// False when `p` is certainly not in the table (no lock taken); true when it may be.
+    #[inline]
+    pub fn may_contain(&self, p: u64) -> bool {
+        p > TOMB && filter_slot(p).load(Ordering::Acquire) != 0
     }
 
     /// Whether a block is live.

@@ -145,13 +145,23 @@ fn sample_rate_is_checked_where_it_is_given() {
     let exe = exe.to_str().unwrap();
     for (args, what) in [
         (vec!["record", "--sample-rate", "0", "--", exe], "zero"),
-        (vec!["record", "--sample-rate", "lots", "--", exe], "not a size"),
+        (
+            vec!["record", "--sample-rate", "lots", "--", exe],
+            "not a size",
+        ),
         (
             vec!["record", "--sample-rate", "512KiB", "--online", "--", exe],
             "with --online",
         ),
         (
-            vec!["record", "--sample-rate", "512KiB", "--leak-cause", "--", exe],
+            vec![
+                "record",
+                "--sample-rate",
+                "512KiB",
+                "--leak-cause",
+                "--",
+                exe,
+            ],
             "with --leak-cause",
         ),
     ] {
