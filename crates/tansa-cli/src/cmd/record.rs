@@ -295,7 +295,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
 fn run_online(args: &Args, config: &CollectConfig) -> anyhow::Result<ExitCode> {
     let analysis = options::memory_config(args.by, args.charge, args.free_to, args.interval, None);
-    let (outcome, report) = tansa_collect::online::record_online(config, analysis)?;
+    let (outcome, report) = tansa_collect::online::record_online(config, analysis, None)?;
     let mut out: Box<dyn std::io::Write> = match &args.output {
         Some(p) => crate::output::open(Some(p))?,
         None => Box::new(std::io::stderr().lock()),
