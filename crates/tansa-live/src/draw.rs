@@ -12,8 +12,8 @@ use tansa_analysis::memory::report::MemoryReport;
 use crate::state::{SortKey, View, total_calls};
 
 /// The help line.
-pub const HELP: &str = "q close view (the program keeps running)  n/m/a/c sort by net/max/\
-allocated/calls  u unit  r redraw  Ctrl-C interrupt the program";
+pub const HELP: &str = "q close view (the program goes on)  n/m/a/c sort by net/max/alloc/calls  \
+u unit  r redraw  ^C interrupt";
 
 fn bytes(b: i64) -> String {
     tansa_render::bytes(b)
@@ -26,10 +26,12 @@ fn seconds(ms: u64) -> String {
 /// Draws `view` over the whole frame.
 pub fn draw(frame: &mut Frame<'_>, view: &View) {
     let note = view.last_note().is_some();
+    // The sparkline gets a quarter of a tall screen.
+    let heap_rows = (frame.area().height / 4).clamp(6, 14);
     let [header, table, heap, notes, help] = Layout::vertical([
         Constraint::Length(2),
         Constraint::Min(4),
-        Constraint::Length(6),
+        Constraint::Length(heap_rows),
         Constraint::Length(u16::from(note)),
         Constraint::Length(1),
     ])

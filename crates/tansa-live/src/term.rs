@@ -100,6 +100,14 @@ fn keep_interrupt() -> io::Result<()> {
     Ok(())
 }
 
+/// Clears the screen and has the next drawing paint every cell. (`Terminal::clear` would
+/// ask the terminal where its cursor is and fail on one that does not answer; a
+/// full-screen view has no cursor position to keep.)
+fn repaint<B: ratatui::backend::Backend>(term: &mut Terminal<B>) -> Result<(), B::Error> {
+    let size = term.size()?;
+    term.resize(ratatui::layout::Rect::new(0, 0, size.width, size.height))
+}
+
 /// Shows the live view of the recording of `command` on standard error until `done` is set
 /// (the recording is over) or the user closes it; takes snapshots and notes from `slot`.
 /// The terminal is given back on every way out.
@@ -111,7 +119,7 @@ pub fn run(command: String, slot: &LiveSlot, done: &AtomicBool) -> io::Result<En
     let _taken = Taken::take()?;
     let backend = CrosstermBackend::new(BufWriter::new(io::stderr()));
     let mut term: Terminal<CrosstermBackend<BufWriter<Stderr>>> = Terminal::new(backend)?;
-    term.clear()?;
+    repaint(&mut term)?;
     let mut view = View::new(command);
     let mut dirty = true;
     loop {
@@ -129,6 +137,11 @@ pub fn run(command: String, slot: &LiveSlot, done: &AtomicBool) -> io::Result<En
         if dirty {
             term.draw(|f| draw(f, &view))?;
             dirty = false;
+            // Test only: a view that fails, to check that the terminal is given back and
+            // the recording goes on.
+            if std::env::var_os("TANSA_TEST_LIVE_PANIC").is_some() && view.snapshot().is_some() {
+                panic!("TANSA_TEST_LIVE_PANIC is set: the live view panics");
+            }
         }
         if !event::poll(Duration::from_millis(100))? {
             continue;
@@ -152,7 +165,7 @@ pub fn run(command: String, slot: &LiveSlot, done: &AtomicBool) -> io::Result<En
                     Action::None => {}
                     Action::Draw => dirty = true,
                     Action::Redraw => {
-                        term.clear()?;
+                        repaint(&mut term)?;
                         dirty = true;
                     }
                     Action::Quit => return Ok(Ended::Closed),

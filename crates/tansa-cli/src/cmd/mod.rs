@@ -6,6 +6,7 @@ pub mod annotate;
 pub mod dump;
 pub mod leaks;
 pub mod leaktest;
+pub mod live;
 pub mod options;
 pub mod record;
 pub mod report;
