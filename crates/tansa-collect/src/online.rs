@@ -2,17 +2,27 @@
 //! memory aggregator of `tansa-analysis`, ordered by the collector's watermark, and no event
 //! log is written (seed 000, embodiment 2). Addresses are resolved from the binaries as
 //! stacks arrive. [`record_online`] runs a command this way and returns its report.
+//!
+//! With a [`LiveFeed`], the sink also hands a [`LiveSnapshot`] (the reports so far and the
+//! heap over time) to a live view every [`LiveFeed::every`], from the collector's periodic
+//! tick: the collector never waits for the view (see [`LiveSlot::offer`]). The view can
+//! switch units, so the sink then aggregates every event under each of the feed's units
+//! as well (one more aggregator each); the final report is the one of `--by` alone, the
+//! same as without a view.
 
 use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use crate::{CollectError, Config as CollectConfig, Outcome, Sink};
 use rustc_hash::FxHashMap;
 use tansa_analysis::memory::aggregate::Aggregator;
+use tansa_analysis::memory::live::{HeapPoint, HeapSeries, LiveSlot, LiveSnapshot};
 use tansa_analysis::memory::merge::{EventKind, OnlineOrder, StreamDecoder};
 use tansa_analysis::memory::model::{
     AddressResolver, ModuleInfo, Registry, Resolution, SourceFrame,
 };
-use tansa_analysis::memory::{Config, MemoryReport, SessionId, StackId, StreamId};
+use tansa_analysis::memory::{By, Config, MemoryReport, SessionId, StackId, StreamId};
 use tansa_format::memory::{SessionEnd, SessionInfo, SessionLosses, Unrecorded};
 use tansa_format::meta::{Calibration, CalibrationPoint, ClockSource};
 use tansa_symbols::{ElfFile, Resolver, Unnamed};
@@ -79,11 +89,40 @@ impl AddressResolver for LiveResolver {
     }
 }
 
+/// What a live view wants from an online recording.
+#[derive(Debug, Clone)]
+pub struct LiveFeed {
+    /// Units the view can switch to besides the recording's own (`--by`); a unit equal to
+    /// it, or given twice, is aggregated once.
+    pub units: Vec<By>,
+    /// How often a snapshot is taken (the collector ticks every 100 ms; a shorter period
+    /// is that).
+    pub every: Duration,
+    /// Where snapshots are left.
+    pub slot: Arc<LiveSlot>,
+}
+
+/// Most points of the heap-over-time series (at 4 points a second, 17 minutes before
+/// they are thinned).
+const HEAP_POINTS: usize = 4096;
+
+/// A live feed in progress.
+#[derive(Debug)]
+struct Live {
+    feed: LiveFeed,
+    /// An aggregator per extra unit of the feed.
+    views: Vec<Aggregator>,
+    started: Instant,
+    last: Option<Instant>,
+    heap: HeapSeries,
+}
+
 /// The online sink: a [`Sink`] that aggregates instead of writing.
 #[derive(Debug)]
 pub struct OnlineSink {
     registry: Registry,
     aggregator: Aggregator,
+    live: Option<Live>,
     order: OnlineOrder,
     decoders: FxHashMap<(SessionId, StreamId), StreamDecoder>,
     meta_carry: FxHashMap<u32, Vec<u8>>,
@@ -101,6 +140,7 @@ impl OnlineSink {
         OnlineSink {
             registry: Registry::default(),
             aggregator: Aggregator::new(config, calibration.clone()),
+            live: None,
             order: OnlineOrder::default(),
             decoders: FxHashMap::default(),
             meta_carry: FxHashMap::default(),
@@ -109,6 +149,76 @@ impl OnlineSink {
                 unnamed: FxHashMap::default(),
             },
             calibration,
+        }
+    }
+
+    /// A sink aggregating with `config` that also feeds a live view.
+    pub fn with_live(config: Config, clock: ClockSource, feed: LiveFeed) -> Self {
+        let mut sink = OnlineSink::new(config, clock);
+        let mut units: Vec<By> = Vec::new();
+        for &by in &feed.units {
+            if by != config.by && !units.contains(&by) {
+                units.push(by);
+            }
+        }
+        let views = units
+            .into_iter()
+            .map(|by| Aggregator::new(Config { by, ..config }, sink.calibration.clone()))
+            .collect();
+        sink.live = Some(Live {
+            feed,
+            views,
+            started: Instant::now(),
+            last: None,
+            heap: HeapSeries::new(HEAP_POINTS),
+        });
+        sink
+    }
+
+    /// Every aggregator: the recording's own, then the live view's.
+    fn aggregators(&mut self) -> impl Iterator<Item = &mut Aggregator> {
+        std::iter::once(&mut self.aggregator).chain(
+            self.live
+                .as_mut()
+                .map(|l| l.views.as_mut_slice())
+                .unwrap_or_default(),
+        )
+    }
+
+    /// The state so far, as the live view is handed it: the report under each unit (the
+    /// recording's own first) and the heap over time (a point is added at each call).
+    pub fn snapshot(&mut self) -> Option<LiveSnapshot> {
+        let live = self.live.as_mut()?;
+        let elapsed_ms = u64::try_from(live.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        live.heap.push(HeapPoint {
+            ms: elapsed_ms,
+            bytes: self.aggregator.totals().net_bytes,
+        });
+        let mut reports = Vec::with_capacity(1 + live.views.len());
+        reports.push(self.aggregator.report(&self.registry));
+        for v in &mut live.views {
+            reports.push(v.report(&self.registry));
+        }
+        Some(LiveSnapshot {
+            elapsed_ms,
+            reports,
+            heap: live.heap.clone(),
+        })
+    }
+
+    /// Leaves a snapshot for the live view when one is due.
+    fn feed_live(&mut self) {
+        let Some(live) = &self.live else {
+            return;
+        };
+        if live.last.is_some_and(|t| t.elapsed() < live.feed.every) {
+            return;
+        }
+        if let Some(snapshot) = self.snapshot()
+            && let Some(live) = &mut self.live
+        {
+            live.last = Some(Instant::now());
+            live.feed.slot.offer(snapshot);
         }
     }
 
@@ -143,13 +253,20 @@ impl OnlineSink {
                 break;
             };
             self.aggregator.event(&self.registry, &e);
+            if let Some(live) = &mut self.live {
+                for v in &mut live.views {
+                    v.event(&self.registry, &e);
+                }
+            }
         }
     }
 }
 
 impl Sink for OnlineSink {
     fn session_started(&mut self, info: &SessionInfo) -> Result<(), CollectError> {
-        self.aggregator.add_session(info);
+        for a in self.aggregators() {
+            a.add_session(info);
+        }
         Ok(())
     }
 
@@ -205,19 +322,23 @@ impl Sink for OnlineSink {
     }
 
     fn session_ended(&mut self, end: &SessionEnd) -> Result<(), CollectError> {
-        self.aggregator
-            .end_session(SessionId(end.session), end.exit, end.lost_events);
+        for a in self.aggregators() {
+            a.end_session(SessionId(end.session), end.exit, end.lost_events);
+        }
         Ok(())
     }
 
     fn session_losses(&mut self, losses: &SessionLosses) -> Result<(), CollectError> {
-        self.aggregator
-            .session_losses(SessionId(losses.session), &losses.losses);
+        for a in self.aggregators() {
+            a.session_losses(SessionId(losses.session), &losses.losses);
+        }
         Ok(())
     }
 
     fn unrecorded(&mut self, process: &Unrecorded) -> Result<(), CollectError> {
-        self.aggregator.unrecorded(process.clone());
+        for a in self.aggregators() {
+            a.unrecorded(process.clone());
+        }
         Ok(())
     }
 
@@ -234,15 +355,20 @@ impl Sink for OnlineSink {
             .is_none_or(|p| p.ticks < point.ticks)
         {
             self.calibration.points.push(point);
-            self.aggregator.set_clock(self.calibration.clone());
+            let calibration = self.calibration.clone();
+            for a in self.aggregators() {
+                a.set_clock(calibration.clone());
+            }
         }
+        self.feed_live();
         Ok(())
     }
 }
 
 /// Runs `config`'s command under the agent, aggregating with `analysis` as events arrive,
 /// and returns the collector's outcome with the report (which is complete even when the
-/// command died by a signal: the rings outlive it).
+/// command died by a signal: the rings outlive it). With `live`, snapshots are left for a
+/// live view while the command runs; the report is the same.
 ///
 /// # Errors
 ///
@@ -250,12 +376,16 @@ impl Sink for OnlineSink {
 pub fn record_online(
     config: &CollectConfig,
     analysis: Config,
+    live: Option<LiveFeed>,
 ) -> Result<(Outcome, MemoryReport), CollectError> {
     let mut config = config.clone();
     config.online = true;
     // Intervals need nanoseconds as events arrive; the TSC would need calibration first.
     config.monotonic_clock = true;
-    let mut sink = OnlineSink::new(analysis, ClockSource::Monotonic);
+    let mut sink = match live {
+        Some(feed) => OnlineSink::with_live(analysis, ClockSource::Monotonic, feed),
+        None => OnlineSink::new(analysis, ClockSource::Monotonic),
+    };
     let outcome = crate::record(&config, &mut sink)?;
     Ok((outcome, sink.finish()))
 }

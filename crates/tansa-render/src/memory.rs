@@ -44,7 +44,8 @@ const STAT_HEADERS: [(&str, Align); 9] = [
     ("memalign", Align::Right),
 ];
 
-fn unit_label(u: &UnitReport) -> String {
+/// A unit as the tables name it (a call with its index and start, an interval with its span).
+pub fn unit_label(u: &UnitReport) -> String {
     let unit = crate::short_name(&u.unit);
     match (u.call_index, u.start_ns, u.end_ns) {
         (Some(i), Some(s), _) => format!("{unit} #{i} @{}", duration(s)),

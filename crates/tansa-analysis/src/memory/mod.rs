@@ -9,12 +9,15 @@
 //! * [`aggregate`]: the accounting itself (net, maximum, minimum, allocated, call counts)
 //!   per library, function, thread, library call or time interval;
 //! * [`recording`]: reading a recording file in two passes;
-//! * [`report`]: the result, the model every renderer consumes.
+//! * [`report`]: the result, the model every renderer consumes;
+//! * [`live`]: what a live view of an online recording is handed while the program runs
+//!   (reports so far, the heap over time) and the slot it is handed through.
 
 pub mod aggregate;
 pub mod classify;
 pub mod ids;
 pub mod leaks;
+pub mod live;
 pub mod merge;
 pub mod model;
 pub mod recording;

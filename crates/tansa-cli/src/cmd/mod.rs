@@ -10,6 +10,7 @@ pub mod flamegraph;
 pub mod html;
 pub mod leaks;
 pub mod leaktest;
+pub mod live;
 pub mod options;
 pub mod profile;
 pub mod record;

@@ -21,6 +21,7 @@ Examples:
   tansa record -- ./server --port 8080         record to tansa-server-<pid>.tansa
   tansa record -o run.tansa -- make -j2        record a whole process tree
   tansa record --online --by function -- ./a   print a per-function table at exit
+                                               (and, on a terminal, show it live)
   tansa record --leak-cause -- ./server        also find why leaking sites leak (tansa leaks)
   tansa record --sample-rate 512KiB -- ./server   sampled: low overhead, estimated figures
 
@@ -59,6 +60,23 @@ pub struct Args {
     /// Format of the online report.
     #[arg(long, value_enum, default_value = "table", requires = "online")]
     format: FormatArg,
+
+    /// Live view of the online table while the program runs (keys: n/m/a/c sort by
+    /// net/max/allocated/calls, u switches library/function/thread, q closes the view and
+    /// lets the program and the recording go on; the report is printed at the end as
+    /// without it). `auto` shows it when standard input and standard error are terminals,
+    /// TERM is not `dumb` and no -o is given; `always` whenever standard error is a
+    /// terminal; `never` prints only the report. The view draws on standard error and
+    /// reads keys from the terminal: a program that reads the terminal, or whose own output
+    /// there matters, is better run with `--live never`.
+    #[arg(
+        long,
+        value_enum,
+        value_name = "WHEN",
+        default_value = "auto",
+        requires = "online"
+    )]
+    live: LiveArg,
 
     /// Do not record the call stacks of free (lower overhead; `--free-to caller` reports then
     /// charge releases to "unknown").
@@ -105,6 +123,17 @@ pub struct Args {
     /// The command to run, with its arguments (put it after `--`).
     #[arg(required = true, trailing_var_arg = true, value_name = "COMMAND")]
     command: Vec<OsString>,
+}
+
+/// When `record --online` shows its live view.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LiveArg {
+    /// On an interactive terminal (see --live).
+    Auto,
+    /// Whenever standard error is a terminal.
+    Always,
+    /// Never.
+    Never,
 }
 
 fn command_name(command: &[OsString]) -> String {
@@ -314,7 +343,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
 fn run_online(args: &Args, config: &CollectConfig) -> anyhow::Result<ExitCode> {
     let analysis = options::memory_config(args.by, args.charge, args.free_to, args.interval, None);
-    let (outcome, report) = tansa_collect::online::record_online(config, analysis)?;
+    let (outcome, report) = if live_view_wanted(args)? {
+        super::live::record_online_live(config, analysis, &args.command)?
+    } else {
+        tansa_collect::online::record_online(config, analysis, None)?
+    };
     let mut out: Box<dyn std::io::Write> = match &args.output {
         Some(p) => crate::output::open(Some(p))?,
         None => Box::new(std::io::stderr().lock()),
@@ -327,6 +360,26 @@ fn run_online(args: &Args, config: &CollectConfig) -> anyhow::Result<ExitCode> {
     )?;
     out.flush()?;
     Ok(crate::exit::of_command(outcome.exit))
+}
+
+/// Whether `--live` asks for the live view here.
+fn live_view_wanted(args: &Args) -> anyhow::Result<bool> {
+    use std::io::IsTerminal;
+    let stderr = std::io::stderr().is_terminal();
+    Ok(match args.live {
+        LiveArg::Never => false,
+        LiveArg::Always if !stderr => anyhow::bail!(
+            "--live always needs standard error to be a terminal (the view is drawn there); \
+             use --live auto or never"
+        ),
+        LiveArg::Always => true,
+        LiveArg::Auto => {
+            stderr
+                && std::io::stdin().is_terminal()
+                && args.output.is_none()
+                && std::env::var_os("TERM").is_some_and(|t| !t.is_empty() && t != "dumb")
+        }
+    })
 }
 
 use std::io::Write as _;

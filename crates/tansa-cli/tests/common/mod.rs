@@ -117,6 +117,31 @@ pub fn program(name: &str, src: &str, flags: &[&str]) -> PathBuf {
     out
 }
 
+/// `livegrow` and its `liblive.so` (`tests/programs/README.md`), built once.
+pub fn livegrow() -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let dir = build_dir().join("live");
+            std::fs::create_dir_all(&dir).unwrap();
+            compile(
+                &dir.join("liblive.so"),
+                &[source("liblive.c")],
+                &["-shared", "-fPIC", "-g", "-O1"],
+            );
+            let exe = dir.join("livegrow");
+            let ldir = format!("-L{}", dir.display());
+            let rpath = format!("-Wl,-rpath,{}", dir.display());
+            compile(
+                &exe,
+                &[source("livegrow.c")],
+                &["-g", "-O1", &ldir, "-llive", &rpath],
+            );
+            exe
+        })
+        .clone()
+}
+
 /// How long one `tansa` run of a test may take before it is killed and the test fails:
 /// a hang (a deadlocked target, a collector that never sees the end) fails the test instead
 /// of stalling the suite.

@@ -14,7 +14,15 @@ use crate::memory::report::{
 };
 
 impl Aggregator {
+    /// The report: consumes the aggregator once every event was given.
     pub fn finish(mut self, reg: &Registry) -> MemoryReport {
+        self.report(reg)
+    }
+
+    /// The report of the events given so far, leaving the aggregator as it is (events can
+    /// keep coming: `record --online`'s live view takes one a few times a second). The
+    /// same as [`Aggregator::finish`] at the same point.
+    pub fn report(&mut self, reg: &Registry) -> MemoryReport {
         let last_ns = if self.last_ticks == 0 {
             0
         } else {

@@ -429,6 +429,12 @@ impl Aggregator {
         })
     }
 
+    /// The figures of every event charged so far, all units together (`net_bytes` is the
+    /// live heap of the included processes).
+    pub fn totals(&self) -> &Stats {
+        &self.totals
+    }
+
     /// Replaces the clock calibration (online mode learns it as it goes).
     pub fn set_clock(&mut self, clock: Calibration) {
         self.clock = Clock::new(clock);

@@ -663,3 +663,49 @@ fn split_intervals_fold_back_to_the_whole() {
         );
     }
 }
+
+/// `report` (the live view's snapshot) taken after each event is what `finish` gives on the
+/// same prefix of events, under every unit, and taking it changes nothing that follows.
+#[test]
+fn a_report_taken_midway_is_finish_of_the_events_so_far() {
+    let (reg, st) = fixture(&[0]);
+    let events = [
+        alloc(1, 0, AllocOp::Malloc, 0x1000, 100, st.lib),
+        alloc(2, 0, AllocOp::Calloc, 0x2000, 40, st.app),
+        free(3, 0, 0x1000, st.app),
+        free(4, 0, 0x2000, st.b),
+        alloc(5, 0, AllocOp::Malloc, 0x3000, 7, st.b),
+    ];
+    let sessions = [session(0, 100, 1, 0)];
+    for by in [
+        By::Library,
+        By::Function,
+        By::Thread,
+        By::Call,
+        By::Interval,
+    ] {
+        let config = Config {
+            by,
+            interval_ns: 2,
+            ..Config::default()
+        };
+        let mut live = Aggregator::new(config, Calibration::monotonic());
+        live.add_session(&sessions[0]);
+        for n in 0..events.len() {
+            live.event(&reg, &events[n]);
+            let midway = live.report(&reg);
+            assert_eq!(
+                midway,
+                report(config, &reg, &sessions, &events[..=n]),
+                "{by:?} after {} event(s)",
+                n + 1
+            );
+            assert_eq!(live.totals(), &midway.totals);
+        }
+        assert_eq!(
+            live.finish(&reg),
+            report(config, &reg, &sessions, &events),
+            "{by:?}"
+        );
+    }
+}
