@@ -37,6 +37,7 @@ fn a_real_snapshot_is_a_prefix_of_the_report_and_draws_per_unit() {
         monotonic_clock: true,
         sample_hz: None,
         leak_cause: false,
+        sample_rate: None,
         events: None,
     };
     let slot = Arc::new(LiveSlot::default());
