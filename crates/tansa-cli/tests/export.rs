@@ -681,35 +681,11 @@ fn flame_graphs_are_coloured_by_library_and_weighted_as_asked() {
     );
 }
 
-#[test]
-fn differential_flame_graph_marks_growth_red() {
-    let before = heap_recording(5);
-    let after = heap_recording(50);
+/// `tansa flamegraph BEFORE --diff AFTER --weight live`: the keep_blocks frame's title and
+/// fill.
+fn diff_frame(before: &Path, after: &Path) -> (String, (u8, u8, u8)) {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("diff.svg");
-    // `flamegraph FILE --diff AFTER`: FILE is before. Here 50 blocks, then 5: shrinking.
-    let (code, _, err) = tansa_in(
-        dir.path(),
-        &[
-            "flamegraph",
-            after.to_str().unwrap(),
-            "--diff",
-            before.to_str().unwrap(),
-            "--weight",
-            "live",
-            "-o",
-            out.to_str().unwrap(),
-        ],
-    );
-    assert_eq!(code, 0, "{err}");
-    let svg = std::fs::read_to_string(&out).unwrap();
-    let frames = svg_frames(&svg);
-    let kb = frames
-        .iter()
-        .find(|f| f.0 == "libprofile.so!keep_blocks")
-        .expect("keep_blocks");
-    let (r, g, b) = rgb(&kb.2);
-    assert!(b > r && b > g, "shrinking frame not blue: {}", kb.2);
     let (code, _, err) = tansa_in(
         dir.path(),
         &[
@@ -725,17 +701,26 @@ fn differential_flame_graph_marks_growth_red() {
     );
     assert_eq!(code, 0, "{err}");
     let svg = std::fs::read_to_string(&out).unwrap();
-    let frames = svg_frames(&svg);
-    let kb = frames
-        .iter()
+    let (_, title, fill) = svg_frames(&svg)
+        .into_iter()
         .find(|f| f.0 == "libprofile.so!keep_blocks")
         .expect("keep_blocks");
-    let (r, g, b) = rgb(&kb.2);
-    assert!(r > g && r > b, "growing frame not red: {}", kb.2);
+    (title, rgb(&fill))
+}
+
+#[test]
+fn differential_flame_graph_marks_growth_red() {
+    let five = heap_recording(5);
+    let fifty = heap_recording(50);
+    // 50 blocks, then 5: shrinking, blue.
+    let (_, (r, g, b)) = diff_frame(&fifty, &five);
+    assert!(b > r && b > g, "shrinking frame not blue: {:?}", (r, g, b));
+    // 5 blocks, then 50: growing, red, with the widths of the run after.
+    let (title, (r, g, b)) = diff_frame(&five, &fifty);
+    assert!(r > g && r > b, "growing frame not red: {:?}", (r, g, b));
     assert!(
-        kb.1.contains("50,000 bytes"),
-        "widths are the after run's: {}",
-        kb.1
+        title.contains("50,000 bytes"),
+        "widths are the after run's: {title}"
     );
 }
 
