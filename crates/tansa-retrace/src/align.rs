@@ -112,6 +112,8 @@ impl Cluster {
 pub const MAX_FILL: u64 = 2048;
 /// States the control-flow search may visit for one gap.
 const FILL_BUDGET: usize = 400_000;
+/// Deepest call nesting the control-flow search follows.
+const MAX_CALL_DEPTH: usize = 64;
 
 /// Rebuilds the paths of `executions` by position, or `None` when the counts do not
 /// account for the samples (see [`sample_offsets`]). `entry` is the region's first
@@ -296,6 +298,7 @@ impl Search<'_> {
                 .into_iter()
                 .flat_map(same)
                 .collect(),
+            Flow::Call if stack.len() >= MAX_CALL_DEPTH => Vec::new(),
             Flow::Call => insn
                 .target
                 .and_then(to)
@@ -472,5 +475,41 @@ mod tests {
         assert_eq!(sampled(&a.paths[1]), vec![other[0], other[5]]);
         // The first path's loop is filled up to its sample (a unique 5-step path).
         assert_eq!(a.paths[0].entries.len(), 6);
+    }
+
+    #[test]
+    fn fills_through_calls_and_returns() {
+        // f at 0x100: call g ; ret — g at 0x200: nop ; ret.
+        let p = Program::new(&[
+            FunctionCode {
+                module: 0,
+                name: "f".into(),
+                start: 0x100,
+                bytes: vec![0xe8, 0xfb, 0x00, 0x00, 0x00, 0xc3],
+            },
+            FunctionCode {
+                module: 0,
+                name: "g".into(),
+                start: 0x200,
+                bytes: vec![0x90, 0xc3],
+            },
+        ]);
+        let truth = vec![at(0x100), at(0x200), at(0x201), at(0x105)];
+        let s = [at(0x100)];
+        let e = [Counted {
+            instructions: 4,
+            samples: &s,
+        }];
+        let a = align(&p, &e, 4, Some(at(0x100))).unwrap();
+        let got: Vec<CodeAddr> = a.paths[0].entries.iter().map(|e| e.at).collect();
+        assert_eq!(got, truth);
+        // A length no path has: nothing is invented.
+        let e = [Counted {
+            instructions: 5,
+            samples: &s,
+        }];
+        let a = align(&p, &e, 5, Some(at(0x100))).unwrap();
+        assert_eq!(a.paths[0].entries.len(), 1);
+        assert_eq!(a.paths[0].missing, 4);
     }
 }
