@@ -10,8 +10,47 @@ fn tansa() -> Command {
 
 /// Builds `tansa-ptrace/tests/programs/region.c` (flags recorded in the source).
 fn build_region(dir: &Path) -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tansa-ptrace/tests/programs/region.c");
+    build_program(dir, "region")
+}
+
+/// Builds `tansa-ptrace/tests/programs/<name>.c` (flags recorded in the source).
+fn build_program(dir: &Path, name: &str) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(format!("../tansa-ptrace/tests/programs/{name}.c"));
     tansa_testkit::build(&src, dir, &["-O1", "-g", "-fno-inline"])
+}
+
+/// Records `exe runs` with the ptrace sampler at `period`, with ground truth.
+fn record_ptrace(dir: &Path, exe: &Path, period: u64, executions: u64, runs: &str) -> PathBuf {
+    let file = dir.join(format!("p{period}.tansa"));
+    let o = tansa()
+        .args([
+            "retrace", "record", "--region", "work", "--source", "ptrace",
+        ])
+        .args(["--period", &period.to_string()])
+        .args(["--executions", &executions.to_string()])
+        .args(["--ground-truth", "-o"])
+        .arg(&file)
+        .arg("--")
+        .arg(exe)
+        .arg(runs)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    file
+}
+
+/// `tansa retrace FILE --format json ARGS..`, parsed.
+fn report_json(file: &Path, args: &[&str]) -> serde_json::Value {
+    let o = tansa()
+        .arg("retrace")
+        .arg(file)
+        .args(["--format", "json"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    serde_json::from_slice(&o.stdout).unwrap()
 }
 
 fn text(o: &Output) -> String {
@@ -149,4 +188,102 @@ fn not_a_retrace_recording() {
     let o = tansa().arg("retrace").arg(&p).output().unwrap();
     assert!(!o.status.success());
     assert!(text(&o).contains("not a tansa recording"), "{}", text(&o));
+}
+
+/// P = 101 on region.c, whose loop body is shorter than the period: the default rebuild
+/// places every sample by its position and reaches the true path; the seed's literal
+/// similarity merge stays selectable.
+#[test]
+fn sparse_period_rebuilds_a_loop_shorter_than_the_period() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build_region(dir.path());
+    let file = record_ptrace(dir.path(), &exe, 101, 300, "400");
+    let v = report_json(&file, &[]);
+    assert_eq!(v["alignment"], "counts", "{}", v["alignment_note"]);
+    let lcs = v["accuracy"]["lcs_ratio"].as_f64().unwrap();
+    assert!(lcs >= 0.95, "LCS ratio {lcs} at P = 101");
+    assert_eq!(v["accuracy"]["distinct_paths"], 1);
+    let paths = v["paths"].as_array().unwrap();
+    assert_eq!(paths.len(), 1);
+    assert_eq!(paths[0]["share"], 1.0);
+    assert_eq!(paths[0]["executions"], 300);
+    assert_eq!(paths[0]["trace"], v["trace"]);
+    // The premise: an instruction recurs less than P positions later (a loop body shorter
+    // than the period), so per-execution partials of ~4 samples are ambiguous.
+    let trace = v["trace"].as_array().unwrap();
+    let addr = |i: usize| trace[i]["address"].as_u64().unwrap();
+    assert!(
+        (0..trace.len()).any(|i| (i + 1..trace.len().min(i + 101)).any(|j| addr(j) == addr(i))),
+        "region.c's loop body is shorter than 101 instructions"
+    );
+
+    let literal = report_json(&file, &["--align", "merge", "--similarity", "literal"]);
+    assert_eq!(literal["alignment"], "merge");
+    assert_eq!(literal["merge"]["group_similarity"], "literal");
+    assert!(literal["merge"]["steps"].as_u64().unwrap() > 0);
+    assert_eq!(literal["paths"].as_array().unwrap().len(), 1);
+}
+
+/// paths.c takes three paths (half, a quarter, a quarter of the executions; the recorder's
+/// warm-up is the first): each is rebuilt on its own at P = 101 and reported with its
+/// exact share, which the single-stepped ground truth (the same executions) confirms.
+#[test]
+fn sparse_period_reports_each_path_with_its_share() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build_program(dir.path(), "paths");
+    let file = record_ptrace(dir.path(), &exe, 101, 400, "1000");
+    let v = report_json(&file, &[]);
+    assert_eq!(v["alignment"], "counts", "{}", v["alignment_note"]);
+    assert_eq!(v["accuracy"]["distinct_paths"], 3);
+    let paths = v["paths"].as_array().unwrap();
+    let executions: Vec<u64> = paths
+        .iter()
+        .map(|p| p["executions"].as_u64().unwrap())
+        .collect();
+    assert_eq!(executions, vec![200, 100, 100]);
+    let shares: Vec<f64> = paths.iter().map(|p| p["share"].as_f64().unwrap()).collect();
+    assert_eq!(shares, vec![0.5, 0.25, 0.25]);
+    for p in paths {
+        let a = &p["accuracy"];
+        assert!(a["lcs_ratio"].as_f64().unwrap() >= 0.95, "{a}");
+        assert_eq!(a["truth_share"], p["share"], "{a}");
+        let len = p["instructions"].as_u64().unwrap();
+        let listed = p["trace"].as_array().unwrap().len() as u64;
+        assert_eq!(listed + p["missing"].as_u64().unwrap(), len);
+    }
+    let lengths: std::collections::BTreeSet<u64> = paths
+        .iter()
+        .map(|p| p["instructions"].as_u64().unwrap())
+        .collect();
+    assert_eq!(lengths.len(), 3, "three paths of different lengths");
+
+    let o = tansa().arg("retrace").arg(&file).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("path 1: 50.0% of executions (200)"), "{out}");
+    assert!(out.contains("path 3: 25.0% of executions (100)"), "{out}");
+}
+
+/// P = 1009, longer than every path: most executions hold no sample and the others one,
+/// yet with enough executions every path is rebuilt from positions and the control-flow
+/// graph.
+#[test]
+fn period_longer_than_the_region_with_enough_executions() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build_program(dir.path(), "paths");
+    let file = record_ptrace(dir.path(), &exe, 1009, 3000, "5000");
+    let v = report_json(&file, &[]);
+    assert_eq!(v["alignment"], "counts", "{}", v["alignment_note"]);
+    let paths = v["paths"].as_array().unwrap();
+    let executions: Vec<u64> = paths
+        .iter()
+        .map(|p| p["executions"].as_u64().unwrap())
+        .collect();
+    assert_eq!(executions, vec![1500, 750, 750]);
+    for p in paths {
+        let a = &p["accuracy"];
+        assert!(a["lcs_ratio"].as_f64().unwrap() >= 0.95, "{a}");
+    }
+    // Some positions were never sampled and came from the control-flow graph.
+    assert!(paths.iter().any(|p| p["filled"].as_u64().unwrap() > 0));
 }

@@ -335,6 +335,7 @@ pub fn retrace(data: &[u8]) {
             summary: rec.summary.as_ref(),
         },
         &cfg,
+        tansa_retrace::report::Alignment::Counts,
     );
 }
 

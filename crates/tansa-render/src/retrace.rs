@@ -6,7 +6,7 @@
 
 use std::io::{self, Write};
 
-use tansa_retrace::report::{Report, TraceEntry};
+use tansa_retrace::report::{Alignment, PathReport, Report, TraceEntry};
 
 use crate::header::Header;
 use crate::table::{Align, Table};
@@ -58,22 +58,36 @@ fn header(r: &Report, trace_runs: usize) -> Header {
         "period: {} {}; {} executions, {} partial sequences ({} distinct), {} samples",
         r.period, r.period_unit, r.executions, r.partials, r.distinct_partials, r.samples
     ));
-    h.line(format!(
-        "merge: {} tables{}, {} steps ({} enumerated, {} dynamic programming), {:.1} ms",
-        match r.variant {
-            tansa_retrace::Variant::Function => "function",
-            tansa_retrace::Variant::Block => "basic-block",
-        },
-        if r.time_weighted {
-            " (time-weighted)"
-        } else {
-            ""
-        },
-        r.merge.steps,
-        r.merge.enumerated_steps,
-        r.merge.dp_steps,
-        r.merge.seconds * 1e3
-    ));
+    if r.alignment == Alignment::Counts {
+        h.line(format!(
+            "order: by position ({}), {:.1} ms",
+            r.alignment_note,
+            r.merge.seconds * 1e3
+        ));
+        for (k, p) in r.paths.iter().enumerate() {
+            h.line(path_line(k, p));
+        }
+    } else {
+        h.line(format!(
+            "merge: {} tables{}, {} steps ({} enumerated, {} dynamic programming), {:.1} ms",
+            match r.variant {
+                tansa_retrace::Variant::Function => "function",
+                tansa_retrace::Variant::Block => "basic-block",
+            },
+            if r.time_weighted {
+                " (time-weighted)"
+            } else {
+                ""
+            },
+            r.merge.steps,
+            r.merge.enumerated_steps,
+            r.merge.dp_steps,
+            r.merge.seconds * 1e3
+        ));
+        if r.alignment_note != "requested" {
+            h.line(format!("order: {}", r.alignment_note));
+        }
+    }
     if let Some(a) = &r.accuracy {
         h.line(format!(
             "accuracy against the ground truth: LCS ratio {:.4}, edit distance {:.4} \
@@ -93,12 +107,44 @@ fn header(r: &Report, trace_runs: usize) -> Header {
     h
 }
 
+fn path_line(k: usize, p: &PathReport) -> String {
+    let mut line = format!(
+        "path {}: {:.1}% of executions ({}), {} instructions: {} sampled, {} from the \
+         control-flow graph, {} missing",
+        k + 1,
+        p.share * 100.0,
+        p.executions,
+        p.instructions.unwrap_or(0),
+        p.observed,
+        p.filled,
+        p.missing
+    );
+    if let Some(a) = &p.accuracy {
+        line.push_str(&format!(
+            "; LCS ratio {:.4} against the true path of {:.1}% of stepped executions",
+            a.lcs_ratio,
+            a.truth_share * 100.0
+        ));
+    }
+    line
+}
+
 /// The report as text for people: every instruction with `expand`, else one row per
-/// straight-line run.
+/// straight-line run. With several paths, each path's trace follows under its own line.
 pub fn text(r: &Report, expand: bool, out: &mut dyn Write) -> io::Result<()> {
-    let t = &r.trace;
+    header(r, runs(&r.trace).len()).write(out)?;
+    if r.alignment == Alignment::Counts && r.paths.len() > 1 {
+        for (k, p) in r.paths.iter().enumerate() {
+            writeln!(out, "\n{}", path_line(k, p))?;
+            trace_table(&p.trace, expand, out)?;
+        }
+        return Ok(());
+    }
+    trace_table(&r.trace, expand, out)
+}
+
+fn trace_table(t: &[TraceEntry], expand: bool, out: &mut dyn Write) -> io::Result<()> {
     let runs = runs(t);
-    header(r, runs.len()).write(out)?;
     if expand {
         let mut table = Table::new(&[
             ("pos", Align::Right),

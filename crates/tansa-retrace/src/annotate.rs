@@ -31,6 +31,38 @@ pub struct Insn {
     pub loc: Loc,
     /// Intel-syntax disassembly.
     pub text: String,
+    /// How control leaves it.
+    pub flow: Flow,
+    /// The target of a direct branch or call (file address in the same module).
+    pub target: Option<u64>,
+}
+
+/// How control leaves an instruction, for following the control-flow graph.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flow {
+    /// To the next instruction.
+    Next,
+    /// A direct conditional branch: to `target` or the next instruction.
+    Branch,
+    /// A direct jump to `target`.
+    Jump,
+    /// A direct call of `target`, returning to the next instruction.
+    Call,
+    /// A return to the caller.
+    Return,
+    /// Anywhere (indirect jump or call, trap, interrupt): not followed.
+    Unknown,
+}
+
+fn flow_of(ins: &Instruction) -> Flow {
+    match ins.flow_control() {
+        FlowControl::Next => Flow::Next,
+        FlowControl::ConditionalBranch if ins.is_jcc_short_or_near() => Flow::Branch,
+        FlowControl::UnconditionalBranch if ins.is_jmp_short_or_near() => Flow::Jump,
+        FlowControl::Call if ins.is_call_near() => Flow::Call,
+        FlowControl::Return => Flow::Return,
+        _ => Flow::Unknown,
+    }
 }
 
 /// One annotated function.
@@ -136,6 +168,9 @@ impl Program {
                 len: ins.len() as u8,
                 loc: Loc::in_block(id, index as u32, block.max(1), block_offset),
                 text,
+                flow: flow_of(ins),
+                target: matches!(flow_of(ins), Flow::Branch | Flow::Jump | Flow::Call)
+                    .then(|| ins.near_branch_target()),
             });
             block_offset += 1;
         }

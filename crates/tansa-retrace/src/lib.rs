@@ -14,6 +14,8 @@
 //! * [`pattern`]: materialisation, similarity, likelihood, combination patterns.
 //! * [`merge`](mod@merge): the synthesis loop (units 113a–113e) with the top-K variant; [`dp`]: the
 //!   equivalent dynamic-programming search for the best pattern.
+//! * [`align`](mod@align): rebuilding by position when the sampler counted exactly, one
+//!   trace per path, gaps filled from the control-flow graph.
 //! * [`rebuild`](mod@rebuild): samples in, trace with per-position support out.
 //! * [`accuracy`](mod@accuracy): LCS ratio and normalised edit distance against a true trace.
 //! * [`recording`]: reading `tansa-format` retrace frames into this model; [`report`]: the
@@ -22,6 +24,7 @@
 //! Nothing here reads files or talks to processes; `tansa-ptrace` records, this rebuilds.
 
 pub mod accuracy;
+pub mod align;
 pub mod annotate;
 pub mod divide;
 pub mod dp;

@@ -9,7 +9,11 @@ use serde::Serialize;
 use tansa_format::retrace::{Execution, GroundTruth, RegionCode, RetraceInfo, RetraceSummary};
 
 use crate::accuracy::accuracy;
+use crate::align::{Counted, align};
+use crate::annotate::Program;
 use crate::merge::{GroupSimilarity, MergeConfig, MergeError, Method, Ranking};
+use crate::model::CodeAddr;
+use crate::rebuild::Entry;
 use crate::rebuild::rebuild;
 use crate::recording::{code_addr, partials, program};
 use crate::score::{Scores, Variant};
@@ -71,6 +75,50 @@ pub struct MergeSummary {
     pub seconds: f64,
 }
 
+/// How samples are put in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Alignment {
+    /// By position, from the sampler's exact instruction counts ([`crate::align`]), one
+    /// trace per path; the similarity merge when the recording has no exact counts.
+    Counts,
+    /// The seed's similarity merge of partial sequences, one trace for all executions.
+    Merge,
+}
+
+/// One path the executions took, rebuilt on its own.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PathReport {
+    /// Fraction of the sampled executions that took it.
+    pub share: f64,
+    /// Executions that took it.
+    pub executions: usize,
+    /// Instructions each of them ran (null after a similarity merge).
+    pub instructions: Option<u64>,
+    /// Positions some sample hit.
+    pub observed: u64,
+    /// Positions filled from the control-flow graph (support 0 in the trace).
+    pub filled: u64,
+    /// Positions neither sampled nor filled (left out of the trace).
+    pub missing: u64,
+    /// The rebuilt trace of this path.
+    pub trace: Vec<TraceEntry>,
+    /// Against the true path of the same length taken by most executions (any path after
+    /// a similarity merge: the most frequent), when the recording has a ground truth.
+    pub accuracy: Option<PathAccuracy>,
+}
+
+/// A path's accuracy.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PathAccuracy {
+    /// As [`AccuracyReport::lcs_ratio`].
+    pub lcs_ratio: f64,
+    /// As [`AccuracyReport::edit_distance`].
+    pub edit_distance: f64,
+    /// Fraction of the single-stepped executions that took the true path compared.
+    pub truth_share: f64,
+}
+
 /// Accuracy against the single-stepped ground truth.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AccuracyReport {
@@ -130,8 +178,15 @@ pub struct Report {
     pub scores: Scores,
     /// How the merge went.
     pub merge: MergeSummary,
-    /// The rebuilt trace.
+    /// How the samples were put in order.
+    pub alignment: Alignment,
+    /// Why (a fallback from `counts` says why the counts could not be used).
+    pub alignment_note: String,
+    /// The rebuilt trace (of the most frequent path).
     pub trace: Vec<TraceEntry>,
+    /// Every path rebuilt, most executions first (one, the blend of all, after a
+    /// similarity merge).
+    pub paths: Vec<PathReport>,
     /// Accuracy, when the recording has a ground truth.
     pub accuracy: Option<AccuracyReport>,
 }
@@ -153,12 +208,15 @@ pub struct ReportInput<'a> {
     pub summary: Option<&'a RetraceSummary>,
 }
 
-/// Rebuilds the trace of `input` with `cfg` and builds the report.
-pub fn build_report(input: ReportInput<'_>, cfg: &MergeConfig) -> Result<Report, MergeError> {
+/// Rebuilds the trace of `input` with `cfg` (ordered as `alignment` says) and builds the
+/// report.
+pub fn build_report(
+    input: ReportInput<'_>,
+    cfg: &MergeConfig,
+    alignment: Alignment,
+) -> Result<Report, MergeError> {
     let prog = program(input.code);
-    let started = Instant::now();
-    let rebuilt = rebuild(&prog, &partials(input.executions), cfg)?;
-    let seconds = started.elapsed().as_secs_f64();
+    let sampled = partials(input.executions);
     let lines: HashMap<(u32, u64), (u32, u32)> = input
         .code
         .functions
@@ -169,35 +227,129 @@ pub fn build_report(input: ReportInput<'_>, cfg: &MergeConfig) -> Result<Report,
                 .map(move |l| ((f.module, l.addr), (l.file, l.line)))
         })
         .collect();
-    let trace = rebuilt
-        .entries
-        .iter()
-        .enumerate()
-        .map(|(position, e)| {
-            let insn = e.insn.map(|id| prog.insn(id));
-            let func = insn.and_then(|i| prog.function(i.loc.function));
-            let line = lines.get(&(e.at.module, e.at.addr));
-            TraceEntry {
-                position,
-                module: ((e.at.module as usize) < input.code.modules.len()).then_some(e.at.module),
-                address: e.at.addr,
-                function: func.map(|f| f.name.clone()),
-                offset: func.and_then(|f| e.at.addr.checked_sub(f.start)),
-                index: insn.map(|i| i.loc.index),
-                block: insn.map(|i| i.loc.block),
-                block_offset: insn.map(|i| i.loc.block_offset),
-                length: insn.map(|i| i.len),
-                file: line.and_then(|&(f, _)| input.code.files.get(f as usize).cloned()),
-                line: line.map(|&(_, l)| l),
-                mnemonic: insn.map(|i| i.text.clone()),
-                support: e.support,
+    let view = TraceView {
+        prog: &prog,
+        lines: &lines,
+        code: input.code,
+    };
+    let truths: Vec<(Vec<CodeAddr>, usize)> = input
+        .ground_truth
+        .map(|gt| {
+            let mut counts = vec![0usize; gt.traces.len()];
+            for &e in &gt.executions {
+                if let Some(c) = counts.get_mut(e as usize) {
+                    *c += 1;
+                }
             }
+            gt.traces
+                .iter()
+                .zip(counts)
+                .map(|(t, n)| (t.iter().copied().map(code_addr).collect(), n))
+                .collect()
         })
-        .collect();
+        .unwrap_or_default();
+    let truth_total: usize = truths.iter().map(|t| t.1).sum();
+    let path_accuracy = |got: &[Entry], length: Option<u64>| -> Option<PathAccuracy> {
+        let (truth, n) = truths
+            .iter()
+            .filter(|(t, _)| length.is_none_or(|l| t.len() as u64 == l))
+            .max_by(|a, b| a.1.cmp(&b.1))?;
+        let got: Vec<CodeAddr> = got.iter().map(|e| e.at).collect();
+        let a = accuracy(&got, truth);
+        Some(PathAccuracy {
+            lcs_ratio: a.lcs_ratio,
+            edit_distance: a.edit_distance,
+            truth_share: *n as f64 / truth_total.max(1) as f64,
+        })
+    };
+    let started = Instant::now();
+    let aligned = match alignment {
+        Alignment::Counts => {
+            let counted: Vec<Counted<'_>> = input
+                .executions
+                .iter()
+                .zip(&sampled)
+                .map(|(e, s)| Counted {
+                    instructions: e.instructions,
+                    samples: s,
+                })
+                .collect();
+            let region = CodeAddr {
+                module: input.info.region_module,
+                addr: input.info.region_addr,
+            };
+            align(&prog, &counted, input.info.period, Some(region))
+        }
+        Alignment::Merge => None,
+    };
+    let align_seconds = started.elapsed().as_secs_f64();
+    let (alignment, alignment_note, paths) = match aligned {
+        Some(a) => {
+            let paths = a
+                .paths
+                .iter()
+                .map(|p| PathReport {
+                    share: p.executions as f64 / a.executions.max(1) as f64,
+                    executions: p.executions,
+                    instructions: Some(p.length),
+                    observed: p.observed,
+                    filled: p.filled,
+                    missing: p.missing,
+                    trace: view.entries(&p.entries),
+                    accuracy: path_accuracy(&p.entries, Some(p.length)),
+                })
+                .collect::<Vec<_>>();
+            let entries = a.paths.first().map(|p| p.entries.clone());
+            (
+                Alignment::Counts,
+                "the sampler counted every instruction: samples placed by position".to_string(),
+                Some((paths, entries.unwrap_or_default())),
+            )
+        }
+        None => (
+            Alignment::Merge,
+            match alignment {
+                Alignment::Merge => "requested".to_string(),
+                Alignment::Counts => format!(
+                    "the {} sampler's counts do not give each sample's position: similarity merge",
+                    input.info.source.name()
+                ),
+            },
+            None,
+        ),
+    };
+    let started = Instant::now();
+    let rebuilt = match paths {
+        Some(_) => None,
+        None => Some(rebuild(&prog, &sampled, cfg)?),
+    };
+    let merge_seconds = started.elapsed().as_secs_f64();
+    let (paths, entries) = match (paths, &rebuilt) {
+        (Some(p), _) => p,
+        (None, None) => (Vec::new(), Vec::new()),
+        (None, Some(rebuilt)) => {
+            let blend = PathReport {
+                share: 1.0,
+                executions: rebuilt.partials,
+                instructions: None,
+                observed: rebuilt.entries.len() as u64,
+                filled: 0,
+                missing: 0,
+                trace: view.entries(&rebuilt.entries),
+                accuracy: path_accuracy(&rebuilt.entries, None),
+            };
+            (vec![blend], rebuilt.entries.clone())
+        }
+    };
+    let seconds = match alignment {
+        Alignment::Counts => align_seconds,
+        Alignment::Merge => merge_seconds,
+    };
+    let trace = view.entries(&entries);
     let accuracy = input.ground_truth.and_then(|gt| {
         let (modal, modal_support) = gt.modal()?;
         let truth: Vec<_> = modal.iter().copied().map(code_addr).collect();
-        let got: Vec<_> = rebuilt.entries.iter().map(|e| e.at).collect();
+        let got: Vec<_> = entries.iter().map(|e| e.at).collect();
         let a = accuracy(&got, &truth);
         Some(AccuracyReport {
             lcs_ratio: a.lcs_ratio,
@@ -210,7 +362,15 @@ pub fn build_report(input: ReportInput<'_>, cfg: &MergeConfig) -> Result<Report,
             same_executions: gt.same_executions,
         })
     });
-    let steps = &rebuilt.merged.steps;
+    let steps: &[crate::merge::MergeStep] = rebuilt.as_ref().map_or(&[], |r| &r.merged.steps);
+    let mut distinct: Vec<&[CodeAddr]> = sampled
+        .iter()
+        .filter(|s| !s.is_empty())
+        .map(Vec::as_slice)
+        .collect();
+    let partials_count = distinct.len();
+    distinct.sort_unstable();
+    distinct.dedup();
     Ok(Report {
         schema: SCHEMA,
         region: input.info.region.clone(),
@@ -224,9 +384,9 @@ pub fn build_report(input: ReportInput<'_>, cfg: &MergeConfig) -> Result<Report,
             .summary
             .map_or(input.executions.len() as u64, |s| s.executions),
         recording_seconds: input.summary.map(|s| s.seconds),
-        partials: rebuilt.partials,
-        distinct_partials: rebuilt.distinct_partials,
-        samples: rebuilt.samples,
+        partials: partials_count,
+        distinct_partials: distinct.len(),
+        samples: sampled.iter().map(Vec::len).sum(),
         variant: cfg.scores.likelihood.variant(),
         time_weighted: input.info.source.is_time_based(),
         scores: cfg.scores.clone(),
@@ -245,7 +405,47 @@ pub fn build_report(input: ReportInput<'_>, cfg: &MergeConfig) -> Result<Report,
                 .unwrap_or(0),
             seconds,
         },
+        alignment,
+        alignment_note,
         trace,
+        paths,
         accuracy,
     })
+}
+
+/// Turns rebuilt entries into report entries.
+struct TraceView<'a> {
+    prog: &'a Program,
+    lines: &'a HashMap<(u32, u64), (u32, u32)>,
+    code: &'a RegionCode,
+}
+
+impl TraceView<'_> {
+    fn entries(&self, entries: &[Entry]) -> Vec<TraceEntry> {
+        entries
+            .iter()
+            .enumerate()
+            .map(|(position, e)| {
+                let insn = e.insn.map(|id| self.prog.insn(id));
+                let func = insn.and_then(|i| self.prog.function(i.loc.function));
+                let line = self.lines.get(&(e.at.module, e.at.addr));
+                TraceEntry {
+                    position,
+                    module: ((e.at.module as usize) < self.code.modules.len())
+                        .then_some(e.at.module),
+                    address: e.at.addr,
+                    function: func.map(|f| f.name.clone()),
+                    offset: func.and_then(|f| e.at.addr.checked_sub(f.start)),
+                    index: insn.map(|i| i.loc.index),
+                    block: insn.map(|i| i.loc.block),
+                    block_offset: insn.map(|i| i.loc.block_offset),
+                    length: insn.map(|i| i.len),
+                    file: line.and_then(|&(f, _)| self.code.files.get(f as usize).cloned()),
+                    line: line.map(|&(_, l)| l),
+                    mnemonic: insn.map(|i| i.text.clone()),
+                    support: e.support,
+                }
+            })
+            .collect()
+    }
 }

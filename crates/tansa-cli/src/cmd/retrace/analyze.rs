@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::ValueEnum;
 use tansa_retrace::recording::{RetraceRecording, RetraceRecordingError};
-use tansa_retrace::report::{ReportInput, build_report};
+use tansa_retrace::report::{Alignment, ReportInput, build_report};
 use tansa_retrace::{GroupSimilarity, MergeConfig, Method, Ranking, Scores, Variant};
 
 use super::Format;
@@ -43,6 +43,16 @@ pub enum SimilarityArg {
     Linkage,
 }
 
+/// How samples are put in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AlignArg {
+    /// By position from the sampler's exact instruction counts, one trace per path, gaps
+    /// filled from the control-flow graph (falls back to `merge` without exact counts).
+    Counts,
+    /// The seed's method: merge per-execution partial sequences by similarity.
+    Merge,
+}
+
 /// Top-K ranking.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum RankingArg {
@@ -64,6 +74,10 @@ pub struct ReportOptions {
     /// Score tables as JSON (the `scores` object of the JSON report); overrides --variant.
     #[arg(long, value_name = "FILE")]
     scores: Option<PathBuf>,
+    /// How samples are put in order: by their exact positions, or by the seed's similarity
+    /// merge (which --merge, --similarity, --top-k and --ranking tune).
+    #[arg(long, value_enum, default_value_t = AlignArg::Counts)]
+    align: AlignArg,
     /// How the best combination pattern of a pair is found.
     #[arg(long = "merge", value_enum, default_value_t = MethodArg::Auto)]
     method: MethodArg,
@@ -172,6 +186,10 @@ pub fn run(path: &Path, args: ReportOptions) -> anyhow::Result<ExitCode> {
             summary: l.summary.as_ref(),
         },
         &cfg,
+        match args.align {
+            AlignArg::Counts => Alignment::Counts,
+            AlignArg::Merge => Alignment::Merge,
+        },
     )
     .context("merging the partial sequences failed")?;
     let mut out = output::open(args.output.as_deref())?;
