@@ -99,15 +99,48 @@ fn count_name(profile: &Profile, value: usize) -> &'static str {
     }
 }
 
-/// Draws the flame graph of `profile`.
-pub fn write(profile: &Profile, options: &Options, out: &mut dyn Write) -> Result<(), ExportError> {
-    let stacks = collapsed::stacks(
+/// Largest sum of the values drawn: inferno adds them up in a `usize`. Larger values (only a
+/// damaged or crafted recording has them) are scaled down in proportion.
+const MAX_TOTAL: u128 = 1 << 52;
+
+/// The factor (numerator, denominator) that brings `totals` under [`MAX_TOTAL`].
+fn scale_for(totals: &[u128]) -> (u128, u128) {
+    let largest = totals.iter().copied().max().unwrap_or(0);
+    if largest > MAX_TOTAL {
+        (MAX_TOTAL, largest)
+    } else {
+        (1, 1)
+    }
+}
+
+fn scaled(v: i64, (num, den): (u128, u128)) -> u128 {
+    u128::try_from(v).unwrap_or(0) * num / den
+}
+
+/// The stacks of `profile` with a positive value.
+fn positive_stacks(profile: &Profile, options: &Options) -> Vec<(String, i64)> {
+    let mut stacks = collapsed::stacks(
         profile,
         collapsed::Options {
             value: options.value,
             by_process: options.by_process,
         },
     );
+    stacks.retain(|(_, v)| *v > 0);
+    stacks
+}
+
+fn total(stacks: &[(String, i64)]) -> u128 {
+    stacks
+        .iter()
+        .map(|(_, v)| u128::try_from(*v).unwrap_or(0))
+        .sum()
+}
+
+/// Draws the flame graph of `profile`.
+pub fn write(profile: &Profile, options: &Options, out: &mut dyn Write) -> Result<(), ExportError> {
+    let stacks = positive_stacks(profile, options);
+    let factor = scale_for(&[total(&stacks)]);
     let mut palette = PaletteMap::default();
     let mut hues = BTreeMap::new();
     for (stack, _) in &stacks {
@@ -117,7 +150,10 @@ pub fn write(profile: &Profile, options: &Options, out: &mut dyn Write) -> Resul
             }
         }
     }
-    let lines: Vec<String> = stacks.iter().map(|(s, v)| format!("{s} {v}")).collect();
+    let lines: Vec<String> = stacks
+        .iter()
+        .map(|(s, v)| format!("{s} {}", scaled(*v, factor)))
+        .collect();
     let mut o = inferno_options(options, count_name(profile, options.value));
     o.palette_map = Some(&mut palette);
     if lines.is_empty() {
@@ -139,19 +175,11 @@ pub fn write_diff(
     if before.kind != after.kind {
         return Err(ExportError::KindMismatch);
     }
-    let fold = |p: &Profile| -> BTreeMap<String, i64> {
-        collapsed::stacks(
-            p,
-            collapsed::Options {
-                value: options.value,
-                by_process: options.by_process,
-            },
-        )
-        .into_iter()
-        .collect()
-    };
-    let a = fold(before);
-    let b = fold(after);
+    let a = positive_stacks(before, options);
+    let b = positive_stacks(after, options);
+    let factor = scale_for(&[total(&a), total(&b)]);
+    let a: BTreeMap<String, i64> = a.into_iter().collect();
+    let b: BTreeMap<String, i64> = b.into_iter().collect();
     let mut keys: Vec<&String> = a.keys().chain(b.keys()).collect();
     keys.sort();
     keys.dedup();
@@ -160,8 +188,8 @@ pub fn write_diff(
         .map(|k| {
             format!(
                 "{k} {} {}",
-                a.get(k).copied().unwrap_or(0),
-                b.get(k).copied().unwrap_or(0)
+                scaled(a.get(k).copied().unwrap_or(0), factor),
+                scaled(b.get(k).copied().unwrap_or(0), factor)
             )
         })
         .collect();
@@ -198,6 +226,15 @@ mod tests {
         };
         assert_eq!(dominant(a1), dominant(a2));
         assert_ne!((a1.r, a1.g, a1.b), (b.r, b.g, b.b));
+    }
+
+    #[test]
+    fn huge_values_are_scaled_under_what_inferno_can_add() {
+        let totals = [u128::from(u64::MAX) * 3];
+        let f = scale_for(&totals);
+        assert!(scaled(i64::MAX, f) <= MAX_TOTAL);
+        assert_eq!(scale_for(&[1000]), (1, 1));
+        assert_eq!(scaled(-5, (1, 1)), 0);
     }
 
     #[test]
