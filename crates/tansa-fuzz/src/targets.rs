@@ -245,7 +245,21 @@ pub fn memory_report(data: &[u8]) {
     }
     exports(&profile);
     // The leak report (with the leak-cause frame's paths, if any).
-    let _ = tansa_analysis::memory::leaks::report(&rec);
+    let leaks = tansa_analysis::memory::leaks::report(&rec);
+    // The HTML page, from the reports `tansa html` makes (one pass over the events).
+    let limits = tansa_html::Limits::default();
+    let configs = tansa_html::heap_configs(Config::default(), rec.span_ns(), &limits);
+    if let [library, function, thread, call] = &rec.reports(&configs, |_| {})[..] {
+        let input = tansa_html::HeapInput {
+            source: "fuzz",
+            library,
+            function,
+            thread,
+            call,
+            leaks: Some(&leaks),
+        };
+        let _ = tansa_html::heap(&input, &[], &limits).map(|page| page.to_html());
+    }
     let _ = rec.is_damaged();
 }
 
@@ -301,6 +315,21 @@ pub fn cpu_report(data: &[u8]) {
         }
     }
     exports(&tansa_analysis::profile::cpu::profile(&rec, None));
+    // The HTML page.
+    let report = |by| cpu::report(&rec, cpu::Options { by, pid: None });
+    let (by_function, by_process, by_library) = (
+        report(cpu::By::Function),
+        report(cpu::By::Process),
+        report(cpu::By::Library),
+    );
+    let input = tansa_html::CpuInput {
+        source: "fuzz",
+        functions: &by_function,
+        processes: &by_process,
+        libraries: &by_library,
+        annotations: &[],
+    };
+    let _ = tansa_html::cpu(&input, &[], &tansa_html::Limits::default()).map(|p| p.to_html());
     functions.push("main".into());
     for f in functions {
         let _ = cpu::annotate::annotate(&rec, &f, None);
