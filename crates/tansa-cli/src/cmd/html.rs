@@ -2,7 +2,7 @@
 //! a leak-test report (JSON).
 
 use std::fs::File;
-use std::io::{BufReader, Read, Seek as _};
+use std::io::{Read, Seek as _};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -11,7 +11,6 @@ use anyhow::Context;
 use tansa_analysis::cpu::{self, annotate};
 use tansa_analysis::memory::By;
 use tansa_analysis::memory::leaks;
-use tansa_analysis::memory::recording::{MemoryRecording, RecordingError};
 use tansa_html::{CpuInput, FlameGraph, HeapInput, Limits, Page};
 
 use super::options::{self, ChargeArg, FreeToArg};
@@ -138,24 +137,12 @@ pub fn write_page(page: &Page, output: Option<&Path>, input: &Path) -> anyhow::R
 
 fn heap(args: &Args, source: &str, limits: &Limits) -> anyhow::Result<(Page, ExitCode)> {
     let file = File::open(&args.file).map_err(|e| exit::cannot_open(&args.file, e))?;
-    let mut recording = match MemoryRecording::open(BufReader::with_capacity(1 << 20, file)) {
-        Ok(r) => r,
-        Err(RecordingError::WrongKind { found }) => anyhow::bail!(
-            "{}: a {found}; `tansa html` reads heap and CPU recordings and leak-test reports",
-            args.file.display()
-        ),
-        Err(RecordingError::Format(e)) => return Err(exit::unreadable(&args.file, &e)),
-        Err(e) => anyhow::bail!("{}: {e}", args.file.display()),
-    };
-    if let Some(pid) = args.pid
-        && !recording.sessions.iter().any(|s| s.pid == pid)
-    {
-        return Err(exit::no_such_process(
-            pid,
-            &args.file,
-            recording.sessions.iter().map(|s| s.pid),
-        ));
-    }
+    let mut recording = super::report::open_memory(
+        &args.file,
+        file,
+        args.pid,
+        "`tansa html` reads heap and CPU recordings and leak-test reports",
+    )?;
     let base = options::memory_config(
         By::Library,
         args.charge.unwrap_or(ChargeArg::First),
@@ -164,9 +151,6 @@ fn heap(args: &Args, source: &str, limits: &Limits) -> anyhow::Result<(Page, Exi
         args.pid,
     );
     let configs = tansa_html::heap_configs(base, recording.span_ns(), limits);
-    if let Ok(second) = File::open(&args.file) {
-        recording.prefetch_from(second);
-    }
     let progress = options::spinner("reading events");
     let (reports, stacks) = recording.reports_with_stacks(&configs, |n| {
         if let Some(p) = &progress {

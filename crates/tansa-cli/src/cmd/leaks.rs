@@ -1,12 +1,10 @@
 //! `tansa leaks`: the leak report of a heap recording.
 
 use std::fs::File;
-use std::io::BufReader;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use tansa_analysis::memory::leaks;
-use tansa_analysis::memory::recording::{MemoryRecording, RecordingError};
 
 use crate::exit;
 
@@ -50,20 +48,12 @@ pub struct Args {
 /// Runs `tansa leaks`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let file = File::open(&args.file).map_err(|e| exit::cannot_open(&args.file, e))?;
-    let mut recording = match MemoryRecording::open(BufReader::with_capacity(1 << 20, file)) {
-        Ok(r) => r,
-        Err(RecordingError::WrongKind { found }) => anyhow::bail!(
-            "{}: a {found}; `tansa leaks` reads heap recordings (made by `tansa record`)",
-            args.file.display()
-        ),
-        Err(RecordingError::Format(e)) => return Err(exit::unreadable(&args.file, &e)),
-        Err(e) => anyhow::bail!("{}: {e}", args.file.display()),
-    };
-    // Chunks are decompressed on a second thread, read without a buffer (scattered
-    // offsets; see `tansa report`).
-    if let Ok(second) = File::open(&args.file) {
-        recording.prefetch_from(second);
-    }
+    let recording = super::report::open_memory(
+        &args.file,
+        file,
+        None,
+        "`tansa leaks` reads heap recordings (made by `tansa record`)",
+    )?;
     let mut report = leaks::report(&recording);
     if let Some(n) = args.site {
         if !(1..=report.sites.len()).contains(&n) {

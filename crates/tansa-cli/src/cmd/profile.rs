@@ -2,10 +2,8 @@
 //! `tansa flamegraph` draw from.
 
 use std::fs::File;
-use std::io::BufReader;
 use std::path::Path;
 
-use tansa_analysis::memory::recording::{MemoryRecording, RecordingError};
 use tansa_analysis::profile::{self, Profile};
 
 use super::{options, report_cpu};
@@ -47,28 +45,12 @@ pub fn load(path: &Path, pid: Option<u32>) -> anyhow::Result<Loaded> {
             damaged: rec.damaged,
         });
     }
-    let mut rec = match MemoryRecording::open(BufReader::with_capacity(1 << 20, file)) {
-        Ok(r) => r,
-        Err(RecordingError::WrongKind { found }) => anyhow::bail!(
-            "{}: a {found}; this command reads heap recordings (tansa record) and CPU \
-             recordings (tansa sample)",
-            path.display()
-        ),
-        Err(RecordingError::Format(e)) => return Err(exit::unreadable(path, &e)),
-        Err(e) => anyhow::bail!("{}: {e}", path.display()),
-    };
-    if let Some(pid) = pid
-        && !rec.sessions.iter().any(|s| s.pid == pid)
-    {
-        return Err(exit::no_such_process(
-            pid,
-            path,
-            rec.sessions.iter().map(|s| s.pid),
-        ));
-    }
-    if let Ok(second) = File::open(path) {
-        rec.prefetch_from(second);
-    }
+    let rec = super::report::open_memory(
+        path,
+        file,
+        pid,
+        "this command reads heap recordings (tansa record) and CPU recordings (tansa sample)",
+    )?;
     let progress = options::spinner("reading events");
     let (profile, report) = profile::heap::profile(&rec, pid, |n| {
         if let Some(p) = &progress {

@@ -119,28 +119,24 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(exit::finish(&args.file, damaged, &report.warnings))
 }
 
-/// Reads the heap recording `file` (at `path`) and reports on it with `config`, with a
-/// spinner on a terminal; also says whether the recording was damaged (the report then
-/// covers what came before the damage). `command` names the command in messages.
-pub fn memory_report(
+/// Opens the heap recording `file` (at `path`) with clear messages (`reads` completes the
+/// one for a file of another kind: what the command reads), checks that process `pid`, if
+/// given, is in it, and starts decompressing its event chunks on a second thread.
+pub fn open_memory(
     path: &Path,
     file: File,
-    config: Config,
-    command: &str,
-) -> anyhow::Result<(MemoryReport, bool)> {
-    let recording = MemoryRecording::open(BufReader::with_capacity(1 << 20, file));
-    let mut recording = match recording {
+    pid: Option<u32>,
+    reads: &str,
+) -> anyhow::Result<MemoryRecording<BufReader<File>>> {
+    let mut recording = match MemoryRecording::open(BufReader::with_capacity(1 << 20, file)) {
         Ok(r) => r,
         Err(RecordingError::WrongKind { found }) => {
-            anyhow::bail!(
-                "{}: a {found}; `{command}` reads memory and CPU recordings",
-                path.display()
-            )
+            anyhow::bail!("{}: a {found}; {reads}", path.display())
         }
         Err(RecordingError::Format(e)) => return Err(exit::unreadable(path, &e)),
         Err(e) => anyhow::bail!("{}: {e}", path.display()),
     };
-    if let Some(pid) = config.pid
+    if let Some(pid) = pid
         && !recording.sessions.iter().any(|s| s.pid == pid)
     {
         return Err(exit::no_such_process(
@@ -155,6 +151,24 @@ pub fn memory_report(
         // needs (a buffer would refill itself in full at every seek).
         recording.prefetch_from(second);
     }
+    Ok(recording)
+}
+
+/// Reads the heap recording `file` (at `path`) and reports on it with `config`, with a
+/// spinner on a terminal; also says whether the recording was damaged (the report then
+/// covers what came before the damage). `command` names the command in messages.
+pub fn memory_report(
+    path: &Path,
+    file: File,
+    config: Config,
+    command: &str,
+) -> anyhow::Result<(MemoryReport, bool)> {
+    let recording = open_memory(
+        path,
+        file,
+        config.pid,
+        &format!("`{command}` reads memory and CPU recordings"),
+    )?;
     let progress = options::spinner("reading events");
     let report = recording.report(config, |n| {
         if let Some(p) = &progress {
