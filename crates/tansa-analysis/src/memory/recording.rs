@@ -59,6 +59,8 @@ pub struct MemoryRecording<R> {
     pub losses: Vec<SessionLosses>,
     /// Processes of the tree that ran without being recorded.
     pub unrecorded: Vec<Unrecorded>,
+    /// The ranks of sessions that ran in a parallel job (one per such session).
+    pub places: Vec<tansa_format::memory::SessionPlace>,
     /// What `tansa record --leak-cause` traced (`None` for other recordings).
     pub leak_cause: Option<tansa_format::memory::LeakCause>,
     /// Clock calibration.
@@ -205,6 +207,7 @@ impl<R: Read + Seek> MemoryRecording<R> {
             ends: Vec::new(),
             losses: Vec::new(),
             unrecorded: Vec::new(),
+            places: Vec::new(),
             leak_cause: None,
             calibration: Calibration::monotonic(),
             registry: Registry::default(),
@@ -259,6 +262,18 @@ impl<R: Read + Seek> MemoryRecording<R> {
                     memory::SESSION_END => rec.ends.push(frame.decode()?),
                     memory::SESSION_LOSSES => rec.losses.push(frame.decode()?),
                     memory::UNRECORDED => rec.unrecorded.push(frame.decode()?),
+                    memory::SESSION_PLACE => {
+                        let place: tansa_format::memory::SessionPlace = frame.decode()?;
+                        if rec.places.iter().any(|p| p.session == place.session) {
+                            rec.warnings.push(format!(
+                                "a second rank for process image {} at {}; the first is kept",
+                                place.session,
+                                frame.place()
+                            ));
+                        } else {
+                            rec.places.push(place);
+                        }
+                    }
                     memory::LEAK_CAUSE => rec.leak_cause = Some(frame.decode()?),
                     memory::META_CHUNK => {
                         if let Some((s, bytes)) = split_meta_chunk(&frame.payload) {
