@@ -538,6 +538,36 @@ impl Session {
         self.write(w, buf.as_bytes())
     }
 
+    /// Encodes an event with `encode` straight into a thread ring's free space and publishes
+    /// it. Encoding in place saves copying the record, and the copy's wide loads of bytes just
+    /// written one at a time (which cannot be forwarded from the store buffer and stall until
+    /// the stores reach the cache). Near the ring's end, or when the ring is nearly full, the
+    /// record is encoded on the stack and written as usual.
+    #[inline]
+    pub fn write_encoded(
+        &self,
+        w: &mut RingWriter,
+        encode: impl FnOnce(&mut tansa_wire::event::EventSlot<'_>),
+    ) -> bool {
+        const BLOCK: usize = tansa_wire::event::EVENT_BUF_LEN;
+        if w.ring.free_space(w.head) >= BLOCK as u64 {
+            // SAFETY: this thread owns the ring and a whole block is free after the head;
+            // the block is not used after the record is published below.
+            if let Some(block) = unsafe { w.ring.block_at::<BLOCK>(w.head) } {
+                let mut buf = tansa_wire::event::EventBuf::in_place(block);
+                encode(&mut buf);
+                w.head += buf.len() as u64;
+                w.ring.header().head.store(w.head, Ordering::Release);
+                return true;
+            }
+        }
+        let mut local = [0u8; BLOCK];
+        let mut buf = tansa_wire::event::EventBuf::in_place(&mut local);
+        encode(&mut buf);
+        let len = buf.len();
+        self.write(w, &local[..len])
+    }
+
     /// Appends `bytes` to a thread ring and publishes them.
     #[inline]
     pub fn write(&self, w: &mut RingWriter, bytes: &[u8]) -> bool {

@@ -446,6 +446,30 @@ impl Ring {
         true
     }
 
+    /// The `N` bytes of the data area at stream position `pos`, to encode a record in place,
+    /// if they lie there without wrapping. Only the first bytes (the record) will be
+    /// published; the rest are scratch that later records overwrite.
+    ///
+    /// # Safety
+    ///
+    /// Only the ring's producer may call this, with `N` bytes free after `pos` (positions in
+    /// `[pos, tail + size)`), and it must not keep the block beyond publishing the record.
+    #[inline]
+    #[allow(
+        clippy::mut_from_ref,
+        reason = "the ring is shared memory: the producer protocol, not a borrow, makes the block exclusive"
+    )]
+    pub unsafe fn block_at<const N: usize>(&self, pos: u64) -> Option<&mut [u8; N]> {
+        let start = (pos & (self.size - 1)) as usize;
+        if start + N > self.size as usize {
+            return None;
+        }
+        // SAFETY: `start + N <= size`, inside the data area; the caller guarantees these N
+        // positions are free (unpublished and already consumed), so the consumer does not
+        // read them and no other reference to them exists.
+        Some(unsafe { &mut *(self.data.add(start) as *mut [u8; N]) })
+    }
+
     /// Returns the published but unconsumed bytes as at most two slices, oldest first.
     ///
     /// # Safety

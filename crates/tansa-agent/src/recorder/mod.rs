@@ -25,7 +25,7 @@ use core::ffi::c_void;
 use core::sync::atomic::Ordering;
 
 use tansa_wire::event::{
-    AllocEvent, AllocOp, EventBuf, FreeEvent, ImproperEvent, ImproperOp, ReallocEvent, StreamState,
+    AllocEvent, AllocOp, EventSlot, FreeEvent, ImproperEvent, ImproperOp, ReallocEvent, StreamState,
 };
 use tansa_wire::layout::{FLAG_FREE_STACKS, FLAG_ONLINE, LossCause};
 
@@ -124,13 +124,12 @@ impl Drop for Active {
 pub(super) fn emit(
     st: &'static ThreadState,
     ctx: &mut ThreadCtx,
-    encode: impl FnOnce(&mut StreamState, &mut EventBuf),
+    encode: impl FnOnce(&mut StreamState, &mut EventSlot<'_>),
 ) {
     let _busy = Busy::enter(st);
-    let mut buf = EventBuf::new();
-    encode(&mut ctx.stream, &mut buf);
+    let stream = &mut ctx.stream;
     let written = match ctx.writer.as_mut() {
-        Some(w) => SESSION.write_event(w, &buf),
+        Some(w) => SESSION.write_encoded(w, |buf| encode(stream, buf)),
         None => false,
     };
     if !written {

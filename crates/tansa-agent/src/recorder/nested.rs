@@ -4,7 +4,7 @@
 use core::ffi::c_void;
 use core::sync::atomic::Ordering;
 
-use tansa_wire::event::{AllocEvent, AllocOp, EventBuf, FreeEvent, ReallocEvent, StreamState};
+use tansa_wire::event::{AllocEvent, AllocOp, EventSlot, FreeEvent, ReallocEvent, StreamState};
 use tansa_wire::layout::{FLAG_FREE_STACKS, FLAG_ONLINE, LossCause};
 
 use crate::clock;
@@ -55,7 +55,7 @@ pub(super) fn apply_nested(st: &'static ThreadState, ctx: &mut ThreadCtx, ev: &N
     emit(st, ctx, |stream, buf| encode_nested(ev, stream, buf));
 }
 
-pub(super) fn encode_nested(ev: &Nested, stream: &mut StreamState, buf: &mut EventBuf) {
+pub(super) fn encode_nested(ev: &Nested, stream: &mut StreamState, buf: &mut EventSlot<'_>) {
     match ev {
         Nested::Alloc(a) => stream.encode_alloc(a, buf),
         Nested::Realloc(r) => stream.encode_realloc(r, buf),

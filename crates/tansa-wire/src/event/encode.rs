@@ -13,10 +13,43 @@ pub const MAX_EVENT_LEN: usize = 1 + 6 * varint::MAX_LEN;
 pub const EVENT_BUF_LEN: usize = 64;
 const _: () = assert!(EVENT_BUF_LEN >= MAX_EVENT_LEN && EVENT_BUF_LEN.is_power_of_two());
 
-/// A fixed buffer holding one encoded event.
+/// Where an [`EventBuf`] keeps its bytes: a block of [`EVENT_BUF_LEN`] bytes, owned (the
+/// default) or borrowed (for instance the free space of a ring, so that the record is encoded
+/// where it will be published, with no copy).
+pub trait EventStorage {
+    /// The block.
+    fn block(&self) -> &[u8; EVENT_BUF_LEN];
+    /// The block, to write into.
+    fn block_mut(&mut self) -> &mut [u8; EVENT_BUF_LEN];
+}
+
+impl EventStorage for [u8; EVENT_BUF_LEN] {
+    #[inline]
+    fn block(&self) -> &[u8; EVENT_BUF_LEN] {
+        self
+    }
+    #[inline]
+    fn block_mut(&mut self) -> &mut [u8; EVENT_BUF_LEN] {
+        self
+    }
+}
+
+impl EventStorage for &mut [u8; EVENT_BUF_LEN] {
+    #[inline]
+    fn block(&self) -> &[u8; EVENT_BUF_LEN] {
+        self
+    }
+    #[inline]
+    fn block_mut(&mut self) -> &mut [u8; EVENT_BUF_LEN] {
+        self
+    }
+}
+
+/// A fixed buffer holding one encoded event: its own bytes by default, or a borrowed block
+/// ([`EventBuf::in_place`]).
 #[derive(Debug, Clone)]
-pub struct EventBuf {
-    bytes: [u8; EVENT_BUF_LEN],
+pub struct EventBuf<S: EventStorage = [u8; EVENT_BUF_LEN]> {
+    bytes: S,
     len: usize,
 }
 
@@ -40,14 +73,45 @@ impl EventBuf {
     pub fn raw(&self) -> &[u8; EVENT_BUF_LEN] {
         &self.bytes
     }
+}
 
+/// An [`EventBuf`] encoding into a borrowed block.
+pub type EventSlot<'a> = EventBuf<&'a mut [u8; EVENT_BUF_LEN]>;
+
+impl<'a> EventBuf<&'a mut [u8; EVENT_BUF_LEN]> {
+    /// An empty buffer encoding into `block`, whose previous contents are overwritten only
+    /// as far as the record goes.
+    #[inline]
+    pub fn in_place(block: &'a mut [u8; EVENT_BUF_LEN]) -> Self {
+        EventBuf {
+            bytes: block,
+            len: 0,
+        }
+    }
+}
+
+impl<S: EventStorage> EventBuf<S> {
     /// The encoded bytes.
+    #[inline]
     pub fn as_bytes(&self) -> &[u8] {
-        &self.bytes[..self.len.min(EVENT_BUF_LEN)]
+        &self.bytes.block()[..self.len.min(EVENT_BUF_LEN)]
     }
 
+    /// The length of the encoded record.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len.min(EVENT_BUF_LEN)
+    }
+
+    /// Whether nothing was encoded.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    #[inline]
     fn start(&mut self, tag: Tag) {
-        self.bytes[0] = tag as u8;
+        self.bytes.block_mut()[0] = tag as u8;
         self.len = 1;
     }
 
@@ -55,20 +119,21 @@ impl EventBuf {
     fn varint(&mut self, mut value: u64) {
         // Written in place (a copy of a temporary of variable length would be a memcpy call),
         // at a masked position (no bounds check; an event never exceeds MAX_EVENT_LEN).
+        let bytes = self.bytes.block_mut();
         let mut at = self.len;
         while value >= 0x80 {
-            self.bytes[at & (EVENT_BUF_LEN - 1)] = (value as u8) | 0x80;
+            bytes[at & (EVENT_BUF_LEN - 1)] = (value as u8) | 0x80;
             value >>= 7;
             at += 1;
         }
-        self.bytes[at & (EVENT_BUF_LEN - 1)] = value as u8;
+        bytes[at & (EVENT_BUF_LEN - 1)] = value as u8;
         self.len = at + 1;
     }
 }
 
 impl StreamState {
     /// Encodes an allocation.
-    pub fn encode_alloc(&mut self, ev: &AllocEvent, out: &mut EventBuf) {
+    pub fn encode_alloc<S: EventStorage>(&mut self, ev: &AllocEvent, out: &mut EventBuf<S>) {
         out.start(ev.op.tag());
         out.varint(self.ts_delta(ev.ts));
         out.varint(self.ptr_delta(ev.ptr));
@@ -80,7 +145,7 @@ impl StreamState {
     }
 
     /// Encodes a reallocation.
-    pub fn encode_realloc(&mut self, ev: &ReallocEvent, out: &mut EventBuf) {
+    pub fn encode_realloc<S: EventStorage>(&mut self, ev: &ReallocEvent, out: &mut EventBuf<S>) {
         out.start(if ev.array {
             Tag::ReallocArray
         } else {
@@ -95,7 +160,7 @@ impl StreamState {
     }
 
     /// Encodes a release.
-    pub fn encode_free(&mut self, ev: &FreeEvent, out: &mut EventBuf) {
+    pub fn encode_free<S: EventStorage>(&mut self, ev: &FreeEvent, out: &mut EventBuf<S>) {
         out.start(Tag::Free);
         out.varint(self.ts_delta(ev.ts));
         out.varint(self.ptr_delta(ev.ptr));
@@ -103,7 +168,7 @@ impl StreamState {
     }
 
     /// Encodes a refused call.
-    pub fn encode_improper(&mut self, ev: &ImproperEvent, out: &mut EventBuf) {
+    pub fn encode_improper<S: EventStorage>(&mut self, ev: &ImproperEvent, out: &mut EventBuf<S>) {
         out.start(match ev.op {
             ImproperOp::Free => Tag::ImproperFree,
             ImproperOp::Realloc => Tag::ImproperRealloc,
@@ -117,13 +182,19 @@ impl StreamState {
     }
 
     /// Encodes a count of lost events.
-    pub fn encode_lost(&mut self, count: u64, out: &mut EventBuf) {
+    pub fn encode_lost<S: EventStorage>(&mut self, count: u64, out: &mut EventBuf<S>) {
         out.start(Tag::Lost);
         out.varint(count);
     }
 
     /// Encodes a CPU sample.
-    pub fn encode_sample(&mut self, ts: u64, stack: u32, weight: u32, out: &mut EventBuf) {
+    pub fn encode_sample<S: EventStorage>(
+        &mut self,
+        ts: u64,
+        stack: u32,
+        weight: u32,
+        out: &mut EventBuf<S>,
+    ) {
         out.start(Tag::Sample);
         out.varint(self.ts_delta(ts));
         out.varint(u64::from(stack));
@@ -131,7 +202,7 @@ impl StreamState {
     }
 
     /// Encodes the end of a thread's stream.
-    pub fn encode_thread_end(&mut self, ts: u64, out: &mut EventBuf) {
+    pub fn encode_thread_end<S: EventStorage>(&mut self, ts: u64, out: &mut EventBuf<S>) {
         out.start(Tag::ThreadEnd);
         out.varint(self.ts_delta(ts));
     }

@@ -81,6 +81,40 @@ fn sample_stream() -> (Vec<u8>, Vec<Record<'static>>) {
     (sink.0, out)
 }
 
+/// Encoding in place (into a ring's free space, as the agent does) writes the same bytes as
+/// encoding into an owned buffer, and nothing beyond the record.
+#[test]
+fn in_place_encoding_matches_the_owned_buffer() {
+    let (bytes, expected) = sample_stream();
+    let mut st = StreamState {
+        prev_ts: 1_000_000,
+        prev_ptr: 0,
+    };
+    let mut again = Vec::new();
+    for ev in &expected {
+        let mut block = [0xa5u8; EVENT_BUF_LEN];
+        let mut buf = EventBuf::in_place(&mut block);
+        match *ev {
+            Record::Alloc(a) => st.encode_alloc(&a, &mut buf),
+            Record::Realloc(r) => st.encode_realloc(&r, &mut buf),
+            Record::Free(f) => st.encode_free(&f, &mut buf),
+            Record::Improper(i) => st.encode_improper(&i, &mut buf),
+            Record::Lost { count } => st.encode_lost(count, &mut buf),
+            Record::Sample { ts, stack, weight } => st.encode_sample(ts, stack, weight, &mut buf),
+            Record::ThreadEnd { ts } => st.encode_thread_end(ts, &mut buf),
+            _ => unreachable!(),
+        }
+        let len = buf.len();
+        assert!(!buf.is_empty() && len <= MAX_EVENT_LEN);
+        assert!(
+            block[len..].iter().all(|&b| b == 0xa5),
+            "scratch beyond the record"
+        );
+        again.extend_from_slice(&block[..len]);
+    }
+    assert!(bytes.ends_with(&again), "same bytes as the owned buffer");
+}
+
 #[test]
 fn thread_stream_round_trips() {
     let (bytes, expected) = sample_stream();
