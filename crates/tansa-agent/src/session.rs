@@ -180,7 +180,9 @@ impl Session {
             .store(settings.ring_limit, Ordering::Relaxed);
         self.seg_count.store(0, Ordering::Relaxed);
         self.meta_head.store(0, Ordering::Relaxed);
-        let Some((fd, base)) = sys::create_shared(c"tansa-session", geometry.segment_size()) else {
+        let Some((fd, base)) =
+            crate::segdir::create_segment(c"tansa-session", 0, geometry.segment_size())
+        else {
             return false;
         };
         // SAFETY: `base` is a fresh, zeroed, page-aligned mapping of the segment size.
@@ -421,7 +423,11 @@ impl Session {
             return false;
         }
         let geometry = self.segment_geometry(count);
-        let ok = match sys::create_shared(c"tansa-segment", geometry.segment_size()) {
+        let ok = match crate::segdir::create_segment(
+            c"tansa-segment",
+            count as u32,
+            geometry.segment_size(),
+        ) {
             Some((fd, base)) => {
                 // SAFETY: fresh zeroed mapping of the segment size.
                 unsafe { init_header(base, geometry, count as u32, self.flags()) };
