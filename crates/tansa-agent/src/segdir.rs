@@ -53,9 +53,15 @@ fn put_decimal(out: &mut [u8], at: usize, mut n: u64) -> Option<usize> {
 }
 
 /// Creates a segment of `len` bytes for segment `index` of this process's session and maps
-/// it shared: a file `PID-NS-INDEX.seg` in the segment directory if there is one and the
-/// file can be made, else a memfd named `memfd_name`. Returns the fd and the mapping.
-pub fn create_segment(memfd_name: &CStr, index: u32, len: usize) -> Option<(c_int, *mut u8)> {
+/// it shared: a file `PID-TOKEN-INDEX.seg` in the segment directory if there is one and the
+/// file can be made (`token` is the same for every segment of a session, so a salvage
+/// groups them), else a memfd named `memfd_name`. Returns the fd and the mapping.
+pub fn create_segment(
+    memfd_name: &CStr,
+    token: u64,
+    index: u32,
+    len: usize,
+) -> Option<(c_int, *mut u8)> {
     let dir_len = DIR_LEN.load(Ordering::Acquire);
     if dir_len > 0 {
         let mut dir = [0u8; DIR_CAPACITY];
@@ -66,7 +72,7 @@ pub fn create_segment(memfd_name: &CStr, index: u32, len: usize) -> Option<(c_in
         let made = (|| {
             let at = put_decimal(&mut name, 0, u64::from(sys::getpid()))?;
             *name.get_mut(at)? = b'-';
-            let at = put_decimal(&mut name, at + 1, sys::monotonic_ns())?;
+            let at = put_decimal(&mut name, at + 1, token)?;
             *name.get_mut(at)? = b'-';
             let at = put_decimal(&mut name, at + 1, u64::from(index))?;
             name.get_mut(at..at + 4)?.copy_from_slice(b".seg");

@@ -128,6 +128,7 @@ pub fn open_memory(
     pid: Option<u32>,
     reads: &str,
 ) -> anyhow::Result<MemoryRecording<BufReader<File>>> {
+    let file = salvage_if_unfinished(path, file)?;
     let mut recording = match MemoryRecording::open(BufReader::with_capacity(1 << 20, file)) {
         Ok(r) => r,
         Err(RecordingError::WrongKind { found }) => {
@@ -152,6 +153,58 @@ pub fn open_memory(
         recording.prefetch_from(second);
     }
     Ok(recording)
+}
+
+/// A durable recording whose recorder was killed (no end frame, lock free) is completed
+/// in place first (`tansa_collect::salvage`), with a warning; one still being recorded is
+/// an error. Returns the file to read (reopened after a salvage).
+fn salvage_if_unfinished(path: &Path, file: File) -> anyhow::Result<File> {
+    use tansa_collect::salvage::{SalvageError, is_finished, salvage};
+    if is_finished(&file).unwrap_or(true) {
+        return Ok(file);
+    }
+    let progress = options::bar(
+        0,
+        "salvaging: symbolizing {bar:30} {pos}/{len} modules {msg}",
+    );
+    let salvaged = salvage(path, &mut |i, n, module| {
+        if let Some(p) = &progress {
+            p.set_length(n as u64);
+            p.set_position(i as u64);
+            p.set_message(module.rsplit('/').next().unwrap_or(module).to_string());
+        }
+    });
+    if let Some(p) = progress {
+        p.finish_and_clear();
+    }
+    match salvaged {
+        Ok(None) => Ok(file),
+        Ok(Some(done)) => {
+            eprintln!(
+                "tansa: warning: {} was not finished (its recorder was killed); salvaged it: \
+                 {} event(s) ({}) recovered from the agents' shared rings, {} process image(s) \
+                 ended there",
+                path.display(),
+                done.salvage.events,
+                tansa_render::bytes(i64::try_from(done.salvage.bytes).unwrap_or(i64::MAX)),
+                done.salvage.sessions_ended,
+            );
+            for note in &done.notes {
+                eprintln!("tansa: warning: salvage: {note}");
+            }
+            File::open(path).map_err(|e| exit::cannot_open(path, e))
+        }
+        Err(SalvageError::StillRecording { pid }) => anyhow::bail!(
+            "{} is still being recorded{}; report on it once `tansa record` has finished",
+            path.display(),
+            pid.map(|p| format!(" by pid {p}")).unwrap_or_default()
+        ),
+        Err(e) => {
+            // Read what is there, as for any unfinished recording.
+            eprintln!("tansa: warning: {}: cannot salvage it: {e}", path.display());
+            Ok(file)
+        }
+    }
 }
 
 /// Reads the heap recording `file` (at `path`) and reports on it with `config`, with a
