@@ -476,7 +476,8 @@ impl Sink for FileSink {
         // (the first and the latest point), for a salvage (readers use the last one).
         if self.durable.is_some()
             && self.calibration.len() >= 2
-            && self.last_calibration_frame.elapsed() >= CALIBRATION_EVERY
+            && (self.calibration.len() == 2
+                || self.last_calibration_frame.elapsed() >= CALIBRATION_EVERY)
         {
             self.last_calibration_frame = Instant::now();
             let n = self.calibration.len();

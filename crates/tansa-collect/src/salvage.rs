@@ -173,7 +173,7 @@ pub trait ReadAt {
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()>;
 }
 
-impl ReadAt for [u8] {
+impl ReadAt for &[u8] {
     fn len(&self) -> u64 {
         <[u8]>::len(self) as u64
     }

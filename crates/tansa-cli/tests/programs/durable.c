@@ -1,7 +1,7 @@
 /* Durable recordings: allocates known amounts, says so, then waits to be killed.
  *
  * durable N BYTES [threads]: allocates N blocks of BYTES bytes in main (kept), prints
- * "ready" on stdout (flushed) and then loops forever allocating and freeing one block of
+ * "ready PID" on stdout (flushed) and then loops forever allocating and freeing one block of
  * 17 bytes every millisecond (so that the rings keep moving), until a signal kills it.
  * With a third argument T, T threads allocate and free as well. With a fourth argument
  * `ignore-term`, SIGTERM is ignored (a program that does not end when asked to).
@@ -13,10 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static void *volatile sink;
 
-static void churn(void) {
+__attribute__((noinline)) static void churn(void) {
     struct timespec ms = {0, 1000000};
     for (;;) {
         void *p = malloc(17);
@@ -52,7 +53,7 @@ int main(int argc, char **argv) {
         pthread_t th;
         pthread_create(&th, NULL, thread_main, NULL);
     }
-    printf("ready\n");
+    printf("ready %d\n", (int)getpid());
     fflush(stdout);
     churn();
     return 0;
