@@ -25,7 +25,10 @@ Examples:
   tansa record --leak-cause -- ./server        also find why leaking sites leak (tansa leaks)
   tansa record --sample-rate 512KiB -- ./server   sampled: low overhead, estimated figures
 
-tansa record exits with the command's exit status (128 + N if a signal N killed it).")]
+tansa record exits with the command's exit status (128 + N if a signal N killed it).
+SIGTERM and SIGHUP are passed on to the command; 300 ms later the recording is finished
+whoever still runs (they end as \"still running when the recording was stopped by SIGTERM\")
+and tansa record exits with 128 + the signal.")]
 pub struct Args {
     /// Recording file to write, replaced if it exists (default: tansa-COMMAND-PID.tansa in
     /// the current directory, numbered if taken; never replaces a file). Recordings are

@@ -30,7 +30,13 @@ Exit status: 0 on success; 1 when the recording cannot be read (nothing is repor
 a wrong command line; 3 when it is truncated or damaged (the report then covers what was
 recorded before the damage, and the warnings on standard error say where the damage is).
 --by interval makes at most 10000 intervals: a shorter --interval is lengthened, with a
-warning.")]
+warning.
+
+A durable recording (tansa record --durable, the default under mpiexec or srun) whose
+recorder was killed has no end marker: it is completed in place first (salvaged: what the
+agents' shared rings next to it still hold is added, processes still running end as
+\"recording ended when the recorder was killed\"), with a warning saying how many events
+were recovered. One still being recorded is refused (\"still being recorded by pid N\").")]
 pub struct Args {
     /// The recording (from `tansa record` or `tansa sample`).
     #[arg(value_name = "FILE")]
