@@ -223,9 +223,29 @@ fn mpiexec_with_an_aborting_rank_leaves_four_readable_recordings() {
             "no recording of rank {rank}: {}",
             stderr(&out)
         );
+        // mpiexec may return before a rank's recorder (ended by SIGTERM) has finished its
+        // file: until then a report says so, and is tried again.
+        let waited = Instant::now();
+        loop {
+            let busy = run_tansa(&["report", file.to_str().unwrap()]);
+            if busy.status.success() || !stderr(&busy).contains("still being recorded") {
+                break;
+            }
+            assert!(
+                waited.elapsed() < Duration::from_secs(30),
+                "{}",
+                stderr(&busy)
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
         let report = report_json(&file, &[]);
         let kept = bytes(unit(&report, "mpi_ranks")).1;
         assert_eq!(kept, (rank + 1) << 20, "rank {rank}");
+        // The recorder removes the segment directory just after it released the lock.
+        let waited = Instant::now();
+        while segment_dir(&file).exists() && waited.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
         assert!(!segment_dir(&file).exists(), "rank {rank}");
     }
 }
