@@ -241,11 +241,6 @@ fn mpiexec_with_an_aborting_rank_leaves_four_readable_recordings() {
         let report = report_json(&file, &[]);
         let kept = bytes(unit(&report, "mpi_ranks")).1;
         assert_eq!(kept, (rank + 1) << 20, "rank {rank}");
-        // The recorder removes the segment directory just after it released the lock.
-        let waited = Instant::now();
-        while segment_dir(&file).exists() && waited.elapsed() < Duration::from_secs(10) {
-            std::thread::sleep(Duration::from_millis(50));
-        }
         assert!(!segment_dir(&file).exists(), "rank {rank}");
     }
 }

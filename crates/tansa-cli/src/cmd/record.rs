@@ -465,6 +465,10 @@ fn run_durable(args: &Args, mut config: CollectConfig) -> anyhow::Result<ExitCod
         }
     };
     config.segment_dir = Some(dir);
+    // The lock belongs to the open file description: this duplicate keeps it held until
+    // the segment directory is gone, so a reader never sees a finished recording with its
+    // segments still there.
+    let lock = file.try_clone().context("the recording file")?;
     let meta = recording_meta(args, true);
     let sink = FileSink::create_durable(file, &path, &meta, clock)?;
     let started = Instant::now();
@@ -490,6 +494,7 @@ fn run_durable(args: &Args, mut config: CollectConfig) -> anyhow::Result<ExitCod
     let raw = sink.raw_bytes();
     let size = finish_with_progress(sink)?;
     tansa_collect::salvage::remove_segment_dir(&path);
+    drop(lock);
     if naming == Naming::Chosen && path != dest {
         eprintln!(
             "tansa: {} exists; the recording is {} instead",
