@@ -3,7 +3,8 @@
 
     python3 bench/memory.py [--runs N] [--iterations N] [--skip-build] [--no-sqlite]
 
-Variants also include sampled mode (`tansa record --sample-rate 512KiB`).
+Variants also include sampled mode (`tansa record --sample-rate 512KiB`) and durable mode
+(`tansa record --durable always`).
 
 Workloads:
   (a) storm:  bench/storm.c, 2 threads x N iterations of malloc/free + ring replacement at
@@ -104,6 +105,13 @@ def main():
             "tansa": lambda: run([wrapper, tansa, "record", "-o", rec, "--", wrapper] + cmd, stdin),
             "tansa --no-free-stacks": lambda: run(
                 [wrapper, tansa, "record", "--no-free-stacks", "-o", rec + ".nf", "--", wrapper] + cmd, stdin),
+            # Durable recording (issue 15 §2): segments backed by files next to the
+            # recording, ring space reused only once it is in the file. It never replaces a
+            # recording, so the previous one goes first.
+            "tansa --durable always": lambda: (
+                os.path.exists(rec + ".durable") and os.remove(rec + ".durable"),
+                run([wrapper, tansa, "record", "--durable", "always", "-o", rec + ".durable", "--",
+                     wrapper] + cmd, stdin))[1],
             # Sampled heap mode (issue 13 §2), at the rate tcmalloc and Go use by default.
             "tansa --sample-rate 512KiB": lambda: run(
                 [wrapper, tansa, "record", "--sample-rate", "512KiB", "-o", rec + ".sampled", "--",

@@ -75,6 +75,7 @@ pub mod real;
 pub mod recorder;
 pub mod registry;
 pub mod sampler;
+pub mod segdir;
 pub mod session;
 pub mod spin;
 pub mod stacks;
@@ -87,7 +88,7 @@ use core::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 
 use tansa_wire::control::{
     ENV_CLOCK, ENV_FD, ENV_FREE_STACKS, ENV_LEAK_CAUSE, ENV_MAX_FRAMES, ENV_ONLINE, ENV_RING_KB,
-    ENV_SAMPLE_HZ, ENV_SAMPLE_RATE,
+    ENV_SAMPLE_HZ, ENV_SAMPLE_RATE, ENV_SEGMENT_DIR,
 };
 use tansa_wire::layout::{
     EXIT_IMMEDIATE, EXIT_NORMAL, FLAG_FREE_STACKS, FLAG_LEAK_CAUSE, FLAG_ONLINE, FLAG_SAMPLING,
@@ -194,6 +195,7 @@ fn initialize() -> bool {
     };
     reach::CONTACT.configure(fd as i32);
     clock::set_tsc(sys::getenv(&cstr(ENV_CLOCK)) == Some(b"tsc"));
+    segdir::set(sys::getenv(&cstr(ENV_SEGMENT_DIR)));
     let ring_kb = sys::getenv(&cstr(ENV_RING_KB))
         .and_then(sys::parse_u64)
         .filter(|k| k.is_power_of_two() && (4..=262_144).contains(k))

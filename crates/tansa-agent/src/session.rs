@@ -64,6 +64,8 @@ pub struct Session {
     meta_lock: SpinLock,
     meta_head: AtomicU64,
     collector_pid: AtomicU32,
+    /// Names the session's segment files (see `segdir`).
+    seg_token: AtomicU64,
 }
 
 /// The session of this process image.
@@ -83,6 +85,7 @@ pub static SESSION: Session = Session {
     meta_lock: SpinLock::new(),
     meta_head: AtomicU64::new(0),
     collector_pid: AtomicU32::new(0),
+    seg_token: AtomicU64::new(0),
 };
 
 /// A thread's claim on a ring, with its private copy of the head.
@@ -180,7 +183,13 @@ impl Session {
             .store(settings.ring_limit, Ordering::Relaxed);
         self.seg_count.store(0, Ordering::Relaxed);
         self.meta_head.store(0, Ordering::Relaxed);
-        let Some((fd, base)) = sys::create_shared(c"tansa-session", geometry.segment_size()) else {
+        // Names this session's segment files (a new session in a forked child or a new
+        // image gets another).
+        let token = sys::monotonic_ns();
+        self.seg_token.store(token, Ordering::Relaxed);
+        let Some((fd, base)) =
+            crate::segdir::create_segment(c"tansa-session", token, 0, geometry.segment_size())
+        else {
             return false;
         };
         // SAFETY: `base` is a fresh, zeroed, page-aligned mapping of the segment size.
@@ -421,7 +430,12 @@ impl Session {
             return false;
         }
         let geometry = self.segment_geometry(count);
-        let ok = match sys::create_shared(c"tansa-segment", geometry.segment_size()) {
+        let ok = match crate::segdir::create_segment(
+            c"tansa-segment",
+            self.seg_token.load(Ordering::Relaxed),
+            count as u32,
+            geometry.segment_size(),
+        ) {
             Some((fd, base)) => {
                 // SAFETY: fresh zeroed mapping of the segment size.
                 unsafe { init_header(base, geometry, count as u32, self.flags()) };

@@ -120,7 +120,87 @@ pub fn create_shared(name: &CStr, len: usize) -> Option<(c_int, *mut u8)> {
         close(fd);
         return None;
     }
-    // SAFETY: mapping `len` bytes of a memfd of exactly that size.
+    map_shared_or_close(fd, len)
+}
+
+/// Creates the file `name` in the directory `dir` (durable recordings: the collector's
+/// private directory next to the recording), `len` bytes with every block allocated (so
+/// that writing to the mapping never faults for want of space), and maps it shared.
+/// The directory is opened without following a link and the file created with
+/// `O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC`, mode 0600, relative to it; nothing is
+/// left behind on failure. Returns the fd and the mapping.
+pub fn create_shared_in(dir: &CStr, name: &CStr, len: usize) -> Option<(c_int, *mut u8)> {
+    // SAFETY: `dir` is a valid C string; the flags are valid for openat.
+    let dirfd = unsafe {
+        libc::syscall(
+            libc::SYS_openat,
+            libc::AT_FDCWD as c_long,
+            dir.as_ptr(),
+            (libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC) as c_long,
+            0 as c_long,
+        )
+    } as c_int;
+    if dirfd < 0 {
+        return None;
+    }
+    // SAFETY: `dirfd` is the directory just opened; `name` is a valid C string.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat,
+            dirfd as c_long,
+            name.as_ptr(),
+            (libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                as c_long,
+            0o600 as c_long,
+        )
+    } as c_int;
+    if fd < 0 {
+        close(dirfd);
+        return None;
+    }
+    // SAFETY: `fd` is the file just created; mode 0 allocates the range.
+    let allocated = unsafe {
+        libc::syscall(
+            libc::SYS_fallocate,
+            fd as c_long,
+            0 as c_long,
+            0 as c_long,
+            len as c_long,
+        )
+    } == 0;
+    if !allocated {
+        close(fd);
+        // SAFETY: `name` is a valid C string relative to the open directory.
+        unsafe {
+            libc::syscall(
+                libc::SYS_unlinkat,
+                dirfd as c_long,
+                name.as_ptr(),
+                0 as c_long,
+            )
+        };
+        close(dirfd);
+        return None;
+    }
+    let mapped = map_shared_or_close(fd, len);
+    if mapped.is_none() {
+        // SAFETY: as above.
+        unsafe {
+            libc::syscall(
+                libc::SYS_unlinkat,
+                dirfd as c_long,
+                name.as_ptr(),
+                0 as c_long,
+            )
+        };
+    }
+    close(dirfd);
+    mapped
+}
+
+/// Maps `len` bytes of `fd` shared; closes `fd` if that fails.
+fn map_shared_or_close(fd: c_int, len: usize) -> Option<(c_int, *mut u8)> {
+    // SAFETY: mapping `len` bytes of a file of at least that size.
     let p = unsafe {
         libc::mmap(
             core::ptr::null_mut(),

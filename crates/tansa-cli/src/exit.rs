@@ -52,7 +52,9 @@ pub fn of_command(status: tansa_format::meta::ExitStatus) -> ExitCode {
     use tansa_format::meta::ExitStatus;
     match status {
         ExitStatus::Exited { code } => ExitCode::from(code.clamp(0, 255) as u8),
-        ExitStatus::Signaled { signal, .. } => ExitCode::from((128 + signal).clamp(0, 255) as u8),
+        ExitStatus::Signaled { signal, .. } | ExitStatus::Stopped { signal } => {
+            ExitCode::from((128 + signal).clamp(0, 255) as u8)
+        }
         _ => ExitCode::from(ERROR),
     }
 }

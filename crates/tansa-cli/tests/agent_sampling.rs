@@ -75,6 +75,7 @@ fn sample_functions(
         leak_cause: false,
         sample_rate: None,
         events: None,
+        segment_dir: None,
     };
     let mut sink = Samples::default();
     let outcome = tansa_collect::record(&config, &mut sink).expect("record");

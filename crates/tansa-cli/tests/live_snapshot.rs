@@ -39,6 +39,7 @@ fn a_real_snapshot_is_a_prefix_of_the_report_and_draws_per_unit() {
         leak_cause: false,
         sample_rate: None,
         events: None,
+        segment_dir: None,
     };
     let slot = Arc::new(LiveSlot::default());
     let feed = LiveFeed {

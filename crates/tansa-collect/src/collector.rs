@@ -77,6 +77,11 @@ pub struct Collector {
     fullest_permille: u64,
     /// Bytes drained so far.
     pub total_bytes: u64,
+    /// Durable recording: sessions publish ring tails only for bytes the sink stored.
+    pub durable: bool,
+    /// The signal that stopped the recording while processes ran (their sessions end as
+    /// stopped by it).
+    pub stopped_by: Option<i32>,
 }
 
 impl Collector {
@@ -97,6 +102,8 @@ impl Collector {
             reaped_unknown: Vec::new(),
             fullest_permille: 0,
             total_bytes: 0,
+            durable: false,
+            stopped_by: None,
         }
     }
 
@@ -252,7 +259,8 @@ impl Collector {
                 // Leak-cause mode: the header mapped on its own for the sink (mapped
                 // before Session::open takes the descriptor, checked by it after).
                 let header = crate::SharedHeader::map(&memfd).ok();
-                let s = Session::open(id, memfd, private, geometry)?;
+                let mut s = Session::open(id, memfd, private, geometry)?;
+                s.durable = self.durable;
                 // An earlier image of this pid still counted as running has replaced itself.
                 // (Announcements travel on different sockets, so a later image may be heard
                 // of first: the images' start times order them.)
@@ -463,7 +471,10 @@ impl Collector {
             let exit = if exec_later || s.replaced {
                 ExitStatus::Exec
             } else if !s.ended {
-                ExitStatus::Running
+                match self.stopped_by {
+                    Some(signal) => ExitStatus::Stopped { signal },
+                    None => ExitStatus::Running,
+                }
             } else if let Some(st) = self.statuses.get(&s.pid) {
                 *st
             } else if let Some(st) = s.zombie_status {

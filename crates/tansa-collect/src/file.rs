@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, BufWriter};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::sync::mpsc::{Receiver, Sender, SyncSender, channel, sync_channel};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -27,12 +27,22 @@ use tansa_wire::event::{DecodeError, Decoder, Record, StreamState};
 
 const CHUNK: usize = 256 * 1024;
 const MAX_AGE: Duration = Duration::from_secs(1);
+/// How often a durable recording writes its clock calibration so far.
+const CALIBRATION_EVERY: Duration = Duration::from_secs(2);
+
+/// A stream of a session: a thread stream, or (`None`) the meta stream.
+type StreamKey = (u32, Option<u32>);
+
+/// Said back by the writer thread of a durable recording: the stream's first `.1` bytes
+/// are in the file (written with `write(2)`: in the page cache, which outlives us).
+type Ack = (StreamKey, u64);
 
 enum Job {
-    Frame(FrameType, Vec<u8>),
+    /// A frame, and what its being in the file means for a durable recording.
+    Frame(FrameType, Vec<u8>, Option<Ack>),
     /// A frame whose first 8 payload bytes (session and stream) are stored raw, so that
     /// readers index thread chunks without decompressing them.
-    Keyed(FrameType, Vec<u8>),
+    Keyed(FrameType, Vec<u8>, Option<Ack>),
     Flush,
 }
 
@@ -58,6 +68,18 @@ pub struct FileSink {
     scanned: HashMap<u32, (usize, StreamState)>,
     /// Path of each module, by session and module id.
     module_paths: HashMap<(u32, u32), String>,
+    /// Durable recording: what the writer says is in the file, and per stream the bytes
+    /// handed to it and those it has written.
+    durable: Option<Durable>,
+    last_calibration_frame: Instant,
+}
+
+/// A durable recording's bookkeeping (see [`Sink::stored`]).
+#[derive(Debug)]
+struct Durable {
+    acks: Receiver<Ack>,
+    sent: HashMap<StreamKey, u64>,
+    stored: HashMap<StreamKey, u64>,
 }
 
 impl std::fmt::Debug for FileSink {
@@ -68,22 +90,38 @@ impl std::fmt::Debug for FileSink {
     }
 }
 
-fn writer_thread(mut writer: Writer<BufWriter<File>>, jobs: Receiver<Job>) -> io::Result<u64> {
+fn writer_thread(
+    mut writer: Writer<BufWriter<File>>,
+    jobs: Receiver<Job>,
+    acks: Option<Sender<Ack>>,
+) -> io::Result<u64> {
     let mut encoder = FrameEncoder::new(-1)?;
     let mut scratch = Vec::new();
     for job in jobs {
-        match job {
-            Job::Frame(ty, payload) => {
+        let ack = match job {
+            Job::Frame(ty, payload, ack) => {
                 scratch.clear();
                 encoder.encode(ty, &payload, &mut scratch)?;
                 writer.raw(&scratch)?;
+                ack
             }
-            Job::Keyed(ty, payload) => {
+            Job::Keyed(ty, payload, ack) => {
                 scratch.clear();
                 encoder.encode_keyed(ty, &payload, &mut scratch)?;
                 writer.raw(&scratch)?;
+                ack
             }
-            Job::Flush => writer.flush()?,
+            Job::Flush => {
+                writer.flush()?;
+                None
+            }
+        };
+        if let (Some(ack), Some(acks)) = (ack, &acks) {
+            // In the file (everything before it too: frames are written in order) before
+            // the collector lets the agent reuse that ring space.
+            writer.flush()?;
+            // The collector may be gone (it finished): nothing to tell then.
+            let _ = acks.send(ack);
         }
     }
     let total = writer.bytes_written();
@@ -100,12 +138,44 @@ impl FileSink {
         meta: &RecordingMeta,
         clock: ClockSource,
     ) -> Result<FileSink, CollectError> {
+        Self::create_with(file, path, meta, clock, false)
+    }
+
+    /// [`FileSink::create`] for a durable recording ([`crate::Config::segment_dir`]): the
+    /// sink tells the collector which stream bytes are in the file ([`Sink::stored`]),
+    /// and writes the clock calibration every few seconds, so that a salvage has it.
+    pub fn create_durable(
+        file: File,
+        path: &Path,
+        meta: &RecordingMeta,
+        clock: ClockSource,
+    ) -> Result<FileSink, CollectError> {
+        Self::create_with(file, path, meta, clock, true)
+    }
+
+    fn create_with(
+        file: File,
+        path: &Path,
+        meta: &RecordingMeta,
+        clock: ClockSource,
+        durable: bool,
+    ) -> Result<FileSink, CollectError> {
         let mut writer = Writer::new(BufWriter::with_capacity(1 << 20, file), Kind::Memory)?;
         writer.value(FrameType::META, meta)?;
+        if durable {
+            // The header and META in the file at once: a salvage needs them.
+            writer.flush()?;
+        }
         let (tx, rx) = sync_channel(64);
+        let (ack_tx, ack_rx) = if durable {
+            let (t, r) = channel();
+            (Some(t), Some(r))
+        } else {
+            (None, None)
+        };
         let handle = std::thread::Builder::new()
             .name("tansa-writer".into())
-            .spawn(move || writer_thread(writer, rx))?;
+            .spawn(move || writer_thread(writer, rx, ack_tx))?;
         Ok(FileSink {
             path: path.to_path_buf(),
             jobs: Some(tx),
@@ -119,7 +189,21 @@ impl FileSink {
             resolver: BackgroundResolver::start(),
             scanned: HashMap::new(),
             module_paths: HashMap::new(),
+            durable: ack_rx.map(|acks| Durable {
+                acks,
+                sent: HashMap::new(),
+                stored: HashMap::new(),
+            }),
+            last_calibration_frame: Instant::now(),
         })
+    }
+
+    /// Counts `payload_bytes` more bytes of `key` handed to the writer; the ack to ask for.
+    fn sending(&mut self, key: StreamKey, payload_bytes: usize) -> Option<Ack> {
+        let d = self.durable.as_mut()?;
+        let sent = d.sent.entry(key).or_insert(0);
+        *sent += payload_bytes as u64;
+        Some((key, *sent))
     }
 
     fn send(&self, job: Job) -> Result<(), CollectError> {
@@ -136,7 +220,8 @@ impl FileSink {
             let payload =
                 std::mem::replace(&mut buf.bytes, thread_chunk_prefix(key.0, key.1).to_vec());
             buf.since = Instant::now();
-            self.send(Job::Keyed(memory::THREAD_CHUNK, payload))?;
+            let ack = self.sending((key.0, Some(key.1)), payload.len() - 8);
+            self.send(Job::Keyed(memory::THREAD_CHUNK, payload, ack))?;
         }
         Ok(())
     }
@@ -147,7 +232,8 @@ impl FileSink {
         {
             let payload = std::mem::replace(&mut buf.bytes, meta_chunk_prefix(session).to_vec());
             buf.since = Instant::now();
-            self.send(Job::Frame(memory::META_CHUNK, payload))?;
+            let ack = self.sending((session, None), payload.len() - 4);
+            self.send(Job::Frame(memory::META_CHUNK, payload, ack))?;
         }
         Ok(())
     }
@@ -199,7 +285,7 @@ impl FileSink {
 
     /// Adds a frame (written before the symbols and the end marker).
     pub fn add_frame(&mut self, ty: FrameType, payload: Vec<u8>) -> Result<(), CollectError> {
-        self.send(Job::Frame(ty, payload))
+        self.send(Job::Frame(ty, payload, None))
     }
 
     /// Adds a frame whose payload is `value` serialized with postcard.
@@ -231,7 +317,11 @@ impl FileSink {
             source: self.clock,
             points: std::mem::take(&mut self.calibration),
         };
-        self.send(Job::Frame(FrameType::CALIBRATION, encode(&calibration)?))?;
+        self.send(Job::Frame(
+            FrameType::CALIBRATION,
+            encode(&calibration)?,
+            None,
+        ))?;
         let mut addresses = AddressSet::default();
         let mut ids: Vec<_> = self.meta_all.keys().copied().collect();
         ids.sort_unstable();
@@ -240,7 +330,7 @@ impl FileSink {
         }
         let resolver = std::mem::take(&mut self.resolver);
         let table = resolver.resolve(addresses, progress);
-        self.send(Job::Frame(FrameType::SYMBOLS, encode(&table)?))?;
+        self.send(Job::Frame(FrameType::SYMBOLS, encode(&table)?, None))?;
         drop(self.jobs.take());
         let size = self
             .writer
@@ -260,7 +350,7 @@ fn encode<T: serde::Serialize>(value: &T) -> Result<Vec<u8>, CollectError> {
 
 impl Sink for FileSink {
     fn session_started(&mut self, info: &SessionInfo) -> Result<(), CollectError> {
-        self.send(Job::Frame(memory::SESSION, encode(info)?))?;
+        self.send(Job::Frame(memory::SESSION, encode(info)?, None))?;
         self.metas.insert(
             info.session,
             Buffer {
@@ -272,7 +362,7 @@ impl Sink for FileSink {
     }
 
     fn session_place(&mut self, place: &SessionPlace) -> Result<(), CollectError> {
-        self.send(Job::Frame(memory::SESSION_PLACE, encode(place)?))
+        self.send(Job::Frame(memory::SESSION_PLACE, encode(place)?, None))
     }
 
     fn meta(&mut self, session: u32, bytes: &[u8]) -> Result<(), CollectError> {
@@ -326,18 +416,55 @@ impl Sink for FileSink {
         for k in keys {
             self.flush_thread(k)?;
         }
-        self.send(Job::Frame(memory::SESSION_END, encode(end)?))
+        self.send(Job::Frame(memory::SESSION_END, encode(end)?, None))
     }
 
     fn session_losses(&mut self, losses: &SessionLosses) -> Result<(), CollectError> {
-        self.send(Job::Frame(memory::SESSION_LOSSES, encode(losses)?))
+        self.send(Job::Frame(memory::SESSION_LOSSES, encode(losses)?, None))
     }
 
     fn unrecorded(&mut self, process: &Unrecorded) -> Result<(), CollectError> {
-        self.send(Job::Frame(memory::UNRECORDED, encode(process)?))
+        self.send(Job::Frame(memory::UNRECORDED, encode(process)?, None))
     }
 
     fn watermark(&mut self, _ticks: u64) -> Result<(), CollectError> {
+        Ok(())
+    }
+
+    fn stored(&mut self, session: u32, stream: Option<u32>) -> Option<u64> {
+        let d = self.durable.as_mut()?;
+        for (key, upto) in d.acks.try_iter() {
+            d.stored.insert(key, upto);
+        }
+        Some(d.stored.get(&(session, stream)).copied().unwrap_or(0))
+    }
+
+    fn store_soon(
+        &mut self,
+        session: u32,
+        stream: Option<u32>,
+        at_least: u64,
+    ) -> Result<(), CollectError> {
+        match stream {
+            Some(stream) => {
+                let waiting = self
+                    .threads
+                    .get(&(session, stream))
+                    .map_or(0, |b| b.bytes.len().saturating_sub(8));
+                if waiting as u64 >= at_least {
+                    self.flush_thread((session, stream))?;
+                }
+            }
+            None => {
+                let waiting = self
+                    .metas
+                    .get(&session)
+                    .map_or(0, |b| b.bytes.len().saturating_sub(4));
+                if waiting as u64 >= at_least {
+                    self.flush_meta(session)?;
+                }
+            }
+        }
         Ok(())
     }
 
@@ -348,6 +475,25 @@ impl Sink for FileSink {
             .is_none_or(|p| p.ticks < point.ticks)
         {
             self.calibration.push(point);
+        }
+        // A durable recording has its clock calibration in the file every few seconds
+        // (the first and the latest point), for a salvage (readers use the last one).
+        if self.durable.is_some()
+            && self.calibration.len() >= 2
+            && (self.calibration.len() == 2
+                || self.last_calibration_frame.elapsed() >= CALIBRATION_EVERY)
+        {
+            self.last_calibration_frame = Instant::now();
+            let n = self.calibration.len();
+            let calibration = Calibration {
+                source: self.clock,
+                points: vec![self.calibration[0], self.calibration[n - 1]],
+            };
+            self.send(Job::Frame(
+                FrameType::CALIBRATION,
+                encode(&calibration)?,
+                None,
+            ))?;
         }
         // Write out anything older than a second, so a crash of tansa itself loses little.
         let stale: Vec<_> = self

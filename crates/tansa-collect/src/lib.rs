@@ -20,6 +20,7 @@ mod collector;
 pub mod file;
 pub mod naming;
 pub mod online;
+pub mod salvage;
 pub mod session;
 pub mod symbolize;
 mod sys;
@@ -37,7 +38,7 @@ use tansa_format::memory::{SessionEnd, SessionInfo, SessionLosses, SessionPlace,
 use tansa_format::meta::{CalibrationPoint, ClockSource, ExitStatus};
 use tansa_wire::control::{
     ENV_CLOCK, ENV_COLLECTOR_PID, ENV_ENDPOINT, ENV_FD, ENV_FD_ID, ENV_FREE_STACKS, ENV_LEAK_CAUSE,
-    ENV_MAX_FRAMES, ENV_ONLINE, ENV_RING_KB, ENV_SAMPLE_HZ, ENV_SAMPLE_RATE,
+    ENV_MAX_FRAMES, ENV_ONLINE, ENV_RING_KB, ENV_SAMPLE_HZ, ENV_SAMPLE_RATE, ENV_SEGMENT_DIR,
 };
 
 use crate::collector::Collector;
@@ -93,6 +94,24 @@ pub trait Sink {
     fn session_losses(&mut self, losses: &SessionLosses) -> Result<(), CollectError>;
     /// A process of the tree ran without being recorded.
     fn unrecorded(&mut self, process: &Unrecorded) -> Result<(), CollectError>;
+    /// How many bytes of a stream (`stream`: a thread stream of `session`, `None`: the
+    /// session's meta stream) the sink has stored where they outlive the collector (written
+    /// to the recording file with `write(2)`), of those delivered to it. `None`: count
+    /// everything delivered as stored. A durable recording frees ring space only up to
+    /// there, so that rings backed by files and the recording always hold everything.
+    fn stored(&mut self, _session: u32, _stream: Option<u32>) -> Option<u64> {
+        None
+    }
+    /// A stream's ring fills up with bytes delivered but not stored yet: store them soon if
+    /// at least `at_least` of them wait.
+    fn store_soon(
+        &mut self,
+        _session: u32,
+        _stream: Option<u32>,
+        _at_least: u64,
+    ) -> Result<(), CollectError> {
+        Ok(())
+    }
     /// Every event with a timestamp below `ticks` has been delivered.
     fn watermark(&mut self, ticks: u64) -> Result<(), CollectError>;
     /// A clock calibration point, and a chance to do periodic work.
@@ -164,6 +183,12 @@ pub struct Config {
     /// Who hears of what happens during the recording that is worth telling people
     /// ([`CollectEvent`]); `None`: nobody (the collector itself never prints).
     pub events: Option<EventHandler>,
+    /// Durable recording: the directory (private, created by the caller, see
+    /// [`salvage::segment_dir`]) in which agents create their shared segments as files,
+    /// and rings give back space only for bytes the sink has stored ([`Sink::stored`]).
+    /// What agents handed over then survives a collector killed with `SIGKILL`
+    /// ([`salvage`]). `None`: memfd segments.
+    pub segment_dir: Option<PathBuf>,
 }
 
 /// What the collector has to tell while it records (the CLI prints these).
@@ -225,7 +250,15 @@ pub struct Outcome {
     pub pid: u32,
     /// Processes of the tree that ran without being recorded.
     pub unrecorded: u32,
+    /// The signal (`SIGTERM`, `SIGHUP`) that stopped the recording while processes still
+    /// ran (they were given [`STOP_GRACE`] to end after it was passed on to the command).
+    pub stopped_by: Option<i32>,
 }
+
+/// After `SIGTERM` or `SIGHUP` (passed on to the command), how long the recording waits for
+/// the command and its processes to end before it finishes anyway: launchers such as
+/// `mpiexec` follow `SIGTERM` with `SIGKILL` within a few seconds.
+pub const STOP_GRACE: Duration = Duration::from_millis(300);
 
 /// Now on the agent's clock: TSC ticks if `tsc`, else `CLOCK_MONOTONIC` nanoseconds.
 pub fn clock_now(tsc: bool) -> u64 {
@@ -241,6 +274,8 @@ pub fn clock_now(tsc: bool) -> u64 {
 struct Signals {
     interrupt: Arc<AtomicUsize>,
     terminate: Arc<AtomicUsize>,
+    /// The last of SIGTERM and SIGHUP received.
+    last_terminate: Arc<AtomicUsize>,
 }
 
 impl Signals {
@@ -252,10 +287,14 @@ impl Signals {
             (signal_hook::consts::SIGHUP, &s.terminate),
         ] {
             let c = Arc::clone(counter);
-            // SAFETY: the handler only increments an atomic counter, which is
-            // async-signal-safe.
+            let last = Arc::clone(&s.last_terminate);
+            let terminating = sig != signal_hook::consts::SIGINT;
+            // SAFETY: the handler only updates atomics, which is async-signal-safe.
             let _ = unsafe {
                 signal_hook::low_level::register(sig, move || {
+                    if terminating {
+                        last.store(sig as usize, Ordering::SeqCst);
+                    }
                     c.fetch_add(1, Ordering::SeqCst);
                 })
             };
@@ -296,11 +335,18 @@ pub fn record(config: &Config, sink: &mut dyn Sink) -> Result<Outcome, CollectEr
         waiting_note_shown: false,
         stop_waiting: false,
         last_interrupts: 0,
+        terminated_at: None,
     };
+    run.collector.durable = config.segment_dir.is_some();
     while !run.step(sink)? {}
+    let stopped_by = run.stopped_by();
+    run.collector.stopped_by = stopped_by;
     run.collector.finish(sink)?;
     Ok(Outcome {
-        exit: run.root_status.unwrap_or(ExitStatus::Running),
+        exit: run.root_status.unwrap_or(match stopped_by {
+            Some(signal) => ExitStatus::Stopped { signal },
+            None => ExitStatus::Running,
+        }),
         clock: if tsc {
             ClockSource::Tsc
         } else {
@@ -310,6 +356,7 @@ pub fn record(config: &Config, sink: &mut dyn Sink) -> Result<Outcome, CollectEr
         bytes: run.collector.total_bytes,
         pid: root,
         unrecorded: run.collector.unrecorded.len() as u32,
+        stopped_by,
     })
 }
 
@@ -363,6 +410,10 @@ fn spawn(
         Some(hz) => cmd.env(ENV_SAMPLE_HZ, hz.to_string()),
         None => cmd.env_remove(ENV_SAMPLE_HZ),
     };
+    match &config.segment_dir {
+        Some(dir) => cmd.env(ENV_SEGMENT_DIR, std::path::absolute(dir)?),
+        None => cmd.env_remove(ENV_SEGMENT_DIR),
+    };
     // The child gets default dispositions for the signals the collector handles.
     // SAFETY: the closure only calls async-signal-safe functions (signal).
     unsafe {
@@ -396,6 +447,8 @@ struct Run<'a> {
     waiting_note_shown: bool,
     stop_waiting: bool,
     last_interrupts: usize,
+    /// When `SIGTERM` or `SIGHUP` came (and which) while the command ran.
+    terminated_at: Option<(Instant, i32)>,
 }
 
 impl Run<'_> {
@@ -412,7 +465,20 @@ impl Run<'_> {
             self.periodic(sink)?;
         }
         self.signals();
+        if let Some((at, _)) = self.terminated_at
+            && at.elapsed() >= STOP_GRACE
+        {
+            // The launcher's SIGKILL may follow soon: finish the recording now.
+            return Ok(true);
+        }
         Ok(self.root_status.is_some() && self.done_waiting())
+    }
+
+    /// The signal that stopped the recording while processes still ran, if one did.
+    fn stopped_by(&self) -> Option<i32> {
+        let (_, signal) = self.terminated_at?;
+        (self.root_status.is_none() || self.collector.live_sessions().next().is_some())
+            .then_some(signal)
     }
 
     fn root_ended(&mut self, status: ExitStatus) {
@@ -434,12 +500,19 @@ impl Run<'_> {
         })
     }
 
-    /// SIGTERM/SIGHUP are passed on to the command; SIGINT once the command has ended
-    /// stops waiting for the processes it left behind.
+    /// SIGTERM/SIGHUP are passed on to the command, and the recording ends [`STOP_GRACE`]
+    /// later whoever still runs; SIGINT once the command has ended stops waiting for the
+    /// processes it left behind.
     fn signals(&mut self) {
         let terminate = self.signals.terminate.swap(0, Ordering::SeqCst);
-        if terminate > 0 && self.root_status.is_none() {
-            let _ = tansa_proc::os::kill(self.root, libc::SIGTERM);
+        if terminate > 0 {
+            if self.root_status.is_none() {
+                let _ = tansa_proc::os::kill(self.root, libc::SIGTERM);
+            }
+            if self.terminated_at.is_none() {
+                let signal = self.signals.last_terminate.load(Ordering::SeqCst) as i32;
+                self.terminated_at = Some((Instant::now(), signal));
+            }
         }
         let interrupts = self.signals.interrupt.load(Ordering::SeqCst);
         if interrupts != self.last_interrupts {

@@ -18,7 +18,13 @@ use tansa_proc::os::SharedMapping as Mapping;
 struct Track {
     generation: u32,
     stream: u32,
+    /// Ring position up to which bytes were delivered to the sink.
     tail: u64,
+    /// Ring position of the stream's first byte.
+    base: u64,
+    /// The tail published to the agent (`tail`, or in a durable session only what the
+    /// sink has stored).
+    published: u64,
     open: bool,
 }
 
@@ -52,6 +58,12 @@ pub struct Session {
     tracks: Vec<Vec<Option<Track>>>,
     next_stream: u32,
     meta_tail: u64,
+    /// The meta ring's tail as published to the agent.
+    meta_published: u64,
+    /// Durable session (segments backed by files): a ring's tail is published only up to
+    /// what the sink has stored ([`Sink::stored`]), so that the ring and the recording
+    /// together always hold every byte the agent wrote, whenever the collector dies.
+    pub durable: bool,
     /// Largest timestamp seen in stream starts (for the session end record).
     pub last_ticks: u64,
     /// The agent's `FLAG_*` bits.
@@ -71,6 +83,28 @@ pub struct Drained {
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// The description of session `id` from its segment 0 header (every field bounded by the
+/// header's own arrays).
+pub(crate) fn session_info(h: &SegmentHeader, id: u32) -> SessionInfo {
+    let exe = text(&h.exe[..(h.exe_len as usize).min(h.exe.len())]);
+    let cmd_bytes = &h.cmdline[..(h.cmdline_len as usize).min(h.cmdline.len())];
+    let cmdline = cmd_bytes
+        .split(|&b| b == 0)
+        .filter(|s| !s.is_empty())
+        .map(text)
+        .collect();
+    SessionInfo {
+        session: id,
+        pid: h.pid,
+        ppid: h.ppid,
+        exe,
+        cmdline,
+        start_ticks: h.start_ticks,
+        free_stacks: h.flags & FLAG_FREE_STACKS != 0,
+        online: h.flags & FLAG_ONLINE != 0,
+    }
 }
 
 impl Session {
@@ -94,24 +128,11 @@ impl Session {
                 tansa_wire::PROTOCOL_VERSION
             )));
         }
-        let exe = text(&h.exe[..(h.exe_len as usize).min(h.exe.len())]);
-        let cmd_bytes = &h.cmdline[..(h.cmdline_len as usize).min(h.cmdline.len())];
-        let cmdline = cmd_bytes
-            .split(|&b| b == 0)
-            .filter(|s| !s.is_empty())
-            .map(text)
-            .collect();
-        let info = SessionInfo {
-            session: id,
-            pid: h.pid,
-            ppid: h.ppid,
-            exe,
-            cmdline,
-            start_ticks: h.start_ticks,
-            free_stacks: h.flags & FLAG_FREE_STACKS != 0,
-            online: h.flags & FLAG_ONLINE != 0,
-        };
+        let info = session_info(h, id);
         let _ = ClockKind::from_raw(h.clock);
+        // For a salvage, should the collector die: which session of the recording this is.
+        h.collector_session
+            .store(id.saturating_add(1), Ordering::Release);
         let info_flags = h.flags;
         let place = place(id, h);
         Ok(Session {
@@ -130,6 +151,8 @@ impl Session {
             tracks: Vec::new(),
             next_stream: 0,
             meta_tail: 0,
+            meta_published: 0,
+            durable: false,
             last_ticks: h.start_ticks,
         })
     }
@@ -262,8 +285,18 @@ impl Session {
                     }
                     out.bytes += head.wrapping_sub(self.meta_tail);
                     self.meta_tail = head;
-                    ring.header().tail.store(head, Ordering::Release);
                 }
+                // The meta stream starts at ring position 0.
+                let published = publish(
+                    sink,
+                    self.durable,
+                    (id, None),
+                    &ring,
+                    0,
+                    self.meta_tail,
+                    self.meta_published,
+                )?;
+                self.meta_published = published;
             }
             let tracks = &mut self.tracks[seg_index];
             let rings = geometry.ring_count.min(MAX_RINGS_PER_SEGMENT);
@@ -290,7 +323,7 @@ impl Session {
                         &mut self.next_stream,
                         sink,
                         &mut out,
-                        geometry,
+                        self.durable,
                     )?;
                 }
             }
@@ -310,8 +343,39 @@ impl Session {
     }
 }
 
+/// Publishes the tail of a ring whose stream (`key`: session and thread stream, `None` for
+/// the meta stream) starts at ring position `base` and was delivered up to `delivered`:
+/// all of it, or in a durable session what the sink has stored. When the ring fills up
+/// with bytes not stored yet, asks the sink to store them soon. Returns the tail published.
+fn publish(
+    sink: &mut dyn Sink,
+    durable: bool,
+    key: (u32, Option<u32>),
+    ring: &Ring,
+    base: u64,
+    delivered: u64,
+    published: u64,
+) -> Result<u64, CollectError> {
+    let tail = if durable {
+        let got = delivered.wrapping_sub(base);
+        let stored = sink.stored(key.0, key.1).map_or(got, |n| n.min(got));
+        let size = ring.size();
+        if delivered.wrapping_sub(base + stored) > size / 4 {
+            sink.store_soon(key.0, key.1, size / 8)?;
+        }
+        base + stored
+    } else {
+        delivered
+    };
+    if tail != published {
+        ring.header().tail.store(tail, Ordering::Release);
+    }
+    Ok(tail)
+}
+
 /// Drains one claimed thread ring: opens a stream when the ring has a new owner, moves its
-/// published bytes, and frees the ring when its owner gave it back.
+/// published bytes, and frees the ring when its owner gave it back (in a durable session,
+/// once the sink has stored all of it).
 #[allow(clippy::too_many_arguments)]
 fn drain_ring(
     session: u32,
@@ -322,7 +386,7 @@ fn drain_ring(
     next_stream: &mut u32,
     sink: &mut dyn Sink,
     out: &mut Drained,
-    geometry: Geometry,
+    durable: bool,
 ) -> Result<(), CollectError> {
     let h = ring.header();
     let state = h.state.load(Ordering::Acquire);
@@ -332,11 +396,16 @@ fn drain_ring(
     let pending = h.pending.load(Ordering::SeqCst);
     let head = h.head.load(Ordering::Acquire);
     let generation = h.generation.load(Ordering::Acquire);
-    let track = track.get_or_insert_with(|| Track {
-        generation: u32::MAX,
-        stream: 0,
-        tail: h.tail.load(Ordering::Relaxed),
-        open: false,
+    let track = track.get_or_insert_with(|| {
+        let tail = h.tail.load(Ordering::Relaxed);
+        Track {
+            generation: u32::MAX,
+            stream: 0,
+            tail,
+            base: tail,
+            published: tail,
+            open: false,
+        }
     });
     if track.generation != generation {
         if track.open {
@@ -344,24 +413,39 @@ fn drain_ring(
         }
         track.generation = generation;
         track.stream = *next_stream;
+        track.base = track.tail;
         track.open = true;
         *next_stream += 1;
+        // Which stream this owner's bytes belong to, for a salvage.
+        h.stream_base.store(track.base, Ordering::Relaxed);
+        h.stream
+            .store(track.stream.saturating_add(1), Ordering::Relaxed);
+        h.stream_generation.store(generation, Ordering::Release);
     }
     if head != track.tail {
         // SAFETY: we are the ring's only consumer.
         let (a, b) = unsafe { ring.readable(track.tail, head) };
-        sink.thread(session, track.stream, a)?;
-        if !b.is_empty() {
-            sink.thread(session, track.stream, b)?;
+        if b.is_empty() {
+            sink.thread(session, track.stream, a)?;
+        } else {
+            // Wrapped: delivered in one piece, so that the sink's chunks end at record
+            // boundaries (a salvage counts the records it appends from there).
+            sink.thread(session, track.stream, &[a, b].concat())?;
         }
         let moved = head.wrapping_sub(track.tail);
         out.bytes += moved;
-        out.fullest_permille = out
-            .fullest_permille
-            .max(moved * 1000 / u64::from(geometry.ring_data_size).max(1));
+        out.fullest_permille = out.fullest_permille.max(moved * 1000 / ring.size().max(1));
         track.tail = head;
-        h.tail.store(head, Ordering::Release);
     }
+    track.published = publish(
+        sink,
+        durable,
+        (session, Some(track.stream)),
+        ring,
+        track.base,
+        track.tail,
+        track.published,
+    )?;
     if pending != 0 && (out.min_pending == 0 || pending < out.min_pending) {
         out.min_pending = pending;
     }
@@ -370,10 +454,12 @@ fn drain_ring(
             sink.stream_closed(session, track.stream)?;
             track.open = false;
         }
-        // Clear the claimed bit before freeing: a thread that claims the ring next sets it
-        // again after its claim.
-        header.clear_claimed(r);
-        h.state.store(RING_FREE, Ordering::Release);
+        if track.published == track.tail {
+            // Clear the claimed bit before freeing: a thread that claims the ring next
+            // sets it again after its claim.
+            header.clear_claimed(r);
+            h.state.store(RING_FREE, Ordering::Release);
+        }
     }
     Ok(())
 }
@@ -381,7 +467,7 @@ fn drain_ring(
 /// The session's place in a parallel job, from its header (none when the agent found no
 /// rank in the process's environment). The header is untrusted: lengths and indexes are
 /// bounded by the arrays they index.
-fn place(session: u32, h: &SegmentHeader) -> Option<SessionPlace> {
+pub(crate) fn place(session: u32, h: &SegmentHeader) -> Option<SessionPlace> {
     let source = tansa_wire::place::RANK_VARS.get((h.place_source as usize).checked_sub(1)?)?;
     let job = &h.place_job[..(h.place_job_len as usize).min(h.place_job.len())];
     Some(SessionPlace {

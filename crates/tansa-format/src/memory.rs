@@ -314,3 +314,21 @@ pub fn thread_chunk_prefix(session: u32, stream: u32) -> [u8; 8] {
     p[4..].copy_from_slice(&stream.to_le_bytes());
     p
 }
+
+/// Frame type: a recording whose recorder was killed, completed afterwards by a salvage
+/// ([`Salvage`]); readers warn about it.
+pub const SALVAGED: FrameType = FrameType(0x0110);
+
+/// What a salvage did to a recording whose recorder was killed (`tansa report` completes
+/// such a recording from the file and the agents' segment files next to it).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Salvage {
+    /// Event records recovered from the agents' shared rings (not yet in the file).
+    pub events: u64,
+    /// Their bytes (thread and meta streams).
+    pub bytes: u64,
+    /// Bytes of a torn last frame cut off (their contents were recovered from the rings).
+    pub torn_bytes: u64,
+    /// Process images whose end was not recorded.
+    pub sessions_ended: u32,
+}

@@ -103,6 +103,15 @@ pub enum ExitStatus {
     },
     /// Still running when the recording stopped.
     Running,
+    /// Still running when a signal to the recorder (`SIGTERM`, `SIGHUP`, passed on to the
+    /// command) stopped the recording.
+    Stopped {
+        /// The signal.
+        signal: i32,
+    },
+    /// Its end is not known: the recorder was killed before it (the recording was
+    /// salvaged afterwards).
+    RecorderKilled,
 }
 
 impl ExitStatus {
@@ -143,6 +152,14 @@ impl ExitStatus {
                  collected the status)"
                 .to_string(),
             ExitStatus::Running => "still running when recording stopped".to_string(),
+            ExitStatus::Stopped { signal } => format!(
+                "still running when the recording was stopped by {}",
+                signal_name(signal)
+            ),
+            ExitStatus::RecorderKilled => {
+                "recording ended when the recorder was killed (how it ended is not known)"
+                    .to_string()
+            }
         }
     }
 }

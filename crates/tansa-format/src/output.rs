@@ -138,6 +138,64 @@ impl Drop for OutputFile {
     }
 }
 
+/// Creates a recording in place at its final name, for a recording that must be readable
+/// however tansa ends (durable recordings): `O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC`,
+/// mode `mode` (normally [`DEFAULT_MODE`]), and an exclusive `flock` held as long as the
+/// file stays open, which tells a reader that the recording is still being written. A name
+/// the user gave ([`Naming::Given`]) is refused if it exists; for a name tansa chose,
+/// `.1`, `.2`, ... is added before the extension. Returns the file and its name.
+pub fn create_locked(dest: &Path, naming: Naming, mode: u32) -> io::Result<(File, PathBuf)> {
+    let tries = match naming {
+        Naming::Given => 1,
+        Naming::Chosen => MAX_SUFFIX,
+    };
+    for n in 0..tries {
+        let candidate = if n == 0 {
+            dest.to_path_buf()
+        } else {
+            numbered(dest, n)
+        };
+        match OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&candidate)
+        {
+            Ok(file) => {
+                use std::os::fd::AsRawFd;
+                // SAFETY: flock on a descriptor we own; no memory is passed.
+                if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+                    let e = io::Error::last_os_error();
+                    let _ = std::fs::remove_file(&candidate);
+                    return Err(e);
+                }
+                return Ok((file, candidate));
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && n + 1 < tries => continue,
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                return Err(io::Error::new(
+                    io::ErrorKind::AlreadyExists,
+                    format!(
+                        "{} exists (a recording is never written over: remove it or choose \
+                         another name)",
+                        candidate.display()
+                    ),
+                ));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::AlreadyExists,
+        format!(
+            "{} and {MAX_SUFFIX} numbered names after it exist",
+            dest.display()
+        ),
+    ))
+}
+
 /// `dest`, or `dest` with `.N` before its extension: the first that does not exist yet, to
 /// which `src` is hard-linked (`link(2)` never replaces nor follows what is at the name).
 fn link_unique(src: &Path, dest: &Path) -> io::Result<PathBuf> {
@@ -223,6 +281,37 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
         assert_eq!(std::fs::read_to_string(&dest).unwrap(), "new");
         assert!(!std::fs::symlink_metadata(&dest).unwrap().is_symlink());
+    }
+
+    #[test]
+    fn locked_outputs_never_replace_and_hold_a_lock() {
+        use std::os::fd::AsRawFd;
+        let dir = tempfile::tempdir().unwrap();
+        let dest = dir.path().join("rec.tansa");
+        let (file, got) = create_locked(&dest, Naming::Given, DEFAULT_MODE).unwrap();
+        assert_eq!(got, dest);
+        assert_eq!(std::fs::metadata(&dest).unwrap().mode() & 0o777, 0o600);
+        // Another open file description cannot take the lock while `file` is open.
+        let other = File::open(&dest).unwrap();
+        // SAFETY: flock on an open descriptor.
+        let r = unsafe { libc::flock(other.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        assert_ne!(r, 0);
+        let err = create_locked(&dest, Naming::Given, DEFAULT_MODE).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::AlreadyExists);
+        assert!(err.to_string().contains("never written over"), "{err}");
+        let (_, second) = create_locked(&dest, Naming::Chosen, DEFAULT_MODE).unwrap();
+        assert_eq!(second, dir.path().join("rec.1.tansa"));
+        drop(file);
+        // SAFETY: as above.
+        let r = unsafe { libc::flock(other.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        assert_eq!(r, 0);
+        // A link planted at the name is neither followed nor replaced.
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "keep").unwrap();
+        let link = dir.path().join("link.tansa");
+        symlink(&victim, &link).unwrap();
+        assert!(create_locked(&link, Naming::Given, DEFAULT_MODE).is_err());
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
     }
 
     #[test]

@@ -136,7 +136,7 @@ impl Mutator {
         for _ in 0..rounds {
             match target {
                 Target::Plan => self.text(data, other),
-                Target::Frames => self.bytes(data, other),
+                Target::Frames | Target::Segment => self.bytes(data, other),
                 _ => self.recording(data, other),
             }
         }

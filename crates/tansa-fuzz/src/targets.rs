@@ -39,17 +39,21 @@ pub enum Target {
     Retrace,
     /// A leak-test plan parsed.
     Plan,
+    /// An agent's segment file read by the salvage of a recording whose recorder was
+    /// killed (`tansa_collect::salvage::recover`).
+    Segment,
 }
 
 impl Target {
     /// Every target.
-    pub const ALL: [Target; 6] = [
+    pub const ALL: [Target; 7] = [
         Target::Container,
         Target::Frames,
         Target::Memory,
         Target::Cpu,
         Target::Retrace,
         Target::Plan,
+        Target::Segment,
     ];
 
     /// Its name (the corpus directory and the cargo-fuzz target).
@@ -61,6 +65,7 @@ impl Target {
             Target::Cpu => "cpu",
             Target::Retrace => "retrace",
             Target::Plan => "plan",
+            Target::Segment => "segment",
         }
     }
 
@@ -86,6 +91,7 @@ impl Target {
             Target::Cpu => cpu_report(data),
             Target::Retrace => retrace(data),
             Target::Plan => plan(data),
+            Target::Segment => segment(data),
         }
     }
 
@@ -99,6 +105,29 @@ impl Target {
             data.len() as u64
         };
         usize::try_from(size.saturating_mul(64).saturating_add(64 << 20)).unwrap_or(usize::MAX)
+    }
+}
+
+/// A segment file as the salvage reads it: as segment 0 of a session, and as segments 0
+/// and 1 at once, with the recording holding some bytes of each stream (taken from the
+/// input's length, so that both "nothing" and "part of it" are tried). What comes back is
+/// bounded by the input: each ring's bytes by its size, the rings by the segment's size.
+pub fn segment(data: &[u8]) {
+    use tansa_collect::salvage::{ReadAt, recover};
+    let have = (data.len() % 97) as u64;
+    let src: &dyn ReadAt = &data;
+    for segments in [vec![(0u32, src)], vec![(0u32, src), (1, src)]] {
+        for have_meta in [0, have] {
+            if let Ok(r) = recover(&segments, have_meta, &|s| u64::from(s) * have) {
+                let got: usize =
+                    r.meta.len() + r.streams.iter().map(|s| s.bytes.len()).sum::<usize>();
+                assert!(
+                    got <= data.len() * segments.len(),
+                    "more bytes than the input holds"
+                );
+                let _ = Decoder::new(&r.meta).take_while(Result::is_ok).count();
+            }
+        }
     }
 }
 

@@ -208,6 +208,11 @@ fn plan() {
     fuzz(Target::Plan);
 }
 
+#[test]
+fn segment() {
+    fuzz(Target::Segment);
+}
+
 /// The bound of one input counts its own thread only: another target's allocations on a
 /// parallel test thread, made while the input runs, neither push it over its bound (which
 /// would abort the process) nor count in its peak.

@@ -725,6 +725,19 @@ impl<S: Sink> Sink for LeakCauseSink<S> {
     fn tick(&mut self, point: CalibrationPoint) -> Result<(), CollectError> {
         self.inner.tick(point)
     }
+
+    fn stored(&mut self, session: u32, stream: Option<u32>) -> Option<u64> {
+        self.inner.stored(session, stream)
+    }
+
+    fn store_soon(
+        &mut self,
+        session: u32,
+        stream: Option<u32>,
+        at_least: u64,
+    ) -> Result<(), CollectError> {
+        self.inner.store_soon(session, stream, at_least)
+    }
 }
 
 /// Symbolizes the functions and branches named by the traces into the recording's tables.

@@ -96,6 +96,7 @@ pub fn record<W: Write>(
         monotonic_clock: true,
         sample_hz: Some(hz),
         events: config.events.clone(),
+        segment_dir: None,
     };
     let mut sink = AgentSink::new(CpuRecordingBuilder::new(meta, info));
     sink.deadline = config.duration.map(|d| Instant::now() + d);

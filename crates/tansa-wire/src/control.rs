@@ -54,6 +54,11 @@ pub const ENV_FD_ID: &str = "TANSA_FD_ID";
 /// the abstract Unix namespace (without the leading NUL).
 pub const ENV_ENDPOINT: &str = "TANSA_ENDPOINT";
 
+/// Name of the environment variable holding the directory in which an agent creates its
+/// shared segments as files (durable recordings: what it wrote survives a killed collector).
+/// Without it, or when a file cannot be created there, segments are memfds.
+pub const ENV_SEGMENT_DIR: &str = "TANSA_SEGMENT_DIR";
+
 /// The fixed-size announcement message.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -195,8 +195,10 @@ pub struct SegmentHeader {
     pub ring_data_size: u32,
     /// Index of the first thread ring (1 in segment 0, whose ring 0 is the meta ring).
     pub first_thread_ring: u32,
-    /// Reserved, zero.
-    pub reserved: u32,
+    /// Written by the collector, in segment 0, when it has received the session: the
+    /// session's number in the recording plus one (0: not received yet). Read back by the
+    /// salvage of a recording whose collector was killed (segments backed by files).
+    pub collector_session: AtomicU32,
     /// Process id of the session's process.
     pub pid: u32,
     /// Parent process id at session start.
@@ -309,9 +311,18 @@ pub struct RingHeader {
     /// Incremented each time the ring is claimed.
     pub generation: AtomicU32,
     padding0: [u8; 32],
-    /// Bytes consumed by the collector (monotonic).
+    /// Bytes consumed by the collector (monotonic). With segments backed by files
+    /// (durable recordings), only bytes already written to the recording are consumed.
     pub tail: AtomicU64,
-    padding1: [u8; 56],
+    /// Written by the collector when it opens a stream for the ring's current owner: the
+    /// owner's `generation`, for which `stream` and `stream_base` are valid.
+    pub stream_generation: AtomicU32,
+    /// The stream number (in its session) the collector gave the owner, plus one (0: none).
+    pub stream: AtomicU32,
+    /// The ring position of the stream's first byte: the recording holds the stream from
+    /// there on, so a salvage appends from `stream_base` + the bytes the recording holds.
+    pub stream_base: AtomicU64,
+    padding1: [u8; 40],
 }
 
 const _: () = assert!(core::mem::size_of::<RingHeader>() == RING_HEADER_SIZE);

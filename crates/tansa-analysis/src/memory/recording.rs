@@ -275,6 +275,15 @@ impl<R: Read + Seek> MemoryRecording<R> {
                         }
                     }
                     memory::LEAK_CAUSE => rec.leak_cause = Some(frame.decode()?),
+                    memory::SALVAGED => {
+                        let s: memory::Salvage = frame.decode()?;
+                        rec.warnings.push(format!(
+                            "the recorder was killed before it finished this recording; it \
+                             was salvaged afterwards ({} event(s) recovered from the agents' \
+                             shared rings; {} process image(s) end there)",
+                            s.events, s.sessions_ended
+                        ));
+                    }
                     memory::META_CHUNK => {
                         if let Some((s, bytes)) = split_meta_chunk(&frame.payload) {
                             metas.entry(s).or_default().extend_from_slice(bytes);

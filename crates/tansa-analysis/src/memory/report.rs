@@ -123,6 +123,12 @@ impl From<ExitStatus> for ExitReport {
             ExitStatus::Exec => r.kind = "exec",
             ExitStatus::Unknown { normal_exit } => r.normal_exit = Some(normal_exit),
             ExitStatus::Running => r.kind = "running",
+            ExitStatus::Stopped { signal } => {
+                r.kind = "stopped";
+                r.signal = Some(signal);
+                r.signal_name = Some(signal_name(signal));
+            }
+            ExitStatus::RecorderKilled => r.kind = "recorder_killed",
         }
         r
     }

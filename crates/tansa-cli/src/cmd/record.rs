@@ -25,7 +25,10 @@ Examples:
   tansa record --leak-cause -- ./server        also find why leaking sites leak (tansa leaks)
   tansa record --sample-rate 512KiB -- ./server   sampled: low overhead, estimated figures
 
-tansa record exits with the command's exit status (128 + N if a signal N killed it).")]
+tansa record exits with the command's exit status (128 + N if a signal N killed it).
+SIGTERM and SIGHUP are passed on to the command; 300 ms later the recording is finished
+whoever still runs (they end as \"still running when the recording was stopped by SIGTERM\")
+and tansa record exits with 128 + the signal.")]
 pub struct Args {
     /// Recording file to write, replaced if it exists (default: tansa-COMMAND-PID.tansa in
     /// the current directory, numbered if taken; never replaces a file). Recordings are
@@ -122,9 +125,56 @@ pub struct Args {
           conflicts_with_all = ["online", "leak_cause"])]
     sample_rate: Option<u64>,
 
+    /// Durable recording: the agents' shared rings are files in a private directory next to
+    /// the recording (`.NAME.d`, removed at the end), the recording is written in place at
+    /// its name (refused if the name exists) under a lock, and ring space is reused only
+    /// once its bytes are in the recording. If tansa is killed (even with SIGKILL), nothing
+    /// the program handed over is lost: `tansa report` completes the recording (with a
+    /// warning). `auto`: when a launcher runs tansa (one of OMPI_COMM_WORLD_RANK, PMI_RANK,
+    /// PMIX_RANK, SLURM_PROCID is set).
+    #[arg(
+        long,
+        value_enum,
+        value_name = "WHEN",
+        default_value = "auto",
+        conflicts_with = "online"
+    )]
+    durable: DurableArg,
+
     /// The command to run, with its arguments (put it after `--`).
     #[arg(required = true, trailing_var_arg = true, value_name = "COMMAND")]
     command: Vec<OsString>,
+}
+
+/// When `record` writes a durable recording.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum DurableArg {
+    /// Under a launcher (see --durable).
+    Auto,
+    /// Always.
+    Always,
+    /// Never.
+    Never,
+}
+
+/// The variables by which launchers tell a process its rank.
+const LAUNCHER_RANK_VARIABLES: [&str; 4] = [
+    "OMPI_COMM_WORLD_RANK",
+    "PMI_RANK",
+    "PMIX_RANK",
+    "SLURM_PROCID",
+];
+
+impl DurableArg {
+    fn wanted(self) -> bool {
+        match self {
+            DurableArg::Always => true,
+            DurableArg::Never => false,
+            DurableArg::Auto => LAUNCHER_RANK_VARIABLES
+                .iter()
+                .any(|v| std::env::var_os(v).is_some()),
+        }
+    }
 }
 
 /// When `record --online` shows its live view.
@@ -183,9 +233,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         leak_cause: args.leak_cause,
         sample_rate: args.sample_rate,
         events: Some(options::print_collect_events()),
+        segment_dir: None,
     };
     if args.online {
         return run_online(&args, &config);
+    }
+    if args.durable.wanted() {
+        return run_durable(&args, config);
     }
     let clock = if tansa_collect::tsc_is_reliable() {
         ClockSource::Tsc
@@ -212,43 +266,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     })?;
     let path = out.temp_path().to_path_buf();
     let file = out.take_file().context("the recording file")?;
-    let meta = RecordingMeta {
-        tool: format!("tansa {}", env!("CARGO_PKG_VERSION")),
-        started_unix_ms: now_unix_ms(),
-        hostname: tansa_proc::os::hostname(),
-        command: args
-            .command
-            .iter()
-            .map(|c| c.to_string_lossy().into_owned())
-            .collect(),
-        options: vec![
-            ("free_stacks".into(), (!args.no_free_stacks).to_string()),
-            ("max_frames".into(), args.max_frames.to_string()),
-            ("leak_cause".into(), args.leak_cause.to_string()),
-        ]
-        .into_iter()
-        .chain(args.sample_rate.map(|r| {
-            (
-                tansa_analysis::memory::SAMPLE_RATE_OPTION.into(),
-                r.to_string(),
-            )
-        }))
-        .collect(),
-    };
-    let mut sink = FileSink::create(file, &path, &meta, clock)?;
+    let meta = recording_meta(&args, false);
+    let sink = FileSink::create(file, &path, &meta, clock)?;
     let started = Instant::now();
-    let recorded = if args.leak_cause {
-        let leak_cause = LeakCauseConfig {
-            traces: args.traces,
-            scan_interval: args.scan_interval,
-            ..LeakCauseConfig::default()
-        };
-        let (inner, recorded) = record_leak_cause(&config, sink, leak_cause);
-        sink = inner;
-        recorded
-    } else {
-        tansa_collect::record(&config, &mut sink)
-    };
+    let (sink, recorded) = collect(&args, &config, sink);
     let outcome: Outcome = match recorded {
         Ok(o) => o,
         Err(e @ tansa_collect::CollectError::Spawn { .. }) => {
@@ -273,17 +294,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let elapsed = started.elapsed();
     let raw = sink.raw_bytes();
-    let progress = options::bar(0, "symbolizing {bar:30} {pos}/{len} modules {msg}");
-    let size = sink.finish(&mut |i, n, module| {
-        if let Some(p) = &progress {
-            p.set_length(n as u64);
-            p.set_position(i as u64);
-            p.set_message(module.rsplit('/').next().unwrap_or(module).to_string());
-        }
-    });
-    if let Some(p) = progress {
-        p.finish_and_clear();
-    }
+    let size = finish_with_progress(sink);
     let (dest, naming) = match &args.output {
         Some(p) => (p.clone(), Naming::Given),
         None => (
@@ -310,6 +321,87 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             final_path.display()
         );
     }
+    summarize(&args, &outcome, elapsed, raw, &final_path, size);
+    Ok(crate::exit::of_command(outcome.exit))
+}
+
+/// The recording's `META` frame.
+fn recording_meta(args: &Args, durable: bool) -> RecordingMeta {
+    RecordingMeta {
+        tool: format!("tansa {}", env!("CARGO_PKG_VERSION")),
+        started_unix_ms: now_unix_ms(),
+        hostname: tansa_proc::os::hostname(),
+        command: args
+            .command
+            .iter()
+            .map(|c| c.to_string_lossy().into_owned())
+            .collect(),
+        options: vec![
+            ("free_stacks".into(), (!args.no_free_stacks).to_string()),
+            ("max_frames".into(), args.max_frames.to_string()),
+            ("leak_cause".into(), args.leak_cause.to_string()),
+        ]
+        .into_iter()
+        .chain(args.sample_rate.map(|r| {
+            (
+                tansa_analysis::memory::SAMPLE_RATE_OPTION.into(),
+                r.to_string(),
+            )
+        }))
+        .chain(durable.then(|| {
+            (
+                tansa_collect::salvage::DURABLE_OPTION.to_string(),
+                "true".to_string(),
+            )
+        }))
+        .collect(),
+    }
+}
+
+/// Runs the command under the collector (in leak-cause mode, with the tracer).
+fn collect(
+    args: &Args,
+    config: &CollectConfig,
+    mut sink: FileSink,
+) -> (FileSink, Result<Outcome, tansa_collect::CollectError>) {
+    if args.leak_cause {
+        let leak_cause = LeakCauseConfig {
+            traces: args.traces,
+            scan_interval: args.scan_interval,
+            ..LeakCauseConfig::default()
+        };
+        record_leak_cause(config, sink, leak_cause)
+    } else {
+        let recorded = tansa_collect::record(config, &mut sink);
+        (sink, recorded)
+    }
+}
+
+/// Finishes the recording (symbols, end frame) with a progress bar on a terminal.
+fn finish_with_progress(sink: FileSink) -> Result<u64, tansa_collect::CollectError> {
+    let progress = options::bar(0, "symbolizing {bar:30} {pos}/{len} modules {msg}");
+    let size = sink.finish(&mut |i, n, module| {
+        if let Some(p) = &progress {
+            p.set_length(n as u64);
+            p.set_position(i as u64);
+            p.set_message(module.rsplit('/').next().unwrap_or(module).to_string());
+        }
+    });
+    if let Some(p) = progress {
+        p.finish_and_clear();
+    }
+    size
+}
+
+/// What `tansa record` says at the end.
+fn summarize(
+    args: &Args,
+    outcome: &Outcome,
+    elapsed: Duration,
+    raw: u64,
+    final_path: &Path,
+    size: u64,
+) {
     eprintln!(
         "tansa: {} {}; recorded {} process image(s) in {:.2} s: {} of events, written to {} ({})",
         command_name(&args.command),
@@ -334,6 +426,79 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             );
         }
     }
+}
+
+/// `tansa record --durable`: the recording is written in place at its final name (never
+/// replacing a file), the agents' segments are files in a private directory next to it,
+/// and whatever ends tansa, the recording and the segment files hold everything handed
+/// over (`tansa report` salvages an unfinished one).
+fn run_durable(args: &Args, mut config: CollectConfig) -> anyhow::Result<ExitCode> {
+    let clock = if tansa_collect::tsc_is_reliable() {
+        ClockSource::Tsc
+    } else {
+        ClockSource::Monotonic
+    };
+    // The name must be known before the command starts: tansa's own pid names it when
+    // the user gave none.
+    let (dest, naming) = match &args.output {
+        Some(p) => (p.clone(), Naming::Given),
+        None => (
+            PathBuf::from(format!(
+                "tansa-{}-{}.tansa",
+                command_name(&args.command),
+                std::process::id()
+            )),
+            Naming::Chosen,
+        ),
+    };
+    let (file, path) = tansa_format::output::create_locked(&dest, naming, DEFAULT_MODE)
+        .with_context(|| format!("cannot create the recording {}", dest.display()))?;
+    let dir = match tansa_collect::salvage::create_segment_dir(&path) {
+        Ok(dir) => dir,
+        Err(e) => {
+            let _ = std::fs::remove_file(&path);
+            return Err(anyhow::Error::from(e).context("cannot create the segment directory"));
+        }
+    };
+    config.segment_dir = Some(dir);
+    // The lock belongs to the open file description: this duplicate keeps it held until
+    // the segment directory is gone, so a reader never sees a finished recording with its
+    // segments still there.
+    let lock = file.try_clone().context("the recording file")?;
+    let meta = recording_meta(args, true);
+    let sink = FileSink::create_durable(file, &path, &meta, clock)?;
+    let started = Instant::now();
+    let (sink, recorded) = collect(args, &config, sink);
+    let outcome = match recorded {
+        Ok(o) => o,
+        Err(e @ tansa_collect::CollectError::Spawn { .. }) => {
+            drop(sink);
+            tansa_collect::salvage::remove_segment_dir(&path);
+            let _ = std::fs::remove_file(&path);
+            return Err(e.into());
+        }
+        Err(e) => {
+            // What was recorded stays: finished here, or salvaged by `tansa report`.
+            if sink.finish(&mut |_, _, _| {}).is_ok() {
+                tansa_collect::salvage::remove_segment_dir(&path);
+            }
+            eprintln!("tansa: what was recorded is kept in {}", path.display());
+            return Err(e.into());
+        }
+    };
+    let elapsed = started.elapsed();
+    let raw = sink.raw_bytes();
+    let size = finish_with_progress(sink)?;
+    tansa_collect::salvage::remove_segment_dir(&path);
+    drop(lock);
+    if naming == Naming::Chosen && path != dest {
+        eprintln!(
+            "tansa: {} exists; the recording is {} instead",
+            dest.display(),
+            path.display()
+        );
+    }
+    summarize(args, &outcome, elapsed, raw, &path, size);
     Ok(crate::exit::of_command(outcome.exit))
 }
 

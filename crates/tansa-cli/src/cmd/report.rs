@@ -30,7 +30,13 @@ Exit status: 0 on success; 1 when the recording cannot be read (nothing is repor
 a wrong command line; 3 when it is truncated or damaged (the report then covers what was
 recorded before the damage, and the warnings on standard error say where the damage is).
 --by interval makes at most 10000 intervals: a shorter --interval is lengthened, with a
-warning.")]
+warning.
+
+A durable recording (tansa record --durable, the default under mpiexec or srun) whose
+recorder was killed has no end marker: it is completed in place first (salvaged: what the
+agents' shared rings next to it still hold is added, processes still running end as
+\"recording ended when the recorder was killed\"), with a warning saying how many events
+were recovered. One still being recorded is refused (\"still being recorded by pid N\").")]
 pub struct Args {
     /// The recording (from `tansa record` or `tansa sample`).
     #[arg(value_name = "FILE")]
@@ -128,6 +134,7 @@ pub fn open_memory(
     pid: Option<u32>,
     reads: &str,
 ) -> anyhow::Result<MemoryRecording<BufReader<File>>> {
+    let file = salvage_if_unfinished(path, file)?;
     let mut recording = match MemoryRecording::open(BufReader::with_capacity(1 << 20, file)) {
         Ok(r) => r,
         Err(RecordingError::WrongKind { found }) => {
@@ -152,6 +159,58 @@ pub fn open_memory(
         recording.prefetch_from(second);
     }
     Ok(recording)
+}
+
+/// A durable recording whose recorder was killed (no end frame, lock free) is completed
+/// in place first (`tansa_collect::salvage`), with a warning; one still being recorded is
+/// an error. Returns the file to read (reopened after a salvage).
+fn salvage_if_unfinished(path: &Path, file: File) -> anyhow::Result<File> {
+    use tansa_collect::salvage::{SalvageError, is_finished, salvage};
+    if is_finished(&file).unwrap_or(true) {
+        return Ok(file);
+    }
+    let progress = options::bar(
+        0,
+        "salvaging: symbolizing {bar:30} {pos}/{len} modules {msg}",
+    );
+    let salvaged = salvage(path, &mut |i, n, module| {
+        if let Some(p) = &progress {
+            p.set_length(n as u64);
+            p.set_position(i as u64);
+            p.set_message(module.rsplit('/').next().unwrap_or(module).to_string());
+        }
+    });
+    if let Some(p) = progress {
+        p.finish_and_clear();
+    }
+    match salvaged {
+        Ok(None) => Ok(file),
+        Ok(Some(done)) => {
+            eprintln!(
+                "tansa: warning: {} was not finished (its recorder was killed); salvaged it: \
+                 {} event(s) ({}) recovered from the agents' shared rings, {} process image(s) \
+                 ended there",
+                path.display(),
+                done.salvage.events,
+                tansa_render::bytes(i64::try_from(done.salvage.bytes).unwrap_or(i64::MAX)),
+                done.salvage.sessions_ended,
+            );
+            for note in &done.notes {
+                eprintln!("tansa: warning: salvage: {note}");
+            }
+            File::open(path).map_err(|e| exit::cannot_open(path, e))
+        }
+        Err(SalvageError::StillRecording { pid }) => anyhow::bail!(
+            "{} is still being recorded{}; report on it once `tansa record` has finished",
+            path.display(),
+            pid.map(|p| format!(" by pid {p}")).unwrap_or_default()
+        ),
+        Err(e) => {
+            // Read what is there, as for any unfinished recording.
+            eprintln!("tansa: warning: {}: cannot salvage it: {e}", path.display());
+            Ok(file)
+        }
+    }
 }
 
 /// Reads the heap recording `file` (at `path`) and reports on it with `config`, with a

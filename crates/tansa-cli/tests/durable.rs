@@ -1,0 +1,235 @@
+//! Durable recordings (issue 15 §2): a recording survives the recorder being killed.
+//!
+//! * SIGKILL of the collector: `tansa report` salvages the recording from the file and the
+//!   agent's segment files, and the known allocations made just before the kill are there
+//!   exactly (they were still in the agent's ring, not yet in the file).
+//! * SIGTERM to the collector while the program ignores it: the recording is finished
+//!   within a second and holds the events; the process ends as stopped by SIGTERM.
+//! * A real `mpiexec -n 4` run in which one rank aborts: four readable recordings, each
+//!   with its rank's kept bytes.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+/// Starts `tansa record --durable always -o FILE -- durable ARGS...`; returns the recorder
+/// and the program's pid once it said it is ready.
+fn start(file: &Path, args: &[&str]) -> (Child, u32) {
+    ensure_agent();
+    let exe = program("durable", "durable.c", &["-g", "-O1", "-pthread"]);
+    let mut child = Command::new(tansa())
+        .args(["record", "--durable", "always", "-o"])
+        .arg(file)
+        .arg("--")
+        .arg(&exe)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run tansa record");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("read the program's output");
+    let pid = line
+        .strip_prefix("ready ")
+        .and_then(|p| p.trim().parse().ok())
+        .unwrap_or_else(|| panic!("unexpected output from the program: {line:?}"));
+    (child, pid)
+}
+
+fn kill(pid: u32, signal: i32) {
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe { libc::kill(pid as i32, signal) };
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("create the test directory");
+    d
+}
+
+fn segment_dir(file: &Path) -> PathBuf {
+    file.with_file_name(format!(
+        ".{}.d",
+        file.file_name().unwrap().to_string_lossy()
+    ))
+}
+
+#[test]
+fn sigkill_of_the_recorder_loses_nothing_handed_over() {
+    let dir = temp_dir("durable-kill");
+    let file = dir.join("killed.tansa");
+    // 300 blocks of 4000 bytes, kept, made just before "ready": the collector is killed
+    // right after, before the 1-second flush, so they are still only in the ring.
+    let (mut recorder, pid) = start(&file, &["300", "4000"]);
+    assert!(segment_dir(&file).is_dir(), "no segment directory");
+    // While it records, a report refuses to touch the recording.
+    let busy = run_tansa(&["report", file.to_str().unwrap()]);
+    assert!(!busy.status.success());
+    assert!(
+        stderr(&busy).contains(&format!("still being recorded by pid {}", recorder.id())),
+        "{}",
+        stderr(&busy)
+    );
+    kill(recorder.id(), libc::SIGKILL);
+    let _ = recorder.wait();
+    kill(pid, libc::SIGKILL);
+    std::thread::sleep(Duration::from_millis(100));
+
+    let out = run_tansa(&[
+        "report",
+        file.to_str().unwrap(),
+        "--by",
+        "function",
+        "--format",
+        "json",
+    ]);
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("salvaged it"), "{err}");
+    let recovered: u64 = err
+        .split("salvaged it: ")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no event count in: {err}"));
+    assert!(recovered >= 300, "only {recovered} events recovered: {err}");
+    eprintln!("events recovered from the ring: {recovered}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let main = unit(&report, "durable!main");
+    assert_eq!(bytes(main).1, 300 * 4000, "{main}");
+    assert_eq!(calls(main).0, 300);
+    assert_eq!(report["processes"][0]["exit"]["kind"], "recorder_killed");
+    assert!(
+        !segment_dir(&file).exists(),
+        "the segment directory is left"
+    );
+    // The salvaged recording reads again, the same, and says it was salvaged.
+    let again = report_json(&file, &["--by", "function"]);
+    assert_eq!(bytes(unit(&again, "durable!main")).1, 300 * 4000);
+    assert!(
+        again["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("salvaged")),
+        "{}",
+        again["warnings"]
+    );
+    // A durable recording never replaces a file.
+    let (_, exe) = (
+        0,
+        program("durable", "durable.c", &["-g", "-O1", "-pthread"]),
+    );
+    let refused = record(&file, &["--durable", "always"], &[exe.to_str().unwrap()]);
+    assert!(!refused.status.success());
+    assert!(
+        stderr(&refused).contains("never written over"),
+        "{}",
+        stderr(&refused)
+    );
+}
+
+#[test]
+fn sigterm_finishes_the_recording_within_a_second() {
+    let dir = temp_dir("durable-term");
+    let file = dir.join("term.tansa");
+    // The program ignores SIGTERM and loops forever.
+    let (mut recorder, pid) = start(&file, &["50", "1000", "1", "ignore-term"]);
+    std::thread::sleep(Duration::from_millis(300));
+    let asked = Instant::now();
+    kill(recorder.id(), libc::SIGTERM);
+    let status = recorder.wait().expect("wait for tansa");
+    let took = asked.elapsed();
+    kill(pid, libc::SIGKILL);
+    assert_eq!(status.code(), Some(128 + 15));
+    eprintln!("SIGTERM to finished recording: {took:?}");
+    assert!(took < Duration::from_secs(1), "took {took:?}");
+    assert!(!segment_dir(&file).exists());
+    let report = report_json(&file, &["--by", "function"]);
+    assert_eq!(bytes(unit(&report, "durable!main")).1, 50 * 1000);
+    assert!(calls(unit(&report, "durable!churn")).0 > 0);
+    let exit = &report["processes"][0]["exit"];
+    assert_eq!(exit["kind"], "stopped", "{exit}");
+    assert_eq!(exit["signal_name"], "SIGTERM");
+}
+
+/// Whether a command can be run.
+fn have(cmd: &str) -> bool {
+    Command::new(cmd)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+#[test]
+fn mpiexec_with_an_aborting_rank_leaves_four_readable_recordings() {
+    if !require(
+        have("mpiexec") && have("mpicc"),
+        "Open MPI (mpiexec, mpicc: openmpi-bin libopenmpi-dev)",
+    ) {
+        return;
+    }
+    ensure_agent();
+    let dir = temp_dir("durable-mpi");
+    let exe = build_dir().join("mpi_ranks");
+    let built = Command::new("mpicc")
+        .args(["-g", "-O1", "-o"])
+        .arg(&exe)
+        .arg(source("mpi_ranks.c"))
+        .output()
+        .expect("run mpicc");
+    assert!(built.status.success(), "mpicc: {}", stderr(&built));
+    let mut mpiexec = Command::new("mpiexec");
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        mpiexec.arg("--allow-run-as-root");
+    }
+    // Each rank records to its own file, named by its rank (`%r`).
+    mpiexec
+        .args(["--oversubscribe", "-n", "4"])
+        .arg(tansa())
+        .args(["record", "-o"])
+        .arg(dir.join("job-%r.tansa"))
+        .arg("--")
+        .arg(&exe)
+        .arg("abort");
+    let out = output_within(mpiexec, Duration::from_secs(120));
+    assert!(!out.status.success(), "rank 2 aborts, so the job fails");
+    for rank in 0..4 {
+        let file = dir.join(format!("job-{rank}.tansa"));
+        assert!(
+            file.is_file(),
+            "no recording of rank {rank}: {}",
+            stderr(&out)
+        );
+        // mpiexec may return before a rank's recorder (ended by SIGTERM) has finished its
+        // file: until then a report says so, and is tried again.
+        let waited = Instant::now();
+        loop {
+            let busy = run_tansa(&["report", file.to_str().unwrap()]);
+            if busy.status.success() || !stderr(&busy).contains("still being recorded") {
+                break;
+            }
+            assert!(
+                waited.elapsed() < Duration::from_secs(30),
+                "{}",
+                stderr(&busy)
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let report = report_json(&file, &[]);
+        let kept = bytes(unit(&report, "mpi_ranks")).1;
+        assert_eq!(kept, (rank + 1) << 20, "rank {rank}");
+        assert!(!segment_dir(&file).exists(), "rank {rank}");
+    }
+}
