@@ -227,6 +227,7 @@ pub fn memory_report(data: &[u8]) {
                 free_to,
                 interval_ns: 1_000,
                 pid,
+                rank: None,
                 split_intervals: false,
             },
             |_| {},

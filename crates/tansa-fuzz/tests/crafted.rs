@@ -159,6 +159,7 @@ fn config(by: By, interval_ns: u64) -> Config {
         free_to: FreeTo::Owner,
         interval_ns,
         pid: None,
+        rank: None,
         split_intervals: false,
     }
 }

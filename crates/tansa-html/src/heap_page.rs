@@ -399,6 +399,8 @@ mod tests {
             start_ns: Some(interval * 10),
             end_ns: Some(interval * 10 + 10),
             cumulative_net_bytes: Some(cumulative),
+            rank: None,
+            host: None,
         }
     }
 

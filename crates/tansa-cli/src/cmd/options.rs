@@ -190,6 +190,7 @@ pub fn memory_config(
         free_to: free_to.into(),
         interval_ns: interval.as_nanos().min(u128::from(u64::MAX)) as u64,
         pid,
+        rank: None,
         split_intervals: false,
     }
 }
