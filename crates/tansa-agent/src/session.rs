@@ -730,5 +730,17 @@ unsafe fn init_header(base: *mut u8, geometry: Geometry, index: u32, flags: u32)
         h.cmdline_len = n as u32;
         let pid_text = sys::getenv(c"TANSA_COLLECTOR_PID").and_then(sys::parse_u64);
         h.collector_pid = pid_text.unwrap_or(0) as u32;
+        // The process's place in a parallel job, from its launcher's variables (this
+        // image's environment: a rank exec'd by `mpiexec` has its own).
+        let place = tansa_wire::place::Place::from_env(sys::getenv);
+        if let (Some(rank), Some(source)) = (place.rank, place.rank_source) {
+            h.place_source = source as u32 + 1;
+            h.place_rank = rank;
+        }
+        h.place_size = place.size.unwrap_or(0);
+        if let Some(job) = place.job() {
+            h.place_job[..job.len()].copy_from_slice(job);
+            h.place_job_len = job.len() as u32;
+        }
     }
 }

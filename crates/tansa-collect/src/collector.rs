@@ -264,6 +264,9 @@ impl Collector {
                 self.pending_exec.remove(&s.pid);
                 self.recorded_pids.insert(s.pid);
                 sink.session_started(&s.info)?;
+                if let Some(place) = &s.place {
+                    sink.session_place(place)?;
+                }
                 if s.info_flags & tansa_wire::layout::FLAG_LEAK_CAUSE != 0
                     && let Some(h) = header
                 {

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use tansa_format::container::{FrameEncoder, FrameType, Kind, Writer};
 use tansa_format::memory::{
-    self, SessionEnd, SessionInfo, SessionLosses, Unrecorded, meta_chunk_prefix,
+    self, SessionEnd, SessionInfo, SessionLosses, SessionPlace, Unrecorded, meta_chunk_prefix,
     thread_chunk_prefix,
 };
 use tansa_format::meta::{Calibration, CalibrationPoint, ClockSource, RecordingMeta};
@@ -269,6 +269,10 @@ impl Sink for FileSink {
             },
         );
         Ok(())
+    }
+
+    fn session_place(&mut self, place: &SessionPlace) -> Result<(), CollectError> {
+        self.send(Job::Frame(memory::SESSION_PLACE, encode(place)?))
     }
 
     fn meta(&mut self, session: u32, bytes: &[u8]) -> Result<(), CollectError> {

@@ -18,6 +18,7 @@
 
 mod collector;
 pub mod file;
+pub mod naming;
 pub mod online;
 pub mod session;
 pub mod symbolize;
@@ -32,7 +33,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use tansa_format::memory::{SessionEnd, SessionInfo, SessionLosses, Unrecorded};
+use tansa_format::memory::{SessionEnd, SessionInfo, SessionLosses, SessionPlace, Unrecorded};
 use tansa_format::meta::{CalibrationPoint, ClockSource, ExitStatus};
 use tansa_wire::control::{
     ENV_CLOCK, ENV_COLLECTOR_PID, ENV_ENDPOINT, ENV_FD, ENV_FD_ID, ENV_FREE_STACKS, ENV_LEAK_CAUSE,
@@ -74,6 +75,11 @@ pub enum CollectError {
 pub trait Sink {
     /// A session (process image) started.
     fn session_started(&mut self, info: &SessionInfo) -> Result<(), CollectError>;
+    /// The session's place in a parallel job, given right after [`Sink::session_started`]
+    /// when its launcher named a rank.
+    fn session_place(&mut self, _place: &SessionPlace) -> Result<(), CollectError> {
+        Ok(())
+    }
     /// Bytes of a session's meta stream (stack definitions, module loads).
     fn meta(&mut self, session: u32, bytes: &[u8]) -> Result<(), CollectError>;
     /// Bytes of a thread stream. A record may be split across calls.

@@ -5,7 +5,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::Ordering;
 
 use tansa_format::memory::Losses;
-use tansa_format::memory::SessionInfo;
+use tansa_format::memory::{SessionInfo, SessionPlace};
 use tansa_wire::layout::{
     ClockKind, EXIT_IMMEDIATE, EXIT_NONE, EXIT_NORMAL, FLAG_FREE_STACKS, FLAG_ONLINE, Geometry,
     LossCause, MAX_RINGS_PER_SEGMENT, RING_CLOSED, RING_FREE, Ring, SEGMENT_MAGIC, SegmentHeader,
@@ -31,6 +31,8 @@ pub struct Session {
     pub pid: u32,
     /// Description written to the recording.
     pub info: SessionInfo,
+    /// Where the process ran in a parallel job, when its launcher said.
+    pub place: Option<SessionPlace>,
     /// Private socket: end-of-file means the process image is gone.
     pub private: OwnedFd,
     /// A pidfd of the process, once it closed its private socket but went on running.
@@ -111,11 +113,13 @@ impl Session {
         };
         let _ = ClockKind::from_raw(h.clock);
         let info_flags = h.flags;
+        let place = place(id, h);
         Ok(Session {
             info_flags,
             id,
             pid: h.pid,
             info,
+            place,
             private,
             watch: None,
             ended: false,
@@ -372,4 +376,19 @@ fn drain_ring(
         h.state.store(RING_FREE, Ordering::Release);
     }
     Ok(())
+}
+
+/// The session's place in a parallel job, from its header (none when the agent found no
+/// rank in the process's environment). The header is untrusted: lengths and indexes are
+/// bounded by the arrays they index.
+fn place(session: u32, h: &SegmentHeader) -> Option<SessionPlace> {
+    let source = tansa_wire::place::RANK_VARS.get((h.place_source as usize).checked_sub(1)?)?;
+    let job = &h.place_job[..(h.place_job_len as usize).min(h.place_job.len())];
+    Some(SessionPlace {
+        session,
+        rank: h.place_rank,
+        size: (h.place_size != 0).then_some(h.place_size),
+        job: (!job.is_empty()).then(|| text(job)),
+        source: source.to_string_lossy().into_owned(),
+    })
 }

@@ -33,6 +33,10 @@ pub const UNRECORDED: FrameType = FrameType(0x0105);
 /// [`LeakCause`] (postcard): what `tansa record --leak-cause` traced (seed 001), written
 /// once at the end.
 pub const LEAK_CAUSE: FrameType = FrameType(0x0106);
+/// [`SessionPlace`] (postcard): the session's rank in a parallel job, written right after
+/// its `SESSION` frame when the process's launcher named one (readers that predate it skip
+/// it).
+pub const SESSION_PLACE: FrameType = FrameType(0x0107);
 
 /// A process image that ran under the agent.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -53,6 +57,24 @@ pub struct SessionInfo {
     pub free_stacks: bool,
     /// Whether the session ran in online mode.
     pub online: bool,
+}
+
+/// Where a session's process ran in a parallel job (an MPI or Slurm rank), as its launcher
+/// told it through the environment (`tansa_wire::place`). The host is the recording's
+/// (`RecordingMeta::hostname`): one recorder runs on one host.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionPlace {
+    /// Session number.
+    pub session: u32,
+    /// The rank.
+    pub rank: u32,
+    /// The number of ranks of the job, when the launcher said.
+    pub size: Option<u32>,
+    /// The job's id, when the launcher gave one (Slurm job id, PMIx namespace, Open MPI
+    /// job id).
+    pub job: Option<String>,
+    /// The environment variable the rank came from, e.g. `OMPI_COMM_WORLD_RANK`.
+    pub source: String,
 }
 
 /// How a session ended.

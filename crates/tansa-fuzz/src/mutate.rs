@@ -40,7 +40,7 @@ const INTERESTING: [u64; 20] = [
 ];
 
 /// Frame types a header may be changed to.
-const TYPES: [FrameType; 23] = [
+const TYPES: [FrameType; 24] = [
     FrameType::META,
     FrameType::CALIBRATION,
     FrameType::SYMBOLS,
@@ -49,6 +49,7 @@ const TYPES: [FrameType; 23] = [
     memory::META_CHUNK,
     memory::THREAD_CHUNK,
     memory::SESSION_END,
+    memory::SESSION_PLACE,
     cpu::INFO,
     cpu::PROCESSES,
     cpu::MODULES,

@@ -169,6 +169,14 @@ fn pid_of(pid: u32) -> io::Result<Pid> {
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not a process id"))
 }
 
+/// This machine's host name (`/proc/sys/kernel/hostname`, the UTS name), empty when it
+/// cannot be read.
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -39,7 +39,7 @@ use tansa_collect::file::FileSink;
 use tansa_collect::{CollectError, Outcome, SharedHeader, Sink};
 use tansa_format::memory::{
     CodeBranch, CodeFunction, LeakCause, PathStep, SessionEnd, SessionInfo, SessionLosses,
-    TracedPath, TracedSite, Unrecorded,
+    SessionPlace, TracedPath, TracedSite, Unrecorded,
 };
 use tansa_format::meta::CalibrationPoint;
 use tansa_leakcause::judge::{Judge, Judgement};
@@ -625,6 +625,10 @@ impl<S: Sink> Sink for LeakCauseSink<S> {
             },
         );
         self.inner.session_started(info)
+    }
+
+    fn session_place(&mut self, place: &SessionPlace) -> Result<(), CollectError> {
+        self.inner.session_place(place)
     }
 
     fn session_header(&mut self, session: u32, pid: u32, header: SharedHeader) {

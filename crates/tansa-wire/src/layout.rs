@@ -243,6 +243,17 @@ pub struct SegmentHeader {
     pub exe: [u8; EXE_CAPACITY],
     /// NUL-separated command line, as read from `/proc/self/cmdline` (possibly truncated).
     pub cmdline: [u8; CMDLINE_CAPACITY],
+    /// Index + 1 in [`crate::place::RANK_VARS`] of the variable that named the process's
+    /// rank; 0 when the process is not a rank of a parallel job.
+    pub place_source: u32,
+    /// The process's rank (valid when `place_source` is not 0).
+    pub place_rank: u32,
+    /// The number of ranks of the job, 0 when unknown.
+    pub place_size: u32,
+    /// Bytes used in `place_job`.
+    pub place_job_len: u32,
+    /// The job's id, when the environment names one.
+    pub place_job: [u8; crate::place::JOB_CAPACITY],
 }
 
 const _: () = assert!(core::mem::size_of::<SegmentHeader>() <= SEGMENT_HEADER_SIZE);

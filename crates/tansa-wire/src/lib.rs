@@ -10,7 +10,8 @@
 //!   stored unchanged in recordings (so the collector never re-encodes events);
 //! * [`control`]: the fixed-size messages sent over the Unix socket that announces new
 //!   sessions and segments;
-//! * [`varint`]: LEB128 and zig-zag helpers.
+//! * [`varint`]: LEB128 and zig-zag helpers;
+//! * [`place`]: a process's rank and job, as parallel launchers name them in the environment.
 //!
 //! The crate is `no_std` so that the agent can use it on its allocation-free hook path.
 #![no_std]
@@ -18,7 +19,8 @@
 pub mod control;
 pub mod event;
 pub mod layout;
+pub mod place;
 pub mod varint;
 
 /// Version of the protocol described by this crate. Both sides refuse a mismatch.
-pub const PROTOCOL_VERSION: u32 = 2;
+pub const PROTOCOL_VERSION: u32 = 3;

@@ -340,6 +340,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                     " session {:?}",
                     frame.decode::<tansa_format::memory::SessionInfo>()?
                 )?,
+                memory::SESSION_PLACE => writeln!(
+                    out,
+                    " place {:?}",
+                    frame.decode::<tansa_format::memory::SessionPlace>()?
+                )?,
                 memory::SESSION_END => writeln!(
                     out,
                     " end {:?}",

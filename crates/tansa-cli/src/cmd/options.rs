@@ -276,6 +276,15 @@ pub fn parse_sample_rate(s: &str) -> Result<u64, String> {
     Ok(b)
 }
 
+/// A recording's `-o` name, with the job patterns `%r %h %p %j %%` expanded from this
+/// process's environment (`tansa_collect::naming`), so that one command line names each
+/// rank's file under `mpiexec` or `srun`.
+pub fn output_pattern() -> impl clap::builder::TypedValueParser<Value = PathBuf> {
+    use clap::builder::TypedValueParser as _;
+    clap::builder::OsStringValueParser::new()
+        .try_map(|s| tansa_collect::naming::JobNames::current().expand(&s))
+}
+
 /// Finds `libtansa_agent.so`: `$TANSA_AGENT`, next to the `tansa` executable, or in
 /// `../lib/tansa/` relative to it.
 pub fn find_agent() -> anyhow::Result<PathBuf> {

@@ -30,8 +30,10 @@ pub struct Args {
     /// Recording file to write, replaced if it exists (default: tansa-COMMAND-PID.tansa in
     /// the current directory, numbered if taken; never replaces a file). Recordings are
     /// private (mode 0600). With --online, the report is written there instead of to
-    /// stderr.
-    #[arg(short, long, value_name = "FILE")]
+    /// stderr. For parallel jobs, %r is the rank (from mpiexec's or srun's environment),
+    /// %h the host name, %p tansa's pid, %j the job id and %% a percent sign:
+    /// `mpiexec -n 4 tansa record -o job-%r.tansa -- ./prog`.
+    #[arg(short, long, value_name = "FILE", value_parser = options::output_pattern())]
     output: Option<PathBuf>,
 
     /// Aggregate while the program runs and print the per-unit table when it ends (also
@@ -165,12 +167,6 @@ fn now_unix_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_default()
-}
-
 /// Runs `tansa record`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let agent = options::find_agent()?;
@@ -219,7 +215,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let meta = RecordingMeta {
         tool: format!("tansa {}", env!("CARGO_PKG_VERSION")),
         started_unix_ms: now_unix_ms(),
-        hostname: hostname(),
+        hostname: tansa_proc::os::hostname(),
         command: args
             .command
             .iter()

@@ -41,8 +41,9 @@ pub struct Args {
     frequency: u64,
 
     /// Recording file to write, replaced if it exists (default: tansa-sample-NAME.tansa in
-    /// the current directory, numbered if taken; never replaces a file). Mode 0600.
-    #[arg(short, long, value_name = "FILE")]
+    /// the current directory, numbered if taken; never replaces a file). Mode 0600. %r, %h,
+    /// %p, %j and %% name a parallel job's files as for `tansa record -o`.
+    #[arg(short, long, value_name = "FILE", value_parser = options::output_pattern())]
     output: Option<PathBuf>,
 
     /// Stop after this long, e.g. 10, 2.5, 500ms, 1m (seconds when no unit is given). A
@@ -241,10 +242,7 @@ fn recording_meta(args: &Args) -> RecordingMeta {
         started_unix_ms: SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64),
-        hostname: std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .unwrap_or_default()
-            .trim()
-            .to_string(),
+        hostname: tansa_proc::os::hostname(),
         command: args
             .command
             .iter()

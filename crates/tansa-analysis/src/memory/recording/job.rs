@@ -14,34 +14,11 @@
 
 use std::io::{Read, Seek};
 
-use serde::{Deserialize, Serialize};
-use tansa_format::container::FrameType;
 
 use super::MemoryRecording;
 use super::chunks::ToJob;
 use crate::memory::aggregate::JobSetup;
 use crate::memory::report::{JobClock, RecordingReport};
-
-/// The frame that says where a session ran in an MPI job (`SessionPlace`, postcard),
-/// written after the session's `SESSION` frame when its agent found a rank in its
-/// environment.
-pub const SESSION_PLACE: FrameType = FrameType(0x0107);
-
-/// Where a session ran in an MPI job.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Place {
-    /// The session (the report's number, once read).
-    pub session: u32,
-    /// Its rank.
-    pub rank: u32,
-    /// The job's number of ranks, when the environment said.
-    pub size: Option<u32>,
-    /// The job id, when the environment said.
-    pub job: Option<String>,
-    /// The environment variable the rank came from (`OMPI_COMM_WORLD_RANK`, `PMI_RANK`,
-    /// `PMIX_RANK`, `SLURM_PROCID`).
-    pub source: String,
-}
 
 /// Boot-time estimates closer than this are one boot (the first process of a recording
 /// starts within milliseconds of the recording; a reboot is far longer).

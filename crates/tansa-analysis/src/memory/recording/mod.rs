@@ -37,7 +37,7 @@ use super::report::{JobClock, MemoryReport};
 
 pub use chunks::ChunkSource;
 use chunks::{Prefetch, ToJob};
-pub use job::{Place, SESSION_PLACE};
+pub use tansa_format::memory::SessionPlace as Place;
 
 /// Errors opening a memory recording.
 #[derive(Debug, thiserror::Error)]
@@ -262,6 +262,7 @@ impl<R: Read + Seek> MemoryRecording<R> {
         let mut max_session: Option<u32> = None;
         let mut metas: BTreeMap<u32, Vec<u8>> = BTreeMap::new();
         let mut seen_sessions: rustc_hash::FxHashSet<u32> = rustc_hash::FxHashSet::default();
+        let mut placed: rustc_hash::FxHashSet<u32> = rustc_hash::FxHashSet::default();
         let mut symbols = SymbolTable::default();
         let mut symbols_present = false;
         loop {
@@ -321,10 +322,18 @@ impl<R: Read + Seek> MemoryRecording<R> {
                         l.session = shifted(l.session);
                         self.losses.push(l);
                     }
-                    job::SESSION_PLACE => {
+                    memory::SESSION_PLACE => {
                         let mut p: Place = frame.decode()?;
-                        p.session = shifted(p.session);
-                        self.places.push(p);
+                        if !placed.insert(p.session) {
+                            warnings.push(format!(
+                                "a second rank for process image {} at {}; the first is kept",
+                                p.session,
+                                frame.place()
+                            ));
+                        } else {
+                            p.session = shifted(p.session);
+                            self.places.push(p);
+                        }
                     }
                     memory::UNRECORDED => self.unrecorded.push(frame.decode()?),
                     memory::LEAK_CAUSE => {

@@ -65,12 +65,6 @@ pub struct Args {
     command: Vec<String>,
 }
 
-fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_default()
-}
-
 /// Runs `tansa retrace record`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let (source, period) = match (args.source, args.hz) {
@@ -140,7 +134,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         &RecordingMeta {
             tool: format!("tansa {}", env!("CARGO_PKG_VERSION")),
             started_unix_ms,
-            hostname: hostname(),
+            hostname: tansa_proc::os::hostname(),
             command: args.command.clone(),
             options: vec![
                 ("region".into(), args.region.clone()),
