@@ -91,6 +91,8 @@ impl Aggregator {
             .collect();
         match self.config.by {
             _ if per_interval => units.sort_by(|a, b| (a.1, &a.0.unit).cmp(&(b.1, &b.0.unit))),
+            // Ranks in order, the processes without one last.
+            By::Rank => units.sort_by_key(|u| (u.0.rank.is_none(), u.0.rank)),
             By::Call => units.sort_by(|a, b| {
                 (a.0.start_ns, &a.0.unit, a.0.call_index).cmp(&(
                     b.0.start_ns,
@@ -307,11 +309,13 @@ impl Aggregator {
             let Some(rank) = heap.rank else {
                 continue;
             };
-            if self.config.rank.is_some_and(|r| r != rank) {
-                continue;
-            }
-            let images: Vec<&ProcessReport> =
-                processes.iter().filter(|p| p.rank == Some(rank)).collect();
+            // Only the ranks of the processes reported on (`--pid`, `--rank`).
+            let images: Vec<&ProcessReport> = processes
+                .iter()
+                .filter(|p| {
+                    p.rank == Some(rank) && self.sessions.get(p.session).is_some_and(|s| s.included)
+                })
+                .collect();
             let main = images
                 .iter()
                 .find(|p| p.exit.kind != "exec")

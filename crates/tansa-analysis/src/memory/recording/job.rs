@@ -14,7 +14,6 @@
 
 use std::io::{Read, Seek};
 
-
 use super::MemoryRecording;
 use super::chunks::ToJob;
 use crate::memory::aggregate::JobSetup;
