@@ -63,9 +63,33 @@ pub(crate) fn lines(r: &MemoryReport, h: &mut Header) {
         .first_ended
         .and_then(|f| job.ranks.iter().find(|x| x.rank == f));
     if let Some(f) = first_end {
+        let how = if job.first_ended_by == Some("exit-status") {
+            " (the first to fail by itself: the recording does not tell when each rank ended)"
+        } else {
+            ""
+        };
         h.line(format!(
-            "rank {} (pid {} on {}) ended first: {}",
+            "rank {} (pid {} on {}) ended first{how}: {}",
             f.rank, f.pid, f.host, f.exit.description
+        ));
+    }
+    if let Some(l) = &job.launcher {
+        let signal = l
+            .exit
+            .code
+            .filter(|c| (129..160).contains(c))
+            .map(|c| {
+                format!(
+                    " (128 + {}: how Open MPI reports a rank killed by that signal)",
+                    tansa_analysis::memory::report::signal_name(c - 128)
+                )
+            })
+            .unwrap_or_default();
+        h.line(format!(
+            "launcher pid {} `{}`: {}{signal}",
+            l.pid,
+            l.command.join(" "),
+            l.exit.description
         ));
     }
     let first_ns = first_end.and_then(|f| f.end_ns);

@@ -5,7 +5,8 @@
 
 use serde::Serialize;
 use tansa_format::memory::Losses;
-use tansa_format::meta::{ExitStatus, signal_name};
+use tansa_format::meta::ExitStatus;
+pub use tansa_format::meta::signal_name;
 
 /// Schema identifier of the JSON form.
 pub const SCHEMA: &str = "tansa.memory-report.v1";
@@ -298,9 +299,32 @@ pub struct JobReport {
     /// Every rank recorded, by rank.
     pub ranks: Vec<RankReport>,
     /// The rank whose end came first (the cause of an abort, when one rank failed and the
-    /// launcher ended the others): its rank number.
+    /// launcher ended the others): its rank number. See `first_ended_by`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub first_ended: Option<u32>,
+    /// How `first_ended` was found: `end-time` (the recordings tell when each rank ended:
+    /// one recording per rank), or `exit-status` (a recording of the whole job stamps
+    /// every process with the recording's end: the rank that failed by itself, with an
+    /// exit code other than 0 or a signal other than those launchers end ranks with,
+    /// SIGTERM, SIGKILL, SIGINT, SIGHUP; the lowest such rank).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_ended_by: Option<&'static str>,
+    /// The launcher (`mpiexec`, `srun`) when it was recorded too: the parent of the ranks,
+    /// without a rank of its own. Its exit code often tells a rank's end the agent could
+    /// not see (Open MPI exits with 128 + the signal that killed the first failed rank).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub launcher: Option<LauncherReport>,
+}
+
+/// The launcher of a job recorded whole.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LauncherReport {
+    /// Its process id.
+    pub pid: u32,
+    /// Its command line.
+    pub command: Vec<String>,
+    /// How it ended.
+    pub exit: ExitReport,
 }
 
 /// A source-level frame in a printed stack.

@@ -9,8 +9,8 @@ use crate::memory::classify::By;
 use crate::memory::ids::{SessionId, StackId};
 use crate::memory::model::Registry;
 use crate::memory::report::{
-    FrameReport, ImproperReport, JobReport, MemoryReport, ProcessReport, RankReport, SCHEMA,
-    ThreadReport, UnitReport, UnrecordedReport,
+    FrameReport, ImproperReport, JobReport, LauncherReport, MemoryReport, ProcessReport,
+    RankReport, SCHEMA, ThreadReport, UnitReport, UnrecordedReport,
 };
 
 impl Aggregator {
@@ -167,11 +167,34 @@ impl Aggregator {
             });
         let job = self.job.as_ref().map(|setup| {
             let ranks = self.rank_reports(&processes);
-            let first_ended = ranks
+            let by_time = ranks
                 .iter()
                 .filter_map(|r| r.end_ns.map(|e| (e, r.rank)))
                 .min()
                 .map(|(_, r)| r);
+            let by_status = ranks
+                .iter()
+                .find(|r| failed_by_itself(&r.exit))
+                .map(|r| r.rank);
+            let (first_ended, first_ended_by) = match (by_time, by_status) {
+                (Some(r), _) => (Some(r), Some("end-time")),
+                (None, Some(r)) => (Some(r), Some("exit-status")),
+                (None, None) => (None, None),
+            };
+            let launcher = processes
+                .iter()
+                .find(|p| {
+                    p.rank.is_none()
+                        && p.exit.kind != "exec"
+                        && processes.iter().any(|r| {
+                            r.rank.is_some() && r.ppid == p.pid && r.recording == p.recording
+                        })
+                })
+                .map(|p| LauncherReport {
+                    pid: p.pid,
+                    command: p.command.clone(),
+                    exit: p.exit.clone(),
+                });
             JobReport {
                 id: setup.id.clone(),
                 size: setup.size,
@@ -179,6 +202,8 @@ impl Aggregator {
                 clock: setup.clock,
                 ranks,
                 first_ended,
+                first_ended_by,
+                launcher,
             }
         });
         let mut improper: Vec<ImproperReport> = self
@@ -336,6 +361,22 @@ impl Aggregator {
         }
         ranks.sort_by_key(|r| r.rank);
         ranks
+    }
+}
+
+/// Whether a rank ended by itself in failure: an exit code other than 0, a signal other
+/// than those launchers end the other ranks with, or an end the agent could not see that
+/// was not a normal exit.
+fn failed_by_itself(exit: &crate::memory::report::ExitReport) -> bool {
+    const LAUNCHER_SIGNALS: [&str; 4] = ["SIGTERM", "SIGKILL", "SIGINT", "SIGHUP"];
+    match exit.kind {
+        "exited" => exit.code != Some(0),
+        "signaled" => !exit
+            .signal_name
+            .as_deref()
+            .is_some_and(|n| LAUNCHER_SIGNALS.contains(&n)),
+        "unknown" => exit.normal_exit == Some(false),
+        _ => false,
     }
 }
 

@@ -474,8 +474,20 @@ impl<R: Read + Seek> MemoryRecording<R> {
     fn origins(&self) -> rustc_hash::FxHashMap<u32, Origin> {
         let ranks: rustc_hash::FxHashMap<u32, u32> =
             self.places.iter().map(|p| (p.session, p.rank)).collect();
-        let ends: rustc_hash::FxHashMap<u32, u64> =
-            self.ends.iter().map(|e| (e.session, e.end_ticks)).collect();
+        // A recorder stamps the end of every session it still had when it finished with
+        // that moment: an end time shared by several sessions of one recording is not
+        // theirs (only the recording of one rank, which ends with it, tells it).
+        let mut shared: rustc_hash::FxHashMap<(usize, u64), u32> = Default::default();
+        let part_of = |s: u32| self.parts_info.iter().position(|p| p.holds(s)).unwrap_or(0);
+        for e in &self.ends {
+            *shared.entry((part_of(e.session), e.end_ticks)).or_default() += 1;
+        }
+        let ends: rustc_hash::FxHashMap<u32, u64> = self
+            .ends
+            .iter()
+            .filter(|e| shared[&(part_of(e.session), e.end_ticks)] == 1)
+            .map(|e| (e.session, e.end_ticks))
+            .collect();
         let hosts: Vec<std::sync::Arc<str>> = self
             .parts_info
             .iter()
