@@ -240,7 +240,7 @@ pub fn memory_report(data: &[u8]) {
         }
     }
     // The stack profile and every export of it: its values sum to the report's totals.
-    let (profile, report) = tansa_analysis::profile::heap::profile(&rec, None, |_| {});
+    let (profile, report) = tansa_analysis::profile::heap::profile(&rec, None, None, |_| {});
     if report.totals.allocated_bytes < u64::MAX / 4 {
         assert_eq!(profile.total(1) as u64, report.totals.allocated_bytes);
         assert_eq!(profile.total(3), report.totals.net_bytes.max(0));
@@ -275,6 +275,7 @@ fn exports(profile: &tansa_analysis::profile::Profile) {
         let options = collapsed::Options {
             value,
             by_process: value == 0,
+            by_rank: value == 1,
         };
         let _ = collapsed::write(profile, options, &mut sink);
     }
