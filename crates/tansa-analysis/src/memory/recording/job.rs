@@ -42,6 +42,22 @@ pub(super) fn finish<R: Read + Seek>(rec: &mut MemoryRecording<R>) -> Vec<String
             jobs.join(", ")
         ));
     }
+    let rate = |m: &Option<tansa_format::meta::RecordingMeta>| {
+        m.as_ref().and_then(|m| {
+            m.options
+                .iter()
+                .find(|(k, _)| k == crate::memory::SAMPLE_RATE_OPTION)
+                .map(|(_, v)| v.clone())
+        })
+    };
+    let first_rate = rec.parts_info.first().and_then(|p| rate(&p.meta));
+    if rec.parts_info.iter().any(|p| rate(&p.meta) != first_rate) {
+        warnings.push(format!(
+            "the recordings were not all made with the same --sample-rate: every figure is \
+             computed as for the first recording's ({})",
+            first_rate.as_deref().unwrap_or("every allocation recorded")
+        ));
+    }
     if rec.parts.len() <= 1 {
         rec.warnings.extend(warnings.iter().cloned());
         return warnings;
