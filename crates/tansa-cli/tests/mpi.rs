@@ -228,6 +228,16 @@ fn a_job_recorded_whole_and_per_rank_gives_the_same_report() {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let o = run_tansa(&args);
     assert!(o.status.success(), "{}", stderr(&o));
+    // The HTML page carries the job (its Ranks table is drawn from it).
+    let html = dir.path().join("job.html");
+    let mut args = vec!["html".to_string()];
+    args.extend(ranks.iter().map(|f| f.display().to_string()));
+    args.extend(["-o".to_string(), html.display().to_string()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let o = run_tansa(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("\"job\":{") && page.contains("\"first_ended\""));
     let folded = std::fs::read_to_string(pb.with_extension("folded")).unwrap();
     for r in 0..4 {
         assert!(folded.lines().any(|l| l.starts_with(&format!("rank {r};"))));
