@@ -12,8 +12,11 @@ use crate::ExportError;
 pub struct Options {
     /// Value index (see [`crate::weight_index`]).
     pub value: usize,
-    /// Start each stack with its process, `name [pid]`.
+    /// Start each stack with its process, `name [pid]` (with its rank and host when known).
     pub by_process: bool,
+    /// Start each stack with its MPI rank, `rank N` (`(no rank)` for the others), before
+    /// its process if that is asked too.
+    pub by_rank: bool,
 }
 
 /// The distinct stacks with their summed values (stacks whose value is zero are left
@@ -26,10 +29,13 @@ pub fn stacks(profile: &Profile, options: Options) -> Vec<(String, i64)> {
             continue;
         }
         let mut frames: Vec<String> = Vec::new();
-        if options.by_process
-            && let Some(p) = profile.processes.get(s.process as usize)
-        {
-            frames.push(format!("{} [{}]", p.name, p.pid));
+        if let Some(p) = profile.processes.get(s.process as usize) {
+            if options.by_rank {
+                frames.push(p.rank_frame());
+            }
+            if options.by_process {
+                frames.push(p.frame_name());
+            }
         }
         frames.extend(profile.frame_names(s));
         let line = frames

@@ -27,6 +27,8 @@ pub struct Options {
     pub reverse: bool,
     /// Start each stack with its process.
     pub by_process: bool,
+    /// Start each stack with its MPI rank.
+    pub by_rank: bool,
 }
 
 /// Hues that stay apart from each other, for libraries (degrees).
@@ -124,6 +126,7 @@ fn positive_stacks(profile: &Profile, options: &Options) -> Vec<(String, i64)> {
         collapsed::Options {
             value: options.value,
             by_process: options.by_process,
+            by_rank: options.by_rank,
         },
     );
     stacks.retain(|(_, v)| *v > 0);

@@ -288,6 +288,8 @@ pub fn message(profile: &Profile, time_nanos: i64) -> PbProfile {
     let pid_key = st.get("pid");
     let tid_key = st.get("tid");
     let process_key = st.get("process");
+    let rank_key = st.get("rank");
+    let host_key = st.get("host");
     let sample = profile
         .samples
         .iter()
@@ -303,6 +305,22 @@ pub fn message(profile: &Profile, time_nanos: i64) -> PbProfile {
                     label.push(PbLabel {
                         key: process_key,
                         str: st.get(&p.name),
+                        ..PbLabel::default()
+                    });
+                }
+                // A string: a numeric label of 0 would be the protobuf default, which
+                // pprof cannot tell from no value at all (rank 0 would vanish).
+                if let Some(rank) = p.rank {
+                    label.push(PbLabel {
+                        key: rank_key,
+                        str: st.get(&rank.to_string()),
+                        ..PbLabel::default()
+                    });
+                }
+                if let Some(host) = p.host.as_deref().filter(|h| !h.is_empty()) {
+                    label.push(PbLabel {
+                        key: host_key,
+                        str: st.get(host),
                         ..PbLabel::default()
                     });
                 }

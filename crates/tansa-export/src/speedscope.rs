@@ -92,7 +92,7 @@ pub fn write(
         .map(|s| {
             let mut stack = Vec::new();
             if by_process && let Some(p) = profile.processes.get(s.process as usize) {
-                stack.push(intern(format!("{} [{}]", p.name, p.pid), None));
+                stack.push(intern(p.frame_name(), None));
             }
             for &l in s.locations.iter().rev() {
                 let Some(loc) = profile.locations.get(l as usize) else {

@@ -257,6 +257,7 @@ pub fn memory_report(data: &[u8]) {
                 free_to,
                 interval_ns: 1_000,
                 pid,
+                rank: None,
                 split_intervals: false,
             },
             |_| {},
@@ -268,7 +269,7 @@ pub fn memory_report(data: &[u8]) {
         }
     }
     // The stack profile and every export of it: its values sum to the report's totals.
-    let (profile, report) = tansa_analysis::profile::heap::profile(&rec, None, |_| {});
+    let (profile, report) = tansa_analysis::profile::heap::profile(&rec, None, None, |_| {});
     if report.totals.allocated_bytes < u64::MAX / 4 {
         assert_eq!(profile.total(1) as u64, report.totals.allocated_bytes);
         assert_eq!(profile.total(3), report.totals.net_bytes.max(0));
@@ -303,6 +304,7 @@ fn exports(profile: &tansa_analysis::profile::Profile) {
         let options = collapsed::Options {
             value,
             by_process: value == 0,
+            by_rank: value == 1,
         };
         let _ = collapsed::write(profile, options, &mut sink);
     }

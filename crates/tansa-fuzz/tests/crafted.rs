@@ -100,13 +100,18 @@ struct Build(Writer<Vec<u8>>);
 
 impl Build {
     fn new() -> Build {
+        Build::on("", 0)
+    }
+
+    /// A recording made on `host`, started at `started_unix_ms`.
+    fn on(host: &str, started_unix_ms: u64) -> Build {
         let mut w = Writer::new(Vec::new(), Kind::Memory).unwrap();
         w.value(
             FrameType::META,
             &RecordingMeta {
                 tool: "crafted".into(),
-                started_unix_ms: 0,
-                hostname: String::new(),
+                started_unix_ms,
+                hostname: host.into(),
                 command: Vec::new(),
                 options: Vec::new(),
             },
@@ -159,6 +164,7 @@ fn config(by: By, interval_ns: u64) -> Config {
         free_to: FreeTo::Owner,
         interval_ns,
         pid: None,
+        rank: None,
         split_intervals: false,
     }
 }
@@ -584,4 +590,80 @@ fn lost_event_counts_add_up_without_wrapping() {
     b.thread(0, 0, &s);
     let (r, _) = report(b.finish(None), config(By::Library, 1));
     assert_eq!(r.processes[0].lost_events, u64::MAX);
+}
+
+/// A recording of `bytes` allocated at 10 ns and freed at 500 µs of its own clock, made on
+/// `host` at `started_ms`.
+fn job_part(host: &str, started_ms: u64, pid: u32, bytes: u64) -> Vec<u8> {
+    let mut b = Build::on(host, started_ms);
+    b.session(0, pid, 1);
+    let mut s = Stream::new(pid, pid);
+    s.alloc(10, 0x1000, bytes, 0);
+    s.free(500_000, 0x1000, 0);
+    b.thread(0, 0, &s);
+    b.finish(None)
+}
+
+/// The report on several recordings read as one job.
+fn job_report(parts: Vec<Vec<u8>>) -> MemoryReport {
+    let n = parts.iter().map(Vec::len).sum();
+    bounded(n, move || {
+        let mut rec = MemoryRecording::new_job();
+        for (i, p) in parts.into_iter().enumerate() {
+            rec.add(format!("part{i}"), Cursor::new(p))
+                .expect("a memory recording");
+        }
+        rec.finish_job();
+        rec.report(Config::default(), |_| {})
+    })
+}
+
+#[test]
+fn recordings_of_one_host_share_its_clock_and_others_align_by_wall_clock() {
+    // One host, started 1 ms apart: one clock, so both blocks are live at once.
+    let r = job_report(vec![
+        job_part("a", 1000, 7, 100),
+        job_part("a", 1001, 8, 50),
+    ]);
+    assert_eq!(r.totals.max_bytes, 150);
+    let job = r.job.as_ref().expect("a job");
+    assert_eq!(job.clock, tansa_analysis::memory::report::JobClock::Shared);
+    assert_eq!(
+        r.recordings.iter().map(|x| x.shift_ns).collect::<Vec<_>>(),
+        [0, 0]
+    );
+    // Two hosts: the second's timeline starts 1 ms after the first's, when the first
+    // block was freed already.
+    let r = job_report(vec![
+        job_part("a", 1000, 7, 100),
+        job_part("b", 1001, 7, 50),
+    ]);
+    assert_eq!(r.totals.max_bytes, 100);
+    assert_eq!(r.totals.allocated_bytes, 150);
+    assert_eq!(
+        r.job.as_ref().expect("a job").clock,
+        tansa_analysis::memory::report::JobClock::WallClock
+    );
+    assert_eq!(
+        r.recordings.iter().map(|x| x.shift_ns).collect::<Vec<_>>(),
+        [0, 1_000_000]
+    );
+    // The same pid in both: two processes, one per recording.
+    let recs: Vec<Option<u32>> = r.processes.iter().map(|p| p.recording).collect();
+    assert_eq!(recs, [Some(0), Some(1)]);
+}
+
+#[test]
+fn a_crafted_session_number_leaves_no_room_for_another_recording() {
+    let mut b = Build::new();
+    b.session(u32::MAX, 42, 1);
+    let first = b.finish(None);
+    let second = job_part("a", 0, 1, 10);
+    let mut rec = MemoryRecording::new_job();
+    rec.add("a".into(), Cursor::new(first))
+        .expect("the first reads");
+    assert!(matches!(
+        rec.add("b".into(), Cursor::new(second)),
+        Err(tansa_analysis::memory::recording::RecordingError::TooManySessions)
+    ));
 }

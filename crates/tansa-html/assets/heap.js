@@ -260,6 +260,26 @@ T.run(function () {
       } }
   ], D.improper, { sort: 1, desc: true, empty: "none found" }).el);
 
+  // ---- Ranks of an MPI job (reports over several recordings or of a whole job).
+  if (D.job && D.job.ranks.length) {
+    var J = D.job;
+    var first = J.first_ended === undefined ? null : J.first_ended;
+    var rankSec = T.section("ranks", "Ranks",
+      J.ranks.length + (J.size ? " of " + J.size : "") + " ranks recorded" + (J.id ? " (job " + J.id + ")" : "") +
+      ", in " + J.recordings + " recording(s)" +
+      (first === null ? "" : "; rank " + first + " ended first") +
+      (J.clock === "wall-clock" ? "; the hosts' timelines are aligned by each recording's wall-clock start" : "") + ".");
+    rankSec.appendChild(T.table([
+      { label: "rank", num: true, get: function (r) { return r.rank; } },
+      { label: "host", get: function (r) { return r.host; } },
+      { label: "pid", num: true, get: function (r) { return r.pid; } },
+      { label: "peak", num: true, get: function (r) { return r.peak_bytes; }, fmt: T.bytes },
+      { label: "net at its end", num: true, get: function (r) { return r.net_bytes; }, fmt: T.bytes },
+      { label: "allocated", num: true, get: function (r) { return r.allocated_bytes; }, fmt: T.bytes },
+      { label: "end", get: function (r) { return (r.rank === first ? "first: " : "") + r.exit.description; } }
+    ], J.ranks, { sort: 0, desc: false, empty: "no rank" }).el);
+  }
+
   // ---- Process tree.
   var procSec = T.section("processes", "Processes");
   var byParent = {}, pids = {};
@@ -275,7 +295,10 @@ T.run(function () {
     var seen = {};
     kids.forEach(function (q) {
       ul.appendChild(el("li", null,
-        el("b", { text: String(q.pid) }), " ", (q.command || []).join(" ") || q.exe,
+        el("b", { text: String(q.pid) }),
+        q.rank === undefined ? null : el("span", { class: "rank", text: " rank " + q.rank }),
+        q.host ? el("span", { class: "host", text: " on " + q.host }) : null,
+        " ", (q.command || []).join(" ") || q.exe,
         el("span", { class: "exit" + (q.exit.kind === "exited" && q.exit.code === 0 ? "" : " abnormal"), text: " — " + q.exit.description }),
         el("span", { class: "note", text: " (" + T.int(q.events) + " events" + (q.lost_events ? ", " + T.int(q.lost_events) + " lost" : "") + ")" }),
         seen[q.pid] ? null : tree(q.pid, depth + 1)));

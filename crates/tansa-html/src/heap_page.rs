@@ -116,6 +116,8 @@ struct HeapData<'a> {
     chart_bands: usize,
     improper: &'a [ImproperReport],
     processes: &'a [ProcessReport],
+    /// The job (reports over several recordings or of an MPI job): ranks, first end.
+    job: Option<&'a tansa_analysis::memory::report::JobReport>,
     unrecorded: &'a [UnrecordedReport],
     inherited_frees: u64,
     sample_rate_bytes: Option<u64>,
@@ -362,6 +364,7 @@ pub fn heap(
         chart_bands: limits.chart_bands,
         improper: &lib.improper[..lib.improper.len().min(limits.improper)],
         processes: &lib.processes,
+        job: lib.job.as_ref(),
         unrecorded: &lib.unrecorded,
         inherited_frees: lib.inherited_frees,
         sample_rate_bytes: lib.sample_rate_bytes,
@@ -399,6 +402,8 @@ mod tests {
             start_ns: Some(interval * 10),
             end_ns: Some(interval * 10 + 10),
             cumulative_net_bytes: Some(cumulative),
+            rank: None,
+            host: None,
         }
     }
 

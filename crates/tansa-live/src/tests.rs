@@ -20,6 +20,12 @@ fn process(pid: u32, lost: u64) -> ProcessReport {
         events: 10,
         lost_events: lost,
         losses: Default::default(),
+        host: None,
+        rank: None,
+        recording: None,
+        peak_bytes: None,
+        end_ns: None,
+        session: 0,
     }
 }
 
@@ -43,6 +49,8 @@ fn unit(name: &str, net: i64, max: i64, allocated: u64, malloc: u64) -> UnitRepo
         start_ns: None,
         end_ns: None,
         cumulative_net_bytes: None,
+        rank: None,
+        host: None,
     }
 }
 
@@ -63,6 +71,8 @@ fn report(by: &'static str, units: Vec<UnitReport>, lost: u64) -> MemoryReport {
         events: 1234,
         duration_ns: 0,
         unrecorded: Vec::new(),
+        recordings: Vec::new(),
+        job: None,
         warnings: Vec::new(),
     }
 }

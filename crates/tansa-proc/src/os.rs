@@ -177,6 +177,23 @@ pub fn hostname() -> String {
         .unwrap_or_default()
 }
 
+/// Raises this process's soft limit of open files towards its hard limit so that at
+/// least `need` files fit (a report over a thousand recordings holds them all open); leaves
+/// it when it is high enough already or cannot be raised. Returns the soft limit in force
+/// (`None`: unlimited).
+pub fn ensure_open_files(need: u64) -> Option<u64> {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let mut limit = getrlimit(Resource::Nofile);
+    if limit.current.is_some_and(|c| c < need) {
+        limit.current = match limit.maximum {
+            Some(max) => Some(max.min(need.max(max.min(1 << 20)))),
+            None => Some(need),
+        };
+        let _ = setrlimit(Resource::Nofile, limit);
+    }
+    getrlimit(Resource::Nofile).current
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,6 +12,7 @@
 pub mod cpu;
 pub mod diff;
 mod header;
+pub mod job;
 pub mod leaks;
 pub mod leaktest;
 pub mod memory;

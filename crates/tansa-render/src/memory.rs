@@ -99,6 +99,19 @@ fn command_of(p: &tansa_analysis::memory::report::ProcessReport) -> String {
     }
 }
 
+/// Where a process ran, in a report over several recordings or an MPI job: ` rank 2 on
+/// node1`, ` on node1`.
+fn place_of(p: &tansa_analysis::memory::report::ProcessReport) -> String {
+    let mut s = String::new();
+    if let Some(r) = p.rank {
+        s.push_str(&format!(" rank {r}"));
+    }
+    if let Some(h) = p.host.as_deref().filter(|h| !h.is_empty()) {
+        s.push_str(&format!(" on {h}"));
+    }
+    s
+}
+
 /// Whether a process image ended in a way worth pointing out (a signal, a failure code,
 /// an unknown end).
 fn abnormal(p: &tansa_analysis::memory::report::ProcessReport) -> bool {
@@ -133,16 +146,21 @@ fn processes(r: &MemoryReport, opts: &TableOptions, h: &mut Header) {
             done[i] = true;
             let p = &ps[i];
             h.line(format!(
-                "{:indent$}  pid {} (parent {}) `{}`: {}",
+                "{:indent$}  pid {} (parent {}){} `{}`: {}",
                 "",
                 p.pid,
                 p.ppid,
+                place_of(p),
                 command_of(p),
                 p.exit.description,
                 indent = depth * 2
             ));
             for j in 0..ps.len() {
-                if !done[j] && ps[j].ppid == p.pid && ps[j].pid != p.pid {
+                if !done[j]
+                    && ps[j].ppid == p.pid
+                    && ps[j].pid != p.pid
+                    && ps[j].recording == p.recording
+                {
                     walk(ps, j, depth + 1, done, h);
                 }
             }
@@ -244,6 +262,7 @@ pub fn table_with(r: &MemoryReport, opts: &TableOptions, out: &mut dyn Write) ->
             crate::bytes(rate as i64)
         ));
     }
+    crate::job::lines(r, &mut h);
     processes(r, opts, &mut h);
     h.write(out)?;
     let mut headers: Vec<(&str, Align)> = vec![("unit", Align::Left)];
@@ -285,7 +304,9 @@ pub fn json(r: &MemoryReport, out: &mut dyn Write) -> io::Result<()> {
 /// The units as CSV, one row per unit, with a header row.
 pub fn csv(r: &MemoryReport, out: &mut dyn Write) -> io::Result<()> {
     let mut w = csv::Writer::from_writer(out);
-    w.write_record([
+    // Units per rank carry their rank and host in two more columns.
+    let per_rank = r.by == "rank";
+    let mut header = vec![
         "unit",
         "net_bytes",
         "max_bytes",
@@ -304,11 +325,15 @@ pub fn csv(r: &MemoryReport, out: &mut dyn Write) -> io::Result<()> {
         "start_ns",
         "end_ns",
         "cumulative_net_bytes",
-    ])?;
+    ];
+    if per_rank {
+        header.extend(["rank", "host"]);
+    }
+    w.write_record(&header)?;
     let opt = |v: Option<String>| v.unwrap_or_default();
     for u in &r.units {
         let s = &u.stats;
-        w.write_record([
+        let mut row = vec![
             u.unit.clone(),
             s.net_bytes.to_string(),
             s.max_bytes.to_string(),
@@ -327,7 +352,12 @@ pub fn csv(r: &MemoryReport, out: &mut dyn Write) -> io::Result<()> {
             opt(u.start_ns.map(|v| v.to_string())),
             opt(u.end_ns.map(|v| v.to_string())),
             opt(u.cumulative_net_bytes.map(|v| v.to_string())),
-        ])?;
+        ];
+        if per_rank {
+            row.push(opt(u.rank.map(|v| v.to_string())));
+            row.push(opt(u.host.clone()));
+        }
+        w.write_record(&row)?;
     }
     w.flush()
 }

@@ -40,6 +40,8 @@ fn unit(name: &str, s: Stats) -> UnitReport {
         start_ns: None,
         end_ns: None,
         cumulative_net_bytes: None,
+        rank: None,
+        host: None,
     }
 }
 
@@ -69,6 +71,12 @@ fn heap(
         events: 1200,
         lost_events: 0,
         losses: Default::default(),
+        host: None,
+        rank: None,
+        recording: None,
+        peak_bytes: None,
+        end_ns: None,
+        session: 0,
     };
     MemoryReport {
         schema: tansa_analysis::memory::report::SCHEMA,
@@ -86,6 +94,8 @@ fn heap(
         events: 1200,
         duration_ns: 12_500_000,
         unrecorded: vec![],
+        recordings: vec![],
+        job: None,
         warnings: vec![],
     }
 }

@@ -321,6 +321,8 @@ mod tests {
             start_ns: None,
             end_ns: None,
             cumulative_net_bytes: None,
+            rank: None,
+            host: None,
         }
     }
 
@@ -334,6 +336,12 @@ mod tests {
             events: 10,
             lost_events: 0,
             losses: Default::default(),
+            host: None,
+            rank: None,
+            recording: None,
+            peak_bytes: None,
+            end_ns: None,
+            session: 0,
         };
         let mut totals = Stats::default();
         for u in &units {
@@ -360,6 +368,8 @@ mod tests {
             events: 10,
             duration_ns: 1000,
             unrecorded: vec![],
+            recordings: vec![],
+            job: None,
             warnings: vec![],
         }
     }

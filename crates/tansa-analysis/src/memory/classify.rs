@@ -30,6 +30,9 @@ pub enum By {
     Call,
     /// Per library per fixed time interval.
     Interval,
+    /// Per MPI rank (every process image of the rank), the processes without a rank
+    /// together as one unit.
+    Rank,
 }
 
 impl By {
@@ -41,6 +44,7 @@ impl By {
             By::Thread => "thread",
             By::Call => "call",
             By::Interval => "interval",
+            By::Rank => "rank",
         }
     }
 }

@@ -5,7 +5,8 @@
 
 use serde::Serialize;
 use tansa_format::memory::Losses;
-use tansa_format::meta::{ExitStatus, signal_name};
+use tansa_format::meta::ExitStatus;
+pub use tansa_format::meta::signal_name;
 
 /// Schema identifier of the JSON form.
 pub const SCHEMA: &str = "tansa.memory-report.v1";
@@ -153,6 +154,29 @@ pub struct ProcessReport {
     pub lost_events: u64,
     /// The same, by cause, and the events recorded without their stack.
     pub losses: Losses,
+    /// The host it ran on (reports over several recordings or an MPI job).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// Its MPI rank, when its environment gave one (reports over several recordings or an
+    /// MPI job).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rank: Option<u32>,
+    /// The index of its recording in [`MemoryReport::recordings`] (reports over several
+    /// recordings).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recording: Option<u32>,
+    /// Its own heap at its peak: the most bytes of its own blocks live at once (reports over
+    /// several recordings or an MPI job).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peak_bytes: Option<i64>,
+    /// When it ended, in nanoseconds since the report's start (reports over several
+    /// recordings or an MPI job; absent when unknown).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub end_ns: Option<u64>,
+    /// The process image's session number in the report (not serialized: profiles map
+    /// allocation stacks to processes with it).
+    #[serde(skip)]
+    pub session: u32,
 }
 
 /// A process of the recorded tree that ran without being recorded.
@@ -203,6 +227,110 @@ pub struct UnitReport {
     /// recording (`--by interval`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cumulative_net_bytes: Option<i64>,
+    /// The rank (`--by rank`; absent on the row of the processes without a rank).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rank: Option<u32>,
+    /// The host(s) the unit's processes ran on, comma-separated (`--by rank`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+}
+
+/// One recording of a report over several (`tansa report A.tansa B.tansa ...`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RecordingReport {
+    /// The name the caller gave it (the file's path).
+    pub name: String,
+    /// The host it was made on.
+    pub host: String,
+    /// When it started, milliseconds since the Unix epoch (0 when unknown).
+    pub started_unix_ms: u64,
+    /// The job id its processes' environment gave (`SLURM_JOB_ID`, ...), if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub job: Option<String>,
+    /// What the recording's timestamps were shifted by to put them on the report's
+    /// timeline, in nanoseconds (0 for recordings sharing one clock).
+    pub shift_ns: u64,
+    /// Process images recorded in it.
+    pub processes: u32,
+}
+
+/// How the timelines of several recordings were put together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum JobClock {
+    /// Every recording was made on one host since one boot: their `CLOCK_MONOTONIC`
+    /// timestamps are comparable as they are.
+    Shared,
+    /// Recordings of different hosts (or boots) were aligned by the wall-clock time each
+    /// started at: the order of events of different hosts is as good as the hosts' clocks
+    /// agree (NTP: typically within milliseconds).
+    WallClock,
+}
+
+/// One MPI rank of a job report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RankReport {
+    /// The rank.
+    pub rank: u32,
+    /// The host it ran on.
+    pub host: String,
+    /// Its process id (its last image's, when it has several).
+    pub pid: u32,
+    /// The most bytes its own blocks took at once (all its images together).
+    pub peak_bytes: i64,
+    /// Bytes of its own blocks still live at its end.
+    pub net_bytes: i64,
+    /// Bytes it allocated.
+    pub allocated_bytes: u64,
+    /// How it ended (its last image's end).
+    pub exit: ExitReport,
+    /// When it ended, in nanoseconds since the report's start (absent when unknown).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub end_ns: Option<u64>,
+}
+
+/// What a report over several recordings or an MPI job says about the job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct JobReport {
+    /// The job id, when the processes' environment gave one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// How many ranks the job had (`MPI_COMM_WORLD`'s size), when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub size: Option<u32>,
+    /// How many recordings the report reads.
+    pub recordings: u32,
+    /// How their timelines were put together.
+    pub clock: JobClock,
+    /// Every rank recorded, by rank.
+    pub ranks: Vec<RankReport>,
+    /// The rank whose end came first (the cause of an abort, when one rank failed and the
+    /// launcher ended the others): its rank number. See `first_ended_by`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_ended: Option<u32>,
+    /// How `first_ended` was found: `end-time` (the recordings tell when each rank ended:
+    /// one recording per rank), or `exit-status` (a recording of the whole job stamps
+    /// every process with the recording's end: the rank that failed by itself, with an
+    /// exit code other than 0 or a signal other than those launchers end ranks with,
+    /// SIGTERM, SIGKILL, SIGINT, SIGHUP; the lowest such rank).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_ended_by: Option<&'static str>,
+    /// The launcher (`mpiexec`, `srun`) when it was recorded too: the parent of the ranks,
+    /// without a rank of its own. Its exit code often tells a rank's end the agent could
+    /// not see (Open MPI exits with 128 + the signal that killed the first failed rank).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub launcher: Option<LauncherReport>,
+}
+
+/// The launcher of a job recorded whole.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LauncherReport {
+    /// Its process id.
+    pub pid: u32,
+    /// Its command line.
+    pub command: Vec<String>,
+    /// How it ended.
+    pub exit: ExitReport,
 }
 
 /// A source-level frame in a printed stack.
@@ -276,6 +404,13 @@ pub struct MemoryReport {
     /// Every figure is then an estimate (see docs/json/memory-report.v1.md).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sample_rate_bytes: Option<u64>,
+    /// The recordings read, when there are several (`tansa report A.tansa B.tansa`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub recordings: Vec<RecordingReport>,
+    /// The job: ranks, how each ended, which ended first (reports over several recordings
+    /// or of an MPI job).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub job: Option<JobReport>,
     /// Things the reader should know (truncated recording, lost events, ...).
     pub warnings: Vec<String>,
 }

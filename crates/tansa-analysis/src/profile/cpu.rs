@@ -60,7 +60,12 @@ pub fn profile(rec: &CpuRecording, pid: Option<u32>) -> Profile {
             let (pid, name) = rec
                 .process(process)
                 .map_or((0, String::new()), |p| (p.pid, p.comm.clone()));
-            p.processes.push(ProcessInfo { pid, name });
+            p.processes.push(ProcessInfo {
+                pid,
+                name,
+                rank: None,
+                host: None,
+            });
             (p.processes.len() - 1) as u32
         })
     };

@@ -41,16 +41,18 @@ pub const VALUE_TYPES: [ValueType; 6] = [
 /// Index of `inuse_space`, the default (as in Go heap profiles).
 pub const INUSE_SPACE: usize = 3;
 
-/// The stack profile of a heap recording (only process `pid`, if given), and the report of
-/// the same pass (for its totals, losses and warnings). `progress` is called with the
-/// number of events read, every 2^20.
+/// The stack profile of a heap recording (only process `pid`, or the processes of MPI
+/// rank `rank`, if given), and the report of the same pass (for its totals, losses and
+/// warnings). `progress` is called with the number of events read, every 2^20.
 pub fn profile<R: Read + Seek>(
     rec: &MemoryRecording<R>,
     pid: Option<u32>,
+    rank: Option<u32>,
     progress: impl FnMut(u64),
 ) -> (Profile, MemoryReport) {
     let config = Config {
         pid,
+        rank,
         ..Config::default()
     };
     let (report, data) = rec.report_with_stacks(config, progress);
@@ -87,24 +89,43 @@ pub fn from_figures(reg: &Registry, data: &StackProfileData, report: &MemoryRepo
         p.peak_ns = Some(data.peak_ns);
         p.comments = comments(report);
     }
-    let mut processes: FxHashMap<u32, u32> = FxHashMap::default();
+    // A process is a recording and a pid (pids repeat across the recordings of a job); its
+    // images (fork, exec) are one process, named after its first.
+    let mut processes: FxHashMap<(Option<u32>, u32), u32> = FxHashMap::default();
+    let mut by_session: FxHashMap<u32, (Option<u32>, u32)> = FxHashMap::default();
     for pr in &report.processes {
-        if processes.contains_key(&pr.pid) {
+        let key = (pr.recording, pr.pid);
+        by_session.insert(pr.session, key);
+        if let Some(&i) = processes.get(&key) {
+            // An image exec'd by a launcher has the rank the first image lacked.
+            let p = &mut b.profile_mut().processes[i as usize];
+            if p.rank.is_none() && pr.rank.is_some() {
+                p.rank = pr.rank;
+                p.name = pr.exe.rsplit('/').next().unwrap_or(&pr.exe).to_string();
+            }
             continue;
         }
         let p = b.profile_mut();
-        processes.insert(pr.pid, p.processes.len() as u32);
+        processes.insert(key, p.processes.len() as u32);
         p.processes.push(ProcessInfo {
             pid: pr.pid,
             name: pr.exe.rsplit('/').next().unwrap_or(&pr.exe).to_string(),
+            rank: pr.rank,
+            host: pr.host.clone(),
         });
     }
     for f in &data.stacks {
-        let process = *processes.entry(f.pid).or_insert_with(|| {
+        let key = by_session
+            .get(&f.session.0)
+            .copied()
+            .unwrap_or((None, f.pid));
+        let process = *processes.entry(key).or_insert_with(|| {
             let p = b.profile_mut();
             p.processes.push(ProcessInfo {
                 pid: f.pid,
                 name: String::new(),
+                rank: None,
+                host: None,
             });
             (p.processes.len() - 1) as u32
         });

@@ -103,6 +103,32 @@ pub struct ProcessInfo {
     pub pid: u32,
     /// Short name (executable file name or `comm`).
     pub name: String,
+    /// Its MPI rank (heap profiles of a job).
+    pub rank: Option<u32>,
+    /// The host it ran on (profiles over several recordings or of a job).
+    pub host: Option<String>,
+}
+
+impl ProcessInfo {
+    /// The frame that stands for the process at the root of its stacks: `name [pid]`,
+    /// with its rank and host when known (`mpi_prog [1234] rank 2 on node7`).
+    pub fn frame_name(&self) -> String {
+        let mut s = format!("{} [{}]", self.name, self.pid);
+        if let Some(r) = self.rank {
+            s.push_str(&format!(" rank {r}"));
+        }
+        if let Some(h) = self.host.as_deref().filter(|h| !h.is_empty()) {
+            s.push_str(&format!(" on {h}"));
+        }
+        s
+    }
+
+    /// The frame that stands for its rank (`rank 2`, or `(no rank)`), for stacks grouped
+    /// by rank.
+    pub fn rank_frame(&self) -> String {
+        self.rank
+            .map_or_else(|| "(no rank)".to_string(), |r| format!("rank {r}"))
+    }
 }
 
 /// A stack profile.

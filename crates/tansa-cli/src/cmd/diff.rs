@@ -264,9 +264,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         options.check().map_err(usage_of)?;
         let with_pid = |pid| tansa_analysis::memory::Config { pid, ..config };
         let (ra, damaged_a) =
-            report::memory_report(&args.a, file_a, with_pid(pid_a), "tansa diff")?;
+            report::memory_report(std::slice::from_ref(&args.a), with_pid(pid_a), "tansa diff")?;
         let (rb, damaged_b) =
-            report::memory_report(&args.b, file_b, with_pid(pid_b), "tansa diff")?;
+            report::memory_report(std::slice::from_ref(&args.b), with_pid(pid_b), "tansa diff")?;
         exit::print_warnings(&args.a, &ra.warnings);
         exit::print_warnings(&args.b, &rb.warnings);
         let d = diff::memory::diff((&label_a, &ra), (&label_b, &rb), &options).map_err(usage_of)?;

@@ -37,6 +37,9 @@ Examples:
   go tool pprof -top -sample_index=alloc_space run.pb.gz
   tansa export cpu.tansa --format collapsed -o - | inferno-flamegraph > cpu.svg
   tansa export run.tansa --format speedscope     open run.speedscope.json in speedscope
+  tansa export job-*.tansa --format pprof -o job.pb.gz   one MPI job, samples labelled rank, host
+  go tool pprof -top -tagfocus=rank=2 job.pb.gz
+  tansa export job-*.tansa --format collapsed --by-rank -o - | inferno-flamegraph > job.svg
 
 Heap recordings export, per allocation stack: alloc_objects and alloc_space (every block
 allocated), inuse_objects and inuse_space (blocks never freed: live at the end), as Go heap
@@ -50,9 +53,10 @@ format's extension, never replacing an existing file (a number is added). Exit s
 recording cannot be read; 2 for a wrong command line; 3 when it is truncated or damaged
 (the export covers what was recorded before the damage).")]
 pub struct Args {
-    /// The recording (from `tansa record` or `tansa sample`).
-    #[arg(value_name = "FILE")]
-    file: PathBuf,
+    /// The recording (from `tansa record` or `tansa sample`); several heap recordings (the
+    /// ranks of one job) are exported as one profile.
+    #[arg(value_name = "FILE", required = true, num_args = 1..)]
+    files: Vec<PathBuf>,
 
     /// Output format.
     #[arg(long, value_enum)]
@@ -67,9 +71,19 @@ pub struct Args {
     #[arg(long, value_name = "WEIGHT")]
     weight: Option<String>,
 
-    /// Collapsed stacks and speedscope: start every stack with its process (name [pid]).
+    /// Only the processes of this MPI rank (heap recordings).
+    #[arg(long, value_name = "N")]
+    rank: Option<u32>,
+
+    /// Collapsed stacks and speedscope: start every stack with its process (name [pid],
+    /// and its rank and host when known).
     #[arg(long)]
     by_process: bool,
+
+    /// Collapsed stacks: start every stack with its MPI rank (`rank N`, `(no rank)`), so
+    /// that a flame graph splits per rank.
+    #[arg(long)]
+    by_rank: bool,
 
     /// Write to FILE (`-` for standard output) [default: FILE's name with the format's
     /// extension, in the current directory].
@@ -84,13 +98,19 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "--weight applies to --format collapsed (pprof and speedscope carry every weight)",
         ));
     }
-    let loaded = profile::load(&args.file, args.pid)?;
+    if args.by_rank && args.format != ExportFormat::Collapsed {
+        return Err(exit::usage(
+            "--by-rank applies to --format collapsed (pprof labels every sample with its rank \
+             and host; speedscope's --by-process names each process with its rank)",
+        ));
+    }
+    let file = &args.files[0];
+    let loaded = profile::load(&args.files, args.pid, args.rank)?;
     let p = &loaded.profile;
     let value = tansa_export::weight_index(p, args.weight.as_deref())
         .map_err(|e| exit::usage(e.to_string()))?;
-    let default = crate::output::default_name(&args.file, args.format.extension());
-    let name = args
-        .file
+    let default = crate::output::default_name(file, args.format.extension());
+    let name = file
         .file_name()
         .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
     let written = crate::output::write_whole(args.output.as_deref(), &default, |out| {
@@ -105,6 +125,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 collapsed::Options {
                     value,
                     by_process: args.by_process,
+                    by_rank: args.by_rank,
                 },
                 out,
             )?,
@@ -115,5 +136,5 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(path) = written {
         eprintln!("tansa: wrote {}", path.display());
     }
-    Ok(exit::finish(&args.file, loaded.damaged, &loaded.warnings))
+    Ok(exit::finish(file, loaded.damaged, &loaded.warnings))
 }

@@ -19,6 +19,7 @@ Examples:
   tansa flamegraph run.tansa --weight live --reverse   who calls what never frees
   tansa flamegraph cpu.tansa --icicle
   tansa flamegraph --diff before.tansa after.tansa -o growth.svg
+  tansa flamegraph job-*.tansa --by-rank           one MPI job, one tower per rank
 
 Weights: heap recordings: peak (bytes live when the heap peaked, the default), allocated
 (bytes), live (bytes never freed), count (allocations), live-count (blocks never freed);
@@ -30,10 +31,10 @@ to search (Ctrl-F or the Search button) and click a frame to zoom.
 shrank. Exit status: 0; 1 when a recording cannot be read; 2 for a wrong command line; 3
 when one is truncated or damaged (the graph covers what was recorded before the damage).")]
 pub struct Args {
-    /// The recording (from `tansa record` or `tansa sample`); with --diff, the first of
-    /// the two (before).
-    #[arg(value_name = "FILE")]
-    file: PathBuf,
+    /// The recording (from `tansa record` or `tansa sample`), or several heap recordings
+    /// (the ranks of one job) drawn as one; with --diff, the first of the two (before).
+    #[arg(value_name = "FILE", required = true, num_args = 1..)]
+    files: Vec<PathBuf>,
 
     /// Compare FILE (before) with this recording (after).
     #[arg(long, value_name = "AFTER")]
@@ -52,9 +53,17 @@ pub struct Args {
     #[arg(long)]
     reverse: bool,
 
-    /// Start every stack with its process (name [pid]).
+    /// Start every stack with its process (name [pid], and its rank and host when known).
     #[arg(long)]
     by_process: bool,
+
+    /// Start every stack with its MPI rank: one tower per rank.
+    #[arg(long)]
+    by_rank: bool,
+
+    /// Only the processes of this MPI rank (heap recordings).
+    #[arg(long, value_name = "N")]
+    rank: Option<u32>,
 
     /// Only this process of a recorded process tree (default: all of them).
     #[arg(long, value_name = "PID")]
@@ -80,9 +89,18 @@ fn weight_title(p: &Profile, value: usize) -> String {
 
 /// Runs `tansa flamegraph`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let before = profile::load(&args.file, args.pid)?;
+    if args.diff.is_some() && args.files.len() > 1 {
+        return Err(exit::usage(
+            "--diff compares two recordings: give one FILE (before) and --diff AFTER",
+        ));
+    }
+    let file = &args.files[0];
+    let before = profile::load(&args.files, args.pid, args.rank)?;
     let after = match &args.diff {
-        Some(b) => Some((b, profile::load(b, args.pid)?)),
+        Some(b) => Some((
+            b,
+            profile::load(std::slice::from_ref(b), args.pid, args.rank)?,
+        )),
         None => None,
     };
     let p = &before.profile;
@@ -95,7 +113,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         };
         return Err(exit::usage(format!(
             "cannot compare {} ({}) with {} ({})",
-            args.file.display(),
+            file.display(),
             kind(p.kind),
             b.display(),
             kind(a.profile.kind)
@@ -108,8 +126,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .map_or_else(String::new, |n| n.to_string_lossy().into_owned())
     };
     let title = args.title.clone().unwrap_or_else(|| match &after {
-        Some((b, _)) => format!("{} → {}", file_name(&args.file), file_name(b)),
-        None => file_name(&args.file),
+        Some((b, _)) => format!("{} → {}", file_name(file), file_name(b)),
+        None => file_name(file),
     });
     let mut subtitle = weight_title(p, value);
     if after.is_some() {
@@ -122,10 +140,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         icicle: args.icicle,
         reverse: args.reverse,
         by_process: args.by_process,
+        by_rank: args.by_rank,
     };
     let default = match &after {
-        Some(_) => crate::output::default_name(&args.file, "diff.svg"),
-        None => crate::output::default_name(&args.file, "svg"),
+        Some(_) => crate::output::default_name(file, "diff.svg"),
+        None => crate::output::default_name(file, "svg"),
     };
     let written = crate::output::write_whole(args.output.as_deref(), &default, |out| {
         match &after {
@@ -137,7 +156,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(path) = written {
         eprintln!("tansa: wrote {}", path.display());
     }
-    let mut status = exit::finish(&args.file, before.damaged, &before.warnings);
+    let mut status = exit::finish(file, before.damaged, &before.warnings);
     if let Some((b, a)) = &after {
         let s = exit::finish(b, a.damaged, &a.warnings);
         if a.damaged {

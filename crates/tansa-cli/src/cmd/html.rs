@@ -25,6 +25,7 @@ Examples:
   tansa html run.tansa                  heap recording -> run.html
   tansa html cpu.tansa -o cpu.html      CPU recording
   tansa html report.json                leak-test report (tansa leaktest PLAN --format json)
+  tansa html job-*.tansa -o job.html    the ranks of one MPI job, as one report
 
 The page is one file with its scripts and data inside: it needs no network and no server.
 Heap: the heap over time per library (drag across it to choose a time range: the tables
@@ -45,6 +46,11 @@ pub struct Args {
     /// report in JSON (`tansa leaktest PLAN --format json`).
     #[arg(value_name = "FILE")]
     file: PathBuf,
+
+    /// More heap recordings, read with FILE as one job (the ranks of an MPI job): the
+    /// page's process table shows each process's rank and host, and a table the ranks.
+    #[arg(value_name = "MORE")]
+    more: Vec<PathBuf>,
 
     /// Write the page to OUT.html (replaced if it exists; `-` for standard output).
     #[arg(short, long, value_name = "OUT.html")]
@@ -92,6 +98,18 @@ fn kind_of(path: &Path) -> anyhow::Result<Input> {
 /// Runs `tansa html`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let input = kind_of(&args.file)?;
+    if !args.more.is_empty() {
+        if !matches!(input, Input::Heap) {
+            return Err(exit::usage(format!(
+                "several inputs are read as one job only when they are heap recordings; {} \
+                 is not one",
+                args.file.display()
+            )));
+        }
+        let mut all = vec![args.file.clone()];
+        all.extend(args.more.iter().cloned());
+        super::report::refuse_cpu(&all, "`tansa html`")?;
+    }
     let heap_only = [
         ("--charge", args.charge.is_some()),
         ("--free-to", args.free_to.is_some()),
@@ -136,11 +154,12 @@ pub fn write_page(page: &Page, output: Option<&Path>, input: &Path) -> anyhow::R
 }
 
 fn heap(args: &Args, source: &str, limits: &Limits) -> anyhow::Result<(Page, ExitCode)> {
-    let file = File::open(&args.file).map_err(|e| exit::cannot_open(&args.file, e))?;
-    let mut recording = super::report::open_memory(
-        &args.file,
-        file,
+    let mut paths = vec![args.file.clone()];
+    paths.extend(args.more.iter().cloned());
+    let mut recording = super::report::open_memory_job(
+        &paths,
         args.pid,
+        None,
         "`tansa html` reads heap and CPU recordings and leak-test reports",
     )?;
     let base = options::memory_config(
@@ -163,8 +182,12 @@ fn heap(args: &Args, source: &str, limits: &Limits) -> anyhow::Result<(Page, Exi
         p.tick();
     }
     // The leak report reads the events again, with a prefetcher of its own.
-    if let Ok(second) = File::open(&args.file) {
-        recording.prefetch_from(second);
+    if paths.len() <= super::report::MAX_PREFETCHED {
+        for (i, path) in paths.iter().enumerate() {
+            if let Ok(second) = File::open(path) {
+                recording.prefetch_part(i, second);
+            }
+        }
     }
     let mut leak_report = leaks::report(&recording);
     if let Some(pid) = args.pid {

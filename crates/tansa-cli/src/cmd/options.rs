@@ -25,6 +25,8 @@ pub enum ReportBy {
     Call,
     /// Per library per time interval, see --interval (memory).
     Interval,
+    /// Per MPI rank, with its host; processes without a rank as one row (memory).
+    Rank,
     /// Per process: user executable, shared libraries, kernel (CPU).
     Process,
     /// Per process and address space (CPU).
@@ -36,7 +38,7 @@ pub enum ReportBy {
 }
 
 /// The `--by` values of memory reports.
-pub const MEMORY_BY: [&str; 5] = ["library", "function", "thread", "call", "interval"];
+pub const MEMORY_BY: [&str; 6] = ["library", "function", "thread", "call", "interval", "rank"];
 /// The `--by` values of CPU reports.
 pub const CPU_BY: [&str; 6] = [
     "process",
@@ -63,6 +65,7 @@ impl ReportBy {
             ReportBy::Thread => By::Thread,
             ReportBy::Call => By::Call,
             ReportBy::Interval => By::Interval,
+            ReportBy::Rank => By::Rank,
             ReportBy::Process | ReportBy::Space | ReportBy::Line | ReportBy::Instruction => {
                 return None;
             }
@@ -190,6 +193,7 @@ pub fn memory_config(
         free_to: free_to.into(),
         interval_ns: interval.as_nanos().min(u128::from(u64::MAX)) as u64,
         pid,
+        rank: None,
         split_intervals: false,
     }
 }

@@ -2,7 +2,7 @@
 //! `tansa flamegraph` draw from.
 
 use std::fs::File;
-use std::path::Path;
+use std::path::PathBuf;
 
 use tansa_analysis::profile::{self, Profile};
 
@@ -22,11 +22,20 @@ pub struct Loaded {
     pub warnings: Vec<String>,
 }
 
-/// Reads `path` (a heap or CPU recording) as a stack profile of every process, or of
-/// process `pid`.
-pub fn load(path: &Path, pid: Option<u32>) -> anyhow::Result<Loaded> {
+/// Reads `paths` (a heap or CPU recording, or several heap recordings read as one job)
+/// as a stack profile of every process, of process `pid`, or of the processes of `rank`.
+pub fn load(paths: &[PathBuf], pid: Option<u32>, rank: Option<u32>) -> anyhow::Result<Loaded> {
+    let path = paths[0].as_path();
     let file = File::open(path).map_err(|e| exit::cannot_open(path, e))?;
-    if report_cpu::is_cpu_recording(&file) {
+    if paths.len() > 1 {
+        super::report::refuse_cpu(paths, "this command")?;
+    } else if report_cpu::is_cpu_recording(&file) {
+        if rank.is_some() {
+            return Err(exit::usage(format!(
+                "--rank applies to heap recordings; {} is a CPU recording",
+                path.display()
+            )));
+        }
         let rec = report_cpu::open(path)?;
         if let Some(pid) = pid
             && !rec.processes.iter().any(|p| p.pid == pid)
@@ -45,14 +54,15 @@ pub fn load(path: &Path, pid: Option<u32>) -> anyhow::Result<Loaded> {
             damaged: rec.damaged,
         });
     }
-    let rec = super::report::open_memory(
-        path,
-        file,
+    drop(file);
+    let rec = super::report::open_memory_job(
+        paths,
         pid,
+        rank,
         "this command reads heap recordings (tansa record) and CPU recordings (tansa sample)",
     )?;
     let progress = options::spinner("reading events");
-    let (profile, report) = profile::heap::profile(&rec, pid, |n| {
+    let (profile, report) = profile::heap::profile(&rec, pid, rank, |n| {
         if let Some(p) = &progress {
             p.set_message(format!("{} million events", n >> 20));
             p.tick();

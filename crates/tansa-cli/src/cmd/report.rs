@@ -23,6 +23,18 @@ Examples:
   tansa report run.tansa --by interval --interval 1s --format csv
   tansa report run.tansa --format json | jq '.units[0]'
   tansa report cpu.tansa --by function            CPU time per function (tansa sample)
+  tansa report job-*.tansa                        one MPI job: every rank's recording as one
+  tansa report job-*.tansa --by rank              one row per rank, with its host
+  tansa report job-*.tansa --rank 2 --by function
+  tansa record -o whole.tansa -- mpiexec -n 4 ./prog; tansa report whole.tansa --by rank
+
+Several heap recordings (the ranks of one job, from one node or many: `mpiexec tansa record
+-o job-%r.tansa -- ./prog`, `srun tansa record -o %j-%h-%r.tansa -- ./prog`) give one
+report: every unit's figures are the job's (net, allocated and counts sum; max is the
+maximum over time of the job's sum). Recordings of one host share its clock; those of
+different hosts are aligned by the wall-clock time each started, as the header says. The
+header lists the ranks (host, pid, peak heap, how each ended) and which ended first.
+A process is a recording and a pid: --pid must name a pid found in one recording only.
 
 JSON output follows the schema tansa.memory-report.v1 (docs/json/memory-report.v1.md) for
 memory recordings and tansa.cpu-report.v1 (docs/architecture/cpu.md) for CPU recordings.
@@ -38,16 +50,18 @@ agents' shared rings next to it still hold is added, processes still running end
 \"recording ended when the recorder was killed\"), with a warning saying how many events
 were recovered. One still being recorded is refused (\"still being recorded by pid N\").")]
 pub struct Args {
-    /// The recording (from `tansa record` or `tansa sample`).
-    #[arg(value_name = "FILE")]
-    file: PathBuf,
+    /// The recording (from `tansa record` or `tansa sample`); several heap recordings
+    /// (the ranks of one job) are reported as one.
+    #[arg(value_name = "FILE", required = true, num_args = 1..)]
+    files: Vec<PathBuf>,
 
     /// List every process image of a memory recording, as a tree by parent, before the
     /// table (more than 10 are otherwise summarized: counts by command, abnormal ends).
     #[arg(long)]
     processes: bool,
 
-    /// Unit of aggregation. Memory recordings: library, function, thread, call, interval.
+    /// Unit of aggregation. Memory recordings: library, function, thread, call, interval,
+    /// rank.
     /// CPU recordings: process, space, library, function, line, instruction.
     /// [default: library for memory, process for CPU]
     #[arg(long, value_enum)]
@@ -73,6 +87,10 @@ pub struct Args {
     #[arg(long, value_name = "PID")]
     pid: Option<u32>,
 
+    /// Report on the processes of one MPI rank (memory).
+    #[arg(long, value_name = "N")]
+    rank: Option<u32>,
+
     /// Write the report to FILE instead of standard output.
     #[arg(short, long, value_name = "FILE")]
     output: Option<PathBuf>,
@@ -80,21 +98,25 @@ pub struct Args {
 
 /// Runs `tansa report`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let file = File::open(&args.file).map_err(|e| exit::cannot_open(&args.file, e))?;
-    if report_cpu::is_cpu_recording(&file) {
+    let first = &args.files[0];
+    let file = File::open(first).map_err(|e| exit::cannot_open(first, e))?;
+    if args.files.len() > 1 {
+        refuse_cpu(&args.files, "`tansa report`")?;
+    } else if report_cpu::is_cpu_recording(&file) {
         let memory_only = [
             ("--charge", args.charge.is_some()),
             ("--free-to", args.free_to.is_some()),
             ("--interval", args.interval.is_some()),
+            ("--rank", args.rank.is_some()),
         ];
         if let Some((flag, _)) = memory_only.iter().find(|f| f.1) {
             return Err(exit::usage(format!(
                 "{flag} applies to memory recordings; {} is a CPU recording",
-                args.file.display()
+                first.display()
             )));
         }
         return report_cpu::run(report_cpu::ReportArgs {
-            file: &args.file,
+            file: first,
             input: file,
             by: args.by,
             format: args.format,
@@ -102,14 +124,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             output: args.output.as_deref(),
         });
     }
-    let by = ReportBy::memory(args.by, &args.file)?;
+    drop(file);
+    let by = ReportBy::memory(args.by, first)?;
     let (charge, free_to, interval) = (
         args.charge.unwrap_or(ChargeArg::First),
         args.free_to.unwrap_or(FreeToArg::Owner),
         args.interval.unwrap_or(Duration::from_millis(100)),
     );
-    let config = options::memory_config(by, charge, free_to, interval, args.pid);
-    let (report, damaged) = memory_report(&args.file, file, config, "tansa report")?;
+    let mut config = options::memory_config(by, charge, free_to, interval, args.pid);
+    config.rank = args.rank;
+    let (report, damaged) = memory_report(&args.files, config, "tansa report")?;
     let mut out = crate::output::open(args.output.as_deref())?;
     write_memory_report(
         &report,
@@ -122,7 +146,125 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     out.flush()?;
     // Warnings go to standard error too (they start with the recording's problems); a
     // partial report says so to scripts with its exit status.
-    Ok(exit::finish(&args.file, damaged, &report.warnings))
+    Ok(exit::finish(first, damaged, &report.warnings))
+}
+
+/// Refuses a CPU recording among several (reports over several recordings read heap
+/// recordings only).
+pub fn refuse_cpu(paths: &[PathBuf], command: &str) -> anyhow::Result<()> {
+    for p in paths {
+        let f = File::open(p).map_err(|e| exit::cannot_open(p, e))?;
+        if report_cpu::is_cpu_recording(&f) {
+            return Err(exit::usage(format!(
+                "{} is a CPU recording: {command} reads several recordings as one job only \
+                 when they are all heap recordings (give a CPU recording alone)",
+                p.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Opens the heap recordings at `paths` as one (a job's ranks, or a single recording),
+/// with the same messages as [`open_memory`], and checks the selection: `pid` must be in
+/// exactly one recording (pids repeat across hosts and runs), `rank` must be recorded.
+/// Event chunks are decompressed on second threads (one per recording, up to
+/// [`MAX_PREFETCHED`] recordings).
+pub fn open_memory_job(
+    paths: &[PathBuf],
+    pid: Option<u32>,
+    rank: Option<u32>,
+    reads: &str,
+) -> anyhow::Result<MemoryRecording<BufReader<File>>> {
+    let recording = if let [path] = paths {
+        let file = File::open(path).map_err(|e| exit::cannot_open(path, e))?;
+        open_memory(path, file, pid, reads)?
+    } else {
+        raise_open_file_limit(paths.len());
+        let mut recording = MemoryRecording::new_job();
+        for path in paths {
+            let file = File::open(path).map_err(|e| exit::cannot_open(path, e))?;
+            let file = salvage_if_unfinished(path, file)?;
+            let input = BufReader::with_capacity(1 << 16, file);
+            match recording.add(path.display().to_string(), input) {
+                Ok(()) => {}
+                Err(RecordingError::WrongKind { found }) => {
+                    anyhow::bail!("{}: a {found}; {reads}", path.display())
+                }
+                Err(RecordingError::Format(e)) => return Err(exit::unreadable(path, &e)),
+                Err(e) => anyhow::bail!("{}: {e}", path.display()),
+            }
+        }
+        recording.finish_job();
+        if let Some(pid) = pid {
+            let holders: Vec<&Path> = paths
+                .iter()
+                .zip(&recording.parts_info)
+                .filter(|(_, part)| {
+                    recording
+                        .sessions
+                        .iter()
+                        .any(|s| s.pid == pid && part.holds(s.session))
+                })
+                .map(|(p, _)| p.as_path())
+                .collect();
+            match holders.len() {
+                0 => {
+                    return Err(exit::no_such_process(
+                        pid,
+                        Path::new("these recordings"),
+                        recording.sessions.iter().map(|s| s.pid),
+                    ));
+                }
+                1 => {}
+                _ => {
+                    let names: Vec<String> =
+                        holders.iter().map(|p| p.display().to_string()).collect();
+                    return Err(exit::usage(format!(
+                        "process {pid} is in several recordings ({}): pids repeat across \
+                         hosts and runs; select a rank with --rank, or report on one of \
+                         these files",
+                        names.join(", ")
+                    )));
+                }
+            }
+        }
+        if paths.len() <= MAX_PREFETCHED {
+            for (i, path) in paths.iter().enumerate() {
+                if let Ok(second) = File::open(path) {
+                    recording.prefetch_part(i, second);
+                }
+            }
+        }
+        recording
+    };
+    if let Some(rank) = rank
+        && !recording.places.iter().any(|p| p.rank == rank)
+    {
+        let mut ranks: Vec<u32> = recording.places.iter().map(|p| p.rank).collect();
+        ranks.sort_unstable();
+        ranks.dedup();
+        let list: Vec<String> = ranks.iter().take(50).map(u32::to_string).collect();
+        return Err(exit::usage(format!(
+            "no process of rank {rank} was recorded (ranks recorded: {})",
+            if list.is_empty() {
+                "none: no process had a rank in its environment".to_string()
+            } else {
+                list.join(", ")
+            }
+        )));
+    }
+    Ok(recording)
+}
+
+/// Recordings of a job decompressed on second threads: beyond this many, events are
+/// decompressed on the reading thread (a thread and a second file per recording would
+/// cost more than they save).
+pub const MAX_PREFETCHED: usize = 16;
+
+/// Makes room for `n` recordings open at once, and their second handles.
+fn raise_open_file_limit(n: usize) {
+    tansa_proc::os::ensure_open_files(2 * n as u64 + 64);
 }
 
 /// Opens the heap recording `file` (at `path`) with clear messages (`reads` completes the
@@ -213,19 +355,19 @@ fn salvage_if_unfinished(path: &Path, file: File) -> anyhow::Result<File> {
     }
 }
 
-/// Reads the heap recording `file` (at `path`) and reports on it with `config`, with a
-/// spinner on a terminal; also says whether the recording was damaged (the report then
-/// covers what came before the damage). `command` names the command in messages.
+/// Reads the heap recordings at `paths` (one, or a job's) and reports on them with
+/// `config`, with a spinner on a terminal; also says whether a recording was damaged (the
+/// report then covers what came before the damage). `command` names the command in
+/// messages.
 pub fn memory_report(
-    path: &Path,
-    file: File,
+    paths: &[PathBuf],
     config: Config,
     command: &str,
 ) -> anyhow::Result<(MemoryReport, bool)> {
-    let recording = open_memory(
-        path,
-        file,
+    let recording = open_memory_job(
+        paths,
         config.pid,
+        config.rank,
         &format!("`{command}` reads memory and CPU recordings"),
     )?;
     let progress = options::spinner("reading events");

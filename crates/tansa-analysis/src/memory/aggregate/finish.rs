@@ -9,8 +9,8 @@ use crate::memory::classify::By;
 use crate::memory::ids::{SessionId, StackId};
 use crate::memory::model::Registry;
 use crate::memory::report::{
-    FrameReport, ImproperReport, MemoryReport, ProcessReport, SCHEMA, ThreadReport, UnitReport,
-    UnrecordedReport,
+    FrameReport, ImproperReport, JobReport, LauncherReport, MemoryReport, ProcessReport,
+    RankReport, SCHEMA, ThreadReport, UnitReport, UnrecordedReport,
 };
 
 impl Aggregator {
@@ -54,6 +54,8 @@ impl Aggregator {
                     start_ns: None,
                     end_ns: None,
                     cumulative_net_bytes: None,
+                    rank: None,
+                    host: None,
                 };
                 match &base.key {
                     BaseKey::Named(n) => u.unit = n.to_string(),
@@ -65,6 +67,12 @@ impl Aggregator {
                             tid: *tid,
                             name,
                         });
+                    }
+                    BaseKey::Rank(rank) => {
+                        u.unit =
+                            rank.map_or_else(|| "(no rank)".to_string(), |r| format!("rank {r}"));
+                        u.rank = *rank;
+                        u.host = Some(self.hosts_of(*rank));
                     }
                     BaseKey::Call(n, i) => {
                         u.unit = n.to_string();
@@ -83,6 +91,8 @@ impl Aggregator {
             .collect();
         match self.config.by {
             _ if per_interval => units.sort_by(|a, b| (a.1, &a.0.unit).cmp(&(b.1, &b.0.unit))),
+            // Ranks in order, the processes without one last.
+            By::Rank => units.sort_by_key(|u| (u.0.rank.is_none(), u.0.rank)),
             By::Call => units.sort_by(|a, b| {
                 (a.0.start_ns, &a.0.unit, a.0.call_index).cmp(&(
                     b.0.start_ns,
@@ -98,6 +108,22 @@ impl Aggregator {
                 ))
             }),
         }
+        let job_view = self.job.is_some();
+        let end_ticks: Vec<Option<u64>> = self
+            .order
+            .iter()
+            .map(|id| self.session(*id).origin.end_ticks.filter(|_| job_view))
+            .collect();
+        let ends: Vec<Option<u64>> = end_ticks
+            .into_iter()
+            .map(|t| t.map(|t| self.clock.ns(t).saturating_sub(t0)))
+            .collect();
+        let ends_by_session: rustc_hash::FxHashMap<SessionId, Option<u64>> = self
+            .order
+            .iter()
+            .copied()
+            .zip(ends.iter().copied())
+            .collect();
         let process_report = |id: &SessionId| {
             let s = self.session(*id);
             ProcessReport {
@@ -109,6 +135,12 @@ impl Aggregator {
                 events: s.events,
                 lost_events: s.lost,
                 losses: s.losses,
+                host: job_view.then(|| s.origin.host.to_string()),
+                rank: s.origin.rank.filter(|_| job_view),
+                recording: job_view.then_some(s.origin.recording),
+                peak_bytes: job_view.then_some(s.heap.max_bytes),
+                end_ns: ends_by_session.get(id).copied().flatten(),
+                session: id.0,
             }
         };
         let processes: Vec<ProcessReport> = self.order.iter().map(process_report).collect();
@@ -126,7 +158,54 @@ impl Aggregator {
                 events: 0,
                 lost_events: 0,
                 losses: Losses::default(),
+                host: None,
+                rank: None,
+                recording: None,
+                peak_bytes: None,
+                end_ns: None,
+                session: 0,
             });
+        let job = self.job.as_ref().map(|setup| {
+            let ranks = self.rank_reports(&processes);
+            let by_time = ranks
+                .iter()
+                .filter_map(|r| r.end_ns.map(|e| (e, r.rank)))
+                .min()
+                .map(|(_, r)| r);
+            let by_status = ranks
+                .iter()
+                .find(|r| failed_by_itself(&r.exit))
+                .map(|r| r.rank);
+            let (first_ended, first_ended_by) = match (by_time, by_status) {
+                (Some(r), _) => (Some(r), Some("end-time")),
+                (None, Some(r)) => (Some(r), Some("exit-status")),
+                (None, None) => (None, None),
+            };
+            let launcher = processes
+                .iter()
+                .find(|p| {
+                    p.rank.is_none()
+                        && p.exit.kind != "exec"
+                        && processes.iter().any(|r| {
+                            r.rank.is_some() && r.ppid == p.pid && r.recording == p.recording
+                        })
+                })
+                .map(|p| LauncherReport {
+                    pid: p.pid,
+                    command: p.command.clone(),
+                    exit: p.exit.clone(),
+                });
+            JobReport {
+                id: setup.id.clone(),
+                size: setup.size,
+                recordings: setup.recordings.len() as u32,
+                clock: setup.clock,
+                ranks,
+                first_ended,
+                first_ended_by,
+                launcher,
+            }
+        });
         let mut improper: Vec<ImproperReport> = self
             .improper
             .iter()
@@ -223,8 +302,81 @@ impl Aggregator {
             sample_rate_bytes: (self.sample_rate != 0).then_some(self.sample_rate),
             events: self.events,
             duration_ns: last_ns.saturating_sub(t0),
+            recordings: self
+                .job
+                .as_ref()
+                .filter(|j| j.recordings.len() > 1)
+                .map(|j| j.recordings.clone())
+                .unwrap_or_default(),
+            job,
             warnings,
         }
+    }
+
+    /// The host(s) of the processes of `rank`, comma-separated.
+    fn hosts_of(&self, rank: Option<u32>) -> String {
+        let mut hosts: Vec<&str> = Vec::new();
+        for id in &self.order {
+            let s = self.session(*id);
+            if s.origin.rank == rank && !hosts.contains(&&*s.origin.host) {
+                hosts.push(&s.origin.host);
+            }
+        }
+        hosts.join(",")
+    }
+
+    /// Every rank, by rank: its host, its process, its heap and how it ended. A rank's
+    /// process is its first image that did not replace itself (`exec`): the one that ran
+    /// the rank, not a child it forked.
+    fn rank_reports(&self, processes: &[ProcessReport]) -> Vec<RankReport> {
+        let mut ranks: Vec<RankReport> = Vec::new();
+        for heap in &self.ranks {
+            let Some(rank) = heap.rank else {
+                continue;
+            };
+            // Only the ranks of the processes reported on (`--pid`, `--rank`).
+            let images: Vec<&ProcessReport> = processes
+                .iter()
+                .filter(|p| {
+                    p.rank == Some(rank) && self.sessions.get(p.session).is_some_and(|s| s.included)
+                })
+                .collect();
+            let main = images
+                .iter()
+                .find(|p| p.exit.kind != "exec")
+                .or(images.last());
+            let Some(main) = main else {
+                continue;
+            };
+            ranks.push(RankReport {
+                rank,
+                host: self.hosts_of(Some(rank)),
+                pid: main.pid,
+                peak_bytes: heap.stats.max_bytes,
+                net_bytes: heap.stats.net_bytes,
+                allocated_bytes: heap.stats.allocated_bytes,
+                exit: main.exit.clone(),
+                end_ns: main.end_ns,
+            });
+        }
+        ranks.sort_by_key(|r| r.rank);
+        ranks
+    }
+}
+
+/// Whether a rank ended by itself in failure: an exit code other than 0, a signal other
+/// than those launchers end the other ranks with, or an end the agent could not see that
+/// was not a normal exit.
+fn failed_by_itself(exit: &crate::memory::report::ExitReport) -> bool {
+    const LAUNCHER_SIGNALS: [&str; 4] = ["SIGTERM", "SIGKILL", "SIGINT", "SIGHUP"];
+    match exit.kind {
+        "exited" => exit.code != Some(0),
+        "signaled" => !exit
+            .signal_name
+            .as_deref()
+            .is_some_and(|n| LAUNCHER_SIGNALS.contains(&n)),
+        "unknown" => exit.normal_exit == Some(false),
+        _ => false,
     }
 }
 

@@ -32,7 +32,7 @@ use super::classify::{By, Charge, FreeTo, Target, targets};
 use super::ids::{SessionId, StackId, UnitSetId};
 use super::merge::{Event, EventKind};
 use super::model::Registry;
-use super::report::{Calls, Stats};
+use super::report::{Calls, JobClock, RecordingReport, Stats};
 
 pub use finish::stack_report;
 pub use interval::MAX_INTERVALS;
@@ -66,6 +66,8 @@ pub struct Config {
     pub interval_ns: u64,
     /// Only report on this process id (every image of it).
     pub pid: Option<u32>,
+    /// Only report on the processes of this MPI rank (see [`Origin::rank`]).
+    pub rank: Option<u32>,
     /// Split every unit's figures per interval of `interval_ns`, as `By::Interval` does
     /// for libraries: each row is then one unit in one interval, with its start, end and
     /// cumulative net (the HTML report's time-range filter). Calls (`By::Call`) are never
@@ -79,7 +81,7 @@ impl Config {
         match self.by {
             By::Interval => true,
             By::Call => false,
-            By::Library | By::Function | By::Thread => self.split_intervals,
+            By::Library | By::Function | By::Thread | By::Rank => self.split_intervals,
         }
     }
 }
@@ -92,9 +94,26 @@ impl Default for Config {
             free_to: FreeTo::Owner,
             interval_ns: 100_000_000,
             pid: None,
+            rank: None,
             split_intervals: false,
         }
     }
+}
+
+/// Where a process image ran, when a report covers several recordings or an MPI job: the
+/// recording it is in (by index, in the order the recordings were given), the host that
+/// recording was made on, and the MPI rank of the process (from the recording's
+/// `SESSION_PLACE` frame), if it had one.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Origin {
+    /// Index of the recording.
+    pub recording: u32,
+    /// Host name of the recording's machine (empty when unknown).
+    pub host: Arc<str>,
+    /// MPI rank.
+    pub rank: Option<u32>,
+    /// When the process image ended, in the aggregator's clock (`None`: unknown).
+    pub end_ticks: Option<u64>,
 }
 
 /// Marks a stack whose targets were not computed yet.
@@ -147,6 +166,19 @@ struct SessionState {
     /// `--by call`: the targets of the current run and its call instances.
     call_last: UnitSetId,
     call_set: UnitSetId,
+    /// Where it ran.
+    origin: Origin,
+    /// Its own heap: the figures of the blocks it allocated (net, peak, allocated, ...).
+    heap: Stats,
+    /// Its slot in `ranks`.
+    rank_slot: u32,
+}
+
+/// The heap of one MPI rank (all its process images), or of the processes without a rank.
+#[derive(Debug, Clone, Default)]
+struct RankHeap {
+    rank: Option<u32>,
+    stats: Stats,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -154,6 +186,8 @@ enum BaseKey {
     Named(Arc<str>),
     Thread(u32, u32),
     Call(Arc<str>, u64),
+    /// `--by rank`: a rank, or every process without one.
+    Rank(Option<u32>),
 }
 
 #[derive(Debug)]
@@ -293,6 +327,26 @@ pub struct Aggregator {
     stacks: Option<Box<StackTally>>,
     /// Mean bytes between samples of a sampled recording (0: every allocation recorded).
     sample_rate: u64,
+    /// The heap of each rank (and of the processes without one), by slot.
+    ranks: Vec<RankHeap>,
+    rank_slots: FxHashMap<Option<u32>, u32>,
+    /// What the report says about the job, when it covers several recordings or an MPI
+    /// job ([`Aggregator::set_job`]).
+    job: Option<JobSetup>,
+}
+
+/// What an aggregator over several recordings, or over an MPI job, is told about them
+/// (see [`Aggregator::set_job`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobSetup {
+    /// The job id, if the processes' environment gave one.
+    pub id: Option<String>,
+    /// The number of ranks, if known.
+    pub size: Option<u32>,
+    /// The recordings, in order.
+    pub recordings: Vec<RecordingReport>,
+    /// How their timelines were put together.
+    pub clock: JobClock,
 }
 
 /// Per-stack figures of a whole run (see [`Aggregator::track_stacks`]).
@@ -356,6 +410,9 @@ impl Aggregator {
             unrecorded: Vec::new(),
             stacks: None,
             sample_rate: 0,
+            ranks: Vec::new(),
+            rank_slots: FxHashMap::default(),
+            job: None,
         };
         // Set 0 is the empty set (events not charged: sessions outside `--pid`).
         a.intern_set(Vec::new());
@@ -394,6 +451,12 @@ impl Aggregator {
         let draw = (seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 11) as f64 / (1u64 << 53) as f64;
         let n = whole + if draw < frac { 1.0 } else { 0.0 };
         (bytes, n.clamp(1.0, u32::MAX as f64) as u32)
+    }
+
+    /// Makes the report a job's: each process says its host, rank, recording, peak and
+    /// end, and the report lists the ranks and which ended first.
+    pub fn set_job(&mut self, job: JobSetup) {
+        self.job = Some(job);
     }
 
     /// Also keeps figures per allocation stack (allocated, live at the end, live at the
@@ -472,6 +535,13 @@ impl Aggregator {
     /// Registers a process image (before its events). A session number registered
     /// already is ignored (only a damaged recording repeats one).
     pub fn add_session(&mut self, info: &SessionInfo) {
+        self.add_session_from(info, Origin::default());
+    }
+
+    /// [`Aggregator::add_session`] for a report over several recordings or an MPI job:
+    /// the image ran where `origin` says (`--rank` selects by its rank, `--by rank`
+    /// charges it to its rank).
+    pub fn add_session_from(&mut self, info: &SessionInfo, origin: Origin) {
         let id = SessionId(info.session);
         let meta = info.clone();
         if self.sessions.contains(id.0) {
@@ -487,7 +557,20 @@ impl Aggregator {
         });
         let exe_name = meta.exe.rsplit('/').next().unwrap_or(&meta.exe).to_string();
         let main_name = self.intern(exe_name);
-        let included = self.config.pid.is_none_or(|p| p == meta.pid);
+        let included = self.config.pid.is_none_or(|p| p == meta.pid)
+            && self.config.rank.is_none_or(|r| Some(r) == origin.rank);
+        let rank_slot = match self.rank_slots.get(&origin.rank) {
+            Some(&s) => s,
+            None => {
+                let s = self.ranks.len() as u32;
+                self.ranks.push(RankHeap {
+                    rank: origin.rank,
+                    stats: Stats::default(),
+                });
+                self.rank_slots.insert(origin.rank, s);
+                s
+            }
+        };
         if included {
             let start = self.clock.ns(meta.start_ticks);
             self.t0_ns = self.t0_ns.min(start);
@@ -508,6 +591,9 @@ impl Aggregator {
                 sparse_targets: FxHashMap::default(),
                 call_last: UNSET_SET,
                 call_set: UnitSetId(0),
+                origin,
+                heap: Stats::default(),
+                rank_slot,
             },
         );
         self.order.push(id);
@@ -663,6 +749,18 @@ impl Aggregator {
                 self.thread_sets.insert((e.session, e.tid), s);
                 s
             }
+            By::Rank => {
+                // One set per image: its rank's (keyed with a thread id no thread has;
+                // `thread_sets` serves `--by thread` otherwise).
+                if let Some(&s) = self.thread_sets.get(&(e.session, u32::MAX)) {
+                    return s;
+                }
+                let rank = self.session(e.session).origin.rank;
+                let b = self.base(BaseKey::Rank(rank), ts_ns);
+                let s = self.intern_set(vec![b]);
+                self.thread_sets.insert((e.session, u32::MAX), s);
+                s
+            }
             By::Call => self.call_set(reg, e, stack, ts_ns),
             By::Library | By::Function | By::Interval => {
                 self.stack_targets(reg, e.session, stack, ts_ns)
@@ -735,6 +833,25 @@ impl Aggregator {
             }
             row.cumulative = net;
             call.bump(&mut row.stats.calls, n);
+        }
+    }
+
+    /// Charges `delta` bytes to the heap of the image that owns the block (allocations
+    /// and releases are the owner's: a block lives in the process that allocated it), and
+    /// to its rank's.
+    #[inline]
+    fn own_heap(&mut self, session: SessionId, delta: i64) {
+        let Some(s) = self.sessions.get_mut(session.0) else {
+            return;
+        };
+        let slot = s.rank_slot as usize;
+        for stats in [&mut s.heap, &mut self.ranks[slot].stats] {
+            stats.add(delta);
+            if delta > 0 {
+                stats.allocated_bytes = stats.allocated_bytes.saturating_add(delta as u64);
+            } else {
+                stats.freed_bytes = stats.freed_bytes.saturating_add(delta.unsigned_abs());
+            }
         }
     }
 
@@ -814,6 +931,7 @@ impl Aggregator {
         self.apply(set, delta, (call, n), ts_ns);
         self.totals.add(delta);
         self.totals.freed_bytes = self.totals.freed_bytes.saturating_add(block.size);
+        self.own_heap(e.session, delta);
         call.bump(&mut self.totals.calls, n);
         Some(set)
     }
@@ -840,6 +958,7 @@ impl Aggregator {
             self.apply(set, size_delta(size), (call, n), ts_ns);
             self.totals.add(size_delta(size));
             self.totals.allocated_bytes = self.totals.allocated_bytes.saturating_add(size);
+            self.own_heap(e.session, size_delta(size));
             call.bump(&mut self.totals.calls, n);
         }
         let block = Block {
@@ -860,6 +979,7 @@ impl Aggregator {
                 let delta = -size_delta(old.size);
                 self.apply(old.set, delta, (Call::None, 0), ts_ns);
                 self.totals.add(delta);
+                self.own_heap(e.session, delta);
             }
         }
     }

@@ -709,3 +709,161 @@ fn a_report_taken_midway_is_finish_of_the_events_so_far() {
         );
     }
 }
+
+/// A job of two ranks and a launcher, each a process of its own: `--by rank` charges every
+/// event to its image's rank, each rank keeps its own heap, the job's max is that of the
+/// sum over time, and `--rank` selects one rank.
+#[test]
+fn ranks_are_units_with_their_own_heaps() {
+    use super::{JobSetup, Origin};
+    use crate::memory::report::JobClock;
+    use tansa_format::meta::ExitStatus;
+    let (reg, st) = fixture(&[0, 1, 2]);
+    let sessions = [
+        session(0, 10, 1, 0),
+        session(1, 11, 10, 1),
+        session(2, 12, 10, 2),
+    ];
+    let origin = |rank, end| Origin {
+        recording: 0,
+        host: "node".into(),
+        rank,
+        end_ticks: end,
+    };
+    let origins = [
+        origin(None, None),
+        origin(Some(0), Some(90)),
+        origin(Some(1), Some(50)),
+    ];
+    // Rank 0: +100 at 10, -100 at 30, +5 at 40. Rank 1: +70 at 20, stays. Launcher: +3.
+    let events = [
+        alloc(5, 0, AllocOp::Malloc, 0x10, 3, st.app),
+        alloc(10, 1, AllocOp::Malloc, 0x100, 100, st.lib),
+        alloc(20, 2, AllocOp::Malloc, 0x100, 70, st.lib),
+        free(30, 1, 0x100, st.b),
+        alloc(40, 1, AllocOp::Malloc, 0x200, 5, st.app),
+    ];
+    let run = |by, rank| {
+        let mut agg = Aggregator::new(
+            Config {
+                by,
+                rank,
+                ..Config::default()
+            },
+            Calibration::monotonic(),
+        );
+        agg.set_job(JobSetup {
+            id: Some("j1".into()),
+            size: Some(2),
+            recordings: Vec::new(),
+            clock: JobClock::Shared,
+        });
+        for (s, o) in sessions.iter().zip(&origins) {
+            agg.add_session_from(s, o.clone());
+        }
+        agg.end_session(
+            SessionId(1),
+            ExitStatus::Signaled {
+                signal: 15,
+                core_dumped: false,
+            },
+            0,
+        );
+        agg.end_session(
+            SessionId(2),
+            ExitStatus::Signaled {
+                signal: 6,
+                core_dumped: false,
+            },
+            0,
+        );
+        for e in &events {
+            agg.event(&reg, e);
+        }
+        agg.finish(&reg)
+    };
+    let r = run(By::Rank, None);
+    let rows: Vec<(String, i64, i64)> = r
+        .units
+        .iter()
+        .map(|u| (u.unit.clone(), u.stats.net_bytes, u.stats.max_bytes))
+        .collect();
+    assert_eq!(
+        rows,
+        vec![
+            ("rank 0".to_string(), 5, 100),
+            ("rank 1".to_string(), 70, 70),
+            ("(no rank)".to_string(), 3, 3)
+        ]
+    );
+    assert_eq!(r.units[0].rank, Some(0));
+    assert_eq!(r.units[0].host.as_deref(), Some("node"));
+    // The job's max: 3 + 100 + 70 at 20.
+    assert_eq!(r.totals.max_bytes, 173);
+    let job = r.job.expect("a job");
+    assert_eq!((job.id.as_deref(), job.size), (Some("j1"), Some(2)));
+    let peaks: Vec<(u32, u32, i64, i64)> = job
+        .ranks
+        .iter()
+        .map(|x| (x.rank, x.pid, x.peak_bytes, x.net_bytes))
+        .collect();
+    assert_eq!(peaks, vec![(0, 11, 100, 5), (1, 12, 70, 70)]);
+    // Rank 1 ended at 50, rank 0 at 90.
+    assert_eq!(
+        (job.first_ended, job.first_ended_by),
+        (Some(1), Some("end-time"))
+    );
+    assert_eq!(job.launcher.map(|l| l.pid), Some(10));
+    assert_eq!(r.processes[1].peak_bytes, Some(100));
+    assert_eq!(r.processes[1].rank, Some(0));
+    // --rank 0: only its events.
+    let r0 = run(By::Library, Some(0));
+    assert_eq!(r0.totals.net_bytes, 5);
+    assert_eq!(r0.totals.max_bytes, 100);
+    assert_eq!(r0.job.expect("a job").ranks.len(), 1);
+}
+
+/// Without end times (a whole-job recording), the first rank to end is the one that
+/// failed by itself, not those the launcher killed.
+#[test]
+fn without_end_times_the_rank_that_failed_by_itself_ended_first() {
+    use super::{JobSetup, Origin};
+    use crate::memory::report::JobClock;
+    use tansa_format::meta::ExitStatus;
+    let (reg, _) = fixture(&[0, 1, 2]);
+    let mut agg = Aggregator::new(Config::default(), Calibration::monotonic());
+    agg.set_job(JobSetup {
+        id: None,
+        size: None,
+        recordings: Vec::new(),
+        clock: JobClock::Shared,
+    });
+    for (i, s) in [
+        session(0, 20, 1, 0),
+        session(1, 21, 1, 1),
+        session(2, 22, 1, 2),
+    ]
+    .iter()
+    .enumerate()
+    {
+        agg.add_session_from(
+            s,
+            Origin {
+                rank: Some(i as u32),
+                ..Origin::default()
+            },
+        );
+    }
+    let term = ExitStatus::Signaled {
+        signal: 15,
+        core_dumped: false,
+    };
+    agg.end_session(SessionId(0), term, 0);
+    agg.end_session(SessionId(1), ExitStatus::Unknown { normal_exit: false }, 0);
+    agg.end_session(SessionId(2), term, 0);
+    let job = agg.finish(&reg).job.expect("a job");
+    assert_eq!(
+        (job.first_ended, job.first_ended_by),
+        (Some(1), Some("exit-status"))
+    );
+}

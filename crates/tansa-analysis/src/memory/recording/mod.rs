@@ -1,16 +1,24 @@
-//! Reading a memory recording, in two passes.
+//! Reading memory recordings, in two passes: one recording, or several read as one (the
+//! recordings of one MPI job, from one node or many).
 //!
 //! Pass one reads every frame but the event chunks' contents: sessions, how they ended,
 //! calibration, symbols, the meta streams (modules and stacks), and the position of every
 //! thread chunk. Pass two merges the thread streams by time, decompressing each chunk when
 //! its stream needs it. A damaged or truncated file is read up to the damage; what was
 //! lost is reported as a warning.
+//!
+//! Several recordings ([`MemoryRecording::new_job`], [`MemoryRecording::add`]) become one:
+//! the sessions of each are numbered after those of the recordings before it (a process
+//! is a (recording, pid) pair: pids collide across hosts and runs), one registry holds
+//! every module and stack, and pass two merges the streams of every recording, their
+//! timestamps put on one timeline (see `job.rs`).
+
+mod chunks;
+mod job;
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, VecDeque};
 use std::io::{Read, Seek};
-use std::sync::mpsc::{Receiver, Sender, channel};
-use std::thread::JoinHandle;
 
 use tansa_format::FormatError;
 use tansa_format::container::{FramePos, FrameType, Kind, Reader};
@@ -21,11 +29,15 @@ use tansa_format::meta::{Calibration, RecordingMeta};
 use tansa_format::symtab::SymbolTable;
 use tansa_wire::event::{Decoder, Record};
 
-use super::aggregate::{Aggregator, Config, StackProfileData};
+use super::aggregate::{Aggregator, Config, Origin, StackProfileData};
 use super::ids::{SessionId, StackId};
-use super::merge::{Event, EventSource, Merger, StreamDecoder, StreamError};
+use super::merge::{Event, Merger, StreamDecoder};
 use super::model::{AddressResolver, ModuleInfo, Registry, Resolution, SourceFrame};
-use super::report::MemoryReport;
+use super::report::{JobClock, MemoryReport};
+
+pub use chunks::ChunkSource;
+use chunks::{Prefetch, ToJob};
+pub use tansa_format::memory::SessionPlace as Place;
 
 /// Errors opening a memory recording.
 #[derive(Debug, thiserror::Error)]
@@ -40,18 +52,66 @@ pub enum RecordingError {
         /// What it is.
         found: &'static str,
     },
+    /// More process images than a report can number (only crafted files get there).
+    #[error("the recordings number more process images than one report can hold")]
+    TooManySessions,
 }
 
-/// A memory recording after pass one.
+/// What every warning about damage ends with: what the report still is.
+const PARTIAL: &str = "the report covers what was recorded before it";
+
+/// One recording of a report (there are several in a job's).
+#[derive(Debug, Clone)]
+pub struct RecordingPart {
+    /// The name the caller gave it (its path).
+    pub name: String,
+    /// Who recorded it, where and when.
+    pub meta: Option<RecordingMeta>,
+    /// Its clock calibration.
+    pub calibration: Calibration,
+    /// The report's session numbers of its sessions: `base..base + span`.
+    pub base: u32,
+    /// See `base`.
+    pub span: u64,
+    /// What its timestamps were shifted by, on the report's timeline (after calibration).
+    pub shift_ns: u64,
+    /// Whether pass one found it truncated or damaged.
+    pub damaged: bool,
+}
+
+impl RecordingPart {
+    /// Its host name (empty when unknown).
+    pub fn host(&self) -> &str {
+        self.meta.as_ref().map_or("", |m| m.hostname.as_str())
+    }
+
+    /// Whether the report's session `s` is one of its sessions.
+    pub fn holds(&self, s: u32) -> bool {
+        s >= self.base && u64::from(s - self.base) < self.span
+    }
+}
+
+/// What is read of one file.
 #[derive(Debug)]
-pub struct MemoryRecording<R> {
+struct Part<R> {
     reader: RefCell<Reader<R>>,
     /// Payload buffer for chunks read without the prefetcher.
     payload: RefCell<Vec<u8>>,
+    /// Chunks by (session as the file numbers it, stream).
+    chunks: BTreeMap<(u32, u32), Vec<FramePos>>,
+    prefetch: Option<Prefetch>,
+    /// To the report's timeline (`None`: timestamps as recorded, a single recording).
+    to_job: Option<ToJob>,
+}
+
+/// A memory recording after pass one (or several, read as one).
+#[derive(Debug)]
+pub struct MemoryRecording<R> {
+    parts: Vec<Part<R>>,
     stream_warnings: RefCell<Vec<String>>,
-    /// Who recorded what.
+    /// Who recorded what (the first recording's, in a job).
     pub meta: Option<RecordingMeta>,
-    /// The sessions in order.
+    /// The sessions in order (a job's: each recording's in turn, renumbered).
     pub sessions: Vec<SessionInfo>,
     /// How sessions ended.
     pub ends: Vec<SessionEnd>,
@@ -59,14 +119,18 @@ pub struct MemoryRecording<R> {
     pub losses: Vec<SessionLosses>,
     /// Processes of the tree that ran without being recorded.
     pub unrecorded: Vec<Unrecorded>,
-    /// The ranks of sessions that ran in a parallel job (one per such session).
-    pub places: Vec<tansa_format::memory::SessionPlace>,
     /// What `tansa record --leak-cause` traced (`None` for other recordings).
     pub leak_cause: Option<tansa_format::memory::LeakCause>,
-    /// Clock calibration.
+    /// Clock calibration (a job's events are already in nanoseconds: the identity).
     pub calibration: Calibration,
     /// Resolved modules and stacks.
     pub registry: Registry,
+    /// The MPI rank (and job) of the sessions whose agent found one in their environment.
+    pub places: Vec<Place>,
+    /// The recordings read, in order (one unless several were added).
+    pub parts_info: Vec<RecordingPart>,
+    /// How the recordings' timelines were put together.
+    pub clock: JobClock,
     /// Problems found while reading.
     pub warnings: Vec<String>,
     /// Whether pass one found the file truncated or damaged (the report covers what
@@ -74,64 +138,9 @@ pub struct MemoryRecording<R> {
     pub damaged: bool,
     /// Whether pass two found damaged event streams.
     streams_damaged: std::cell::Cell<bool>,
-    chunks: BTreeMap<(u32, u32), Vec<FramePos>>,
-    symbols_present: bool,
-    prefetch: Option<Prefetch>,
-}
-
-/// What the prefetch thread produced for one chunk: its events, decoded with the state of
-/// its stream (and, on a stream's last chunk, a warning if the stream ended damaged), or
-/// why it could not.
-type Batch = Result<(Vec<Event>, Option<String>), String>;
-
-/// What every warning about damage ends with: what the report still is.
-const PARTIAL: &str = "the report covers what was recorded before it";
-
-/// Chunks decompressed and decoded ahead by a second thread reading the same file. The
-/// merge asks for them: each stream keeps [`LOOK_AHEAD`] chunks requested beyond the one it
-/// reads, so the thread works in the order the merge will need the chunks and holds at
-/// most that many decoded chunks per stream (reading in file order instead can mean
-/// decoding the whole file ahead: a stream's first chunk may come last in the file).
-#[derive(Debug)]
-struct Prefetch {
-    requests: Sender<Request>,
-    rx: Receiver<(FramePos, Batch)>,
-    ready: RefCell<rustc_hash::FxHashMap<FramePos, Batch>>,
-    /// Emptied event buffers go back to the thread, so that it does not allocate (and
-    /// fault in) fresh memory for every chunk.
-    recycle: Sender<Vec<Event>>,
-    /// Whether a merge already used it (its decoders' state belongs to that merge).
-    used: std::cell::Cell<bool>,
-    _thread: JoinHandle<()>,
-}
-
-/// Chunks each stream has requested beyond the one being read.
-const LOOK_AHEAD: usize = 2;
-
-/// A chunk to decode: its offset, its stream, and whether it is the stream's last.
-#[derive(Debug, Clone, Copy)]
-struct Request {
-    pos: FramePos,
-    session: u32,
-    stream: u32,
-    last: bool,
-}
-
-impl Prefetch {
-    /// The events of the chunk at `offset` (requested earlier), once decoded; `None` if
-    /// the thread stopped.
-    fn take(&self, pos: FramePos) -> Option<Batch> {
-        if let Some(p) = self.ready.borrow_mut().remove(&pos) {
-            return Some(p);
-        }
-        while let Ok((at, payload)) = self.rx.recv() {
-            if at == pos {
-                return Some(payload);
-            }
-            self.ready.borrow_mut().insert(at, payload);
-        }
-        None
-    }
+    /// The next recording's first session number (`None` when the sessions read so far
+    /// leave no room for another recording's: only crafted files number that high).
+    next_base: Option<u32>,
 }
 
 /// Resolves from a recording's symbol table.
@@ -187,8 +196,41 @@ impl AddressResolver for TableResolver {
 }
 
 impl<R: Read + Seek> MemoryRecording<R> {
-    /// Reads pass one.
+    /// Reads pass one of one recording.
     pub fn open(input: R) -> Result<Self, RecordingError> {
+        let mut rec = Self::new_job();
+        rec.add(String::new(), input)?;
+        Ok(rec)
+    }
+
+    /// An empty report source, to [`MemoryRecording::add`] recordings to, then
+    /// [`MemoryRecording::finish_job`].
+    pub fn new_job() -> Self {
+        MemoryRecording {
+            parts: Vec::new(),
+            stream_warnings: RefCell::new(Vec::new()),
+            meta: None,
+            sessions: Vec::new(),
+            ends: Vec::new(),
+            losses: Vec::new(),
+            unrecorded: Vec::new(),
+            leak_cause: None,
+            calibration: Calibration::monotonic(),
+            registry: Registry::default(),
+            places: Vec::new(),
+            parts_info: Vec::new(),
+            clock: JobClock::Shared,
+            warnings: Vec::new(),
+            damaged: false,
+            streams_damaged: std::cell::Cell::new(false),
+            next_base: Some(0),
+        }
+    }
+
+    /// Reads pass one of another recording, called `name` in messages: its sessions are
+    /// numbered after those read so far, its modules and stacks join the one registry.
+    /// Warnings about it start with its name when there are several.
+    pub fn add(&mut self, name: String, input: R) -> Result<(), RecordingError> {
         let reader = Reader::new(input)?;
         match reader.kind() {
             Kind::Memory => {}
@@ -198,32 +240,34 @@ impl<R: Read + Seek> MemoryRecording<R> {
                 });
             }
         }
-        let mut rec = MemoryRecording {
+        let base = self.next_base.ok_or(RecordingError::TooManySessions)?;
+        let shift = |s: u32| base.checked_add(s).ok_or(RecordingError::TooManySessions);
+        let mut part = Part {
             reader: RefCell::new(reader),
             payload: RefCell::new(Vec::new()),
-            stream_warnings: RefCell::new(Vec::new()),
-            meta: None,
-            sessions: Vec::new(),
-            ends: Vec::new(),
-            losses: Vec::new(),
-            unrecorded: Vec::new(),
-            places: Vec::new(),
-            leak_cause: None,
-            calibration: Calibration::monotonic(),
-            registry: Registry::default(),
-            warnings: Vec::new(),
-            damaged: false,
-            streams_damaged: std::cell::Cell::new(false),
             chunks: BTreeMap::new(),
-            symbols_present: false,
             prefetch: None,
+            to_job: None,
         };
+        let mut info = RecordingPart {
+            name,
+            meta: None,
+            calibration: Calibration::monotonic(),
+            base,
+            span: 0,
+            shift_ns: 0,
+            damaged: false,
+        };
+        let mut warnings = Vec::new();
+        let mut max_session: Option<u32> = None;
         let mut metas: BTreeMap<u32, Vec<u8>> = BTreeMap::new();
         let mut seen_sessions: rustc_hash::FxHashSet<u32> = rustc_hash::FxHashSet::default();
+        let mut placed: rustc_hash::FxHashSet<u32> = rustc_hash::FxHashSet::default();
         let mut symbols = SymbolTable::default();
+        let mut symbols_present = false;
         loop {
             // Thread chunks are only indexed here: their keys say which stream they are.
-            let next = rec
+            let next = part
                 .reader
                 .get_mut()
                 .next_frame_skimming(|ty| ty == memory::THREAD_CHUNK);
@@ -231,53 +275,77 @@ impl<R: Read + Seek> MemoryRecording<R> {
                 Ok(Some(f)) => f,
                 Ok(None) => break,
                 Err(e) if e.is_damage() => {
-                    rec.warnings.push(format!("{e}; {PARTIAL}"));
-                    rec.damaged = true;
+                    warnings.push(format!("{e}; {PARTIAL}"));
+                    info.damaged = true;
                     break;
                 }
                 Err(e) => return Err(e.into()),
             };
+            let mut too_many = false;
             let decoded: Result<(), FormatError> = (|| {
+                let mut shifted = |s: u32| {
+                    max_session = max_session.max(Some(s));
+                    shift(s).unwrap_or_else(|_| {
+                        too_many = true;
+                        0
+                    })
+                };
                 match frame.ty {
-                    FrameType::META => rec.meta = Some(frame.decode()?),
-                    FrameType::CALIBRATION => rec.calibration = frame.decode()?,
+                    FrameType::META => info.meta = Some(frame.decode()?),
+                    FrameType::CALIBRATION => info.calibration = frame.decode()?,
                     FrameType::SYMBOLS => {
                         symbols = frame.decode()?;
-                        rec.symbols_present = true;
+                        symbols_present = true;
                     }
                     memory::SESSION => {
-                        let info: SessionInfo = frame.decode()?;
-                        if !seen_sessions.insert(info.session) {
-                            rec.warnings.push(format!(
+                        let mut s: SessionInfo = frame.decode()?;
+                        if !seen_sessions.insert(s.session) {
+                            warnings.push(format!(
                                 "a second start of process image {} at {}; it is left out of \
                                  the report",
-                                info.session,
+                                s.session,
                                 frame.place()
                             ));
-                            rec.damaged = true;
+                            info.damaged = true;
                         } else {
-                            rec.sessions.push(info);
+                            s.session = shifted(s.session);
+                            self.sessions.push(s);
                         }
                     }
-                    memory::SESSION_END => rec.ends.push(frame.decode()?),
-                    memory::SESSION_LOSSES => rec.losses.push(frame.decode()?),
-                    memory::UNRECORDED => rec.unrecorded.push(frame.decode()?),
+                    memory::SESSION_END => {
+                        let mut e: SessionEnd = frame.decode()?;
+                        e.session = shifted(e.session);
+                        self.ends.push(e);
+                    }
+                    memory::SESSION_LOSSES => {
+                        let mut l: SessionLosses = frame.decode()?;
+                        l.session = shifted(l.session);
+                        self.losses.push(l);
+                    }
                     memory::SESSION_PLACE => {
-                        let place: tansa_format::memory::SessionPlace = frame.decode()?;
-                        if rec.places.iter().any(|p| p.session == place.session) {
-                            rec.warnings.push(format!(
+                        let mut p: Place = frame.decode()?;
+                        if !placed.insert(p.session) {
+                            warnings.push(format!(
                                 "a second rank for process image {} at {}; the first is kept",
-                                place.session,
+                                p.session,
                                 frame.place()
                             ));
                         } else {
-                            rec.places.push(place);
+                            p.session = shifted(p.session);
+                            self.places.push(p);
                         }
                     }
-                    memory::LEAK_CAUSE => rec.leak_cause = Some(frame.decode()?),
+                    memory::UNRECORDED => self.unrecorded.push(frame.decode()?),
+                    memory::LEAK_CAUSE => {
+                        let mut l: tansa_format::memory::LeakCause = frame.decode()?;
+                        for site in &mut l.sites {
+                            site.session = shifted(site.session);
+                        }
+                        self.leak_cause = Some(l);
+                    }
                     memory::SALVAGED => {
                         let s: memory::Salvage = frame.decode()?;
-                        rec.warnings.push(format!(
+                        warnings.push(format!(
                             "the recorder was killed before it finished this recording; it \
                              was salvaged afterwards ({} event(s) recovered from the agents' \
                              shared rings; {} process image(s) end there)",
@@ -291,116 +359,118 @@ impl<R: Read + Seek> MemoryRecording<R> {
                     }
                     memory::THREAD_CHUNK => {
                         if let Some((s, stream, _)) = split_thread_chunk(&frame.payload) {
-                            rec.chunks.entry((s, stream)).or_default().push(frame.pos());
+                            max_session = max_session.max(Some(s));
+                            part.chunks
+                                .entry((s, stream))
+                                .or_default()
+                                .push(frame.pos());
                         }
                     }
                     _ => {}
                 }
                 Ok(())
             })();
+            if too_many {
+                return Err(RecordingError::TooManySessions);
+            }
             if let Err(e) = decoded {
-                rec.warnings
-                    .push(format!("{e}; this part is left out of the report"));
-                rec.damaged = true;
+                warnings.push(format!("{e}; this part is left out of the report"));
+                info.damaged = true;
             }
         }
-        if !rec.reader.get_mut().is_complete() && !rec.damaged {
-            rec.damaged = true;
-            rec.warnings.push(format!(
+        if !part.reader.get_mut().is_complete() && !info.damaged {
+            info.damaged = true;
+            warnings.push(format!(
                 "the file ends without its end marker at byte {} (tansa record did not finish \
                  writing it); {PARTIAL}",
-                rec.reader.get_mut().offset()
+                part.reader.get_mut().offset()
             ));
         }
-        if !rec.symbols_present {
-            rec.warnings
+        if !symbols_present {
+            warnings
                 .push("the recording has no symbol table: functions are shown as addresses".into());
         }
         let mut resolver = TableResolver::new(symbols);
         for (session, bytes) in &metas {
+            max_session = max_session.max(Some(*session));
+            let Ok(global) = shift(*session) else {
+                return Err(RecordingError::TooManySessions);
+            };
             let mut stacks = Vec::new();
             for r in Decoder::new(bytes) {
                 match r {
-                    Ok(Record::ModuleLoad(m)) => rec.registry.add_module(SessionId(*session), &m),
+                    Ok(Record::ModuleLoad(m)) => self.registry.add_module(SessionId(global), &m),
                     Ok(Record::StackDef { id, frames }) => stacks.push((id, frames)),
                     Ok(_) => {}
                     // A process that died while writing leaves a record cut short.
                     Err(tansa_wire::event::DecodeError::Truncated { .. }) => break,
                     Err(tansa_wire::event::DecodeError::Corrupt { offset }) => {
-                        rec.warnings.push(format!(
+                        warnings.push(format!(
                             "an unreadable module or stack definition at byte {offset} of the \
                              definitions of process image {session}; the stacks defined after \
                              it are shown as unknown"
                         ));
-                        rec.damaged = true;
+                        info.damaged = true;
                         break;
                     }
                 }
             }
             for (id, frames) in stacks {
-                rec.registry
-                    .add_stack(SessionId(*session), StackId(id), frames, &mut resolver);
+                self.registry
+                    .add_stack(SessionId(global), StackId(id), frames, &mut resolver);
             }
         }
-        rec.registry.resolve_pending(&mut resolver, true);
-        Ok(rec)
+        self.registry.resolve_pending(&mut resolver, true);
+        info.span = max_session.map_or(0, |m| u64::from(m) + 1);
+        self.next_base = u32::try_from(u64::from(base) + info.span).ok();
+        if self.parts.is_empty() {
+            self.meta = info.meta.clone();
+            self.calibration = info.calibration.clone();
+        }
+        self.damaged |= info.damaged;
+        if info.name.is_empty() {
+            self.warnings.extend(warnings);
+        } else {
+            let name = &info.name;
+            self.warnings
+                .extend(warnings.into_iter().map(|w| format!("{name}: {w}")));
+        }
+        self.parts.push(part);
+        self.parts_info.push(info);
+        Ok(())
     }
 
-    /// Decompresses event chunks on a second thread, reading `input` (the same recording,
-    /// opened again), so that pass two does not wait for decompression.
+    /// Puts the recordings added on one timeline (see `job.rs`), once every one was
+    /// added; nothing to do for a single recording. Returns the warnings it adds (to
+    /// [`MemoryRecording::warnings`] too): recordings of different jobs.
+    pub fn finish_job(&mut self) -> Vec<String> {
+        job::finish(self)
+    }
+
+    /// Whether it reads several recordings.
+    pub fn is_job(&self) -> bool {
+        self.parts.len() > 1
+    }
+
+    /// Decompresses the event chunks of the (first) recording on a second thread, reading
+    /// `input` (the same recording, opened again), so that pass two does not wait for
+    /// decompression.
     pub fn prefetch_from<R2: Read + Seek + Send + 'static>(&mut self, input: R2) {
-        let (requests, requested) = channel::<Request>();
-        let (tx, rx) = channel();
-        let (recycle, recycled) = channel::<Vec<Event>>();
+        self.prefetch_part(0, input);
+    }
+
+    /// [`MemoryRecording::prefetch_from`] for recording `index` (in the order added),
+    /// after [`MemoryRecording::finish_job`].
+    pub fn prefetch_part<R2: Read + Seek + Send + 'static>(&mut self, index: usize, input: R2) {
         let pids = self.pids();
-        let thread = std::thread::Builder::new()
-            .name("tansa-decode".into())
-            .spawn(move || {
-                let Ok(mut reader) = Reader::new(input) else {
-                    return;
-                };
-                let mut decoders: rustc_hash::FxHashMap<(u32, u32), StreamDecoder> =
-                    rustc_hash::FxHashMap::default();
-                let mut payload = Vec::new();
-                for r in requested {
-                    let batch = match reader.payload_at(r.pos, &mut payload) {
-                        Ok(_) => match split_thread_chunk(&payload) {
-                            Some((_, _, bytes)) => {
-                                let d = decoders
-                                    .entry((r.session, r.stream))
-                                    .or_insert_with(|| StreamDecoder::new(SessionId(r.session)));
-                                let mut events = recycled
-                                    .try_recv()
-                                    .unwrap_or_else(|_| Vec::with_capacity(bytes.len() / 4));
-                                events.clear();
-                                d.push(bytes, &mut |e| events.push(e));
-                                if r.last {
-                                    d.finish();
-                                }
-                                let warning = d
-                                    .new_damage()
-                                    .map(|e| stream_damage(e, pids.get(&r.session), r.pos));
-                                Ok((events, warning))
-                            }
-                            None => Ok((Vec::new(), None)),
-                        },
-                        Err(e) => Err(unreadable_chunk(&e)),
-                    };
-                    if tx.send((r.pos, batch)).is_err() {
-                        return;
-                    }
-                }
-            });
-        if let Ok(thread) = thread {
-            self.prefetch = Some(Prefetch {
-                requests,
-                rx,
-                ready: RefCell::new(rustc_hash::FxHashMap::default()),
-                recycle,
-                used: std::cell::Cell::new(false),
-                _thread: thread,
-            });
-        }
+        let Some(info) = self.parts_info.get(index) else {
+            return;
+        };
+        let base = info.base;
+        let Some(part) = self.parts.get_mut(index) else {
+            return;
+        };
+        part.prefetch = Prefetch::start(input, base, pids, part.to_job.clone());
     }
 
     /// Process id of each session.
@@ -408,33 +478,77 @@ impl<R: Read + Seek> MemoryRecording<R> {
         self.sessions.iter().map(|s| (s.session, s.pid)).collect()
     }
 
+    /// Where each session ran, for the aggregator (reports over several recordings or an
+    /// MPI job).
+    fn origins(&self) -> rustc_hash::FxHashMap<u32, Origin> {
+        let ranks: rustc_hash::FxHashMap<u32, u32> =
+            self.places.iter().map(|p| (p.session, p.rank)).collect();
+        // A recorder stamps the end of every session it still had when it finished with
+        // that moment: an end time shared by several sessions of one recording is not
+        // theirs (only the recording of one rank, which ends with it, tells it).
+        let mut shared: rustc_hash::FxHashMap<(usize, u64), u32> = Default::default();
+        let part_of = |s: u32| self.parts_info.iter().position(|p| p.holds(s)).unwrap_or(0);
+        for e in &self.ends {
+            *shared.entry((part_of(e.session), e.end_ticks)).or_default() += 1;
+        }
+        let ends: rustc_hash::FxHashMap<u32, u64> = self
+            .ends
+            .iter()
+            .filter(|e| shared[&(part_of(e.session), e.end_ticks)] == 1)
+            .map(|e| (e.session, e.end_ticks))
+            .collect();
+        let hosts: Vec<std::sync::Arc<str>> = self
+            .parts_info
+            .iter()
+            .map(|p| std::sync::Arc::from(p.host()))
+            .collect();
+        self.sessions
+            .iter()
+            .map(|s| {
+                let recording = self
+                    .parts_info
+                    .iter()
+                    .position(|p| p.holds(s.session))
+                    .unwrap_or(0);
+                let origin = Origin {
+                    recording: recording as u32,
+                    host: hosts.get(recording).cloned().unwrap_or_else(|| "".into()),
+                    rank: ranks.get(&s.session).copied(),
+                    end_ticks: ends.get(&s.session).copied(),
+                };
+                (s.session, origin)
+            })
+            .collect()
+    }
+
     /// The events of every thread stream, merged in time order (pass two). Problems met
     /// while reading them are added to [`MemoryRecording::stream_warnings`].
     pub fn events(&self) -> Merger<ChunkSource<'_, R>> {
-        // The prefetcher serves one merge (its decoders carry that merge's stream state).
-        let prefetch = self.prefetch.as_ref().filter(|p| !p.used.replace(true));
         let pids = self.pids();
-        let sources = self
-            .chunks
-            .iter()
-            .map(|(&(session, stream), positions)| {
+        let mut sources = Vec::new();
+        for (part, info) in self.parts.iter().zip(&self.parts_info) {
+            // The prefetcher serves one merge (its decoders carry that merge's stream state).
+            let prefetch = part.prefetch.as_ref().filter(|p| !p.used.replace(true));
+            for (&(session, stream), positions) in &part.chunks {
+                let global = info.base.wrapping_add(session);
                 let mut source = ChunkSource {
-                    reader: &self.reader,
+                    reader: &part.reader,
                     prefetch,
                     warnings: &self.stream_warnings,
                     damaged: &self.streams_damaged,
-                    positions: positions.iter().copied().collect(),
+                    positions: positions.iter().copied().collect::<VecDeque<_>>(),
                     requested: 0,
                     session,
-                    pid: pids.get(&session).copied(),
+                    pid: pids.get(&global).copied(),
                     stream,
-                    decoder: StreamDecoder::new(SessionId(session)),
-                    payload: &self.payload,
+                    decoder: StreamDecoder::new(SessionId(global)),
+                    payload: &part.payload,
+                    to_job: part.to_job.as_ref(),
                 };
                 source.request_ahead();
-                source
-            })
-            .collect();
+                sources.push(source);
+            }
+        }
         Merger::new(sources)
     }
 
@@ -488,6 +602,12 @@ impl<R: Read + Seek> MemoryRecording<R> {
         stacks: bool,
         mut progress: impl FnMut(u64),
     ) -> (Vec<MemoryReport>, Option<StackProfileData>) {
+        let job = self.job_setup();
+        let origins = if job.is_some() {
+            self.origins()
+        } else {
+            Default::default()
+        };
         let mut aggs: Vec<Aggregator> = configs
             .iter()
             .map(|&config| {
@@ -495,8 +615,16 @@ impl<R: Read + Seek> MemoryRecording<R> {
                 if let Some(rate) = self.sample_rate() {
                     agg.set_sample_rate(rate);
                 }
-                for s in &self.sessions {
-                    agg.add_session(s);
+                if let Some(setup) = &job {
+                    agg.set_job(setup.clone());
+                    for s in &self.sessions {
+                        let origin = origins.get(&s.session).cloned().unwrap_or_default();
+                        agg.add_session_from(s, origin);
+                    }
+                } else {
+                    for s in &self.sessions {
+                        agg.add_session(s);
+                    }
                 }
                 for e in &self.ends {
                     agg.end_session(SessionId(e.session), e.exit, e.lost_events);
@@ -574,139 +702,5 @@ impl<R: Read + Seek> MemoryRecording<R> {
     /// event streams once read): the report then covers part of the recording.
     pub fn is_damaged(&self) -> bool {
         self.damaged || self.streams_damaged.get()
-    }
-}
-
-/// The warning for a thread stream found damaged in the chunk at `pos`.
-fn stream_damage(e: StreamError, pid: Option<&u32>, pos: FramePos) -> String {
-    let place = tansa_format::Place {
-        offset: pos.offset,
-        frame: pos.index,
-        ty: Some(memory::THREAD_CHUNK),
-    };
-    let whose = pid.map_or_else(
-        || "an unknown process".to_string(),
-        |p| format!("process {p}"),
-    );
-    let within = e
-        .offset()
-        .map(|o| format!(", byte {o} of the thread's events"))
-        .unwrap_or_default();
-    format!(
-        "{e} at {place} of {whose}{within}; the thread's later events are left out of the report"
-    )
-}
-
-/// The warning for an event chunk that cannot be read.
-fn unreadable_chunk(e: &FormatError) -> String {
-    format!("{e}; the thread's later events are left out of the report")
-}
-
-/// One thread stream read chunk by chunk from the file.
-pub struct ChunkSource<'a, R> {
-    reader: &'a RefCell<Reader<R>>,
-    prefetch: Option<&'a Prefetch>,
-    warnings: &'a RefCell<Vec<String>>,
-    damaged: &'a std::cell::Cell<bool>,
-    positions: VecDeque<FramePos>,
-    /// How many of `positions` (from the front) were requested from the prefetcher.
-    requested: usize,
-    session: u32,
-    pid: Option<u32>,
-    stream: u32,
-    decoder: StreamDecoder,
-    /// Payload buffer shared by all streams (its allocation is reused).
-    payload: &'a RefCell<Vec<u8>>,
-}
-
-impl<R> std::fmt::Debug for ChunkSource<'_, R> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ChunkSource")
-            .field("chunks", &self.positions.len())
-            .finish()
-    }
-}
-
-impl<R> ChunkSource<'_, R> {
-    /// Asks the prefetcher for this stream's next chunks, up to the look-ahead.
-    fn request_ahead(&mut self) {
-        let Some(p) = self.prefetch else {
-            return;
-        };
-        while self.requested < self.positions.len().min(LOOK_AHEAD + 1) {
-            let pos = self.positions[self.requested];
-            let last = self.requested + 1 == self.positions.len();
-            let request = Request {
-                pos,
-                session: self.session,
-                stream: self.stream,
-                last,
-            };
-            if p.requests.send(request).is_err() {
-                return;
-            }
-            self.requested += 1;
-        }
-    }
-
-    fn warn(&self, warning: String) {
-        self.warnings.borrow_mut().push(warning);
-        self.damaged.set(true);
-    }
-}
-
-impl<R: Read + Seek> EventSource for ChunkSource<'_, R> {
-    fn refill(&mut self, out: &mut Vec<Event>) -> bool {
-        let Some(pos) = self.positions.pop_front() else {
-            return false;
-        };
-        self.requested = self.requested.saturating_sub(1);
-        self.request_ahead();
-        if let Some(prefetch) = self.prefetch
-            && let Some(batch) = prefetch.take(pos)
-        {
-            return match batch {
-                Ok((events, warning)) => {
-                    if let Some(w) = warning {
-                        self.warn(w);
-                    }
-                    if out.is_empty() {
-                        let used = std::mem::replace(out, events);
-                        if used.capacity() > 0 {
-                            let _ = prefetch.recycle.send(used);
-                        }
-                    } else {
-                        out.extend(events);
-                    }
-                    true
-                }
-                Err(e) => {
-                    self.warn(e);
-                    self.positions.clear();
-                    false
-                }
-            };
-        }
-        let mut payload = self.payload.borrow_mut();
-        let read = self.reader.borrow_mut().payload_at(pos, &mut payload);
-        match read {
-            Ok(_) => {
-                if let Some((_, _, bytes)) = split_thread_chunk(&payload) {
-                    self.decoder.push(bytes, &mut |e| out.push(e));
-                }
-                if self.positions.is_empty() {
-                    self.decoder.finish();
-                }
-                if let Some(e) = self.decoder.new_damage() {
-                    self.warn(stream_damage(e, self.pid.as_ref(), pos));
-                }
-                true
-            }
-            Err(e) => {
-                self.warn(unreadable_chunk(&e));
-                self.positions.clear();
-                false
-            }
-        }
     }
 }
