@@ -60,12 +60,14 @@ def load(c):
     return wall, own, phases
 data = {c: load(c) for c in cases}
 pw, po = med(data["plain"][0]), med(data["plain"][1])
-print(f"median of {runs} alternating runs, workload {sys.argv[0] and ''}(ms)")
+print(f"medians of {runs} alternating runs (ms); fixed: whole run minus the workload's own")
+print(f"time, per run (the median of those differences)")
 print(f"{'case':<10} {'whole run':>10} {'overhead':>9} {'workload':>10} {'overhead':>9} {'fixed':>8}")
 for c in cases:
     w, o, _ = data[c]
     mw, mo = med(w), med(o)
-    print(f"{c:<10} {mw:10.1f} {100*(mw/pw-1):8.2f}% {mo:10.1f} {100*(mo/po-1):8.2f}% {mw-mo:8.1f}")
+    fixed = med(a - b for a, b in zip(w, o))
+    print(f"{c:<10} {mw:10.1f} {100*(mw/pw-1):8.2f}% {mo:10.1f} {100*(mo/po-1):8.2f}% {fixed:8.1f}")
 for c in cases:
     ph = data[c][2]
     if ph:
