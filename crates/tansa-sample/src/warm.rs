@@ -2,18 +2,21 @@
 //! debugging information of the modules hit so far, so that finishing the recording after
 //! the target ends is quick.
 //!
-//! The work runs on one thread at the lowest priority (nice 19), so that it takes what the
-//! target leaves of the CPUs and little more (a CPU-bound target on every CPU leaves it
-//! about 1.5 % of one). Only what the samples need is done: the kernel's symbols once a
-//! kernel address was sampled, and a module's files once an address in it was. When the
-//! target has ended, the thread gets the recorder's priority back (where the recorder may
-//! raise it), finishes the job at hand and skips the others; the modules it read are then
-//! resolved on it (the resolver that holds them cannot leave its thread), the others by
-//! [`crate::CpuRecordingBuilder::finish`]'s workers.
+//! Only what the samples need is done: the kernel's symbols once a kernel address was
+//! sampled, and a module's files once an address in it was. The work runs on one thread at
+//! the recorder's own priority. Not lower: work that the recording needs is done either
+//! while the target runs or after it ends, and a thread at nice 19 gets next to nothing on
+//! a busy machine, which moved all of it after the end, where it adds to the run's wall
+//! time in full (on this 2-CPU machine with other builds running, 130-170 ms for the kernel's
+//! symbols alone, against a few milliseconds taken from the target while it runs). When
+//! the target has ended, the thread finishes the job at hand (it does needed work at
+//! normal priority: redoing it would take longer) and skips the others; the modules it read
+//! are then resolved on it (the resolver that holds them cannot leave its thread), in
+//! parallel with [`crate::CpuRecordingBuilder::finish`]'s workers, which take the others.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 
@@ -38,9 +41,7 @@ enum Job {
 pub(crate) struct Warmer {
     jobs: Option<mpsc::Sender<Job>>,
     thread: Option<JoinHandle<()>>,
-    tid: Arc<AtomicU32>,
     stop: Arc<AtomicBool>,
-    nice: Option<i32>,
     kernel: Option<Option<KernelSymbols>>,
     modules: BTreeSet<u32>,
     finished: bool,
@@ -54,10 +55,7 @@ impl std::fmt::Debug for Warmer {
     }
 }
 
-fn work(rx: mpsc::Receiver<Job>, tid: &AtomicU32, stop: &AtomicBool) {
-    // Failing to lower the priority only makes the work compete more.
-    let _ = tansa_proc::os::set_thread_nice(None, 19);
-    tid.store(tansa_proc::os::thread_id().unwrap_or(0), Ordering::Release);
+fn work(rx: mpsc::Receiver<Job>, stop: &AtomicBool) {
     let resolver = Resolver::new();
     let mut kernel = None;
     let mut modules = BTreeSet::new();
@@ -81,22 +79,18 @@ impl Warmer {
     /// Starts the thread.
     pub fn start() -> Warmer {
         let (tx, rx) = mpsc::channel::<Job>();
-        let tid = Arc::new(AtomicU32::new(0));
         let stop = Arc::new(AtomicBool::new(false));
-        let nice = tansa_proc::os::thread_nice().ok();
         let thread = {
-            let (tid, stop) = (tid.clone(), stop.clone());
+            let stop = stop.clone();
             std::thread::Builder::new()
                 .name("tansa-warm".into())
-                .spawn(move || work(rx, &tid, &stop))
+                .spawn(move || work(rx, &stop))
                 .ok()
         };
         Warmer {
             jobs: thread.is_some().then_some(tx),
             thread,
-            tid,
             stop,
-            nice,
             kernel: None,
             modules: BTreeSet::new(),
             finished: false,
@@ -119,18 +113,12 @@ impl Warmer {
         }
     }
 
-    /// Stops the work ahead after the job at hand (at the recorder's priority where it may
-    /// be restored). Returns the modules read; [`Warmer::take_kernel`] then gives the
+    /// Stops the work ahead after the job at hand. Returns the modules read; [`Warmer::take_kernel`] then gives the
     /// kernel's symbols if they were read.
     pub fn finish(&mut self) -> BTreeSet<u32> {
         if !self.finished {
             self.finished = true;
             self.stop.store(true, Ordering::Release);
-            let tid = self.tid.load(Ordering::Acquire);
-            if let (Some(nice), true) = (self.nice, tid != 0) {
-                // Without the right to raise it back, the job at hand goes on at nice 19.
-                let _ = tansa_proc::os::set_thread_nice(Some(tid), nice);
-            }
             let (tx, rx) = mpsc::channel();
             if let Some(jobs) = &self.jobs
                 && jobs.send(Job::Report(tx)).is_ok()

@@ -231,9 +231,6 @@ pub fn record<W: Write>(
         recorder_pid: std::process::id(),
     };
     let builder = CpuRecordingBuilder::new(meta, info);
-    // What finishing needs (the kernel's symbols, the files of the modules hit) is read
-    // while the target runs, at the lowest priority, as the samples ask for it.
-    let mut warmer = Warmer::start();
     let mut session = Session {
         opened,
         tracker: Tracker::new(config.call_graph == CallGraph::Dwarf),
@@ -267,6 +264,11 @@ pub fn record<W: Write>(
     if let Some(c) = &mut child {
         c.release()?;
     }
+    phases.mark("release (exec)");
+    // What finishing needs (the kernel's symbols, the files of the modules hit) is read
+    // while the target runs, at the lowest priority, as the samples ask for it. Started
+    // once the command runs, so that it does not delay its start.
+    let mut warmer = Warmer::start();
     // The command's end wakes the loop at once (its pidfd), not at the next timeout.
     let ended = child
         .as_ref()
@@ -364,6 +366,10 @@ pub fn record<W: Write>(
     let event = session.opened.event.clone();
     let notes = session.opened.notes.clone();
     let summary = session.builder.finish_timed(out, &mut phases)?;
+    drop(session.opened);
+    phases.mark("close events, unmap rings");
+    drop(session.tracker);
+    phases.mark("free unwinders");
     Ok(Outcome {
         summary,
         exit,
