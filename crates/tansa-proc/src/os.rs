@@ -157,34 +157,6 @@ pub fn wait(pid: u32) -> Option<i32> {
     }
 }
 
-/// The calling thread's id (from the `/proc/thread-self` link, `PID/task/TID`).
-pub fn thread_id() -> Option<u32> {
-    let link = std::fs::read_link("/proc/thread-self").ok()?;
-    link.file_name()?.to_str()?.parse().ok()
-}
-
-/// The nice value of the calling thread.
-///
-/// # Errors
-///
-/// As `getpriority(2)`.
-pub fn thread_nice() -> io::Result<i32> {
-    Ok(rustix::process::getpriority_process(None)?)
-}
-
-/// Sets the nice value of thread `tid` of this process (`None`: the calling thread; on
-/// Linux, nice values are per thread). A thread may lower its priority; raising it back
-/// needs `CAP_SYS_NICE` or `RLIMIT_NICE`.
-///
-/// # Errors
-///
-/// As `setpriority(2)`: no such thread, or raising the priority without the right.
-pub fn set_thread_nice(tid: Option<u32>, nice: i32) -> io::Result<()> {
-    let pid = tid.map(pid_of).transpose()?;
-    rustix::process::setpriority_process(pid, nice)?;
-    Ok(())
-}
-
 /// The effective user id of this process.
 pub fn euid() -> u32 {
     rustix::process::geteuid().as_raw()
@@ -200,25 +172,6 @@ fn pid_of(pid: u32) -> io::Result<Pid> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_thread_lowers_its_own_priority_only() {
-        let main = thread_id().unwrap();
-        assert!(
-            std::path::Path::new(&format!("/proc/self/task/{main}")).exists(),
-            "a thread of this process"
-        );
-        let before = thread_nice().unwrap();
-        let (tid, nice) = std::thread::spawn(|| {
-            set_thread_nice(None, 19).unwrap();
-            (thread_id().unwrap(), thread_nice().unwrap())
-        })
-        .join()
-        .unwrap();
-        assert_ne!(tid, main);
-        assert_eq!(nice, 19);
-        assert_eq!(thread_nice().unwrap(), before, "other threads keep theirs");
-    }
     use std::io::Write;
     use std::os::fd::AsFd;
 
