@@ -11,13 +11,13 @@
 #        RUNS=15 bench/cpu-fixed.sh
 #        EXTRA=/path/to/other/tansa bench/cpu-fixed.sh   (also times another tansa binary,
 #                                                          e.g. the one before a change)
-# Needs: cc, perf, python3. Prints figures; asserts nothing. About RUNS x 8 s.
+# Needs: cc, perf, python3. Prints figures; asserts nothing. About RUNS x 8 s on an idle machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=bench/out/cpu-fixed
 mkdir -p "$OUT"
 RUNS=${RUNS:-9}
-ROUNDS=${ROUNDS:-1600}
+ROUNDS=${ROUNDS:-1000}   # about 1.7 s of CPU time for the workload
 cargo build --release -q -p tansa-cli
 TANSA=$PWD/target/release/tansa
 cc -O2 -g -fomit-frame-pointer -shared -fPIC -o "$OUT/libwork.so" bench/cpu/libwork.c
