@@ -204,6 +204,12 @@ pub struct CpuRecordingBuilder {
     /// The owners of the sampled processes (read when each was declared): source text is
     /// embedded only from files one of them could read.
     pub(crate) readers: Vec<crate::sources::Reader>,
+    /// Per module id: whether a stack ran through it.
+    hit: Vec<bool>,
+    /// Modules hit for the first time since [`CpuRecordingBuilder::take_newly_hit`].
+    newly_hit: Vec<u32>,
+    /// What was prepared while the target ran (see [`crate::warm`]).
+    pub(crate) warm: Option<crate::warm::Warmer>,
 }
 
 impl CpuRecordingBuilder {
@@ -237,6 +243,9 @@ impl CpuRecordingBuilder {
             wall_ns: 0,
             elf_cache: HashMap::new(),
             readers: Vec::new(),
+            hit: Vec::new(),
+            newly_hit: Vec::new(),
+            warm: None,
         }
     }
 
@@ -355,6 +364,23 @@ impl CpuRecordingBuilder {
     /// Gives the kernel's symbols (from `/proc/kallsyms`), to name kernel frames.
     pub fn set_kernel_symbols(&mut self, symbols: KernelSymbols) {
         self.kernel_symbols = Some(symbols);
+    }
+
+    /// The modules that samples ran through for the first time since the last call.
+    pub(crate) fn take_newly_hit(&mut self) -> Vec<u32> {
+        std::mem::take(&mut self.newly_hit)
+    }
+
+    /// The path and kind of module `id`.
+    pub(crate) fn module_of(&self, id: u32) -> Option<(&str, ModuleKind)> {
+        self.modules
+            .get(id as usize)
+            .map(|m| (m.path.as_str(), m.kind))
+    }
+
+    /// Whether a kernel address was sampled.
+    pub(crate) fn kernel_hit(&self) -> bool {
+        self.kernel_module.is_some()
     }
 
     /// Counts records or samples the sampler lost.
@@ -530,6 +556,18 @@ impl CpuRecordingBuilder {
             None => {
                 let id = self.stacks.len() as u32;
                 let key: Box<[Loc]> = frames.clone().into_boxed_slice();
+                for f in &frames {
+                    let m = f.module as usize;
+                    if f.module != NO_MODULE && f.module != STACK_META && m < self.modules.len() {
+                        if self.hit.len() <= m {
+                            self.hit.resize(self.modules.len(), false);
+                        }
+                        if !self.hit[m] {
+                            self.hit[m] = true;
+                            self.newly_hit.push(f.module);
+                        }
+                    }
+                }
                 self.stacks.push(key.clone());
                 self.stack_index.insert(key, id);
                 id

@@ -1,9 +1,10 @@
 //! Finishing a recording: resolve every address used, keep the code of every function
 //! hit and the text of its source files, write the frames.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::Write;
 use std::path::Path;
+use std::sync::Arc;
 
 use iced_x86::{Decoder, DecoderOptions};
 use tansa_format::container::{FrameType, Kind, Writer};
@@ -18,6 +19,9 @@ use tansa_symbols::{ElfFile, Resolver};
 
 use crate::SampleError;
 use crate::builder::{CpuRecordingBuilder, split_stack};
+use crate::kernel::KernelSymbols;
+use crate::phases::Phases;
+use crate::warm::Warmer;
 
 /// Largest function whose code is kept for annotation.
 const MAX_FUNCTION_BYTES: u64 = 1 << 20;
@@ -80,7 +84,17 @@ impl CpuRecordingBuilder {
     /// Resolves symbols (function, source line, inlined frames) of every address used,
     /// keeps the machine code of every function hit and the text of its source files, and
     /// writes the recording to `out`. Returns the totals.
-    pub fn finish<W: Write>(mut self, out: W) -> Result<CpuSummary, SampleError> {
+    pub fn finish<W: Write>(self, out: W) -> Result<CpuSummary, SampleError> {
+        self.finish_timed(out, &mut Phases::new())
+    }
+
+    /// [`CpuRecordingBuilder::finish`], marking its phases (resolving symbols, reading
+    /// sources, writing) in `phases`.
+    pub fn finish_timed<W: Write>(
+        mut self,
+        out: W,
+        phases: &mut Phases,
+    ) -> Result<CpuSummary, SampleError> {
         // Every offset each module needs, and the exact (interrupted) ones.
         let mut lookups: BTreeMap<u32, BTreeSet<u64>> = BTreeMap::new();
         let mut exact: BTreeMap<u32, BTreeSet<u64>> = BTreeMap::new();
@@ -103,7 +117,10 @@ impl CpuRecordingBuilder {
         }
 
         // Modules are resolved in parallel (large libraries take seconds each), each
-        // worker with its own string table, merged afterwards.
+        // worker with its own string table, merged afterwards. The modules read while the
+        // target ran are resolved by the thread that read them, which holds them.
+        let mut warm = self.warm.take();
+        let warm_modules = warm.as_mut().map(Warmer::finish).unwrap_or_default();
         let mut order: Vec<(usize, Module)> = self
             .modules
             .iter()
@@ -114,18 +131,61 @@ impl CpuRecordingBuilder {
             .map_or(1, |n| n.get())
             .clamp(1, 4);
         let mut shares: Vec<Vec<Module>> = vec![Vec::new(); workers];
-        for (i, (_, m)) in order.into_iter().enumerate() {
-            shares[i % workers].push(m);
+        let mut warm_share = Vec::new();
+        let mut next = 0;
+        for (_, m) in order {
+            if warm_modules.contains(&m.id) {
+                warm_share.push(m);
+            } else {
+                shares[next % workers].push(m);
+                next += 1;
+            }
         }
-        let this = &self;
-        let (lookups, exact) = (&lookups, &exact);
-        let parts: Vec<(SymbolTable, BTreeSet<String>)> = std::thread::scope(|scope| {
+        let warm_part = warm.as_ref().and_then(|w| {
+            let pick = |map: &BTreeMap<u32, BTreeSet<u64>>| -> BTreeMap<u32, BTreeSet<u64>> {
+                warm_share
+                    .iter()
+                    .filter_map(|m| Some((m.id, map.get(&m.id)?.clone())))
+                    .collect()
+            };
+            let (lookups, exact) = (pick(&lookups), pick(&exact));
+            let elfs: HashMap<u32, Arc<ElfFile>> = warm_share
+                .iter()
+                .filter_map(|m| Some((m.id, self.elf_cache.get(&m.id)?.clone())))
+                .collect();
+            let modules = std::mem::take(&mut warm_share);
+            let (tx, rx) = std::sync::mpsc::channel();
+            w.run(Box::new(move |resolver| {
+                let inputs = Inputs {
+                    lookups: &lookups,
+                    exact: &exact,
+                    elfs: &elfs,
+                    kernel: None,
+                };
+                let _ = tx.send(resolve_modules(resolver, &modules, &inputs));
+            }))
+            .then_some(rx)
+        });
+        // Modules the warm thread was not given after all are resolved here.
+        if !warm_share.is_empty() {
+            shares[0].append(&mut warm_share);
+        }
+        let inputs = Inputs {
+            lookups: &lookups,
+            exact: &exact,
+            elfs: &self.elf_cache,
+            kernel: self.kernel_symbols.as_ref(),
+        };
+        let inputs = &inputs;
+        let mut parts: Vec<(SymbolTable, BTreeSet<String>)> = std::thread::scope(|scope| {
             let handles: Vec<_> = shares
                 .iter()
-                .map(|share| scope.spawn(move || this.resolve_modules(share, lookups, exact)))
+                .map(|share| scope.spawn(move || resolve_modules(&Resolver::new(), share, inputs)))
                 .collect();
             handles.into_iter().filter_map(|h| h.join().ok()).collect()
         });
+        parts.extend(warm_part.and_then(|rx| rx.recv().ok()));
+        drop(warm);
         let mut symtab = SymbolTableBuilder::default();
         let mut source_paths: BTreeSet<String> = BTreeSet::new();
         for (part, sources) in parts {
@@ -141,7 +201,9 @@ impl CpuRecordingBuilder {
             }
         }
         let symbols = symtab.finish();
+        phases.mark("finish: symbols");
         let sources = read_sources(&source_paths, &self.readers);
+        phases.mark("finish: sources");
 
         let summary = CpuSummary {
             samples: self.samples,
@@ -209,115 +271,122 @@ impl CpuRecordingBuilder {
         w.value(cpu::SUMMARY, &summary)
             .map_err(SampleError::Write)?;
         w.finish().map_err(SampleError::Write)?;
+        phases.mark("finish: write");
         Ok(summary)
     }
+}
 
-    /// Resolves `modules` with a resolver and string table of its own; returns the
-    /// partial symbol table and the source files named by the functions hit.
-    fn resolve_modules(
-        &self,
-        modules: &[Module],
-        lookups: &BTreeMap<u32, BTreeSet<u64>>,
-        exact: &BTreeMap<u32, BTreeSet<u64>>,
-    ) -> (SymbolTable, BTreeSet<String>) {
-        let resolver = Resolver::new();
-        let mut symtab = SymbolTableBuilder::default();
-        let mut source_files: BTreeSet<u32> = BTreeSet::new();
-        for module in modules {
-            let mut offsets = lookups.get(&module.id).cloned().unwrap_or_default();
-            if module.kind == ModuleKind::Kernel {
-                let m = self.kernel_module_symbols(&mut symtab, module.id, &offsets);
-                symtab.add_module(m);
-                continue;
-            }
-            let mut code = Vec::new();
-            if module.kind == ModuleKind::Elf
-                && let (Some(elf), Some(hit)) =
-                    (self.elf_cache.get(&module.id), exact.get(&module.id))
-            {
-                for (start, size) in hit_functions(elf, hit) {
-                    if let Some(bytes) = elf.read_at(start, size) {
-                        offsets.extend(instruction_starts(start, bytes));
-                        code.push(CodeBlock {
-                            start,
-                            bytes: bytes.to_vec(),
-                        });
-                    }
-                }
-            }
-            let pairs: Vec<(u64, u64)> = offsets.iter().map(|&o| (o, o)).collect();
-            let mut m = resolver.module_symbols(
-                &mut symtab,
-                u64::from(module.id),
-                &module.path,
-                &module.build_id,
-                &pairs,
-            );
-            if m.status == ModuleStatus::Resolved {
-                for block in &code {
-                    let end = block.start + block.bytes.len() as u64;
-                    let lo = m.addrs.partition_point(|a| a.offset < block.start);
-                    for a in m.addrs[lo..].iter().take_while(|a| a.offset < end) {
-                        source_files
-                            .extend(a.frames.iter().map(|f| f.file).filter(|&f| f != NO_STRING));
-                    }
-                }
-                m.code = code;
-            }
+/// What resolving needs besides the resolver.
+struct Inputs<'a> {
+    lookups: &'a BTreeMap<u32, BTreeSet<u64>>,
+    exact: &'a BTreeMap<u32, BTreeSet<u64>>,
+    elfs: &'a HashMap<u32, Arc<ElfFile>>,
+    kernel: Option<&'a KernelSymbols>,
+}
+
+/// Resolves `modules` with a resolver and string table of its own; returns the
+/// partial symbol table and the source files named by the functions hit.
+fn resolve_modules(
+    resolver: &Resolver,
+    modules: &[Module],
+    inputs: &Inputs<'_>,
+) -> (SymbolTable, BTreeSet<String>) {
+    let (lookups, exact) = (inputs.lookups, inputs.exact);
+    let mut symtab = SymbolTableBuilder::default();
+    let mut source_files: BTreeSet<u32> = BTreeSet::new();
+    for module in modules {
+        let mut offsets = lookups.get(&module.id).cloned().unwrap_or_default();
+        if module.kind == ModuleKind::Kernel {
+            let m = kernel_module_symbols(inputs.kernel, &mut symtab, module.id, &offsets);
             symtab.add_module(m);
+            continue;
         }
-        let table = symtab.finish();
-        let sources = source_files
-            .iter()
-            .filter_map(|&id| table.string(id).map(str::to_string))
-            .collect();
-        (table, sources)
-    }
-
-    fn kernel_module_symbols(
-        &self,
-        symtab: &mut SymbolTableBuilder,
-        id: u32,
-        offsets: &BTreeSet<u64>,
-    ) -> ModuleSymbols {
-        let status = if self.kernel_symbols.is_some() {
-            ModuleStatus::Resolved
-        } else {
-            ModuleStatus::Failed("kernel symbols are hidden (kernel.kptr_restrict)".into())
-        };
-        let addrs = offsets
-            .iter()
-            .map(|&o| {
-                let hit = self.kernel_symbols.as_ref().and_then(|k| k.lookup(o));
-                AddrSymbols {
-                    offset: o,
-                    frames: hit
-                        .map(|(_, name, module)| {
-                            let name = if module.is_empty() {
-                                name.to_string()
-                            } else {
-                                format!("{name} [{module}]")
-                            };
-                            vec![SymFrame {
-                                function: symtab.intern(&name),
-                                file: NO_STRING,
-                                line: 0,
-                                column: 0,
-                            }]
-                        })
-                        .unwrap_or_default(),
-                    function_start: hit.map(|h| h.0),
+        let mut code = Vec::new();
+        if module.kind == ModuleKind::Elf
+            && let (Some(elf), Some(hit)) = (inputs.elfs.get(&module.id), exact.get(&module.id))
+        {
+            for (start, size) in hit_functions(elf, hit) {
+                if let Some(bytes) = elf.read_at(start, size) {
+                    offsets.extend(instruction_starts(start, bytes));
+                    code.push(CodeBlock {
+                        start,
+                        bytes: bytes.to_vec(),
+                    });
                 }
-            })
-            .collect();
-        ModuleSymbols {
-            key: u64::from(id),
-            path: "[kernel.kallsyms]".into(),
-            build_id: Vec::new(),
-            status,
-            addrs,
-            code: Vec::new(),
+            }
         }
+        let pairs: Vec<(u64, u64)> = offsets.iter().map(|&o| (o, o)).collect();
+        let mut m = resolver.module_symbols(
+            &mut symtab,
+            u64::from(module.id),
+            &module.path,
+            &module.build_id,
+            &pairs,
+        );
+        if m.status == ModuleStatus::Resolved {
+            for block in &code {
+                let end = block.start + block.bytes.len() as u64;
+                let lo = m.addrs.partition_point(|a| a.offset < block.start);
+                for a in m.addrs[lo..].iter().take_while(|a| a.offset < end) {
+                    source_files
+                        .extend(a.frames.iter().map(|f| f.file).filter(|&f| f != NO_STRING));
+                }
+            }
+            m.code = code;
+        }
+        symtab.add_module(m);
+    }
+    let table = symtab.finish();
+    let sources = source_files
+        .iter()
+        .filter_map(|&id| table.string(id).map(str::to_string))
+        .collect();
+    (table, sources)
+}
+
+fn kernel_module_symbols(
+    kernel: Option<&KernelSymbols>,
+    symtab: &mut SymbolTableBuilder,
+    id: u32,
+    offsets: &BTreeSet<u64>,
+) -> ModuleSymbols {
+    let status = if kernel.is_some() {
+        ModuleStatus::Resolved
+    } else {
+        ModuleStatus::Failed("kernel symbols are hidden (kernel.kptr_restrict)".into())
+    };
+    let addrs = offsets
+        .iter()
+        .map(|&o| {
+            let hit = kernel.and_then(|k| k.lookup(o));
+            AddrSymbols {
+                offset: o,
+                frames: hit
+                    .map(|(_, name, module)| {
+                        let name = if module.is_empty() {
+                            name.to_string()
+                        } else {
+                            format!("{name} [{module}]")
+                        };
+                        vec![SymFrame {
+                            function: symtab.intern(&name),
+                            file: NO_STRING,
+                            line: 0,
+                            column: 0,
+                        }]
+                    })
+                    .unwrap_or_default(),
+                function_start: hit.map(|h| h.0),
+            }
+        })
+        .collect();
+    ModuleSymbols {
+        key: u64::from(id),
+        path: "[kernel.kallsyms]".into(),
+        build_id: Vec::new(),
+        status,
+        addrs,
+        code: Vec::new(),
     }
 }
 

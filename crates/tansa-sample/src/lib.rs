@@ -18,6 +18,7 @@
 //!   copy, with framehop.
 //! * [`procfs`] and [`kernel`]: reading `/proc` (processes, mappings) and
 //!   `/proc/kallsyms`.
+//! * [`phases`]: where a run's time goes, phase by phase.
 //! * [`SamplerChoice`]: which of the two samplers records (`--source`), and when perf's
 //!   refusal falls back to the agent.
 
@@ -26,9 +27,11 @@ pub mod builder;
 mod finish;
 pub mod kernel;
 pub mod perf;
+pub mod phases;
 pub mod procfs;
 mod sources;
 pub mod unwind;
+mod warm;
 
 pub use builder::{CpuRecordingBuilder, MappingInfo, ProcessId, ProcessInfo, SampleInput};
 

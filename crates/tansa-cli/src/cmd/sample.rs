@@ -7,13 +7,14 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
 use clap::ValueEnum;
 use tansa_format::meta::RecordingMeta;
 use tansa_format::output::{DEFAULT_MODE, Naming, OutputFile};
 use tansa_sample::perf::{self, CallGraph, Config, EventChoice, Target};
+use tansa_sample::phases::Phases;
 use tansa_sample::{Sampler, SamplerChoice};
 
 use super::options;
@@ -261,6 +262,7 @@ fn recording_meta(args: &Args) -> RecordingMeta {
 
 /// Runs `tansa sample`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let started = Instant::now();
     if !args.command.is_empty() && (args.all || !args.pid.is_empty()) {
         return Err(crate::exit::usage(
             "give either a command (after --), -p PID or -a, not several",
@@ -316,9 +318,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         Naming::Chosen
     };
+    let recording = Instant::now();
     let result = record_to(&output, naming, "", |file, tick| {
         perf::record(&config, meta, &stop, file, &mut |n| tick(n))
     })?;
+    let committed = Instant::now();
     let (outcome, output) = match result {
         Ok(o) => o,
         Err(e) => {
@@ -353,7 +357,37 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         },
         output.display()
     );
+    if std::env::var_os("TANSA_TIMINGS").is_some_and(|v| v == "1") {
+        print_timings([started, recording, committed], &outcome.phases);
+    }
     Ok(outcome
         .exit
         .map_or(ExitCode::SUCCESS, crate::exit::of_command))
+}
+
+/// `TANSA_TIMINGS=1`: how long each phase of the run took, on standard error. `at`: when
+/// `run` began, when recording began, when the recording was in place.
+fn print_timings(at: [Instant; 3], phases: &Phases) {
+    let [started, recording, committed] = at;
+    let recorded: Duration = phases.list().iter().map(|p| p.1).sum();
+    let total = started.elapsed();
+    let mut rows = vec![("cli: options", recording - started)];
+    rows.extend(phases.list().iter().copied());
+    rows.push((
+        "cli: create file, commit",
+        (committed - recording).saturating_sub(recorded),
+    ));
+    rows.push(("cli: summary", committed.elapsed()));
+    for (name, d) in rows {
+        eprintln!(
+            "tansa: timing {:<28} {:9.3} ms",
+            name,
+            d.as_secs_f64() * 1e3
+        );
+    }
+    eprintln!(
+        "tansa: timing {:<28} {:9.3} ms",
+        "total (in main)",
+        total.as_secs_f64() * 1e3
+    );
 }

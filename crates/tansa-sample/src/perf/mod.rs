@@ -33,7 +33,9 @@ pub use open::{online_cpus, paranoid};
 use crate::SampleError;
 use crate::builder::CpuRecordingBuilder;
 use crate::kernel::KernelSymbols;
+use crate::phases::Phases;
 use crate::procfs;
+use crate::warm::Warmer;
 use open::Who;
 use spawn::GatedChild;
 use track::Tracker;
@@ -118,6 +120,8 @@ pub struct Outcome {
     pub event: String,
     /// Fallbacks taken and parts not covered.
     pub notes: Vec<String>,
+    /// How long each phase of the run took.
+    pub phases: Phases,
 }
 
 /// Whether `perf_event_open` is refused outright here (for choosing another sampler).
@@ -190,10 +194,12 @@ pub fn record<W: Write>(
     out: W,
     progress: &mut dyn FnMut(u64),
 ) -> Result<Outcome, SampleError> {
+    let mut phases = Phases::new();
     let mut child = match &config.target {
         Target::Command(cmd) => Some(GatedChild::spawn(cmd)?),
         _ => None,
     };
+    phases.mark("spawn");
     let who = match (&config.target, &child) {
         (Target::System, _) => Who::System,
         (Target::Pids(pids), _) => Who::Threads(threads_of(pids)?),
@@ -201,6 +207,7 @@ pub fn record<W: Write>(
         (Target::Command(_), None) => Who::System,
     };
     let opened = open::open(config, &who, child.is_some())?;
+    phases.mark("open events and rings");
     let info = CpuInfo {
         source: SampleSource::Perf,
         event: opened.event.clone(),
@@ -224,11 +231,6 @@ pub fn record<W: Write>(
         recorder_pid: std::process::id(),
     };
     let builder = CpuRecordingBuilder::new(meta, info);
-    // The kernel's symbols are only needed to finish the recording: read them (tens of
-    // milliseconds) while the command runs, not before it starts.
-    let kallsyms = opened
-        .kernel
-        .then(|| std::thread::spawn(KernelSymbols::read));
     let mut session = Session {
         opened,
         tracker: Tracker::new(config.call_graph == CallGraph::Dwarf),
@@ -258,9 +260,15 @@ pub fn record<W: Write>(
         }
         Target::Command(_) => {}
     }
+    phases.mark("start (scan)");
     if let Some(c) = &mut child {
         c.release()?;
     }
+    phases.mark("release (exec)");
+    // What finishing needs (the kernel's symbols, the files of the modules hit) is read
+    // while the target runs, at the lowest priority, as the samples ask for it. Started
+    // once the command runs, so that it does not delay its start.
+    let mut warmer = Warmer::start();
     // The command's end wakes the loop at once (its pidfd), not at the next timeout.
     let ended = child
         .as_ref()
@@ -282,6 +290,7 @@ pub fn record<W: Write>(
         })?;
         drop(fds);
         session.round();
+        warmer.feed(&mut session.builder);
         progress(session.builder.samples());
         if let Some(c) = &child
             && let Some(status) = c.try_wait()
@@ -303,9 +312,11 @@ pub fn record<W: Write>(
             break;
         }
     }
+    phases.mark("run");
     session.set_enabled(false)?;
     session.round();
     let wall = started.elapsed();
+    phases.mark("last round");
     if let Some(c) = &child
         && exit.is_none()
     {
@@ -338,16 +349,32 @@ pub fn record<W: Write>(
     session
         .builder
         .set_wall_ns(wall.as_nanos().min(u128::from(u64::MAX)) as u64);
-    if let Some(k) = kallsyms.and_then(|h| h.join().ok()).flatten() {
+    phases.mark("end command");
+    warmer.feed(&mut session.builder);
+    warmer.finish();
+    phases.mark("stop work ahead");
+    let kernel = match warmer.take_kernel() {
+        Some(k) => k,
+        None if session.builder.kernel_hit() => KernelSymbols::read(),
+        None => None,
+    };
+    if let Some(k) = kernel {
         session.builder.set_kernel_symbols(k);
     }
+    session.builder.warm = Some(warmer);
+    phases.mark("kernel symbols");
     let event = session.opened.event.clone();
     let notes = session.opened.notes.clone();
-    let summary = session.builder.finish(out)?;
+    let summary = session.builder.finish_timed(out, &mut phases)?;
+    drop(session.opened);
+    phases.mark("close events, unmap rings");
+    drop(session.tracker);
+    phases.mark("free unwinders");
     Ok(Outcome {
         summary,
         exit,
         event,
         notes,
+        phases,
     })
 }

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# The fixed costs of `tansa sample` (issue 13 §4): the whole run's wall time of
+# `tansa sample -F 1000 -- workload ROUNDS` against the plain workload, and `perf record -g`
+# for reference. Each case also reports the workload's own elapsed time (it prints it), so
+# the difference between the two is the recorder's start-up and finishing. The cases run
+# in turn, RUNS times (alternating, so that a change of the machine's load affects them
+# alike); the medians are printed. With TANSA_TIMINGS=1 tansa prints its phase durations:
+# their medians over the runs follow.
+#
+# Usage: bench/cpu-fixed.sh               (builds tansa in release mode; writes under bench/out)
+#        RUNS=15 bench/cpu-fixed.sh
+#        EXTRA=/path/to/other/tansa bench/cpu-fixed.sh   (also times another tansa binary,
+#                                                          e.g. the one before a change)
+# Needs: cc, perf, python3. Prints figures; asserts nothing. About RUNS x 8 s on an idle machine.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=bench/out/cpu-fixed
+mkdir -p "$OUT"
+RUNS=${RUNS:-9}
+ROUNDS=${ROUNDS:-1000}   # about 1.7 s of CPU time for the workload
+cargo build --release -q -p tansa-cli
+TANSA=$PWD/target/release/tansa
+cc -O2 -g -fomit-frame-pointer -shared -fPIC -o "$OUT/libwork.so" bench/cpu/libwork.c
+cc -O2 -g -fomit-frame-pointer -o "$OUT/workload" bench/cpu/workload.c \
+  -L"$OUT" -lwork -Wl,-rpath,"$PWD/$OUT"
+W=$OUT/workload
+
+CASES=(plain tansa perf)
+[[ -n ${EXTRA:-} ]] && CASES+=(extra)
+prefix() {
+  case $1 in
+    plain) ;;
+    tansa) echo "$TANSA sample -F 1000 -o $OUT/tansa.tansa --" ;;
+    extra) echo "$EXTRA sample -F 1000 -o $OUT/extra.tansa --" ;;
+    perf) echo "perf record -q -g -F 1000 -o $OUT/perf.data --" ;;
+  esac
+}
+for i in $(seq "$RUNS"); do
+  for c in "${CASES[@]}"; do
+    t0=$(date +%s%N)
+    # shellcheck disable=SC2046
+    TANSA_TIMINGS=1 $(prefix "$c") "$W" "$ROUNDS" >/dev/null 2>"$OUT/$c.$i.err" \
+      || { cat "$OUT/$c.$i.err" >&2; exit 1; }
+    t1=$(date +%s%N)
+    echo $(( (t1 - t0) / 1000 )) >"$OUT/$c.$i.wall"
+  done
+done
+python3 - "$OUT" "$RUNS" "${CASES[@]}" <<'PY'
+import re, statistics, sys
+out, runs, cases = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+med = statistics.median
+def load(c):
+    wall, own, phases = [], [], {}
+    for i in range(1, runs + 1):
+        wall.append(int(open(f"{out}/{c}.{i}.wall").read()) / 1000)
+        err = open(f"{out}/{c}.{i}.err").read()
+        own.append(float(re.search(r"elapsed_ms ([\d.]+)", err).group(1)))
+        for name, ms in re.findall(r"tansa: timing (.+?)\s+([\d.]+) ms", err):
+            phases.setdefault(name, []).append(float(ms))
+    return wall, own, phases
+data = {c: load(c) for c in cases}
+pw, po = med(data["plain"][0]), med(data["plain"][1])
+print(f"medians of {runs} alternating runs (ms); fixed: whole run minus the workload's own")
+print(f"time, per run (the median of those differences)")
+print(f"{'case':<10} {'whole run':>10} {'overhead':>9} {'workload':>10} {'overhead':>9} {'fixed':>8}")
+for c in cases:
+    w, o, _ = data[c]
+    mw, mo = med(w), med(o)
+    fixed = med(a - b for a, b in zip(w, o))
+    print(f"{c:<10} {mw:10.1f} {100*(mw/pw-1):8.2f}% {mo:10.1f} {100*(mo/po-1):8.2f}% {fixed:8.1f}")
+for c in cases:
+    ph = data[c][2]
+    if ph:
+        print(f"\n{c}: phases (median ms over {runs} runs)")
+        for name, v in ph.items():
+            print(f"  {name:<30} {med(v):9.1f}")
+PY

@@ -1,0 +1,159 @@
+//! Work done ahead, while the target runs: reading the kernel's symbols and the symbols and
+//! debugging information of the modules hit so far, so that finishing the recording after
+//! the target ends is quick.
+//!
+//! Only what the samples need is done: the kernel's symbols once a kernel address was
+//! sampled, and a module's files once an address in it was. The work runs on one thread at
+//! the recorder's own priority. Not lower: work that the recording needs is done either
+//! while the target runs or after it ends, and a thread at nice 19 gets next to nothing on
+//! a busy machine, which moved all of it after the end, where it adds to the run's wall
+//! time in full (on this 2-CPU machine with other builds running, 130-170 ms for the kernel's
+//! symbols alone, against a few milliseconds taken from the target while it runs). When
+//! the target has ended, the thread finishes the job at hand (it does needed work at
+//! normal priority: redoing it would take longer) and skips the others; the modules it read
+//! are then resolved on it (the resolver that holds them cannot leave its thread), in
+//! parallel with [`crate::CpuRecordingBuilder::finish`]'s workers, which take the others.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+
+use tansa_format::cpu::ModuleKind;
+use tansa_symbols::Resolver;
+
+use crate::builder::CpuRecordingBuilder;
+use crate::kernel::KernelSymbols;
+
+/// Work run on the thread with its resolver.
+pub(crate) type Task = Box<dyn FnOnce(&Resolver) + Send>;
+
+enum Job {
+    Kernel,
+    Module(u32, String),
+    /// Send back the kernel's symbols (if read) and the modules read.
+    Report(mpsc::Sender<(Option<Option<KernelSymbols>>, BTreeSet<u32>)>),
+    Run(Task),
+}
+
+/// The background thread and what was asked of it.
+pub(crate) struct Warmer {
+    jobs: Option<mpsc::Sender<Job>>,
+    thread: Option<JoinHandle<()>>,
+    stop: Arc<AtomicBool>,
+    kernel: Option<Option<KernelSymbols>>,
+    modules: BTreeSet<u32>,
+    finished: bool,
+}
+
+impl std::fmt::Debug for Warmer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Warmer")
+            .field("modules", &self.modules)
+            .finish_non_exhaustive()
+    }
+}
+
+fn work(rx: mpsc::Receiver<Job>, stop: &AtomicBool) {
+    let resolver = Resolver::new();
+    let mut kernel = None;
+    let mut modules = BTreeSet::new();
+    for job in rx {
+        match job {
+            Job::Kernel | Job::Module(..) if stop.load(Ordering::Acquire) => {}
+            Job::Kernel => kernel = Some(KernelSymbols::read()),
+            Job::Module(id, path) => {
+                resolver.preload(&path);
+                modules.insert(id);
+            }
+            Job::Report(reply) => {
+                let _ = reply.send((kernel.take(), std::mem::take(&mut modules)));
+            }
+            Job::Run(task) => task(&resolver),
+        }
+    }
+}
+
+impl Warmer {
+    /// Starts the thread.
+    pub fn start() -> Warmer {
+        let (tx, rx) = mpsc::channel::<Job>();
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let stop = stop.clone();
+            std::thread::Builder::new()
+                .name("tansa-warm".into())
+                .spawn(move || work(rx, &stop))
+                .ok()
+        };
+        Warmer {
+            jobs: thread.is_some().then_some(tx),
+            thread,
+            stop,
+            kernel: None,
+            modules: BTreeSet::new(),
+            finished: false,
+        }
+    }
+
+    /// Asks for the kernel's symbols and the files of the modules that samples hit since
+    /// the last call.
+    pub fn feed(&mut self, builder: &mut CpuRecordingBuilder) {
+        let Some(jobs) = &self.jobs else {
+            return;
+        };
+        for id in builder.take_newly_hit() {
+            let job = match builder.module_of(id) {
+                Some((_, ModuleKind::Kernel)) => Job::Kernel,
+                Some((path, ModuleKind::Elf)) => Job::Module(id, path.to_string()),
+                _ => continue,
+            };
+            let _ = jobs.send(job);
+        }
+    }
+
+    /// Stops the work ahead after the job at hand. Returns the modules read; [`Warmer::take_kernel`] then gives the
+    /// kernel's symbols if they were read.
+    pub fn finish(&mut self) -> BTreeSet<u32> {
+        if !self.finished {
+            self.finished = true;
+            self.stop.store(true, Ordering::Release);
+            let (tx, rx) = mpsc::channel();
+            if let Some(jobs) = &self.jobs
+                && jobs.send(Job::Report(tx)).is_ok()
+                && let Ok((kernel, modules)) = rx.recv()
+            {
+                self.kernel = kernel;
+                self.modules = modules;
+            }
+        }
+        self.modules.clone()
+    }
+
+    /// The kernel's symbols: `None` if they were not read ahead, `Some(None)` if they are
+    /// hidden.
+    pub fn take_kernel(&mut self) -> Option<Option<KernelSymbols>> {
+        self.finish();
+        self.kernel.take()
+    }
+
+    /// Runs `task` on the thread, with the resolver holding the modules it read; `false`
+    /// if the thread is gone.
+    pub fn run(&self, task: Task) -> bool {
+        self.jobs
+            .as_ref()
+            .is_some_and(|j| j.send(Job::Run(task)).is_ok())
+    }
+}
+
+impl Drop for Warmer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        self.jobs = None;
+        if let Some(t) = self.thread.take() {
+            // A panic on the thread lost only work ahead.
+            let _ = t.join();
+        }
+    }
+}
