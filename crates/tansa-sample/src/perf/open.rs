@@ -242,7 +242,8 @@ pub fn open(config: &Config, who: &Who, exec: bool) -> Result<Opened, SampleErro
                                 process_of(tid),
                                 user_name(uid)
                             ),
-                            reason: "sampling another user's process needs root or the                                      CAP_PERFMON capability (or run tansa as that user)"
+                            reason: "sampling another user's process needs root or the \
+                                     CAP_PERFMON capability (or run tansa as that user)"
                                 .into(),
                         });
                     }
