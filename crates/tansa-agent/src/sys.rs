@@ -168,9 +168,9 @@ pub fn create_shared_in(dir: &CStr, name: &CStr, len: usize) -> Option<(c_int, *
             len as c_long,
         )
     } == 0;
-    if !allocated {
-        close(fd);
-        // SAFETY: `name` is a valid C string relative to the open directory.
+    // Removes the file again when it cannot serve.
+    let unlink = || {
+        // SAFETY: `name` is a valid C string relative to the open directory `dirfd`.
         unsafe {
             libc::syscall(
                 libc::SYS_unlinkat,
@@ -179,20 +179,16 @@ pub fn create_shared_in(dir: &CStr, name: &CStr, len: usize) -> Option<(c_int, *
                 0 as c_long,
             )
         };
+    };
+    if !allocated {
+        close(fd);
+        unlink();
         close(dirfd);
         return None;
     }
     let mapped = map_shared_or_close(fd, len);
     if mapped.is_none() {
-        // SAFETY: as above.
-        unsafe {
-            libc::syscall(
-                libc::SYS_unlinkat,
-                dirfd as c_long,
-                name.as_ptr(),
-                0 as c_long,
-            )
-        };
+        unlink();
     }
     close(dirfd);
     mapped

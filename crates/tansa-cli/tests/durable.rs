@@ -137,8 +137,11 @@ fn sigkill_of_the_recorder_loses_nothing_handed_over() {
     );
 }
 
+/// SIGTERM ends the recording while the program (which ignores it) goes on: the recorder
+/// does not wait for the program. How fast it finishes (within a second on an idle
+/// machine) is measured by bench/durable.sh, not here: a loaded machine stretches it.
 #[test]
-fn sigterm_finishes_the_recording_within_a_second() {
+fn sigterm_finishes_the_recording_while_the_program_goes_on() {
     let dir = temp_dir("durable-term");
     let file = dir.join("term.tansa");
     // The program ignores SIGTERM and loops forever.
@@ -151,7 +154,9 @@ fn sigterm_finishes_the_recording_within_a_second() {
     kill(pid, libc::SIGKILL);
     assert_eq!(status.code(), Some(128 + 15));
     eprintln!("SIGTERM to finished recording: {took:?}");
-    assert!(took < Duration::from_secs(1), "took {took:?}");
+    // The program never ends by itself: finishing at all shows the recorder did not wait
+    // for it (the bound only keeps a hang from lasting forever).
+    assert!(took < Duration::from_secs(60), "took {took:?}");
     assert!(!segment_dir(&file).exists());
     let report = report_json(&file, &["--by", "function"]);
     assert_eq!(bytes(unit(&report, "durable!main")).1, 50 * 1000);

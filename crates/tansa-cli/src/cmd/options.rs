@@ -342,6 +342,29 @@ pub fn bar(len: u64, template: &str) -> Option<indicatif::ProgressBar> {
     })
 }
 
+/// Runs `work` with a per-module progress callback (`index, count, module path`) drawn as a
+/// bar on a terminal with `label` before it (symbolizing the modules of a recording).
+pub fn with_module_progress<T>(
+    label: &str,
+    work: impl FnOnce(&mut dyn FnMut(usize, usize, &str)) -> T,
+) -> T {
+    let progress = bar(
+        0,
+        &format!("{label} {{bar:30}} {{pos}}/{{len}} modules {{msg}}"),
+    );
+    let out = work(&mut |i, n, module| {
+        if let Some(p) = &progress {
+            p.set_length(n as u64);
+            p.set_position(i as u64);
+            p.set_message(module.rsplit('/').next().unwrap_or(module).to_string());
+        }
+    });
+    if let Some(p) = progress {
+        p.finish_and_clear();
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

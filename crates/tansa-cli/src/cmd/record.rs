@@ -379,18 +379,7 @@ fn collect(
 
 /// Finishes the recording (symbols, end frame) with a progress bar on a terminal.
 fn finish_with_progress(sink: FileSink) -> Result<u64, tansa_collect::CollectError> {
-    let progress = options::bar(0, "symbolizing {bar:30} {pos}/{len} modules {msg}");
-    let size = sink.finish(&mut |i, n, module| {
-        if let Some(p) = &progress {
-            p.set_length(n as u64);
-            p.set_position(i as u64);
-            p.set_message(module.rsplit('/').next().unwrap_or(module).to_string());
-        }
-    });
-    if let Some(p) = progress {
-        p.finish_and_clear();
-    }
-    size
+    options::with_module_progress("symbolizing", |progress| sink.finish(progress))
 }
 
 /// What `tansa record` says at the end.

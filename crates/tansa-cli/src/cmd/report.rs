@@ -311,20 +311,8 @@ fn salvage_if_unfinished(path: &Path, file: File) -> anyhow::Result<File> {
     if is_finished(&file).unwrap_or(true) {
         return Ok(file);
     }
-    let progress = options::bar(
-        0,
-        "salvaging: symbolizing {bar:30} {pos}/{len} modules {msg}",
-    );
-    let salvaged = salvage(path, &mut |i, n, module| {
-        if let Some(p) = &progress {
-            p.set_length(n as u64);
-            p.set_position(i as u64);
-            p.set_message(module.rsplit('/').next().unwrap_or(module).to_string());
-        }
-    });
-    if let Some(p) = progress {
-        p.finish_and_clear();
-    }
+    let salvaged =
+        options::with_module_progress("salvaging: symbolizing", |progress| salvage(path, progress));
     match salvaged {
         Ok(None) => Ok(file),
         Ok(Some(done)) => {
