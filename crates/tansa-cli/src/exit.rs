@@ -124,6 +124,20 @@ pub fn finish(path: &Path, damaged: bool, warnings: &[String]) -> ExitCode {
     ExitCode::from(if damaged { DAMAGED } else { SUCCESS })
 }
 
+/// [`finish`] for a command that read `paths` as one (a job's recordings): with several,
+/// each warning already names its recording, so none is prefixed with the first one's.
+pub fn finish_all(paths: &[std::path::PathBuf], damaged: bool, warnings: &[String]) -> ExitCode {
+    match paths {
+        [one] => finish(one, damaged, warnings),
+        _ => {
+            for w in warnings {
+                eprintln!("tansa: warning: {w}");
+            }
+            ExitCode::from(if damaged { DAMAGED } else { SUCCESS })
+        }
+    }
+}
+
 /// Prints the warnings about `path` on standard error.
 pub fn print_warnings(path: &Path, warnings: &[String]) {
     for w in warnings {

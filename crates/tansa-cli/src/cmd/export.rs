@@ -136,5 +136,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(path) = written {
         eprintln!("tansa: wrote {}", path.display());
     }
-    Ok(exit::finish(file, loaded.damaged, &loaded.warnings))
+    Ok(exit::finish_all(
+        &args.files,
+        loaded.damaged,
+        &loaded.warnings,
+    ))
 }

@@ -156,7 +156,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(path) = written {
         eprintln!("tansa: wrote {}", path.display());
     }
-    let mut status = exit::finish(file, before.damaged, &before.warnings);
+    let mut status = exit::finish_all(&args.files, before.damaged, &before.warnings);
     if let Some((b, a)) = &after {
         let s = exit::finish(b, a.damaged, &a.warnings);
         if a.damaged {

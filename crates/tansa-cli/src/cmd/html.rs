@@ -217,7 +217,7 @@ fn heap(args: &Args, source: &str, limits: &Limits) -> anyhow::Result<(Page, Exi
         &flames,
         limits,
     )?;
-    let status = exit::finish(&args.file, recording.is_damaged(), &library.warnings);
+    let status = exit::finish_all(&paths, recording.is_damaged(), &library.warnings);
     Ok((page, status))
 }
 

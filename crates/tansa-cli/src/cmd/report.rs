@@ -146,7 +146,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     out.flush()?;
     // Warnings go to standard error too (they start with the recording's problems); a
     // partial report says so to scripts with its exit status.
-    Ok(exit::finish(first, damaged, &report.warnings))
+    Ok(exit::finish_all(&args.files, damaged, &report.warnings))
 }
 
 /// Refuses a CPU recording among several (reports over several recordings read heap
