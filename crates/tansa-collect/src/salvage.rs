@@ -573,7 +573,19 @@ pub fn salvage(
             .read(true)
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(path)?;
-        if is_finished(&file)? || !is_durable(&file) {
+        if !is_durable(&file) {
+            return Ok(None);
+        }
+        if is_finished(&file)? {
+            // A recorder killed after it finished the file but before it removed its
+            // segments leaves them behind; every byte they hold is in the file. They go
+            // once nobody holds the lock (the recorder holds it until they are gone).
+            if segment_dir(path).exists() && {
+                // SAFETY: flock on a descriptor we own.
+                unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
+            } {
+                remove_segment_dir(path);
+            }
             return Ok(None);
         }
     }
