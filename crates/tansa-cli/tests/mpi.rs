@@ -70,7 +70,19 @@ fn report(files: &[PathBuf], args: &[&str]) -> Value {
     a.extend(["--format", "json"].map(String::from));
     a.extend(args.iter().map(|s| s.to_string()));
     let a: Vec<&str> = a.iter().map(String::as_str).collect();
-    let o = run_tansa(&a);
+    // mpiexec may return before a killed rank's recorder has finished its file (it then
+    // still holds the file's lock): the report says so, and is tried again.
+    let waited = std::time::Instant::now();
+    let o = loop {
+        let o = run_tansa(&a);
+        if o.status.success()
+            || !stderr(&o).contains("still being recorded")
+            || waited.elapsed() > std::time::Duration::from_secs(30)
+        {
+            break o;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
     assert!(o.status.success(), "tansa report: {}", stderr(&o));
     serde_json::from_slice(&o.stdout).expect("report JSON")
 }
@@ -281,12 +293,11 @@ fn the_rank_that_aborted_is_named_as_the_first_to_end() {
     );
     assert!(text.contains("rank 2 (pid "), "{text}");
     assert!(text.contains("128 + SIGABRT"), "{text}");
-    // One recording per rank: rank 2's own recorder sees it killed by SIGABRT. (The
-    // launcher ends the other ranks' recorders too, with their ranks; until recorders
-    // survive that (branch `durable`), only rank 2's file is certain to be written.)
+    // One recording per rank: rank 2's own recorder sees it killed by SIGABRT. The
+    // launcher ends the other ranks' recorders too (SIGTERM, then SIGKILL): their
+    // recordings are durable, finished or salvaged, so all four are there.
     let ranks = record_per_rank(&prog, dir.path(), &["abort"]);
-    let two = dir.path().join("job-2.tansa");
-    assert!(ranks.contains(&two), "{ranks:?}");
+    assert_eq!(ranks.len(), 4, "{ranks:?}");
     let r = report(&ranks, &[]);
     assert_eq!(r["job"]["first_ended"], 2, "{}", r["job"]);
     let rank2 = r["job"]["ranks"]
