@@ -166,42 +166,18 @@ fn sigterm_finishes_the_recording_while_the_program_goes_on() {
     assert_eq!(exit["signal_name"], "SIGTERM");
 }
 
-/// Whether a command can be run.
-fn have(cmd: &str) -> bool {
-    Command::new(cmd)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
 #[test]
 fn mpiexec_with_an_aborting_rank_leaves_four_readable_recordings() {
-    if !require(
-        have("mpiexec") && have("mpicc"),
-        "Open MPI (mpiexec, mpicc: openmpi-bin libopenmpi-dev)",
-    ) {
+    let Some(exe) = mpi_program() else {
         return;
-    }
+    };
     ensure_agent();
     let dir = temp_dir("durable-mpi");
-    let exe = build_dir().join("mpi_ranks");
-    let built = Command::new("mpicc")
-        .args(["-g", "-O1", "-o"])
-        .arg(&exe)
-        .arg(source("mpi_ranks.c"))
-        .output()
-        .expect("run mpicc");
-    assert!(built.status.success(), "mpicc: {}", stderr(&built));
-    let mut mpiexec = Command::new("mpiexec");
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        mpiexec.arg("--allow-run-as-root");
-    }
+    let args = mpiexec_args();
+    let mut mpiexec = Command::new(&args[0]);
+    mpiexec.args(&args[1..]);
     // Each rank records to its own file, named by its rank (`%r`).
     mpiexec
-        .args(["--oversubscribe", "-n", "4"])
         .arg(tansa())
         .args(["record", "-o"])
         .arg(dir.join("job-%r.tansa"))

@@ -38,13 +38,6 @@ fn places(file: &Path) -> Vec<(u32, u32, Option<u32>, Option<String>)> {
         .collect()
 }
 
-fn host() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .unwrap()
-        .trim()
-        .to_string()
-}
-
 #[test]
 fn patterns_name_the_file_and_each_image_records_its_own_rank() {
     ensure_agent();
@@ -75,7 +68,9 @@ fn patterns_name_the_file_and_each_image_records_its_own_rank() {
     .env_remove("PMI_RANK");
     let o = output_within(cmd, RUN_DEADLINE);
     assert_eq!(o.status.code(), Some(7), "{}", stderr(&o));
-    let file = dir.path().join(format!("4711-{}-5-100%.tansa", host()));
+    let file = dir
+        .path()
+        .join(format!("4711-{}-5-100%.tansa", tansa_proc::os::hostname()));
     assert!(
         file.is_file(),
         "{}: {:?}",
@@ -152,7 +147,7 @@ fn outside_a_job_there_is_no_place_and_rank_patterns_are_refused() {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     assert_eq!(files.len(), 1, "{files:?}");
-    let prefix = format!("r-{}-", host());
+    let prefix = format!("r-{}-", tansa_proc::os::hostname());
     let pid = files[0]
         .strip_prefix(&prefix)
         .and_then(|s| s.strip_suffix(".tansa"));

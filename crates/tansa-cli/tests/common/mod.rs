@@ -336,3 +336,52 @@ pub fn require(met: bool, what: &str) -> bool {
     eprintln!("not run here: {what}");
     false
 }
+
+/// Whether `tool --version` runs and succeeds.
+pub fn have(tool: &str) -> bool {
+    Command::new(tool)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// `mpi_ranks`, built once with mpicc, or `None` (outside CI) without Open MPI.
+pub fn mpi_program() -> Option<PathBuf> {
+    if !require(
+        have("mpicc") && have("mpiexec"),
+        "mpicc and mpiexec (Open MPI: .ci/install-deps installs openmpi-bin libopenmpi-dev)",
+    ) {
+        return None;
+    }
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    Some(
+        BUILT
+            .get_or_init(|| {
+                let out = build_dir().join("mpi_ranks");
+                let o = Command::new("mpicc")
+                    .args(["-O1", "-g"])
+                    .arg(source("mpi_ranks.c"))
+                    .arg("-o")
+                    .arg(&out)
+                    .output()
+                    .expect("run mpicc");
+                assert!(
+                    o.status.success(),
+                    "mpicc failed: {}",
+                    String::from_utf8_lossy(&o.stderr)
+                );
+                out
+            })
+            .clone(),
+    )
+}
+
+/// `mpiexec --oversubscribe -n 4` (and `--allow-run-as-root` as root).
+pub fn mpiexec_args() -> Vec<String> {
+    let mut a = vec!["mpiexec".to_string()];
+    if rustix::process::geteuid().is_root() {
+        a.push("--allow-run-as-root".into());
+    }
+    a.extend(["--oversubscribe", "-n", "4"].map(String::from));
+    a
+}
