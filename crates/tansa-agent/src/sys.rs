@@ -211,6 +211,11 @@ fn map_shared_or_close(fd: c_int, len: usize) -> Option<(c_int, *mut u8)> {
         close(fd);
         return None;
     }
+    // Rings are touched a page at a time, far apart: without this, every fault on a segment
+    // file reads ahead (megabytes on a disk, zero pages for its unwritten extents) and the
+    // whole segment ends up in memory and written back.
+    // SAFETY: advice on the mapping just made; it changes no memory contents.
+    unsafe { libc::madvise(p, len, libc::MADV_RANDOM) };
     Some((fd, p as *mut u8))
 }
 

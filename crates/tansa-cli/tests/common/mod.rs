@@ -385,3 +385,43 @@ pub fn mpiexec_args() -> Vec<String> {
     a.extend(["--oversubscribe", "-n", "4"].map(String::from));
     a
 }
+
+/// Records `threadchurn THREADS AT_ONCE`, with `tansa record` options `extra`, and checks
+/// that every one of its threads' calls is in the report: 4 mallocs and 4 frees per thread,
+/// 367 bytes each, all released, nothing lost, no false "free of a pointer never
+/// allocated".
+pub fn churn_is_recorded_exactly(threads: u64, at_once: u64, extra: &[&str]) {
+    let exe = program("threadchurn", "threadchurn.c", &["-g", "-O2", "-pthread"]);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("churn.tansa");
+    let out = record(
+        &file,
+        extra,
+        &[
+            exe.to_str().unwrap(),
+            &threads.to_string(),
+            &at_once.to_string(),
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r = report_json(&file, &["--by", "function"]);
+    let work = unit(&r, "threadchurn!work");
+    assert_eq!(
+        calls(work),
+        (4 * threads, 0, 0, 4 * threads, 0),
+        "{threads} threads, {at_once} at a time: every malloc and free"
+    );
+    assert_eq!(bytes(work).0, 367 * threads as i64);
+    assert_eq!(bytes(work).1, 0, "every block released");
+    assert!(
+        r["improper"].as_array().unwrap().is_empty(),
+        "{}",
+        r["improper"]
+    );
+    assert!(
+        r["warnings"].as_array().unwrap().is_empty(),
+        "{}",
+        r["warnings"]
+    );
+    assert_eq!(r["process"]["lost_events"], 0);
+}
