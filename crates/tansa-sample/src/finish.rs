@@ -185,7 +185,9 @@ impl CpuRecordingBuilder {
             handles.into_iter().filter_map(|h| h.join().ok()).collect()
         });
         parts.extend(warm_part.and_then(|rx| rx.recv().ok()));
-        drop(warm);
+        if let Some(w) = warm {
+            w.detach();
+        }
         let mut symtab = SymbolTableBuilder::default();
         let mut source_paths: BTreeSet<String> = BTreeSet::new();
         for (part, sources) in parts {

@@ -2,8 +2,10 @@
 //! debugging information of the modules hit so far, so that finishing the recording after
 //! the target ends is quick.
 //!
-//! Only what the samples need is done: the kernel's symbols once a kernel address was
-//! sampled, and a module's files once an address in it was. The work runs on one thread at
+//! The kernel's symbols are read from the start, on a thread of their own, when kernel code
+//! is sampled: nearly every run hits the kernel, if only as the target exits, and a read
+//! begun then added all of its time to the run's end. Otherwise only what the samples need
+//! is done: a module's files once an address in it was. The work runs on one thread at
 //! the recorder's own priority. Not lower: work that the recording needs is done either
 //! while the target runs or after it ends, and a thread at nice 19 gets next to nothing on
 //! a busy machine, which moved all of it after the end, where it adds to the run's wall
@@ -26,6 +28,9 @@ use tansa_symbols::Resolver;
 use crate::builder::CpuRecordingBuilder;
 use crate::kernel::KernelSymbols;
 
+/// How long after the command's start the kernel's symbols are read.
+const KERNEL_READ_DELAY: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// Work run on the thread with its resolver.
 pub(crate) type Task = Box<dyn FnOnce(&Resolver) + Send>;
 
@@ -41,6 +46,11 @@ enum Job {
 pub(crate) struct Warmer {
     jobs: Option<mpsc::Sender<Job>>,
     thread: Option<JoinHandle<()>>,
+    /// The kernel's symbols, read early on a thread of their own (kernel code is sampled):
+    /// almost every run hits the kernel, often only as the target exits, and reading them
+    /// then added their whole time (about 60 ms here) to the run's end. `None` from the
+    /// thread: stopped before it began.
+    kernel_reader: Option<JoinHandle<Option<Option<KernelSymbols>>>>,
     stop: Arc<AtomicBool>,
     kernel: Option<Option<KernelSymbols>>,
     modules: BTreeSet<u32>,
@@ -76,8 +86,8 @@ fn work(rx: mpsc::Receiver<Job>, stop: &AtomicBool) {
 }
 
 impl Warmer {
-    /// Starts the thread.
-    pub fn start() -> Warmer {
+    /// Starts the thread, and the kernel symbols' reader if kernel code is sampled.
+    pub fn start(kernel: bool) -> Warmer {
         let (tx, rx) = mpsc::channel::<Job>();
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
@@ -87,9 +97,24 @@ impl Warmer {
                 .spawn(move || work(rx, &stop))
                 .ok()
         };
+        let kernel_reader = if kernel {
+            let stop = stop.clone();
+            std::thread::Builder::new()
+                .name("tansa-kallsyms".into())
+                .spawn(move || {
+                    // A run shorter than this rarely samples the kernel: it is spared the
+                    // read (tens of milliseconds of CPU time) unless it did.
+                    std::thread::park_timeout(KERNEL_READ_DELAY);
+                    (!stop.load(Ordering::Acquire)).then(KernelSymbols::read)
+                })
+                .ok()
+        } else {
+            None
+        };
         Warmer {
             jobs: thread.is_some().then_some(tx),
             thread,
+            kernel_reader,
             stop,
             kernel: None,
             modules: BTreeSet::new(),
@@ -105,6 +130,7 @@ impl Warmer {
         };
         for id in builder.take_newly_hit() {
             let job = match builder.module_of(id) {
+                Some((_, ModuleKind::Kernel)) if self.kernel_reader.is_some() => continue,
                 Some((_, ModuleKind::Kernel)) => Job::Kernel,
                 Some((path, ModuleKind::Elf)) => Job::Module(id, path.to_string()),
                 _ => continue,
@@ -132,9 +158,21 @@ impl Warmer {
     }
 
     /// The kernel's symbols: `None` if they were not read ahead, `Some(None)` if they are
-    /// hidden.
-    pub fn take_kernel(&mut self) -> Option<Option<KernelSymbols>> {
+    /// hidden. With `needed` (kernel code was sampled) a read still under way is waited
+    /// for; without, it is left to end on its own.
+    pub fn take_kernel(&mut self, needed: bool) -> Option<Option<KernelSymbols>> {
         self.finish();
+        if let Some(reader) = self.kernel_reader.take() {
+            // Stopped by `finish` if it has not begun; a read under way is waited for only
+            // when needed. A panic on the reader lost only work ahead: the caller reads.
+            reader.thread().unpark();
+            if !needed {
+                return None;
+            }
+            if let Ok(Some(k)) = reader.join() {
+                return Some(k);
+            }
+        }
         self.kernel.take()
     }
 
@@ -144,6 +182,17 @@ impl Warmer {
         self.jobs
             .as_ref()
             .is_some_and(|j| j.send(Job::Run(task)).is_ok())
+    }
+}
+
+impl Warmer {
+    /// Lets the thread end on its own: it frees what it read (the debugging information of
+    /// every module it loaded, a millisecond or more) while the recording is written and
+    /// the process exits, not before.
+    pub fn detach(mut self) {
+        self.stop.store(true, Ordering::Release);
+        self.jobs = None;
+        drop(self.thread.take());
     }
 }
 

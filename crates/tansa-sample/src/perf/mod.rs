@@ -266,9 +266,10 @@ pub fn record<W: Write>(
     }
     phases.mark("release (exec)");
     // What finishing needs (the kernel's symbols, the files of the modules hit) is read
-    // while the target runs, at the lowest priority, as the samples ask for it. Started
-    // once the command runs, so that it does not delay its start.
-    let mut warmer = Warmer::start();
+    // while the target runs: the kernel's symbols from the start when kernel code is
+    // sampled, the modules' files as the samples hit them. Started once the command runs,
+    // so that it does not delay its start.
+    let mut warmer = Warmer::start(session.opened.kernel);
     // The command's end wakes the loop at once (its pidfd), not at the next timeout.
     let ended = child
         .as_ref()
@@ -353,9 +354,10 @@ pub fn record<W: Write>(
     warmer.feed(&mut session.builder);
     warmer.finish();
     phases.mark("stop work ahead");
-    let kernel = match warmer.take_kernel() {
+    let hit = session.builder.kernel_hit();
+    let kernel = match warmer.take_kernel(hit) {
         Some(k) => k,
-        None if session.builder.kernel_hit() => KernelSymbols::read(),
+        None if hit => KernelSymbols::read(),
         None => None,
     };
     if let Some(k) = kernel {
