@@ -8,10 +8,29 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
+use serde_json::Value;
+
 use common::*;
 
-/// `(session, rank, size, job)` of every `place` frame of `file`, from `tansa dump`.
-fn places(file: &Path) -> Vec<(u32, u32, Option<u32>, Option<String>)> {
+/// The rank of every process image of `file` that has one, in order of appearance, and the
+/// report's `job` object (null outside a job), from `tansa report --format json`
+/// (docs/json/memory-report.v1.md).
+fn ranks_and_job(file: &Path) -> (Vec<u32>, Value) {
+    let report = report_json(file, &[]);
+    let ranks = report["processes"]
+        .as_array()
+        .expect("processes array")
+        .iter()
+        .filter_map(|p| p.get("rank"))
+        .map(|r| u32::try_from(r.as_u64().expect("rank is an integer")).unwrap())
+        .collect();
+    (ranks, report["job"].clone())
+}
+
+/// `(size, job)` of every `place` frame of `file`, from `tansa dump`'s debug text. The
+/// report JSON has each image's rank but only the job's size and id (the largest size, the
+/// first id), so checking that every image recorded them still needs the dump.
+fn place_jobs(file: &Path) -> Vec<(Option<u32>, Option<String>)> {
     let o = run_tansa(&["dump", file.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
     let text = String::from_utf8(o.stdout).unwrap();
@@ -29,8 +48,6 @@ fn places(file: &Path) -> Vec<(u32, u32, Option<u32>, Option<String>)> {
                     .map(|s| s.trim_end_matches(')').to_string())
             };
             (
-                field(l, "session").parse().unwrap(),
-                field(l, "rank").parse().unwrap(),
                 opt(field(l, "size")).map(|s| s.parse().unwrap()),
                 opt(field(l, "job")).map(|s| s.trim_matches('"').to_string()),
             )
@@ -77,16 +94,19 @@ fn patterns_name_the_file_and_each_image_records_its_own_rank() {
         file.display(),
         std::fs::read_dir(dir.path()).unwrap().collect::<Vec<_>>()
     );
-    let places = places(&file);
-    let ranks: Vec<u32> = places.iter().map(|p| p.1).collect();
+    let (ranks, job) = ranks_and_job(&file);
     // sh (rank 5), forker (5), its forked child (5), forker's exec'd child (9); `sh` runs
     // forker in a forked shell first, which is also rank 5.
-    assert!(ranks.contains(&9), "{places:?}");
-    assert_eq!(ranks.iter().filter(|&&r| r == 9).count(), 1, "{places:?}");
-    assert!(ranks.iter().filter(|&&r| r == 5).count() >= 3, "{places:?}");
+    assert!(ranks.contains(&9), "{ranks:?}");
+    assert_eq!(ranks.iter().filter(|&&r| r == 9).count(), 1, "{ranks:?}");
+    assert!(ranks.iter().filter(|&&r| r == 5).count() >= 3, "{ranks:?}");
+    assert_eq!(job["size"], 16, "{job}");
+    assert_eq!(job["id"], "4711", "{job}");
+    let places = place_jobs(&file);
+    assert_eq!(places.len(), ranks.len(), "{places:?} {ranks:?}");
     for p in &places {
-        assert_eq!(p.2, Some(16), "{places:?}");
-        assert_eq!(p.3.as_deref(), Some("4711"), "{places:?}");
+        assert_eq!(p.0, Some(16), "{places:?}");
+        assert_eq!(p.1.as_deref(), Some("4711"), "{places:?}");
     }
 }
 
@@ -152,5 +172,8 @@ fn outside_a_job_there_is_no_place_and_rank_patterns_are_refused() {
         .strip_prefix(&prefix)
         .and_then(|s| s.strip_suffix(".tansa"));
     assert!(pid.is_some_and(|p| p.parse::<u32>().is_ok()), "{files:?}");
-    assert!(places(&dir.path().join(&files[0])).is_empty());
+    // Every place has a rank and makes a job: no job and no ranks means no place.
+    let (ranks, job) = ranks_and_job(&dir.path().join(&files[0]));
+    assert!(ranks.is_empty(), "{ranks:?}");
+    assert!(job.is_null(), "{job}");
 }

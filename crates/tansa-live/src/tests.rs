@@ -12,20 +12,15 @@ use crate::state::{Action, SortKey, View};
 
 fn process(pid: u32, lost: u64) -> ProcessReport {
     ProcessReport {
-        pid,
-        ppid: 1,
-        exe: "/bin/app".into(),
-        command: vec!["app".into()],
-        exit: ExitStatus::Running.into(),
         events: 10,
         lost_events: lost,
-        losses: Default::default(),
-        host: None,
-        rank: None,
-        recording: None,
-        peak_bytes: None,
-        end_ns: None,
-        session: 0,
+        ..ProcessReport::new(
+            pid,
+            1,
+            "/bin/app".into(),
+            vec!["app".into()],
+            ExitStatus::Running.into(),
+        )
     }
 }
 

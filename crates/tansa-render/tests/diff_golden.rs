@@ -63,20 +63,14 @@ fn heap(
     units: Vec<UnitReport>,
 ) -> MemoryReport {
     let process = ProcessReport {
-        pid,
-        ppid: 1,
-        exe: "/opt/app/bin/app".into(),
-        command: vec!["./app".into(), leak.into()],
-        exit: ExitReport::from(ExitStatus::Exited { code: 0 }),
         events: 1200,
-        lost_events: 0,
-        losses: Default::default(),
-        host: None,
-        rank: None,
-        recording: None,
-        peak_bytes: None,
-        end_ns: None,
-        session: 0,
+        ..ProcessReport::new(
+            pid,
+            1,
+            "/opt/app/bin/app".into(),
+            vec!["./app".into(), leak.into()],
+            ExitReport::from(ExitStatus::Exited { code: 0 }),
+        )
     };
     MemoryReport {
         schema: tansa_analysis::memory::report::SCHEMA,

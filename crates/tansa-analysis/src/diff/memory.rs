@@ -328,20 +328,14 @@ mod tests {
 
     fn report(by: &'static str, units: Vec<UnitReport>) -> MemoryReport {
         let process = ProcessReport {
-            pid: 7,
-            ppid: 1,
-            exe: "/bin/x".into(),
-            command: vec!["x".into()],
-            exit: ExitReport::from(ExitStatus::Exited { code: 0 }),
             events: 10,
-            lost_events: 0,
-            losses: Default::default(),
-            host: None,
-            rank: None,
-            recording: None,
-            peak_bytes: None,
-            end_ns: None,
-            session: 0,
+            ..ProcessReport::new(
+                7,
+                1,
+                "/bin/x".into(),
+                vec!["x".into()],
+                ExitReport::from(ExitStatus::Exited { code: 0 }),
+            )
         };
         let mut totals = Stats::default();
         for u in &units {

@@ -179,6 +179,30 @@ pub struct ProcessReport {
     pub session: u32,
 }
 
+impl ProcessReport {
+    /// A process outside any job: no host, rank, recording, peak or end, no events counted,
+    /// and session 0. Set the counts with struct update syntax
+    /// (`ProcessReport { events: 10, ..ProcessReport::new(...) }`).
+    pub fn new(pid: u32, ppid: u32, exe: String, command: Vec<String>, exit: ExitReport) -> Self {
+        ProcessReport {
+            pid,
+            ppid,
+            exe,
+            command,
+            exit,
+            events: 0,
+            lost_events: 0,
+            losses: Losses::default(),
+            host: None,
+            rank: None,
+            recording: None,
+            peak_bytes: None,
+            end_ns: None,
+            session: 0,
+        }
+    }
+}
+
 /// A process of the recorded tree that ran without being recorded.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct UnrecordedReport {

@@ -149,21 +149,14 @@ impl Aggregator {
             .iter()
             .find(|id| self.session(**id).included)
             .map(process_report)
-            .unwrap_or_else(|| ProcessReport {
-                pid: self.config.pid.unwrap_or(0),
-                ppid: 0,
-                exe: String::new(),
-                command: Vec::new(),
-                exit: ExitStatus::Running.into(),
-                events: 0,
-                lost_events: 0,
-                losses: Losses::default(),
-                host: None,
-                rank: None,
-                recording: None,
-                peak_bytes: None,
-                end_ns: None,
-                session: 0,
+            .unwrap_or_else(|| {
+                ProcessReport::new(
+                    self.config.pid.unwrap_or(0),
+                    0,
+                    String::new(),
+                    Vec::new(),
+                    ExitStatus::Running.into(),
+                )
             });
         let job = self.job.as_ref().map(|setup| {
             let ranks = self.rank_reports(&processes);
