@@ -11,7 +11,7 @@
 #        RUNS=15 bench/cpu-fixed.sh
 #        EXTRA=/path/to/other/tansa bench/cpu-fixed.sh   (also times another tansa binary,
 #                                                          e.g. the one before a change)
-# Needs: cc, perf, python3. Prints figures; asserts nothing. About RUNS x 8 s on an idle machine.
+# Needs: cc, perf, python3. Prints figures; asserts nothing. About RUNS x 12 s on an idle machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=bench/out/cpu-fixed
@@ -35,8 +35,14 @@ prefix() {
     perf) echo "perf record -q -g -F 1000 -o $OUT/perf.data --" ;;
   esac
 }
+# The first per-task perf event after none for a second waits for an RCU grace period in
+# the kernel (it enables the perf_sched_events static key; the key is disabled a second
+# after the last such event closes). A case run right after a sampling case would not pay
+# it: every case starts after a pause of GAP seconds, so that each pays it, as a first run.
+GAP=${GAP:-1.2}
 for i in $(seq "$RUNS"); do
   for c in "${CASES[@]}"; do
+    sleep "$GAP"
     t0=$(date +%s%N)
     # shellcheck disable=SC2046
     TANSA_TIMINGS=1 $(prefix "$c") "$W" "$ROUNDS" >/dev/null 2>"$OUT/$c.$i.err" \
