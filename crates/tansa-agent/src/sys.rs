@@ -55,6 +55,29 @@ pub fn rdtsc_ordered() -> u64 {
     (u64::from(hi) << 32) | u64::from(lo)
 }
 
+/// The time-stamp counter, read once every earlier instruction executed and every earlier
+/// load is globally visible (`rdtscp`; later instructions may start before it). Only on a
+/// CPU that has it ([`has_rdtscp`]).
+#[inline]
+pub fn rdtscp() -> u64 {
+    let lo: u32;
+    let hi: u32;
+    // SAFETY: rdtscp is unprivileged where the CPU has it (the caller checked) and only
+    // writes eax/edx/ecx. Without `nomem` the compiler keeps the asm after the call whose
+    // completion it timestamps.
+    unsafe {
+        core::arch::asm!("rdtscp", out("eax") lo, out("edx") hi, out("ecx") _, options(nostack, preserves_flags));
+    }
+    (u64::from(hi) << 32) | u64::from(lo)
+}
+
+/// Whether the CPU has `rdtscp` (CPUID leaf 0x8000_0001, EDX bit 27).
+pub fn has_rdtscp() -> bool {
+    // Leaf 0x8000_0000 gives the highest extended leaf, checked before 0x8000_0001 is read.
+    let max = core::arch::x86_64::__cpuid(0x8000_0000).eax;
+    max >= 0x8000_0001 && core::arch::x86_64::__cpuid(0x8000_0001).edx & (1 << 27) != 0
+}
+
 /// The time-stamp counter, unfenced (see [`crate::clock::now_before_release`]).
 #[inline]
 pub fn rdtsc() -> u64 {
