@@ -235,6 +235,9 @@ fn initialize() -> bool {
         env_flag(c"TANSA_TEST_QUEUE_NESTED", false),
         Ordering::Relaxed,
     );
+    if let Some(n) = sys::getenv(c"TANSA_TEST_FILE_SEGMENTS").and_then(sys::parse_u64) {
+        segdir::set_file_limit(usize::try_from(n).unwrap_or(usize::MAX));
+    }
     let settings = session::Settings {
         listener: fd as i32,
         flags,

@@ -18,6 +18,14 @@ const DIR_CAPACITY: usize = 1024;
 static DIR: [AtomicU8; DIR_CAPACITY] = [const { AtomicU8::new(0) }; DIR_CAPACITY];
 /// Bytes of [`DIR`] used (0: no directory).
 static DIR_LEN: AtomicUsize = AtomicUsize::new(0);
+/// Segments from this index on are memfds even with a directory (a test setting that
+/// stands for a directory without space; `usize::MAX` otherwise).
+static FILE_LIMIT: AtomicUsize = AtomicUsize::new(usize::MAX);
+
+/// Test setting: only segments below `n` are files.
+pub fn set_file_limit(n: usize) {
+    FILE_LIMIT.store(n, Ordering::Relaxed);
+}
 
 /// Remembers the segment directory (at initialization, before the hooks are live). An
 /// empty, relative, over-long or NUL-holding path is ignored.
@@ -63,7 +71,7 @@ pub fn create_segment(
     len: usize,
 ) -> Option<(c_int, *mut u8)> {
     let dir_len = DIR_LEN.load(Ordering::Acquire);
-    if dir_len > 0 {
+    if dir_len > 0 && (index as usize) < FILE_LIMIT.load(Ordering::Relaxed) {
         let mut dir = [0u8; DIR_CAPACITY];
         for (b, slot) in dir.iter_mut().zip(DIR.iter().take(dir_len)) {
             *b = slot.load(Ordering::Relaxed);

@@ -9,6 +9,8 @@
 //!   with its rank's kept bytes.
 //! * 10,000 threads alive at once, a ring each in the segment files: every call recorded,
 //!   and the files are not brought into memory whole.
+//! * A segment the directory cannot hold is made in memory; a salvage after a kill says
+//!   that what its rings held is lost.
 
 mod common;
 
@@ -22,9 +24,15 @@ use common::*;
 /// Starts `tansa record --durable always -o FILE -- durable ARGS...`; returns the recorder
 /// and the program's pid once it said it is ready.
 fn start(file: &Path, args: &[&str]) -> (Child, u32) {
+    start_with(file, args, &[])
+}
+
+/// [`start`] with environment variables `env` for the recorder and the program.
+fn start_with(file: &Path, args: &[&str], env: &[(&str, &str)]) -> (Child, u32) {
     ensure_agent();
     let exe = program("durable", "durable.c", &["-g", "-O1", "-pthread"]);
     let mut child = Command::new(tansa())
+        .envs(env.iter().copied())
         .args(["record", "--durable", "always", "-o"])
         .arg(file)
         .arg("--")
@@ -122,6 +130,16 @@ fn sigkill_of_the_recorder_loses_nothing_handed_over() {
             .unwrap()
             .iter()
             .any(|w| w.as_str().unwrap().contains("salvaged")),
+        "{}",
+        again["warnings"]
+    );
+    // Every segment was a file: nothing is said to be lost.
+    assert!(
+        !again["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("were in memory")),
         "{}",
         again["warnings"]
     );
@@ -256,4 +274,58 @@ fn ten_thousand_threads_alive_at_once_in_a_durable_recording() {
          were brought into memory",
         peak >> 10
     );
+}
+
+/// A segment the segment directory cannot hold (no space) is made in memory instead:
+/// `TANSA_TEST_FILE_SEGMENTS=1` lets only the first segment be a file. The recorder is
+/// killed; the salvaged recording keeps what it can and says that what the rings of the
+/// segment in memory held is lost. The recording of the first test, all in files, says
+/// nothing of the kind.
+#[test]
+fn a_segment_made_in_memory_is_named_after_a_kill() {
+    let dir = temp_dir("durable-volatile");
+    let file = dir.join("volatile.tansa");
+    // Main and 12 threads need 13 rings: the first segment holds 8, so a second is made.
+    let (mut recorder, pid) = start_with(
+        &file,
+        &["50", "1000", "12"],
+        &[("TANSA_TEST_FILE_SEGMENTS", "1")],
+    );
+    let maps = format!("/proc/{pid}/maps");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_to_string(&maps).is_ok_and(|m| m.contains("memfd:tansa-segment")) {
+        assert!(Instant::now() < deadline, "no segment in memory after 60 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The collector hears of the segment on its next round and writes it down at once.
+    std::thread::sleep(Duration::from_millis(1500));
+    kill(recorder.id(), libc::SIGKILL);
+    let _ = recorder.wait();
+    kill(pid, libc::SIGKILL);
+    std::thread::sleep(Duration::from_millis(100));
+
+    let out = run_tansa(&[
+        "report",
+        file.to_str().unwrap(),
+        "--by",
+        "function",
+        "--format",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let warnings: Vec<&str> = report["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|w| w.as_str())
+        .collect();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("1 shared segment(s) of 1 process image(s) were in memory")),
+        "{warnings:?}"
+    );
+    // What was in the file-backed first segment is there: main's 50 kept blocks.
+    assert_eq!(bytes(unit(&report, "durable!main")).1, 50 * 1000);
 }

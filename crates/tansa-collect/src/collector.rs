@@ -19,7 +19,7 @@ use std::collections::{HashMap, HashSet};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
-use tansa_format::memory::{Losses, SessionEnd, SessionLosses, Unrecorded};
+use tansa_format::memory::{Losses, SessionEnd, SessionLosses, Unrecorded, VolatileSegment};
 use tansa_format::meta::{CalibrationPoint, ExitStatus};
 use tansa_wire::control::{HELLO_SEGMENT, HELLO_SESSION, Hello};
 use tansa_wire::layout::Geometry;
@@ -256,6 +256,7 @@ impl Collector {
                     ));
                 };
                 let id = self.sessions.len() as u32;
+                let volatile = self.durable && in_memory(&memfd);
                 // Leak-cause mode: the header mapped on its own for the sink (mapped
                 // before Session::open takes the descriptor, checked by it after).
                 let header = crate::SharedHeader::map(&memfd).ok();
@@ -275,6 +276,12 @@ impl Collector {
                 if let Some(place) = &s.place {
                     sink.session_place(place)?;
                 }
+                if volatile {
+                    sink.volatile_segment(&VolatileSegment {
+                        session: id,
+                        segment: 0,
+                    })?;
+                }
                 if s.info_flags & tansa_wire::layout::FLAG_LEAK_CAUSE != 0
                     && let Some(h) = header
                 {
@@ -288,7 +295,14 @@ impl Collector {
                         "segment announcement without descriptor".into(),
                     ));
                 };
+                let volatile = self.durable && in_memory(&memfd);
                 self.sessions[i].add_segment(hello.segment_index, memfd, geometry)?;
+                if volatile {
+                    sink.volatile_segment(&VolatileSegment {
+                        session: self.sessions[i].id,
+                        segment: hello.segment_index,
+                    })?;
+                }
             }
             _ => return Err(CollectError::Protocol("unexpected control message".into())),
         }
@@ -511,4 +525,10 @@ impl Collector {
         })?;
         Ok(())
     }
+}
+
+/// Whether a segment's descriptor is not a file in the segment directory (a memfd, or a
+/// file already unlinked): no name, so nothing of it outlives the processes that map it.
+fn in_memory(fd: &OwnedFd) -> bool {
+    rustix::fs::fstat(fd).is_ok_and(|st| st.st_nlink == 0)
 }

@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 
 use tansa_format::container::{FrameEncoder, FrameType, Kind, Writer};
 use tansa_format::memory::{
-    self, SessionEnd, SessionInfo, SessionLosses, SessionPlace, Unrecorded, meta_chunk_prefix,
-    thread_chunk_prefix,
+    self, SessionEnd, SessionInfo, SessionLosses, SessionPlace, Unrecorded, VolatileSegment,
+    meta_chunk_prefix, thread_chunk_prefix,
 };
 use tansa_format::meta::{Calibration, CalibrationPoint, ClockSource, RecordingMeta};
 
@@ -363,6 +363,12 @@ impl Sink for FileSink {
 
     fn session_place(&mut self, place: &SessionPlace) -> Result<(), CollectError> {
         self.send(Job::Frame(memory::SESSION_PLACE, encode(place)?, None))
+    }
+
+    fn volatile_segment(&mut self, segment: &VolatileSegment) -> Result<(), CollectError> {
+        // In the file at once: it matters only if the recorder is killed.
+        self.send(Job::Frame(memory::VOLATILE_SEGMENT, encode(segment)?, None))?;
+        self.send(Job::Flush)
     }
 
     fn meta(&mut self, session: u32, bytes: &[u8]) -> Result<(), CollectError> {

@@ -34,7 +34,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use tansa_format::memory::{SessionEnd, SessionInfo, SessionLosses, SessionPlace, Unrecorded};
+use tansa_format::memory::{
+    SessionEnd, SessionInfo, SessionLosses, SessionPlace, Unrecorded, VolatileSegment,
+};
 use tansa_format::meta::{CalibrationPoint, ClockSource, ExitStatus};
 use tansa_wire::control::{
     ENV_CLOCK, ENV_COLLECTOR_PID, ENV_ENDPOINT, ENV_FD, ENV_FD_ID, ENV_FREE_STACKS, ENV_LEAK_CAUSE,
@@ -79,6 +81,11 @@ pub trait Sink {
     /// The session's place in a parallel job, given right after [`Sink::session_started`]
     /// when its launcher named a rank.
     fn session_place(&mut self, _place: &SessionPlace) -> Result<(), CollectError> {
+        Ok(())
+    }
+    /// In a durable recording, a session's shared segment is in memory, not in a file of
+    /// the segment directory: a kill of the recorder would lose what its rings hold.
+    fn volatile_segment(&mut self, _segment: &VolatileSegment) -> Result<(), CollectError> {
         Ok(())
     }
     /// Bytes of a session's meta stream (stack definitions, module loads).

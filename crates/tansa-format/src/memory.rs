@@ -319,6 +319,21 @@ pub fn thread_chunk_prefix(session: u32, stream: u32) -> [u8; 8] {
 /// ([`Salvage`]); readers warn about it.
 pub const SALVAGED: FrameType = FrameType(0x0110);
 
+/// Frame type: [`VolatileSegment`] (postcard): in a durable recording, a shared segment the
+/// agent could not create as a file in the segment directory (no space, say) and made in
+/// memory instead. Readers of a salvaged recording warn that what its rings held at the
+/// kill is lost (readers that predate it skip it).
+pub const VOLATILE_SEGMENT: FrameType = FrameType(0x0111);
+
+/// A shared segment of a durable recording that is not in a file (see [`VOLATILE_SEGMENT`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VolatileSegment {
+    /// The process image (session number).
+    pub session: u32,
+    /// The segment's index among the session's segments (0: the first, with the header).
+    pub segment: u32,
+}
+
 /// What a salvage did to a recording whose recorder was killed (`tansa report` completes
 /// such a recording from the file and the agents' segment files next to it).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

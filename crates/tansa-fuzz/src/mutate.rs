@@ -40,7 +40,7 @@ const INTERESTING: [u64; 20] = [
 ];
 
 /// Frame types a header may be changed to.
-const TYPES: [FrameType; 24] = [
+const TYPES: [FrameType; 25] = [
     FrameType::META,
     FrameType::CALIBRATION,
     FrameType::SYMBOLS,
@@ -50,6 +50,7 @@ const TYPES: [FrameType; 24] = [
     memory::THREAD_CHUNK,
     memory::SESSION_END,
     memory::SESSION_PLACE,
+    memory::VOLATILE_SEGMENT,
     cpu::INFO,
     cpu::PROCESSES,
     cpu::MODULES,

@@ -182,6 +182,7 @@ pub fn frames(payload: &[u8]) {
         .map(|l| l.losses.describe());
     let _ = frame(memory::UNRECORDED).decode::<memory::Unrecorded>();
     let _ = frame(memory::SESSION_PLACE).decode::<memory::SessionPlace>();
+    let _ = frame(memory::VOLATILE_SEGMENT).decode::<memory::VolatileSegment>();
     let _ = frame(memory::LEAK_CAUSE).decode::<memory::LeakCause>();
     let _ = frame(cpu_frames::INFO).decode::<cpu_frames::CpuInfo>();
     let _ = frame(cpu_frames::PROCESSES).decode::<Vec<cpu_frames::Process>>();

@@ -39,7 +39,7 @@ use tansa_collect::file::FileSink;
 use tansa_collect::{CollectError, Outcome, SharedHeader, Sink};
 use tansa_format::memory::{
     CodeBranch, CodeFunction, LeakCause, PathStep, SessionEnd, SessionInfo, SessionLosses,
-    SessionPlace, TracedPath, TracedSite, Unrecorded,
+    SessionPlace, TracedPath, TracedSite, Unrecorded, VolatileSegment,
 };
 use tansa_format::meta::CalibrationPoint;
 use tansa_leakcause::judge::{Judge, Judgement};
@@ -629,6 +629,10 @@ impl<S: Sink> Sink for LeakCauseSink<S> {
 
     fn session_place(&mut self, place: &SessionPlace) -> Result<(), CollectError> {
         self.inner.session_place(place)
+    }
+
+    fn volatile_segment(&mut self, segment: &VolatileSegment) -> Result<(), CollectError> {
+        self.inner.volatile_segment(segment)
     }
 
     fn session_header(&mut self, session: u32, pid: u32, header: SharedHeader) {

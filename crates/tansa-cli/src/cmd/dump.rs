@@ -345,6 +345,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                     " place {:?}",
                     frame.decode::<tansa_format::memory::SessionPlace>()?
                 )?,
+                memory::VOLATILE_SEGMENT => writeln!(
+                    out,
+                    " in memory {:?}",
+                    frame.decode::<tansa_format::memory::VolatileSegment>()?
+                )?,
                 memory::SESSION_END => writeln!(
                     out,
                     " end {:?}",

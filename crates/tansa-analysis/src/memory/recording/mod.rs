@@ -17,7 +17,7 @@ mod chunks;
 mod job;
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::io::{Read, Seek};
 
 use tansa_format::FormatError;
@@ -265,6 +265,9 @@ impl<R: Read + Seek> MemoryRecording<R> {
         let mut placed: rustc_hash::FxHashSet<u32> = rustc_hash::FxHashSet::default();
         let mut symbols = SymbolTable::default();
         let mut symbols_present = false;
+        // Durable recordings: segments that were in memory, and whether a salvage ran.
+        let mut volatile: Vec<memory::VolatileSegment> = Vec::new();
+        let mut salvaged = false;
         loop {
             // Thread chunks are only indexed here: their keys say which stream they are.
             let next = part
@@ -343,7 +346,9 @@ impl<R: Read + Seek> MemoryRecording<R> {
                         }
                         self.leak_cause = Some(l);
                     }
+                    memory::VOLATILE_SEGMENT => volatile.push(frame.decode()?),
                     memory::SALVAGED => {
+                        salvaged = true;
                         let s: memory::Salvage = frame.decode()?;
                         warnings.push(format!(
                             "the recorder was killed before it finished this recording; it \
@@ -384,6 +389,16 @@ impl<R: Read + Seek> MemoryRecording<R> {
                 "the file ends without its end marker at byte {} (tansa record did not finish \
                  writing it); {PARTIAL}",
                 part.reader.get_mut().offset()
+            ));
+        }
+        if salvaged && !volatile.is_empty() {
+            let sessions: BTreeSet<u32> = volatile.iter().map(|v| v.session).collect();
+            warnings.push(format!(
+                "{} shared segment(s) of {} process image(s) were in memory, not in files next \
+                 to the recording (the segment directory could not hold them: out of space?); \
+                 what their rings held when the recorder was killed is lost, and not counted",
+                volatile.len(),
+                sessions.len()
             ));
         }
         if !symbols_present {
