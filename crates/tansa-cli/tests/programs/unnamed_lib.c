@@ -7,16 +7,18 @@ __attribute__((noinline)) static void *grow_a(size_t n) { return malloc(n); }
 
 __attribute__((noinline)) static void *grow_b(size_t n) { return malloc(2 * n); }
 
-/* Volatile so that the loops stay loops. */
-__attribute__((noinline)) static long spin_a(long n) {
+/* Volatile so that the loops stay loops. The two are the same code at the same alignment,
+ * so that their times are in the ratio of their iterations on any CPU (with different
+ * bodies, one CPU ran spin_a's loop seven times slower per iteration than spin_b's). */
+__attribute__((noinline, aligned(64))) static long spin_a(long n) {
     volatile long s = 0;
     for (long i = 0; i < n; i++) s += i;
     return s;
 }
 
-__attribute__((noinline)) static long spin_b(long n) {
+__attribute__((noinline, aligned(64))) static long spin_b(long n) {
     volatile long s = 0;
-    for (long i = 0; i < n; i++) s += i ^ 3;
+    for (long i = 0; i < n; i++) s += i;
     return s;
 }
 
