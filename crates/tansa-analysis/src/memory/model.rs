@@ -196,6 +196,10 @@ pub trait AddressResolver {
     fn resolve(&mut self, module: &ModuleInfo, offset: u64) -> Resolution;
 }
 
+/// A stack's frames as (module, offset), the module numbered for the whole registry (`None`:
+/// outside any module).
+type StackContent = Box<[(Option<ModuleIdx>, u64)]>;
+
 /// Modules and stacks of every session, resolved.
 #[derive(Debug, Default)]
 pub struct Registry {
@@ -203,6 +207,10 @@ pub struct Registry {
     by_file: FxHashMap<(String, Vec<u8>), ModuleIdx>,
     session_modules: FxHashMap<(SessionId, ModuleId), ModuleIdx>,
     stacks: FxHashMap<(SessionId, StackId), Arc<Stack>>,
+    /// Every distinct stack once, by its frames (global module, offset): the processes of a
+    /// job, or the children of a fork, define the same stacks under their own ids, and a
+    /// stack of 100 frames takes some 5 KB resolved.
+    by_content: FxHashMap<StackContent, Arc<Stack>>,
     /// Number of stacks defined by each session.
     session_stacks: FxHashMap<SessionId, u32>,
     names: FxHashMap<String, Arc<str>>,
@@ -227,8 +235,8 @@ impl Registry {
         self.session_stacks.get(&session).copied().unwrap_or(0)
     }
 
-    fn insert_stack(&mut self, session: SessionId, id: StackId, stack: Stack) {
-        if self.stacks.insert((session, id), Arc::new(stack)).is_none() {
+    fn insert_stack(&mut self, session: SessionId, id: StackId, stack: Arc<Stack>) {
+        if self.stacks.insert((session, id), stack).is_none() {
             *self.session_stacks.entry(session).or_default() += 1;
         }
     }
@@ -317,7 +325,32 @@ impl Registry {
         self.unresolved_stacks.len()
     }
 
+    /// The resolved stack of `frames` (as `session` numbers its modules): the one already
+    /// built for the same frames by any session, else a new one.
     fn build_stack(
+        &mut self,
+        session: SessionId,
+        frames: &[StackFrame],
+        resolver: &mut dyn AddressResolver,
+    ) -> Arc<Stack> {
+        let key: StackContent = frames
+            .iter()
+            .map(|f| {
+                let module = (f.module != 0)
+                    .then(|| self.session_module(session, ModuleId(f.module)))
+                    .flatten();
+                (module, f.offset)
+            })
+            .collect();
+        if let Some(s) = self.by_content.get(&key) {
+            return Arc::clone(s);
+        }
+        let stack = Arc::new(self.resolve_stack(session, frames, resolver));
+        self.by_content.insert(key, Arc::clone(&stack));
+        stack
+    }
+
+    fn resolve_stack(
         &mut self,
         session: SessionId,
         frames: &[StackFrame],
@@ -356,6 +389,8 @@ impl Registry {
             };
             out.push(segment);
         }
+        out.segments.shrink_to_fit();
+        out.ends.shrink_to_fit();
         out
     }
 
@@ -396,5 +431,32 @@ impl Registry {
     /// A session's stack.
     pub fn stack(&self, session: SessionId, id: StackId) -> Option<&Arc<Stack>> {
         self.stacks.get(&(session, id))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use crate::memory::ids::{SessionId, StackId};
+    use crate::memory::testkit::{APP, Kit, LIBA, LIBC};
+
+    /// Processes that define the same stacks (the ranks of a job, the children of a fork)
+    /// share one resolved copy of each, whatever their own ids; different stacks stay apart.
+    #[test]
+    fn identical_stacks_of_different_sessions_are_shared() {
+        let mut kit = Kit::new();
+        let a = kit.stack(&[(LIBC, "malloc"), (LIBA, "grow"), (APP, "main")]);
+        let b = kit.stack(&[(LIBC, "malloc"), (APP, "main")]);
+        let reg = kit.registry(&[1, 2, 3]);
+        let get = |session: u32, id: u32| {
+            Arc::clone(reg.stack(SessionId(session), StackId(id)).expect("defined"))
+        };
+        assert!(Arc::ptr_eq(&get(1, a), &get(2, a)));
+        assert!(Arc::ptr_eq(&get(1, a), &get(3, a)));
+        assert!(!Arc::ptr_eq(&get(1, a), &get(1, b)));
+        assert_eq!(get(1, a).len(), 3);
+        assert_eq!(get(3, b).len(), 2);
+        assert_eq!(reg.stack_count(SessionId(2)), 2);
     }
 }
