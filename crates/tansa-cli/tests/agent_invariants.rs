@@ -153,11 +153,7 @@ fn malloc_from_a_signal_handler() {
         "every allocation of the handler"
     );
     let r = report_json(&file, &[]);
-    assert!(
-        r["improper"].as_array().unwrap().is_empty(),
-        "{}",
-        r["improper"]
-    );
+    assert_nothing_improper(&r);
     // A handler that interrupts the agent while it writes or unwinds cannot unwind itself:
     // its event is queued without a stack ([unknown]). Every other event has its stack.
     // Nothing is lost, and the report says how many events lack their stack.
@@ -213,17 +209,9 @@ fn fork_while_other_threads_allocate() {
         let main = unit(&rc, "forkstress!main");
         assert_eq!(bytes(main), (4321, 0, 4321, 0), "child {pid} of {parent}");
         assert_eq!(calls(main), (1, 0, 0, 1, 0));
-        assert!(
-            rc["improper"].as_array().unwrap().is_empty(),
-            "{}",
-            rc["improper"]
-        );
+        assert_nothing_improper(&rc);
     }
-    assert!(
-        r["improper"].as_array().unwrap().is_empty(),
-        "{}",
-        r["improper"]
-    );
+    assert_nothing_improper(&r);
 }
 
 /// Invariant 5: a dlopen/dlclose storm while other threads allocate.
@@ -249,11 +237,7 @@ fn dlopen_storm() {
     let n = 2 * rounds as i64;
     assert_eq!(bytes(cycle), (96 * n, 0, bytes(cycle).2, 0));
     assert_eq!(calls(cycle), (n as u64, 0, 0, n as u64, 0));
-    assert!(
-        r["improper"].as_array().unwrap().is_empty(),
-        "{}",
-        r["improper"]
-    );
+    assert_nothing_improper(&r);
 }
 
 /// Invariant 6: threads exiting, and freeing from TLS destructors after the agent's own
@@ -275,11 +259,7 @@ fn threads_exiting_mid_stream() {
         "every block released, including by destructors"
     );
     assert_eq!(calls(f), (2 * n as u64, 0, 0, 2 * n as u64, 0));
-    assert!(
-        r["improper"].as_array().unwrap().is_empty(),
-        "{}",
-        r["improper"]
-    );
+    assert_nothing_improper(&r);
     assert!(
         r["warnings"].as_array().unwrap().is_empty(),
         "{}",

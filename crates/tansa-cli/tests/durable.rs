@@ -53,6 +53,23 @@ fn start_with(file: &Path, args: &[&str], env: &[(&str, &str)]) -> (Child, u32) 
     (child, pid)
 }
 
+/// Kills the recorder, then the program, with SIGKILL, and reports on the recording by
+/// function in JSON (which salvages it).
+fn kill_and_report(recorder: &mut Child, pid: u32, file: &Path) -> std::process::Output {
+    kill(recorder.id(), libc::SIGKILL);
+    let _ = recorder.wait();
+    kill(pid, libc::SIGKILL);
+    std::thread::sleep(Duration::from_millis(100));
+    run_tansa(&[
+        "report",
+        file.to_str().unwrap(),
+        "--by",
+        "function",
+        "--format",
+        "json",
+    ])
+}
+
 fn kill(pid: u32, signal: i32) {
     // SAFETY: kill has no memory-safety preconditions.
     unsafe { libc::kill(pid as i32, signal) };
@@ -88,19 +105,7 @@ fn sigkill_of_the_recorder_loses_nothing_handed_over() {
         "{}",
         stderr(&busy)
     );
-    kill(recorder.id(), libc::SIGKILL);
-    let _ = recorder.wait();
-    kill(pid, libc::SIGKILL);
-    std::thread::sleep(Duration::from_millis(100));
-
-    let out = run_tansa(&[
-        "report",
-        file.to_str().unwrap(),
-        "--by",
-        "function",
-        "--format",
-        "json",
-    ]);
+    let out = kill_and_report(&mut recorder, pid, &file);
     let err = stderr(&out);
     assert!(out.status.success(), "{err}");
     assert!(err.contains("salvaged it"), "{err}");
@@ -299,19 +304,7 @@ fn a_segment_made_in_memory_is_named_after_a_kill() {
     }
     // The collector hears of the segment on its next round and writes it down at once.
     std::thread::sleep(Duration::from_millis(1500));
-    kill(recorder.id(), libc::SIGKILL);
-    let _ = recorder.wait();
-    kill(pid, libc::SIGKILL);
-    std::thread::sleep(Duration::from_millis(100));
-
-    let out = run_tansa(&[
-        "report",
-        file.to_str().unwrap(),
-        "--by",
-        "function",
-        "--format",
-        "json",
-    ]);
+    let out = kill_and_report(&mut recorder, pid, &file);
     assert!(out.status.success(), "{}", stderr(&out));
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
     let warnings: Vec<&str> = report["warnings"]

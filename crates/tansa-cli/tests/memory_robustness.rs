@@ -133,11 +133,7 @@ fn fork_and_exec_children_are_recorded() {
     assert_eq!(main["allocated_bytes"], 1111 + 4444 + 2222 + 3333);
     // The child's release of a block inherited from its parent is counted but not charged.
     assert_eq!(r["inherited_frees"], 1);
-    assert!(
-        r["improper"].as_array().unwrap().is_empty(),
-        "{}",
-        r["improper"]
-    );
+    assert_nothing_improper(&r);
 
     // Only the child: its two images.
     let rc = report_json(

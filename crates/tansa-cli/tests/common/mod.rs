@@ -413,15 +413,21 @@ pub fn churn_is_recorded_exactly(threads: u64, at_once: u64, extra: &[&str]) {
     );
     assert_eq!(bytes(work).0, 367 * threads as i64);
     assert_eq!(bytes(work).1, 0, "every block released");
-    assert!(
-        r["improper"].as_array().unwrap().is_empty(),
-        "{}",
-        r["improper"]
-    );
+    assert_nothing_improper(&r);
     assert!(
         r["warnings"].as_array().unwrap().is_empty(),
         "{}",
         r["warnings"]
     );
     assert_eq!(r["process"]["lost_events"], 0);
+}
+
+/// Asserts that a memory report lists no improper release ("free of a pointer never
+/// allocated" and the like).
+pub fn assert_nothing_improper(report: &Value) {
+    assert!(
+        report["improper"].as_array().unwrap().is_empty(),
+        "{}",
+        report["improper"]
+    );
 }
