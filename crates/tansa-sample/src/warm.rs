@@ -2,9 +2,9 @@
 //! debugging information of the modules hit so far, so that finishing the recording after
 //! the target ends is quick.
 //!
-//! The kernel's symbols are read from the start, on a thread of their own, when kernel code
-//! is sampled: nearly every run hits the kernel, if only as the target exits, and a read
-//! begun then added all of its time to the run's end. Otherwise only what the samples need
+//! The kernel's symbols are read early (50 ms into the run), on a thread of their own, when
+//! kernel code is sampled: nearly every run hits the kernel, if only as the target exits,
+//! and a read begun then added all of its time to the run's end. Otherwise only what the samples need
 //! is done: a module's files once an address in it was. The work runs on one thread at
 //! the recorder's own priority. Not lower: work that the recording needs is done either
 //! while the target runs or after it ends, and a thread at nice 19 gets next to nothing on
@@ -190,9 +190,7 @@ impl Warmer {
             .as_ref()
             .is_some_and(|j| j.send(Job::Run(task)).is_ok())
     }
-}
 
-impl Warmer {
     /// Lets the thread end on its own: it frees what it read (the debugging information of
     /// every module it loaded, a millisecond or more) while the recording is written and
     /// the process exits, not before.
