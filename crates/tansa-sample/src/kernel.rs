@@ -17,6 +17,11 @@ struct Symbol {
     module: (u32, u32),
 }
 
+/// The part of `text` at byte range `r` (start, length), which `parse` made from it.
+fn slice(text: &str, r: (u32, u32)) -> &str {
+    &text[r.0 as usize..(r.0 + r.1) as usize]
+}
+
 impl KernelSymbols {
     /// Parses the text of `/proc/kallsyms` (`ADDRESS TYPE NAME [MODULE]` lines), keeping
     /// text symbols. Returns `None` when every address is zero (`kernel.kptr_restrict`
@@ -54,8 +59,11 @@ impl KernelSymbols {
         if symbols.iter().all(|s| s.addr == 0) {
             return None;
         }
-        let at = |r: (u32, u32)| &text[r.0 as usize..(r.0 + r.1) as usize];
-        symbols.sort_by(|a, b| a.addr.cmp(&b.addr).then_with(|| at(a.name).cmp(at(b.name))));
+        symbols.sort_by(|a, b| {
+            a.addr
+                .cmp(&b.addr)
+                .then_with(|| slice(&text, a.name).cmp(slice(&text, b.name)))
+        });
         symbols.dedup_by_key(|s| s.addr);
         Some(KernelSymbols { text, symbols })
     }
@@ -65,16 +73,16 @@ impl KernelSymbols {
         Self::parse(std::fs::read_to_string("/proc/kallsyms").ok()?)
     }
 
-    fn str(&self, r: (u32, u32)) -> &str {
-        &self.text[r.0 as usize..(r.0 + r.1) as usize]
-    }
-
     /// The symbol containing `addr`: its start, its name, and its kernel module (empty
     /// for the core kernel). The last symbol before a gap is taken to extend to the next.
     pub fn lookup(&self, addr: u64) -> Option<(u64, &str, &str)> {
         let i = self.symbols.partition_point(|s| s.addr <= addr);
         let s = self.symbols.get(i.checked_sub(1)?)?;
-        Some((s.addr, self.str(s.name), self.str(s.module)))
+        Some((
+            s.addr,
+            slice(&self.text, s.name),
+            slice(&self.text, s.module),
+        ))
     }
 
     /// Number of symbols.

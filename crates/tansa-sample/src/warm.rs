@@ -4,8 +4,8 @@
 //!
 //! The kernel's symbols are read early (50 ms into the run), on a thread of their own, when
 //! kernel code is sampled: nearly every run hits the kernel, if only as the target exits,
-//! and a read begun then added all of its time to the run's end. Otherwise only what the samples need
-//! is done: a module's files once an address in it was. The work runs on one thread at
+//! and a read begun then added all of its time to the run's end. Of the modules, only what
+//! the samples need is read: a module's files once an address in it was, on one thread at
 //! the recorder's own priority. Not lower: work that the recording needs is done either
 //! while the target runs or after it ends, and a thread at nice 19 gets next to nothing on
 //! a busy machine, which moved all of it after the end, where it adds to the run's wall
@@ -35,10 +35,9 @@ const KERNEL_READ_DELAY: std::time::Duration = std::time::Duration::from_millis(
 pub(crate) type Task = Box<dyn FnOnce(&Resolver) + Send>;
 
 enum Job {
-    Kernel,
     Module(u32, String),
-    /// Send back the kernel's symbols (if read) and the modules read.
-    Report(mpsc::Sender<(Option<Option<KernelSymbols>>, BTreeSet<u32>)>),
+    /// Send back the modules read.
+    Report(mpsc::Sender<BTreeSet<u32>>),
     Run(Task),
 }
 
@@ -55,7 +54,6 @@ pub(crate) struct Warmer {
         mpsc::Receiver<Option<Option<KernelSymbols>>>,
     )>,
     stop: Arc<AtomicBool>,
-    kernel: Option<Option<KernelSymbols>>,
     modules: BTreeSet<u32>,
     finished: bool,
 }
@@ -70,18 +68,16 @@ impl std::fmt::Debug for Warmer {
 
 fn work(rx: mpsc::Receiver<Job>, stop: &AtomicBool) {
     let resolver = Resolver::new();
-    let mut kernel = None;
     let mut modules = BTreeSet::new();
     for job in rx {
         match job {
-            Job::Kernel | Job::Module(..) if stop.load(Ordering::Acquire) => {}
-            Job::Kernel => kernel = Some(KernelSymbols::read()),
+            Job::Module(..) if stop.load(Ordering::Acquire) => {}
             Job::Module(id, path) => {
                 resolver.preload(&path);
                 modules.insert(id);
             }
             Job::Report(reply) => {
-                let _ = reply.send((kernel.take(), std::mem::take(&mut modules)));
+                let _ = reply.send(std::mem::take(&mut modules));
             }
             Job::Run(task) => task(&resolver),
         }
@@ -123,22 +119,18 @@ impl Warmer {
             thread,
             kernel_reader,
             stop,
-            kernel: None,
             modules: BTreeSet::new(),
             finished: false,
         }
     }
 
-    /// Asks for the kernel's symbols and the files of the modules that samples hit since
-    /// the last call.
+    /// Asks for the files of the modules that samples hit since the last call.
     pub fn feed(&mut self, builder: &mut CpuRecordingBuilder) {
         let Some(jobs) = &self.jobs else {
             return;
         };
         for id in builder.take_newly_hit() {
             let job = match builder.module_of(id) {
-                Some((_, ModuleKind::Kernel)) if self.kernel_reader.is_some() => continue,
-                Some((_, ModuleKind::Kernel)) => Job::Kernel,
                 Some((path, ModuleKind::Elf)) => Job::Module(id, path.to_string()),
                 _ => continue,
             };
@@ -146,8 +138,8 @@ impl Warmer {
         }
     }
 
-    /// Stops the work ahead after the job at hand. Returns the modules read; [`Warmer::take_kernel`] then gives the
-    /// kernel's symbols if they were read.
+    /// Stops the work ahead after the job at hand. Returns the modules read; the kernel's
+    /// symbols come from [`Warmer::take_kernel`].
     pub fn finish(&mut self) -> BTreeSet<u32> {
         if !self.finished {
             self.finished = true;
@@ -155,9 +147,8 @@ impl Warmer {
             let (tx, rx) = mpsc::channel();
             if let Some(jobs) = &self.jobs
                 && jobs.send(Job::Report(tx)).is_ok()
-                && let Ok((kernel, modules)) = rx.recv()
+                && let Ok(modules) = rx.recv()
             {
-                self.kernel = kernel;
                 self.modules = modules;
             }
         }
@@ -169,18 +160,14 @@ impl Warmer {
     /// for; without, it is left to end on its own.
     pub fn take_kernel(&mut self, needed: bool) -> Option<Option<KernelSymbols>> {
         self.finish();
-        if let Some((reader, symbols)) = self.kernel_reader.take() {
-            // Stopped by `finish` if it has not begun; a read under way is waited for only
-            // when needed. A reader that panicked lost only work ahead: the caller reads.
-            reader.unpark();
-            if !needed {
-                return None;
-            }
-            if let Ok(Some(k)) = symbols.recv() {
-                return Some(k);
-            }
+        let (reader, symbols) = self.kernel_reader.take()?;
+        // Stopped by `finish` if it has not begun; a read under way is waited for only when
+        // needed. A reader that stopped or panicked lost only work ahead: the caller reads.
+        reader.unpark();
+        if !needed {
+            return None;
         }
-        self.kernel.take()
+        symbols.recv().ok().flatten()
     }
 
     /// Runs `task` on the thread, with the resolver holding the modules it read; `false`
