@@ -2,23 +2,33 @@
 //! `CLOCK_MONOTONIC`. The collector stores calibration points that convert either to
 //! nanoseconds.
 
-use core::sync::atomic::{AtomicBool, Ordering};
+use core::sync::atomic::{AtomicU8, Ordering};
 
 use crate::sys;
 
-static USE_TSC: AtomicBool = AtomicBool::new(false);
-/// Whether the CPU has `rdtscp` (set with [`set_tsc`]).
-static HAS_RDTSCP: AtomicBool = AtomicBool::new(false);
+/// `CLOCK_MONOTONIC`.
+const MONOTONIC: u8 = 0;
+/// The time-stamp counter, ordered reads with `lfence; rdtsc`.
+const TSC_LFENCE: u8 = 1;
+/// The time-stamp counter, ordered reads with `rdtscp`.
+const TSC_RDTSCP: u8 = 2;
+
+/// Which clock, and how an ordered read is made: one load per timestamp.
+static CLOCK: AtomicU8 = AtomicU8::new(MONOTONIC);
 
 /// Selects the time-stamp counter (true) or `CLOCK_MONOTONIC` (false).
 pub fn set_tsc(tsc: bool) {
-    HAS_RDTSCP.store(sys::has_rdtscp(), Ordering::Relaxed);
-    USE_TSC.store(tsc, Ordering::Relaxed);
+    let clock = match (tsc, sys::has_rdtscp()) {
+        (false, _) => MONOTONIC,
+        (true, true) => TSC_RDTSCP,
+        (true, false) => TSC_LFENCE,
+    };
+    CLOCK.store(clock, Ordering::Relaxed);
 }
 
 /// Whether timestamps are TSC ticks.
 pub fn is_tsc() -> bool {
-    USE_TSC.load(Ordering::Relaxed)
+    CLOCK.load(Ordering::Relaxed) != MONOTONIC
 }
 
 /// The current timestamp, taken after every earlier instruction executed and every
@@ -30,14 +40,10 @@ pub fn is_tsc() -> bool {
 /// under the recorder with it (three A/B runs of 7-9 rounds).
 #[inline]
 pub fn now() -> u64 {
-    if USE_TSC.load(Ordering::Relaxed) {
-        if HAS_RDTSCP.load(Ordering::Relaxed) {
-            sys::rdtscp()
-        } else {
-            sys::rdtsc_ordered()
-        }
-    } else {
-        sys::monotonic_ns()
+    match CLOCK.load(Ordering::Relaxed) {
+        TSC_RDTSCP => sys::rdtscp(),
+        TSC_LFENCE => sys::rdtsc_ordered(),
+        _ => sys::monotonic_ns(),
     }
 }
 
@@ -48,9 +54,9 @@ pub fn now() -> u64 {
 /// takes its (fenced) timestamp later. This saves a fence on every `free`.
 #[inline]
 pub fn now_before_release() -> u64 {
-    if USE_TSC.load(Ordering::Relaxed) {
-        sys::rdtsc()
-    } else {
+    if CLOCK.load(Ordering::Relaxed) == MONOTONIC {
         sys::monotonic_ns()
+    } else {
+        sys::rdtsc()
     }
 }
