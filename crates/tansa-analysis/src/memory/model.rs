@@ -345,33 +345,30 @@ impl Registry {
         if let Some(s) = self.by_content.get(&key) {
             return Arc::clone(s);
         }
-        let stack = Arc::new(self.resolve_stack(session, frames, resolver));
+        let stack = Arc::new(self.resolve_stack(&key, resolver));
         self.by_content.insert(key, Arc::clone(&stack));
         stack
     }
 
+    /// Resolves the frames of a stack (its [`StackContent`]).
     fn resolve_stack(
         &mut self,
-        session: SessionId,
-        frames: &[StackFrame],
+        frames: &[(Option<ModuleIdx>, u64)],
         resolver: &mut dyn AddressResolver,
     ) -> Stack {
         let mut out = Stack::default();
-        for f in frames {
-            let module = (f.module != 0)
-                .then(|| self.session_module(session, ModuleId(f.module)))
-                .flatten();
+        for &(module, offset) in frames {
             // The agent's own frames (its `dlclose` wrapper, say) are not the program's.
             if module.is_some_and(|m| self.modules[m as usize].agent) {
                 continue;
             }
-            let segment = match self.frames_cache.get(&(module, f.offset)) {
+            let segment = match self.frames_cache.get(&(module, offset)) {
                 Some(l) => Arc::clone(l),
                 None => {
                     let l: Arc<[LogicalFrame]> = match module {
                         Some(m) => {
-                            let r = resolver.resolve(&self.modules[m as usize], f.offset);
-                            self.logical(m, f.offset, r).into()
+                            let r = resolver.resolve(&self.modules[m as usize], offset);
+                            self.logical(m, offset, r).into()
                         }
                         None => Arc::from([LogicalFrame {
                             module: None,
@@ -379,11 +376,11 @@ impl Registry {
                             file: None,
                             line: 0,
                             inlined: false,
-                            offset: f.offset,
+                            offset,
                             function_start: None,
                         }]),
                     };
-                    self.frames_cache.insert((module, f.offset), Arc::clone(&l));
+                    self.frames_cache.insert((module, offset), Arc::clone(&l));
                     l
                 }
             };
