@@ -256,7 +256,7 @@ impl Collector {
                     ));
                 };
                 let id = self.sessions.len() as u32;
-                let volatile = self.durable && in_memory(&memfd);
+                let volatile = self.volatile(&memfd, id, 0);
                 // Leak-cause mode: the header mapped on its own for the sink (mapped
                 // before Session::open takes the descriptor, checked by it after).
                 let header = crate::SharedHeader::map(&memfd).ok();
@@ -276,11 +276,8 @@ impl Collector {
                 if let Some(place) = &s.place {
                     sink.session_place(place)?;
                 }
-                if volatile {
-                    sink.volatile_segment(&VolatileSegment {
-                        session: id,
-                        segment: 0,
-                    })?;
+                if let Some(v) = volatile {
+                    sink.volatile_segment(&v)?;
                 }
                 if s.info_flags & tansa_wire::layout::FLAG_LEAK_CAUSE != 0
                     && let Some(h) = header
@@ -295,18 +292,23 @@ impl Collector {
                         "segment announcement without descriptor".into(),
                     ));
                 };
-                let volatile = self.durable && in_memory(&memfd);
+                let volatile = self.volatile(&memfd, self.sessions[i].id, hello.segment_index);
                 self.sessions[i].add_segment(hello.segment_index, memfd, geometry)?;
-                if volatile {
-                    sink.volatile_segment(&VolatileSegment {
-                        session: self.sessions[i].id,
-                        segment: hello.segment_index,
-                    })?;
+                if let Some(v) = volatile {
+                    sink.volatile_segment(&v)?;
                 }
             }
             _ => return Err(CollectError::Protocol("unexpected control message".into())),
         }
         Ok(())
+    }
+
+    /// In a durable recording, segment `segment` of session `session` when its descriptor
+    /// is not a file in the segment directory (a memfd, or a file already unlinked): no
+    /// name, so nothing of it outlives the processes that map it.
+    fn volatile(&self, fd: &OwnedFd, session: u32, segment: u32) -> Option<VolatileSegment> {
+        (self.durable && rustix::fs::fstat(fd).is_ok_and(|st| st.st_nlink == 0))
+            .then_some(VolatileSegment { session, segment })
     }
 
     /// Session `i`'s private socket hung up (or its process exited after it had closed
@@ -525,10 +527,4 @@ impl Collector {
         })?;
         Ok(())
     }
-}
-
-/// Whether a segment's descriptor is not a file in the segment directory (a memfd, or a
-/// file already unlinked): no name, so nothing of it outlives the processes that map it.
-fn in_memory(fd: &OwnedFd) -> bool {
-    rustix::fs::fstat(fd).is_ok_and(|st| st.st_nlink == 0)
 }
