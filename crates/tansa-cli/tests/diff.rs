@@ -315,16 +315,7 @@ fn sample(dir: &Path, name: &str, rounds: &str) -> PathBuf {
 }
 
 fn cpu_report(file: &Path) -> Value {
-    let out = run_tansa(&[
-        "report",
-        file.to_str().unwrap(),
-        "--by",
-        "function",
-        "--format",
-        "json",
-    ]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
-    serde_json::from_slice(&out.stdout).unwrap()
+    report_json(file, &["--by", "function"])
 }
 
 #[test]

@@ -131,16 +131,7 @@ fn cpu_reports_give_each_unnamed_function_its_row() {
         "60000000",
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let out = run_tansa(&[
-        "report",
-        file.to_str().unwrap(),
-        "--by",
-        "function",
-        "--format",
-        "json",
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = report_json(&file, &["--by", "function"]);
     let units = r["units"].as_array().unwrap();
     let self_of = |n: &str| {
         units
