@@ -60,8 +60,9 @@ impl SharedMapping {
                 0,
             )
         }?;
-        // Segments are read a page at a time, far apart: no read-ahead (on a disk file it
-        // would bring whole segments into memory). Advice only: a refusal changes nothing.
+        // What is mapped here (the agent's segments, perf's rings) is rings read a page at a
+        // time, far apart: no read-ahead (on a segment file on disk it brought whole
+        // segments into memory). Advice only: a refusal changes nothing.
         // SAFETY: the range is the mapping just made.
         let _ = unsafe { rustix::mm::madvise(base, len, rustix::mm::Advice::Random) };
         Ok(SharedMapping {
