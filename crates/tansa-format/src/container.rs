@@ -152,6 +152,10 @@ impl FrameType {
 /// Builds frames; keeps a zstd context between frames.
 pub struct FrameEncoder {
     compressor: zstd::bulk::Compressor<'static>,
+    /// Whether payloads are compressed (see [`FrameEncoder::set_compress`]).
+    compress: bool,
+    /// Where zstd writes (its spare capacity: nothing to zero first).
+    compressed: Vec<u8>,
 }
 
 impl std::fmt::Debug for FrameEncoder {
@@ -166,7 +170,18 @@ impl FrameEncoder {
         let mut compressor = zstd::bulk::Compressor::new(level)?;
         compressor.include_checksum(false)?;
         compressor.include_contentsize(true)?;
-        Ok(FrameEncoder { compressor })
+        Ok(FrameEncoder {
+            compressor,
+            compress: true,
+            compressed: Vec::new(),
+        })
+    }
+
+    /// Whether the frames encoded from now on compress their payload (the default) or
+    /// store it as it is. Readers accept both in any mix: a recorder stores payloads raw
+    /// while the compression would take CPU time from the program it records.
+    pub fn set_compress(&mut self, on: bool) {
+        self.compress = on;
     }
 
     /// Appends a whole frame (header and payload) to `out`.
@@ -214,19 +229,16 @@ impl FrameEncoder {
             (0, payload)
         };
         let key_len = if keyed { KEY_LEN } else { 0 };
-        let (flags, stored) = if payload.len() >= 64 {
-            let bound = zstd::zstd_safe::compress_bound(payload.len());
-            let start = out.len();
-            out.resize(start + bound, 0);
-            let n = self
-                .compressor
-                .compress_to_buffer(payload, &mut out[start..])?;
+        let (flags, stored) = if self.compress && payload.len() >= 64 {
+            let compressed = &mut self.compressed;
+            compressed.clear();
+            compressed.reserve(zstd::zstd_safe::compress_bound(payload.len()));
+            let n = self.compressor.compress_to_buffer(payload, compressed)?;
             // A payload that compresses beyond what readers accept is stored as it is.
             if n < payload.len() && payload.len() as u64 <= n as u64 * MAX_EXPANSION {
-                out.truncate(start + n);
+                out.extend_from_slice(compressed);
                 (COMPRESSED, n)
             } else {
-                out.truncate(start);
                 out.extend_from_slice(payload);
                 (0, payload.len())
             }
