@@ -12,10 +12,13 @@
 //! * [`find::find_by_name`]: the live processes with a given name.
 //! * [`maps::parse_exec_maps`]: the executable mappings of a process, for the CPU samplers
 //!   and the path follower (one parser for all of them).
+//! * [`idle::IdleClock`]: the time the CPUs spent idle, to tell whether they have time to
+//!   spare (the recorder compresses only then).
 //! * [`os`]: process control over rustix (shared mappings, poll, signals, pidfds, waiting),
 //!   for the collector, the perf layer, the CPU sampler and the tracer.
 
 pub mod find;
+pub mod idle;
 pub mod maps;
 pub mod os;
 pub mod stat;
