@@ -91,12 +91,21 @@ fn check_rows(report: &Value, rows: &[Row], context: &str) {
 }
 
 fn record_fig3(variant: &str, opt: &[&str]) -> (tempfile::TempDir, std::path::PathBuf) {
+    record_fig3_with(variant, opt, &[])
+}
+
+/// [`record_fig3`] with `extra` options of `tansa record`.
+fn record_fig3_with(
+    variant: &str,
+    opt: &[&str],
+    extra: &[&str],
+) -> (tempfile::TempDir, std::path::PathBuf) {
     let f = fig3(variant, opt);
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("fig3.tansa");
     let out = record(
         &file,
-        &[],
+        extra,
         &[f.exe.to_str().unwrap(), f.plugin.to_str().unwrap()],
     );
     assert!(out.status.success(), "record failed: {}", stderr(&out));
@@ -105,8 +114,13 @@ fn record_fig3(variant: &str, opt: &[&str]) -> (tempfile::TempDir, std::path::Pa
 
 fn all_policies_offline(variant: &str, opt: &[&str]) {
     let (_dir, file) = record_fig3(variant, opt);
+    check_all_policies(&file, variant);
+}
+
+/// Checks the reports of every charge policy and free mode of a recording of Fig. 3.
+fn check_all_policies(file: &std::path::Path, variant: &str) {
     for (charge, free_to) in POLICIES {
-        let r = report_json(&file, &["--charge", charge, "--free-to", free_to]);
+        let r = report_json(file, &["--charge", charge, "--free-to", free_to]);
         assert_eq!(r["schema"], "tansa.memory-report.v1");
         assert_eq!(
             (
@@ -139,6 +153,26 @@ fn libraries_every_policy_offline_unoptimised() {
 #[test]
 fn libraries_every_policy_offline_without_frame_pointers() {
     all_policies_offline("O2", &["-O2", "-fomit-frame-pointer"]);
+}
+
+/// The event chunks of a recording are compressed or stored as they are (`--compress`;
+/// `auto` stores them while the CPUs are busy, and a run as short as this one counts as
+/// busy): the reports are the same, and compression makes the file smaller.
+#[test]
+fn compressed_and_stored_events_give_the_same_reports() {
+    let opt = ["-O2", "-fomit-frame-pointer"];
+    let mut sizes = Vec::new();
+    for when in ["always", "never"] {
+        let (_dir, file) = record_fig3_with("O2", &opt, &["--compress", when]);
+        check_all_policies(&file, &format!("O2 --compress {when}"));
+        sizes.push(std::fs::metadata(&file).unwrap().len());
+    }
+    assert!(
+        sizes[0] < sizes[1],
+        "compressed {} bytes, stored {} bytes",
+        sizes[0],
+        sizes[1]
+    );
 }
 
 fn all_policies_online(variant: &str, opt: &[&str]) {

@@ -2,7 +2,8 @@
 //!
 //! Ring bytes are buffered per stream and written as chunks (at 256 KiB, when a stream
 //! closes, and at least once a second), compressed on a writer thread so the collector's
-//! draining never waits for zstd. When the target is gone, the meta streams are parsed to
+//! draining never waits for zstd; event chunks are stored uncompressed while the CPUs are
+//! busy ([`Compression::Auto`]). When the target is gone, the meta streams are parsed to
 //! find every address used, those are resolved to symbols, and the symbol table, the clock
 //! calibration and the end frame close the file.
 
@@ -21,6 +22,7 @@ use tansa_format::memory::{
 };
 use tansa_format::meta::{Calibration, CalibrationPoint, ClockSource, RecordingMeta};
 
+use crate::contention::CpuContention;
 use crate::symbolize::{AddressSet, BackgroundResolver};
 use crate::{CollectError, Sink};
 use tansa_wire::event::{DecodeError, Decoder, Record, StreamState};
@@ -55,7 +57,7 @@ struct Buffer {
 pub struct FileSink {
     path: PathBuf,
     jobs: Option<SyncSender<Job>>,
-    writer: Option<JoinHandle<io::Result<u64>>>,
+    writer: Option<JoinHandle<io::Result<Written>>>,
     threads: HashMap<(u32, u32), Buffer>,
     metas: HashMap<u32, Buffer>,
     meta_all: HashMap<u32, Vec<u8>>,
@@ -90,12 +92,37 @@ impl std::fmt::Debug for FileSink {
     }
 }
 
+/// When the event chunks of a recording are compressed (the other frames always are).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Compression {
+    /// Unless the CPUs were busy lately (see [`crate::contention`]): compressing would
+    /// then take CPU time from the program recorded.
+    #[default]
+    Auto,
+    /// Always: the smallest file, whatever it costs the program.
+    Always,
+    /// Never: the least CPU time; files are about 4 times larger.
+    Never,
+}
+
+/// What the writer wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Written {
+    /// Size of the recording in bytes.
+    pub size: u64,
+    /// Event bytes stored uncompressed because the CPUs were busy ([`Compression::Auto`]).
+    pub stored_while_busy: u64,
+}
+
 fn writer_thread(
     mut writer: Writer<BufWriter<File>>,
     jobs: Receiver<Job>,
     acks: Option<Sender<Ack>>,
-) -> io::Result<u64> {
+    compression: Compression,
+) -> io::Result<Written> {
+    let mut stored_while_busy = 0;
     let mut encoder = FrameEncoder::new(-1)?;
+    let mut contention = (compression == Compression::Auto).then(CpuContention::start);
     let mut scratch = Vec::new();
     for job in jobs {
         let ack = match job {
@@ -106,8 +133,14 @@ fn writer_thread(
                 ack
             }
             Job::Keyed(ty, payload, ack) => {
+                let busy = contention.as_mut().is_some_and(CpuContention::cpus_busy);
+                if busy {
+                    stored_while_busy += payload.len() as u64;
+                }
+                encoder.set_compress(compression != Compression::Never && !busy);
                 scratch.clear();
                 encoder.encode_keyed(ty, &payload, &mut scratch)?;
+                encoder.set_compress(true);
                 writer.raw(&scratch)?;
                 ack
             }
@@ -124,9 +157,12 @@ fn writer_thread(
             let _ = acks.send(ack);
         }
     }
-    let total = writer.bytes_written();
+    let size = writer.bytes_written();
     writer.finish()?;
-    Ok(total)
+    Ok(Written {
+        size,
+        stored_while_busy,
+    })
 }
 
 impl FileSink {
@@ -137,8 +173,9 @@ impl FileSink {
         path: &Path,
         meta: &RecordingMeta,
         clock: ClockSource,
+        compression: Compression,
     ) -> Result<FileSink, CollectError> {
-        Self::create_with(file, path, meta, clock, false)
+        Self::create_with(file, path, meta, clock, compression, false)
     }
 
     /// [`FileSink::create`] for a durable recording ([`crate::Config::segment_dir`]): the
@@ -149,8 +186,9 @@ impl FileSink {
         path: &Path,
         meta: &RecordingMeta,
         clock: ClockSource,
+        compression: Compression,
     ) -> Result<FileSink, CollectError> {
-        Self::create_with(file, path, meta, clock, true)
+        Self::create_with(file, path, meta, clock, compression, true)
     }
 
     fn create_with(
@@ -158,6 +196,7 @@ impl FileSink {
         path: &Path,
         meta: &RecordingMeta,
         clock: ClockSource,
+        compression: Compression,
         durable: bool,
     ) -> Result<FileSink, CollectError> {
         let mut writer = Writer::new(BufWriter::with_capacity(1 << 20, file), Kind::Memory)?;
@@ -175,7 +214,7 @@ impl FileSink {
         };
         let handle = std::thread::Builder::new()
             .name("tansa-writer".into())
-            .spawn(move || writer_thread(writer, rx, ack_tx))?;
+            .spawn(move || writer_thread(writer, rx, ack_tx, compression))?;
         Ok(FileSink {
             path: path.to_path_buf(),
             jobs: Some(tx),
@@ -300,11 +339,11 @@ impl FileSink {
     }
 
     /// Flushes every buffer, resolves symbols and closes the file. `progress` is called
-    /// before each module is symbolized with (index, count, path). Returns the file size.
+    /// before each module is symbolized with (index, count, path).
     pub fn finish(
         mut self,
         progress: &mut dyn FnMut(usize, usize, &str),
-    ) -> Result<u64, CollectError> {
+    ) -> Result<Written, CollectError> {
         let keys: Vec<_> = self.threads.keys().copied().collect();
         for k in keys {
             self.flush_thread(k)?;
@@ -332,15 +371,15 @@ impl FileSink {
         let table = resolver.resolve(addresses, progress);
         self.send(Job::Frame(FrameType::SYMBOLS, encode(&table)?, None))?;
         drop(self.jobs.take());
-        let size = self
+        let written = self
             .writer
             .take()
             .map(|h| h.join())
             .transpose()
             .map_err(|_| CollectError::Sink("the recording writer panicked".into()))?
             .transpose()?
-            .unwrap_or(0);
-        Ok(size)
+            .unwrap_or_default();
+        Ok(written)
     }
 }
 

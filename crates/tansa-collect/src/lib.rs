@@ -17,6 +17,7 @@
 //! ([`online::record_online`], `tansa record --online`).
 
 mod collector;
+pub mod contention;
 pub mod file;
 pub mod naming;
 pub mod online;

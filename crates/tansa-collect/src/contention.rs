@@ -1,0 +1,133 @@
+//! Whether the CPUs have time to spare while a recording runs.
+//!
+//! Compressing a recording's event chunks costs the collector about a third of what the
+//! agent spends recording them (zstd runs at some 300 MB/s on this data, and a busy program
+//! makes 100 MB of events a second or more). On a machine whose CPUs the program keeps
+//! busy, that time is taken from the program; on one with an idle CPU it is free. The
+//! writer thread therefore asks, before each event chunk, whether the CPUs were idle
+//! lately: for at least [`IDLE_SHARE`] of one CPU over the last [`WINDOW`] (`/proc/stat`,
+//! all CPUs together). If not, the chunk is stored uncompressed.
+//!
+//! The question is about the machine, not tansa: a program that leaves CPUs idle has its
+//! events compressed, one that fills them (or shares the machine with others that do) has
+//! them stored. Until the first window has passed the CPUs count as busy, so a short
+//! recording is not slowed down for a smaller file. CPU limits of a container (a cgroup
+//! quota) are not seen: its processes may be throttled while the machine idles.
+
+use std::time::{Duration, Instant};
+
+use tansa_proc::idle::IdleClock;
+
+/// How long one answer holds: long enough to span many clock ticks (the unit of the idle
+/// time, usually 10 ms), short enough to follow a program's phases.
+pub const WINDOW: Duration = Duration::from_millis(100);
+
+/// Share of one CPU's time that must have been idle for the CPUs to have time to spare.
+pub const IDLE_SHARE: f64 = 0.25;
+
+/// Whether the CPUs, idle for `idle` (all together) during `elapsed`, were busy.
+pub fn busy(idle: Duration, elapsed: Duration) -> bool {
+    idle.as_secs_f64() < IDLE_SHARE * elapsed.as_secs_f64()
+}
+
+/// Follows the idle time of the machine's CPUs, window by window.
+#[derive(Debug)]
+pub struct CpuContention {
+    /// None where `/proc/stat` cannot be read: the CPUs then never count as busy.
+    clock: Option<IdleClock>,
+    /// When the current window started, and the idle time then.
+    since: Option<(Instant, Duration)>,
+    busy: bool,
+}
+
+impl CpuContention {
+    /// Starts the first window.
+    pub fn start() -> Self {
+        let clock = IdleClock::open().ok();
+        let since = clock
+            .as_ref()
+            .and_then(IdleClock::idle)
+            .map(|idle| (Instant::now(), idle));
+        CpuContention {
+            busy: since.is_some(),
+            clock,
+            since,
+        }
+    }
+
+    /// Whether the CPUs were busy in the last whole window (see the module documentation).
+    pub fn cpus_busy(&mut self) -> bool {
+        let (Some(clock), Some((start, idle_then))) = (&self.clock, self.since) else {
+            return false;
+        };
+        let now = Instant::now();
+        let elapsed = now.duration_since(start);
+        if elapsed < WINDOW {
+            return self.busy;
+        }
+        match clock.idle() {
+            Some(idle) => {
+                self.busy = busy(idle.saturating_sub(idle_then), elapsed);
+                self.since = Some((now, idle));
+            }
+            None => {
+                self.busy = false;
+                self.since = None;
+            }
+        }
+        self.busy
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    #[test]
+    fn a_quarter_of_a_cpu_idle_is_time_to_spare() {
+        let ms = Duration::from_millis;
+        assert!(busy(ms(0), ms(100)));
+        assert!(busy(ms(20), ms(100)));
+        assert!(!busy(ms(30), ms(100)));
+        assert!(!busy(ms(150), ms(100)));
+        assert!(!busy(ms(0), Duration::ZERO));
+    }
+
+    /// Busy loops on every CPU and more: no CPU idles.
+    #[test]
+    fn cpus_that_all_spin_are_busy() {
+        let stop = Arc::new(AtomicBool::new(false));
+        let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let spinners: Vec<_> = (0..2 * cpus)
+            .map(|_| {
+                let stop = Arc::clone(&stop);
+                std::thread::spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        std::hint::spin_loop();
+                    }
+                })
+            })
+            .collect();
+        // Let them take the CPUs before the window starts.
+        std::thread::sleep(Duration::from_millis(20));
+        let mut watcher = CpuContention::start();
+        assert!(watcher.clock.is_some(), "/proc/stat cannot be read");
+        let mut answers = Vec::new();
+        for _ in 0..3 {
+            std::thread::sleep(WINDOW + Duration::from_millis(5));
+            answers.push(watcher.cpus_busy());
+        }
+        stop.store(true, Ordering::Relaxed);
+        for s in spinners {
+            s.join().unwrap();
+        }
+        assert_eq!(
+            answers,
+            [true; 3],
+            "{} spinning threads, {cpus} CPUs",
+            2 * cpus
+        );
+    }
+}
