@@ -3,8 +3,9 @@
 
     python3 bench/memory.py [--runs N] [--iterations N] [--skip-build] [--no-sqlite]
 
-Variants also include sampled mode (`tansa record --sample-rate 512KiB`) and durable mode
-(`tansa record --durable always`).
+Variants also include sampled mode (`tansa record --sample-rate 512KiB`), durable mode
+(`tansa record --durable always`) and compression whatever the CPUs' load
+(`tansa record --compress always`).
 
 Workloads:
   (a) storm:  bench/storm.c, 2 threads x N iterations of malloc/free + ring replacement at
@@ -103,6 +104,11 @@ def main():
         variants = {
             "plain": lambda: run([wrapper] + cmd, stdin),
             "tansa": lambda: run([wrapper, tansa, "record", "-o", rec, "--", wrapper] + cmd, stdin),
+            # Event chunks compressed even while the CPUs are busy (the default stores them
+            # as they are then).
+            "tansa --compress always": lambda: run(
+                [wrapper, tansa, "record", "--compress", "always", "-o", rec + ".z", "--", wrapper]
+                + cmd, stdin),
             "tansa --no-free-stacks": lambda: run(
                 [wrapper, tansa, "record", "--no-free-stacks", "-o", rec + ".nf", "--", wrapper] + cmd, stdin),
             # Durable recording (issue 15 §2): segments backed by files next to the

@@ -81,7 +81,7 @@ pub struct Args {
         default_value = "auto",
         requires = "online"
     )]
-    live: LiveArg,
+    live: When,
 
     /// Do not record the call stacks of free (lower overhead; `--free-to caller` reports then
     /// charge releases to "unknown").
@@ -139,7 +139,7 @@ pub struct Args {
         default_value = "auto",
         conflicts_with = "online"
     )]
-    durable: DurableArg,
+    durable: When,
 
     /// When the recorded events are compressed. `auto`: while the CPUs have time to spare
     /// (a quarter of a CPU idle over the last 100 ms), since compressing would otherwise
@@ -152,17 +152,17 @@ pub struct Args {
         default_value = "auto",
         conflicts_with = "online"
     )]
-    compress: CompressArg,
+    compress: When,
 
     /// The command to run, with its arguments (put it after `--`).
     #[arg(required = true, trailing_var_arg = true, value_name = "COMMAND")]
     command: Vec<OsString>,
 }
 
-/// When `record` writes a durable recording.
+/// When an option of `record` applies (`--live`, `--durable`, `--compress`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum DurableArg {
-    /// Under a launcher (see --durable).
+enum When {
+    /// As the option describes.
     Auto,
     /// Always.
     Always,
@@ -178,48 +178,27 @@ const LAUNCHER_RANK_VARIABLES: [&str; 4] = [
     "SLURM_PROCID",
 ];
 
-impl DurableArg {
-    fn wanted(self) -> bool {
+impl When {
+    /// Whether `--durable` asks for a durable recording.
+    fn durable(self) -> bool {
         match self {
-            DurableArg::Always => true,
-            DurableArg::Never => false,
-            DurableArg::Auto => LAUNCHER_RANK_VARIABLES
+            When::Always => true,
+            When::Never => false,
+            When::Auto => LAUNCHER_RANK_VARIABLES
                 .iter()
                 .any(|v| std::env::var_os(v).is_some()),
         }
     }
 }
 
-/// When `record` compresses event chunks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum CompressArg {
-    /// Unless the CPUs are busy (see --compress).
-    Auto,
-    /// Always.
-    Always,
-    /// Never.
-    Never,
-}
-
-impl From<CompressArg> for Compression {
-    fn from(a: CompressArg) -> Self {
-        match a {
-            CompressArg::Auto => Compression::Auto,
-            CompressArg::Always => Compression::Always,
-            CompressArg::Never => Compression::Never,
+impl From<When> for Compression {
+    fn from(w: When) -> Self {
+        match w {
+            When::Auto => Compression::Auto,
+            When::Always => Compression::Always,
+            When::Never => Compression::Never,
         }
     }
-}
-
-/// When `record --online` shows its live view.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum LiveArg {
-    /// On an interactive terminal (see --live).
-    Auto,
-    /// Whenever standard error is a terminal.
-    Always,
-    /// Never.
-    Never,
 }
 
 fn command_name(command: &[OsString]) -> String {
@@ -272,7 +251,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.online {
         return run_online(&args, &config);
     }
-    if args.durable.wanted() {
+    if args.durable.durable() {
         return run_durable(&args, config);
     }
     let clock = if tansa_collect::tsc_is_reliable() {
@@ -562,13 +541,13 @@ fn live_view_wanted(args: &Args) -> anyhow::Result<bool> {
     use std::io::IsTerminal;
     let stderr = std::io::stderr().is_terminal();
     Ok(match args.live {
-        LiveArg::Never => false,
-        LiveArg::Always if !stderr => anyhow::bail!(
+        When::Never => false,
+        When::Always if !stderr => anyhow::bail!(
             "--live always needs standard error to be a terminal (the view is drawn there); \
              use --live auto or never"
         ),
-        LiveArg::Always => true,
-        LiveArg::Auto => {
+        When::Always => true,
+        When::Auto => {
             stderr
                 && std::io::stdin().is_terminal()
                 && args.output.is_none()
