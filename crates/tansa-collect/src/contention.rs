@@ -82,8 +82,6 @@ impl CpuContention {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicBool, Ordering};
 
     #[test]
     fn a_quarter_of_a_cpu_idle_is_time_to_spare() {
@@ -95,23 +93,9 @@ mod tests {
         assert!(!busy(ms(0), Duration::ZERO));
     }
 
-    /// Busy loops on every CPU and more: no CPU idles.
     #[test]
     fn cpus_that_all_spin_are_busy() {
-        let stop = Arc::new(AtomicBool::new(false));
-        let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
-        let spinners: Vec<_> = (0..2 * cpus)
-            .map(|_| {
-                let stop = Arc::clone(&stop);
-                std::thread::spawn(move || {
-                    while !stop.load(Ordering::Relaxed) {
-                        std::hint::spin_loop();
-                    }
-                })
-            })
-            .collect();
-        // Let them take the CPUs before the window starts.
-        std::thread::sleep(Duration::from_millis(20));
+        let spinning = tansa_testkit::BusyCpus::start();
         let mut watcher = CpuContention::start();
         assert!(watcher.clock.is_some(), "/proc/stat cannot be read");
         let mut answers = Vec::new();
@@ -119,15 +103,7 @@ mod tests {
             std::thread::sleep(WINDOW + Duration::from_millis(5));
             answers.push(watcher.cpus_busy());
         }
-        stop.store(true, Ordering::Relaxed);
-        for s in spinners {
-            s.join().unwrap();
-        }
-        assert_eq!(
-            answers,
-            [true; 3],
-            "{} spinning threads, {cpus} CPUs",
-            2 * cpus
-        );
+        drop(spinning);
+        assert_eq!(answers, [true; 3], "twice as many spinning threads as CPUs");
     }
 }

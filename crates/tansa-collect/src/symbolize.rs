@@ -3,8 +3,11 @@
 //! Reading a file's debugging information is the slow part (a C library's separate debug
 //! file is tens of megabytes of compressed DWARF), and it does not depend on which
 //! addresses are used: [`BackgroundResolver`] reads each file as soon as a stack of the
-//! recording goes through it, on a thread of idle scheduling priority (it only takes CPU
-//! time nothing else wants), so that the end of the recording only does the lookups.
+//! recording goes through it, on its own thread and only while the CPUs have time to spare
+//! ([`crate::contention`]), so that the end of the recording only does the lookups. The
+//! thread keeps the normal priority: work at idle priority would hold up the final lookups
+//! for as long as the program keeps the CPUs busy (a preload under way, or queued, runs
+//! before them), and a process without `CAP_SYS_NICE` cannot raise a lowered priority again.
 //!
 //! The meta streams name the modules of each session (`ModuleLoad`) and the frames of each
 //! stack (`StackDef`, as module id and offset). Addresses are grouped by file (path and
@@ -12,11 +15,14 @@
 //! by `tansa-symbols`. Return addresses are looked up one byte back, inside the call
 //! instruction.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::mpsc::{Receiver, Sender, channel};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use tansa_format::symtab::{SymbolTable, SymbolTableBuilder};
+
+use crate::contention::{CpuContention, WINDOW};
 use tansa_symbols::Resolver;
 use tansa_wire::event::{Decoder, Record};
 
@@ -114,12 +120,12 @@ enum Request {
 /// What the resolver thread reports while resolving.
 enum Progress {
     File(usize, usize, String),
-    Done(SymbolTable),
+    /// The table, and how many files were read ahead.
+    Done(SymbolTable, usize),
 }
 
 /// A resolver on its own thread that reads files' debugging information while the
-/// recording runs (at idle priority) and does the final lookups at the end (at normal
-/// priority).
+/// recording runs (when the CPUs have time to spare) and does the final lookups at the end.
 #[derive(Debug)]
 pub struct BackgroundResolver {
     requests: Option<Sender<Request>>,
@@ -165,12 +171,21 @@ impl BackgroundResolver {
     /// Resolves every address of `addresses`; `progress` is called before each file with
     /// (index, count, path).
     pub fn resolve(
-        mut self,
+        self,
         addresses: AddressSet,
         progress: &mut dyn FnMut(usize, usize, &str),
     ) -> SymbolTable {
+        self.resolve_counting(addresses, progress).0
+    }
+
+    /// [`Self::resolve`], and how many files the thread had read ahead.
+    fn resolve_counting(
+        mut self,
+        addresses: AddressSet,
+        progress: &mut dyn FnMut(usize, usize, &str),
+    ) -> (SymbolTable, usize) {
         let Some(tx) = self.requests.take() else {
-            return addresses.resolve(progress);
+            return (addresses.resolve(progress), 0);
         };
         let (ptx, prx) = channel();
         if let Err(failed) = tx.send(Request::Resolve(Box::new(addresses), ptx)) {
@@ -178,19 +193,19 @@ impl BackgroundResolver {
             let Request::Resolve(addresses, _) = failed.0 else {
                 unreachable!("a resolve request was sent");
             };
-            return addresses.resolve(progress);
+            return (addresses.resolve(progress), 0);
         }
-        let mut table = SymbolTable::default();
+        let mut done = (SymbolTable::default(), 0);
         for p in prx {
             match p {
                 Progress::File(i, n, path) => progress(i, n, &path),
-                Progress::Done(t) => table = t,
+                Progress::Done(table, preloaded) => done = (table, preloaded),
             }
         }
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
-        table
+        done
     }
 }
 
@@ -201,37 +216,44 @@ impl Drop for BackgroundResolver {
     }
 }
 
-/// The resolver thread: preloads at idle priority until asked to resolve.
+/// The resolver thread: preloads while the CPUs have time to spare, until asked to
+/// resolve; a resolve request is served at once, whatever preloads are still waiting.
 fn serve(requests: &Receiver<Request>) {
-    set_idle_priority(true);
     let resolver = Resolver::new();
-    for r in requests {
-        match r {
-            Request::Preload(path) => resolver.preload(&path),
-            Request::Resolve(addresses, progress) => {
-                set_idle_priority(false);
+    let mut contention = CpuContention::start();
+    let mut waiting: VecDeque<String> = VecDeque::new();
+    let mut preloaded = 0;
+    loop {
+        let request = if waiting.is_empty() {
+            requests.recv().map_err(|_| RecvTimeoutError::Disconnected)
+        } else {
+            // Preload next if the CPUs are free, else look again in a window.
+            let wait = if contention.cpus_busy() {
+                WINDOW
+            } else {
+                Duration::ZERO
+            };
+            requests.recv_timeout(wait)
+        };
+        match request {
+            Ok(Request::Preload(path)) => waiting.push_back(path),
+            Ok(Request::Resolve(addresses, progress)) => {
                 let table = addresses.resolve_with(&resolver, &mut |i, n, path| {
                     let _ = progress.send(Progress::File(i, n, path.to_string()));
                 });
-                let _ = progress.send(Progress::Done(table));
+                let _ = progress.send(Progress::Done(table, preloaded));
                 return;
             }
+            Err(RecvTimeoutError::Timeout) => {
+                if !contention.cpus_busy()
+                    && let Some(path) = waiting.pop_front()
+                {
+                    resolver.preload(&path);
+                    preloaded += 1;
+                }
+            }
+            Err(RecvTimeoutError::Disconnected) => return,
         }
-    }
-}
-
-/// Puts the calling thread in (or takes it out of) the idle scheduling class.
-fn set_idle_priority(idle: bool) {
-    let param = libc::sched_param { sched_priority: 0 };
-    let policy = if idle {
-        libc::SCHED_IDLE
-    } else {
-        libc::SCHED_OTHER
-    };
-    // SAFETY: `param` is a valid sched_param; pid 0 is the calling thread. Failure (a
-    // policy the system refuses) leaves the thread as it was.
-    unsafe {
-        libc::sched_setscheduler(0, policy, &param);
     }
 }
 
@@ -299,5 +321,25 @@ mod tests {
             BackgroundResolver::default().resolve(set, &mut |_, _, _| {}),
             expected
         );
+    }
+
+    /// On CPUs that are all busy nothing is read ahead, and the final lookups do not wait
+    /// for what was asked ahead: they read the file themselves.
+    #[test]
+    fn nothing_is_read_ahead_while_the_cpus_are_busy() {
+        let (bytes, path) = meta();
+        let mut plain = AddressSet::default();
+        plain.add_meta_stream(0, &bytes);
+        let expected = plain.resolve(&mut |_, _, _| {});
+        let spinning = tansa_testkit::BusyCpus::start();
+        let mut background = BackgroundResolver::start();
+        background.preload(&path);
+        std::thread::sleep(2 * WINDOW);
+        let mut set = AddressSet::default();
+        set.add_meta_stream(0, &bytes);
+        let (table, preloaded) = background.resolve_counting(set, &mut |_, _, _| {});
+        drop(spinning);
+        assert_eq!(preloaded, 0, "read ahead on busy CPUs");
+        assert_eq!(table, expected);
     }
 }
