@@ -178,16 +178,14 @@ const LAUNCHER_RANK_VARIABLES: [&str; 4] = [
     "SLURM_PROCID",
 ];
 
-impl When {
-    /// Whether `--durable` asks for a durable recording.
-    fn durable(self) -> bool {
-        match self {
-            When::Always => true,
-            When::Never => false,
-            When::Auto => LAUNCHER_RANK_VARIABLES
-                .iter()
-                .any(|v| std::env::var_os(v).is_some()),
-        }
+/// Whether `--durable` asks for a durable recording here.
+fn durable_wanted(args: &Args) -> bool {
+    match args.durable {
+        When::Always => true,
+        When::Never => false,
+        When::Auto => LAUNCHER_RANK_VARIABLES
+            .iter()
+            .any(|v| std::env::var_os(v).is_some()),
     }
 }
 
@@ -251,7 +249,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.online {
         return run_online(&args, &config);
     }
-    if args.durable.durable() {
+    if durable_wanted(&args) {
         return run_durable(&args, config);
     }
     let clock = if tansa_collect::tsc_is_reliable() {
