@@ -70,6 +70,22 @@ fn kill_and_report(recorder: &mut Child, pid: u32, file: &Path) -> std::process:
     ])
 }
 
+/// Whether the frames written so far to the recording `file` include one of type `ty`.
+fn has_frame(file: &Path, ty: tansa_format::container::FrameType) -> bool {
+    let Ok(f) = std::fs::File::open(file) else {
+        return false;
+    };
+    let Ok(mut frames) = tansa_format::container::Reader::new(BufReader::new(f)) else {
+        return false;
+    };
+    while let Ok(Some(frame)) = frames.next_frame() {
+        if frame.ty == ty {
+            return true;
+        }
+    }
+    false
+}
+
 fn kill(pid: u32, signal: i32) {
     // SAFETY: kill has no memory-safety preconditions.
     unsafe { libc::kill(pid as i32, signal) };
@@ -303,7 +319,13 @@ fn a_segment_made_in_memory_is_named_after_a_kill() {
         std::thread::sleep(Duration::from_millis(20));
     }
     // The collector hears of the segment on its next round and writes it down at once.
-    std::thread::sleep(Duration::from_millis(1500));
+    while !has_frame(&file, tansa_format::memory::VOLATILE_SEGMENT) {
+        assert!(
+            Instant::now() < deadline,
+            "the segment not named after 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let out = kill_and_report(&mut recorder, pid, &file);
     assert!(out.status.success(), "{}", stderr(&out));
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
