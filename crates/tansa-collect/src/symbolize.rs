@@ -21,10 +21,10 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use tansa_format::symtab::{SymbolTable, SymbolTableBuilder};
-
-use crate::contention::{CpuContention, WINDOW};
 use tansa_symbols::Resolver;
 use tansa_wire::event::{Decoder, Record};
+
+use crate::contention::{CpuContention, WINDOW};
 
 /// A module as announced by the agent.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
