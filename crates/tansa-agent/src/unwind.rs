@@ -112,8 +112,6 @@ struct Read {
 
 #[derive(Debug, Default)]
 struct Entry {
-    valid: bool,
-    last_used: u64,
     frames: Vec<FrameState>,
     reads: Vec<Read>,
     /// The relevant successful reads as (address, value), in frame order: what validation
@@ -129,6 +127,10 @@ struct Entry {
 #[derive(Debug)]
 pub struct StackCache {
     entries: [Entry; ENTRIES],
+    /// When each entry was last used (the clock's value), 0 for an entry that holds no
+    /// stack. Kept apart from the entries, so choosing the entry to replace reads four
+    /// cache lines, not one per entry.
+    used: [u64; ENTRIES],
     /// Entry (plus one; 0 for none) whose innermost frame hashes to each slot.
     index: [u8; INDEX],
     clock: u64,
@@ -143,6 +145,7 @@ impl Default for StackCache {
     fn default() -> Self {
         StackCache {
             entries: core::array::from_fn(|_| Entry::default()),
+            used: [0; ENTRIES],
             index: [0; INDEX],
             clock: 0,
             generation: 0,
@@ -179,9 +182,7 @@ fn same_frame(f: &FrameState, regs: &CallerRegs) -> bool {
 impl StackCache {
     /// Forgets everything (the module map changed).
     fn invalidate(&mut self, generation: u64) {
-        for e in &mut self.entries {
-            e.valid = false;
-        }
+        self.used = [0; ENTRIES];
         self.generation = generation;
     }
 
@@ -234,14 +235,14 @@ impl StackCache {
             return None;
         }
         let i = usize::from(self.index[index_slot(&regs)]).checked_sub(1)?;
-        let e = &mut self.entries[i];
-        if e.valid
+        let e = &self.entries[i];
+        if self.used[i] != 0
             && e.id != 0
             && e.frames.first().is_some_and(|f| same_frame(f, &regs))
             && Self::validate(e, 0, stack_hi)
         {
             self.clock += 1;
-            e.last_used = self.clock;
+            self.used[i] = self.clock;
             self.current = i;
             return Some(e.id);
         }
@@ -276,10 +277,9 @@ impl StackCache {
                 len: e.frames.len(),
             };
         }
-        // Slow path: unwind until a frame matches the most recently used stack.
-        let base = (0..ENTRIES)
-            .filter(|&i| self.entries[i].valid)
-            .max_by_key(|&i| self.entries[i].last_used);
+        // Slow path: unwind until a frame matches the most recently used stack: the current
+        // one (every use makes its entry current), if the cache was not dropped since.
+        let base = Some(self.current).filter(|&i| self.used[i] != 0);
         let mut frames = core::mem::take(&mut self.scratch_frames);
         let mut reads = core::mem::take(&mut self.scratch_reads);
         frames.clear();
@@ -373,9 +373,7 @@ impl StackCache {
             }
         }
         // The new stack: the frames just unwound, then the matched cached suffix.
-        let slot = (0..ENTRIES)
-            .min_by_key(|&i| (self.entries[i].valid, self.entries[i].last_used))
-            .unwrap_or(0);
+        let slot = least_recently_used(&self.used);
         let mut outer_key = key_seed(epoch);
         if let Some((b, j)) = matched {
             outer_key = self.entries[b].frames[j].key;
@@ -468,9 +466,8 @@ impl StackCache {
         core::mem::swap(&mut e.reads, &mut reads);
         core::mem::swap(&mut e.checks, &mut checks);
         self.scratch_checks = checks;
-        e.valid = true;
         e.id = 0;
-        e.last_used = self.clock;
+        self.used[slot] = self.clock;
         self.current = slot;
         self.scratch_frames = frames;
         self.scratch_reads = reads;
@@ -480,6 +477,18 @@ impl StackCache {
             len: self.entries[slot].frames.len(),
         }
     }
+}
+
+/// The entry to replace: an empty one, else the least recently used.
+#[inline]
+fn least_recently_used(used: &[u64; ENTRIES]) -> usize {
+    let mut best = 0;
+    for (i, &u) in used.iter().enumerate().skip(1) {
+        if u < used[best] {
+            best = i;
+        }
+    }
+    best
 }
 
 /// Unwinds a full stack from an interrupted instruction (a CPU sample: the first frame is
