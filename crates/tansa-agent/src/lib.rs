@@ -52,6 +52,10 @@
 //! 9. **The inherited descriptor is never trusted by number.** Its identity is checked
 //!    before anything is sent ([`reach`]); a program's own socket at that number receives
 //!    nothing. (Test: a program that reuses the number, forks and execs.)
+//! 10. **Time order is causal order.** A release's timestamp is earlier than that of the
+//!     allocation, in any thread, that reuses its address ([`clock`]), so the collector's
+//!     merge by time never sees an address handed out twice. (Test: blocks released by one
+//!     thread and handed out again to another, after a stretch with one thread only.)
 //!
 //! `free(NULL)` does nothing and is neither recorded nor counted.
 //!

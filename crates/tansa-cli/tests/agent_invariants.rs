@@ -267,6 +267,71 @@ fn threads_exiting_mid_stream() {
     );
 }
 
+/// Invariant 10: time order is causal order. The main thread first allocates alone (its
+/// allocations then take an unordered timestamp), then passes each block it allocates to a
+/// second thread that frees it; with glibc's per-thread cache off, the main thread's
+/// allocations reuse the addresses the other thread has just released. In time order,
+/// every release must come before the allocation that reuses its address. (A release
+/// timestamped 200 spins after it is made fails here every time; the few nanoseconds an
+/// unordered read of the clock can run early are too few to show.)
+#[test]
+fn blocks_released_by_one_thread_and_reused_by_another_keep_their_order() {
+    let exe = program("handoff", "handoff.c", &["-g", "-O1", "-pthread"]);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("handoff.tansa");
+    let (solo, count) = (20_000u64, 200_000u64);
+    let out = record_with_env(
+        &file,
+        &[exe.to_str().unwrap(), &solo.to_string(), &count.to_string()],
+        &[("GLIBC_TUNABLES", "glibc.malloc.tcache_count=0")],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r = report_json(&file, &["--by", "function"]);
+    let main = unit(&r, "handoff!main");
+    let n = solo + count;
+    assert_eq!(calls(main), (n, 0, 0, n, 0), "every malloc and free");
+    assert_eq!(bytes(main).0, 48 * n as i64);
+    assert_eq!(bytes(main).1, 0, "every block released");
+    assert_nothing_improper(&r);
+    assert!(
+        r["warnings"].as_array().unwrap().is_empty(),
+        "{}",
+        r["warnings"]
+    );
+    // The same check on the raw records, and proof that addresses did change threads.
+    let mut events: Vec<(u64, bool, (u64, u64), u64)> = dumped_records(&file)
+        .iter()
+        .filter(|e| matches!(e["kind"].as_str(), Some("alloc" | "free")))
+        .map(|e| {
+            (
+                field(e, "ticks"),
+                e["kind"] == "alloc",
+                (field(e, "session"), field(e, "ptr")),
+                field(e, "tid"),
+            )
+        })
+        .collect();
+    events.sort_by_key(|e| e.0);
+    // (Process image, address) -> (live, thread of its last release).
+    let mut blocks: HashMap<(u64, u64), (bool, u64)> = HashMap::new();
+    let mut handed_over = 0u64;
+    for (ticks, alloc, ptr, tid) in events {
+        let b = blocks.entry(ptr).or_insert((false, 0));
+        if alloc {
+            assert!(!b.0, "{:#x} handed out at {ticks} while still live", ptr.1);
+            handed_over += u64::from(b.1 != 0 && b.1 != tid);
+            b.0 = true;
+        } else {
+            b.0 = false;
+            b.1 = tid;
+        }
+    }
+    assert!(
+        handed_over >= count / 2,
+        "only {handed_over} allocations reused an address another thread released"
+    );
+}
+
 /// Invariant 6 at the scale of a thread-per-request server: the rings of exited threads
 /// are reclaimed and reused, so 100,000 short-lived threads, one after another, are
 /// recorded exactly (each thread also frees memory after the agent's own exit handler).

@@ -2,6 +2,7 @@
 //! thread exits, finished once the kernel says the thread is gone.
 
 use core::ffi::c_void;
+use core::sync::atomic::{AtomicU32, Ordering};
 
 use tansa_wire::event::{
     CountingSink, EventBuf, StreamState, encode_thread_name, encode_thread_start,
@@ -14,6 +15,9 @@ use crate::session::{RingWriter, SESSION};
 use crate::thread::{Busy, ThreadState};
 use crate::unwind::{MAX_FRAMES, StackCache, UnwindCache};
 use crate::{clock, sys};
+
+/// Thread contexts created so far in this process.
+static CREATED: AtomicU32 = AtomicU32::new(0);
 
 /// Everything a thread needs to record events.
 pub struct ThreadCtx {
@@ -108,6 +112,9 @@ pub(super) fn context_setup(st: &'static ThreadState) -> Option<*mut ThreadCtx> 
             sample_frames: Vec::with_capacity(MAX_FRAMES),
         });
         p = Box::into_raw(ctx);
+        if CREATED.fetch_add(1, Ordering::SeqCst) != 0 {
+            clock::another_thread_records();
+        }
         // SAFETY: a new context, released only through the registry.
         unsafe { REGISTRY.insert(p) };
         st.ctx.set(p);

@@ -116,7 +116,7 @@ pub fn nested_alloc(
         st,
         Nested::Alloc(AllocEvent {
             op,
-            ts: clock::now(),
+            ts: clock::ordered(),
             ptr: ptr as u64,
             size: size as u64,
             align: align as u64,
@@ -131,7 +131,7 @@ pub fn nested_free(st: &'static ThreadState, ptr: *mut c_void, regs: CallerRegs)
     queue_nested(
         st,
         Nested::Free(FreeEvent {
-            ts: clock::now(),
+            ts: clock::ordered(),
             ptr: ptr as u64,
             stack: 0,
         }),
@@ -148,7 +148,7 @@ pub fn nested_realloc(
     size: usize,
     regs: CallerRegs,
 ) {
-    let ts = clock::now();
+    let ts = clock::ordered();
     queue_nested(
         st,
         Nested::Realloc(ReallocEvent {
