@@ -118,8 +118,22 @@ struct Entry {
     /// re-reads. Failed reads need no re-check: they were beyond the top of the stack, which
     /// does not move, and every read of a frame lies above that frame's stack pointer.
     checks: Vec<(u64, u64)>,
+}
+
+/// What the fast path compares of an entry: its innermost frame, the extent of its checks
+/// and its id, kept in the cache itself rather than behind the entry's vectors, so that a
+/// lookup does not wait for one more cache line before it can read the stack.
+#[derive(Debug, Clone, Copy, Default)]
+struct Head {
+    ra: u64,
+    /// 0 for an entry without frames, which never matches (no stack pointer is 0).
+    sp: u64,
+    bp: u64,
+    bp_live: bool,
     /// Stack id of the whole stack (0 until interned).
     id: u32,
+    /// End of the highest word the stack's checks read.
+    checks_end: u64,
 }
 
 /// A thread's stack cache and scratch buffers. All buffers come from the agent's own
@@ -131,6 +145,7 @@ pub struct StackCache {
     /// stack. Kept apart from the entries, so choosing the entry to replace reads four
     /// cache lines, not one per entry.
     used: [u64; ENTRIES],
+    heads: [Head; ENTRIES],
     /// Entry (plus one; 0 for none) whose innermost frame hashes to each slot.
     index: [u8; INDEX],
     clock: u64,
@@ -146,6 +161,7 @@ impl Default for StackCache {
         StackCache {
             entries: core::array::from_fn(|_| Entry::default()),
             used: [0; ENTRIES],
+            heads: [Head::default(); ENTRIES],
             index: [0; INDEX],
             clock: 0,
             generation: 0,
@@ -179,6 +195,38 @@ fn same_frame(f: &FrameState, regs: &CallerRegs) -> bool {
     f.regs.ra == regs.ra && f.regs.sp == regs.sp && (!f.bp_live || f.regs.bp == regs.bp)
 }
 
+/// Whether every check (an address and the value read there when the stack was unwound)
+/// still holds. `checks_end` is the end of the highest word they read, `stack_hi` the top
+/// of the stack the current stack pointer is on.
+///
+/// # Safety
+///
+/// Every checked address lies at or above the stack pointer of a frame that matches the
+/// current registers: a stack pointer of the current stack.
+#[inline]
+unsafe fn checks_hold(checks: &[(u64, u64)], checks_end: u64, stack_hi: u64) -> bool {
+    // The checks must also lie below the current stack's top (a cached stack may have run
+    // on a coroutine stack that no longer exists).
+    if checks_end > stack_hi {
+        return false;
+    }
+    // Differences are accumulated without branching, in blocks: most stacks are valid, so
+    // every word is read anyway.
+    let read = |&(addr, value): &(u64, u64)| {
+        // SAFETY: the address lies between a stack pointer of the current stack (the
+        // caller's promise) and the top of that stack (checked above): mapped memory of
+        // this thread's stack.
+        unsafe { (addr as *const u64).read_unaligned() ^ value }
+    };
+    let mut blocks = checks.chunks_exact(4);
+    for b in &mut blocks {
+        if (read(&b[0]) | read(&b[1]) | read(&b[2]) | read(&b[3])) != 0 {
+            return false;
+        }
+    }
+    blocks.remainder().iter().fold(0, |acc, c| acc | read(c)) == 0
+}
+
 impl StackCache {
     /// Forgets everything (the module map changed).
     fn invalidate(&mut self, generation: u64) {
@@ -188,32 +236,23 @@ impl StackCache {
 
     /// Whether the relevant reads of `entry`'s frames from `from` outwards still hold.
     /// `stack_hi` is the top of the stack the current stack pointer is on.
+    ///
+    /// # Safety
+    ///
+    /// Frame `from` of `entry` matches the current registers ([`same_frame`]).
     #[inline]
-    fn validate(entry: &Entry, from: usize, stack_hi: u64) -> bool {
-        let Some(f) = entry.frames.get(from) else {
-            return false;
-        };
-        // All checks lie above this frame's stack pointer (which equals a stack pointer of
-        // the current stack); they must also lie below the current stack's top (a cached
-        // stack may have run on a coroutine stack that no longer exists).
-        if f.checks_end > stack_hi {
-            return false;
-        }
-        // Differences are accumulated without branching, in blocks: most stacks are valid,
-        // so every word is read anyway.
-        let checks = &entry.checks[f.checks_start as usize..];
-        let read = |&(addr, value): &(u64, u64)| {
-            // SAFETY: the address lies between a stack pointer of the current stack and the
-            // top of that stack (checked above): mapped memory of this thread's stack.
-            unsafe { (addr as *const u64).read_unaligned() ^ value }
-        };
-        let mut blocks = checks.chunks_exact(4);
-        for b in &mut blocks {
-            if (read(&b[0]) | read(&b[1]) | read(&b[2]) | read(&b[3])) != 0 {
-                return false;
+    unsafe fn validate(entry: &Entry, from: usize, stack_hi: u64) -> bool {
+        entry.frames.get(from).is_some_and(|f| {
+            // SAFETY: the checks from frame `from` outwards lie above its stack pointer,
+            // which is the current one (the caller's promise).
+            unsafe {
+                checks_hold(
+                    &entry.checks[f.checks_start as usize..],
+                    f.checks_end,
+                    stack_hi,
+                )
             }
-        }
-        blocks.remainder().iter().fold(0, |acc, c| acc | read(c)) == 0
+        })
     }
 
     /// The return addresses of the stack captured last, innermost first.
@@ -223,7 +262,7 @@ impl StackCache {
 
     /// Records the id the stack captured last was interned under.
     pub fn set_id(&mut self, id: u32) {
-        self.entries[self.current].id = id;
+        self.heads[self.current].id = id;
     }
 
     /// The id of the stack at `regs` if it is exactly a cached, interned stack (same call
@@ -235,16 +274,21 @@ impl StackCache {
             return None;
         }
         let i = usize::from(self.index[index_slot(&regs)]).checked_sub(1)?;
-        let e = &self.entries[i];
+        let h = &self.heads[i];
         if self.used[i] != 0
-            && e.id != 0
-            && e.frames.first().is_some_and(|f| same_frame(f, &regs))
-            && Self::validate(e, 0, stack_hi)
+            && h.id != 0
+            && h.ra == regs.ra
+            && h.sp == regs.sp
+            && (!h.bp_live || h.bp == regs.bp)
+            // SAFETY: the checks lie above the entry's innermost stack pointer, which was
+            // just found equal to the current one.
+            && unsafe { checks_hold(&self.entries[i].checks, h.checks_end, stack_hi) }
         {
+            let id = h.id;
             self.clock += 1;
             self.used[i] = self.clock;
             self.current = i;
-            return Some(e.id);
+            return Some(id);
         }
         None
     }
@@ -297,7 +341,8 @@ impl StackCache {
                     }
                     if scan < e.frames.len()
                         && same_frame(&e.frames[scan], &state)
-                        && Self::validate(e, scan, stack_hi)
+                        // SAFETY: the frame was just found to match the current one.
+                        && unsafe { Self::validate(e, scan, stack_hi) }
                     {
                         matched = Some((b, scan));
                         break;
@@ -466,7 +511,14 @@ impl StackCache {
         core::mem::swap(&mut e.reads, &mut reads);
         core::mem::swap(&mut e.checks, &mut checks);
         self.scratch_checks = checks;
-        e.id = 0;
+        self.heads[slot] = e.frames.first().map_or(Head::default(), |f| Head {
+            ra: f.regs.ra,
+            sp: f.regs.sp,
+            bp: f.regs.bp,
+            bp_live: f.bp_live,
+            id: 0,
+            checks_end: f.checks_end,
+        });
         self.used[slot] = self.clock;
         self.current = slot;
         self.scratch_frames = frames;
