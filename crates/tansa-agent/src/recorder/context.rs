@@ -37,6 +37,11 @@ pub struct ThreadCtx {
     pub(super) sample_frames: Vec<u64>,
 }
 
+// Every thread that records has a context, from the agent's power-of-two size classes
+// (`heap`): past 4 KiB it takes twice the memory, and a program that starts a thread per
+// request (20,000 of them in `bench/`) ran 30 % slower under the recorder.
+const _: () = assert!(core::mem::size_of::<ThreadCtx>() <= 4096);
+
 impl ThreadCtx {
     /// The thread id of the context's thread.
     pub fn tid(&self) -> u32 {
