@@ -29,7 +29,7 @@ use tansa_wire::event::{DecodeError, Decoder, Record, StreamState};
 
 const CHUNK: usize = 256 * 1024;
 const MAX_AGE: Duration = Duration::from_secs(1);
-/// How often a durable recording writes its clock calibration so far.
+/// How often a recording writes its clock calibration so far.
 const CALIBRATION_EVERY: Duration = Duration::from_secs(2);
 
 /// A stream of a session: a thread stream, or (`None`) the meta stream.
@@ -179,8 +179,7 @@ impl FileSink {
     }
 
     /// [`FileSink::create`] for a durable recording ([`crate::Config::segment_dir`]): the
-    /// sink tells the collector which stream bytes are in the file ([`Sink::stored`]),
-    /// and writes the clock calibration every few seconds, so that a salvage has it.
+    /// sink tells the collector which stream bytes are in the file ([`Sink::stored`]).
     pub fn create_durable(
         file: File,
         path: &Path,
@@ -201,6 +200,19 @@ impl FileSink {
     ) -> Result<FileSink, CollectError> {
         let mut writer = Writer::new(BufWriter::with_capacity(1 << 20, file), Kind::Memory)?;
         writer.value(FrameType::META, meta)?;
+        // The clock and a first point, at once: a recording whose recorder is killed outright
+        // can then still be completed with the right clock (`salvage`). Readers use the
+        // last calibration frame.
+        writer.value(
+            FrameType::CALIBRATION,
+            &Calibration {
+                source: clock,
+                points: vec![CalibrationPoint {
+                    ticks: crate::clock_now(clock == ClockSource::Tsc),
+                    ns: crate::sys::monotonic_ns(),
+                }],
+            },
+        )?;
         if durable {
             // The header and META in the file at once: a salvage needs them.
             writer.flush()?;
@@ -521,10 +533,9 @@ impl Sink for FileSink {
         {
             self.calibration.push(point);
         }
-        // A durable recording has its clock calibration in the file every few seconds
-        // (the first and the latest point), for a salvage (readers use the last one).
-        if self.durable.is_some()
-            && self.calibration.len() >= 2
+        // Every recording has its clock calibration in the file every few seconds (the
+        // first and the latest point), for a salvage (readers use the last one).
+        if self.calibration.len() >= 2
             && (self.calibration.len() == 2
                 || self.last_calibration_frame.elapsed() >= CALIBRATION_EVERY)
         {
@@ -540,28 +551,30 @@ impl Sink for FileSink {
                 None,
             ))?;
         }
-        // Write out anything older than a second, so a crash of tansa itself loses little.
-        let stale: Vec<_> = self
+        // Write out anything older than a second, into the file (not only the writer's
+        // buffer), so a crash of tansa itself loses little: a recorder killed outright
+        // leaves a file that `salvage::complete_leftover` completes.
+        let stale_threads: Vec<_> = self
             .threads
             .iter()
             .filter(|(_, b)| b.since.elapsed() >= MAX_AGE)
             .map(|(k, _)| *k)
             .collect();
-        for k in stale {
-            self.flush_thread(k)?;
-        }
-        let stale: Vec<_> = self
+        let stale_metas: Vec<_> = self
             .metas
             .iter()
             .filter(|(_, b)| b.since.elapsed() >= MAX_AGE)
             .map(|(k, _)| *k)
             .collect();
-        if !stale.is_empty() {
-            for s in stale {
-                self.flush_meta(s)?;
-            }
-            self.send(Job::Flush)?;
+        if stale_threads.is_empty() && stale_metas.is_empty() {
+            return Ok(());
         }
-        Ok(())
+        for k in stale_threads {
+            self.flush_thread(k)?;
+        }
+        for s in stale_metas {
+            self.flush_meta(s)?;
+        }
+        self.send(Job::Flush)
     }
 }

@@ -589,7 +589,126 @@ pub fn salvage(
             return Ok(None);
         }
     }
-    let mut file = OpenOptions::new()
+    let file = open_unlocked(path)?;
+    let st = read_file(&file)?;
+    let durable = st.meta.as_ref().is_some_and(|m| {
+        m.options
+            .iter()
+            .any(|(k, v)| k == DURABLE_OPTION && v == "true")
+    });
+    if st.finished || !durable {
+        return Ok(None);
+    }
+    let done = complete(&file, &st, Some(&segment_dir(path)), progress)?;
+    remove_segment_dir(path);
+    Ok(Some(done))
+}
+
+/// Completes a heap recording that a recorder killed outright left under its temporary
+/// name (`tansa_format::output::leftovers`), as [`salvage`] does a durable one, except
+/// that there are no segment files to add from: the rings of an ordinary recording are in
+/// memory, gone with the recorder (agents still running count what they could not hand
+/// over as lost). `Ok(None)`: the file is already complete (the recorder was killed after
+/// finishing it, before moving it into place).
+pub fn complete_leftover(
+    path: &Path,
+    progress: &mut dyn FnMut(usize, usize, &str),
+) -> Result<Option<Salvaged>, SalvageError> {
+    let file = open_unlocked(path)?;
+    let st = read_file(&file)?;
+    if st.finished {
+        return Ok(None);
+    }
+    complete(&file, &st, None, progress).map(Some)
+}
+
+/// What [`recover_leftover`] found for a recording that does not exist.
+#[derive(Debug)]
+pub enum Recovery {
+    /// No temporary file of a recorder that could have written it.
+    Nothing,
+    /// A recorder (`pid`) is writing it now, into `temp`.
+    InUse {
+        /// The temporary file.
+        temp: PathBuf,
+        /// The process that created it.
+        pid: u32,
+    },
+    /// A recorder (`pid`) was killed before it wrote anything into `temp` (`tansa sample`
+    /// writes its recording only when it ends).
+    Empty {
+        /// The temporary file.
+        temp: PathBuf,
+        /// The process that created it.
+        pid: u32,
+    },
+    /// The temporary file a killed recorder (`pid`) left is not a heap recording that can
+    /// be completed (a CPU recording cut short while being written, say).
+    Unusable {
+        /// The temporary file.
+        temp: PathBuf,
+        /// The process that created it.
+        pid: u32,
+        /// Why.
+        error: SalvageError,
+    },
+    /// The heap recording a killed recorder (`pid`) left in `temp` was completed (`None`:
+    /// it was complete already) and moved into place.
+    Completed {
+        /// Where it was.
+        temp: PathBuf,
+        /// The process that created it.
+        pid: u32,
+        /// What completing it did.
+        salvaged: Option<Salvaged>,
+        /// Older temporary files of killed recorders of the same name, left as they are.
+        others: Vec<PathBuf>,
+    },
+}
+
+/// For a recording `dest` that does not exist: completes the newest temporary file a
+/// killed recorder left for it ([`complete_leftover`]) and moves it into place at `dest`
+/// (`tansa_format::output::settle_leftover`: never over a file), or says why not.
+pub fn recover_leftover(dest: &Path, progress: &mut dyn FnMut(usize, usize, &str)) -> Recovery {
+    use tansa_format::output::{leftovers, settle_leftover};
+    let found = leftovers(dest);
+    if let Some(l) = found.iter().find(|l| l.in_use) {
+        return Recovery::InUse {
+            temp: l.path.clone(),
+            pid: l.pid,
+        };
+    }
+    let Some(newest) = found.first() else {
+        return Recovery::Nothing;
+    };
+    let (temp, pid) = (newest.path.clone(), newest.pid);
+    if newest.len == 0 {
+        return Recovery::Empty { temp, pid };
+    }
+    let salvaged = match complete_leftover(&temp, progress) {
+        Ok(s) => s,
+        Err(SalvageError::StillRecording { .. }) => return Recovery::InUse { temp, pid },
+        Err(error) => return Recovery::Unusable { temp, pid, error },
+    };
+    if let Err(e) = settle_leftover(&temp, dest) {
+        return Recovery::Unusable {
+            temp,
+            pid,
+            error: SalvageError::Io(e),
+        };
+    }
+    Recovery::Completed {
+        temp,
+        pid,
+        salvaged,
+        others: found[1..].iter().map(|l| l.path.clone()).collect(),
+    }
+}
+
+/// Opens a recording to complete it, taking its lock: [`SalvageError::StillRecording`]
+/// if a recorder holds it.
+fn open_unlocked(path: &Path) -> Result<File, SalvageError> {
+    let file = OpenOptions::new()
         .read(true)
         .write(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
@@ -601,22 +720,25 @@ pub fn salvage(
             pid: lock_holder(ino),
         });
     }
-    let st = read_file(&file)?;
-    let durable = st.meta.as_ref().is_some_and(|m| {
-        m.options
-            .iter()
-            .any(|(k, v)| k == DURABLE_OPTION && v == "true")
-    });
-    if st.finished || !durable {
-        return Ok(None);
-    }
+    Ok(file)
+}
+
+/// Completes the unfinished recording `file` (read as `st`): cuts off a torn last frame,
+/// appends what the segment files in `segments` hold beyond the file, ends the process
+/// images, adds the calibration, the symbols, the salvage frame and the end frame.
+fn complete(
+    mut file: &File,
+    st: &FileState,
+    segments: Option<&Path>,
+    progress: &mut dyn FnMut(usize, usize, &str),
+) -> Result<Salvaged, SalvageError> {
     let len = file.metadata()?.len();
     let mut done = Salvaged::default();
     done.salvage.torn_bytes = len.saturating_sub(st.valid_end);
     file.set_len(st.valid_end)?;
     file.seek(SeekFrom::Start(st.valid_end))?;
     let mut w = FrameWriter {
-        out: io::BufWriter::new(&file),
+        out: io::BufWriter::new(file),
         encoder: FrameEncoder::new(3)?,
         scratch: Vec::new(),
     };
@@ -624,8 +746,8 @@ pub fn salvage(
     let mut metas = st.metas.clone();
     let mut clock = None;
     let mut exits: HashMap<u32, (Option<i32>, Losses, u64)> = HashMap::new();
-    let dir = segment_dir(path);
-    for ((pid, _), group) in segment_groups(&dir) {
+    let groups = segments.map(segment_groups).unwrap_or_default();
+    for ((pid, _), group) in groups {
         let segments: Vec<(u32, &dyn ReadAt)> =
             group.iter().map(|(i, f)| (*i, f as &dyn ReadAt)).collect();
         done.segments += segments.len();
@@ -737,8 +859,7 @@ pub fn salvage(
     w.out.flush()?;
     drop(w);
     file.sync_data()?;
-    remove_segment_dir(path);
-    Ok(Some(done))
+    Ok(done)
 }
 
 /// The file's calibration with a point taken now (a salvage soon after the recording runs

@@ -12,10 +12,16 @@
 //!   into place with `link(2)`, which fails rather than overwrite;
 //! * a recording that fails part-way is kept as `NAME.partial` (never removed: what was
 //!   recorded stays readable, as far as it got).
+//!
+//! The temporary file (`.NAME.PID.N.tmp`) is locked with `flock` while it is written. A
+//! recorder killed outright (`SIGKILL`, the OOM killer) leaves it behind, unlocked:
+//! [`leftovers`] finds such files for a name, so that readers can say where the recording
+//! went, and complete it ([`settle_leftover`] then moves it into place).
 
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -66,6 +72,10 @@ impl OutputFile {
                 .open(&temp)
             {
                 Ok(file) => {
+                    // Held until the file is closed: tells readers that it is being written.
+                    // A file system without locks still gets its recording.
+                    // SAFETY: flock on a descriptor we own; no memory is passed.
+                    let _ = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
                     return Ok(OutputFile {
                         temp,
                         file: Some(file),
@@ -164,7 +174,6 @@ pub fn create_locked(dest: &Path, naming: Naming, mode: u32) -> io::Result<(File
             .open(&candidate)
         {
             Ok(file) => {
-                use std::os::fd::AsRawFd;
                 // SAFETY: flock on a descriptor we own; no memory is passed.
                 if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
                     let e = io::Error::last_os_error();
@@ -194,6 +203,85 @@ pub fn create_locked(dest: &Path, naming: Naming, mode: u32) -> io::Result<(File
             dest.display()
         ),
     ))
+}
+
+/// A temporary file that a recorder of some name left behind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Leftover {
+    /// Its path.
+    pub path: PathBuf,
+    /// The process that created it (from its name).
+    pub pid: u32,
+    /// Its size in bytes.
+    pub len: u64,
+    /// Whether a process may still write it: it holds the lock, or the process that
+    /// created it still runs (between closing the file and moving it into place, a
+    /// recorder holds no lock).
+    pub in_use: bool,
+}
+
+/// The temporary files of recordings to be named `dest` (`.NAME.PID.N.tmp` next to it)
+/// that are regular files owned by the calling user, newest first. Anything else at such
+/// a name (a link, someone else's file) is not ours to read and is left out.
+pub fn leftovers(dest: &Path) -> Vec<Leftover> {
+    let Some(name) = dest.file_name().map(|n| n.to_string_lossy().into_owned()) else {
+        return Vec::new();
+    };
+    let dir = match dest.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Vec::new();
+    };
+    let prefix = format!(".{name}.");
+    // SAFETY: geteuid has no preconditions.
+    let uid = unsafe { libc::geteuid() };
+    let mut found: Vec<(i64, Leftover)> = entries
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let file_name = e.file_name().to_string_lossy().into_owned();
+            let (pid, n) = file_name
+                .strip_prefix(&prefix)?
+                .strip_suffix(".tmp")?
+                .split_once('.')?;
+            let pid: u32 = pid.parse().ok()?;
+            n.parse::<u32>().ok()?;
+            let path = dest.with_file_name(&file_name);
+            // Not following a link, not blocking on a FIFO planted there.
+            let file = OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+                .open(&path)
+                .ok()?;
+            let meta = file.metadata().ok()?;
+            if !meta.is_file() || meta.uid() != uid {
+                return None;
+            }
+            // SAFETY: flock on a descriptor we own; released when `file` closes.
+            let in_use = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) }
+                != 0
+                || Path::new(&format!("/proc/{pid}")).exists();
+            Some((
+                meta.mtime(),
+                Leftover {
+                    path,
+                    pid,
+                    len: meta.len(),
+                    in_use,
+                },
+            ))
+        })
+        .collect();
+    found.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.path.cmp(&b.1.path)));
+    found.into_iter().map(|(_, l)| l).collect()
+}
+
+/// Moves a completed leftover into place at `dest`, which must not exist (`link(2)`:
+/// nothing is replaced nor followed).
+pub fn settle_leftover(temp: &Path, dest: &Path) -> io::Result<()> {
+    std::fs::hard_link(temp, dest)?;
+    std::fs::remove_file(temp)
 }
 
 /// `dest`, or `dest` with `.N` before its extension: the first that does not exist yet, to
@@ -312,6 +400,44 @@ mod tests {
         symlink(&victim, &link).unwrap();
         assert!(create_locked(&link, Naming::Given, DEFAULT_MODE).is_err());
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+    }
+
+    #[test]
+    fn leftovers_are_found_and_told_apart_from_files_being_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let dest = dir.path().join("rec.tansa");
+        let mut writing = OutputFile::create(&dest, DEFAULT_MODE).unwrap();
+        let _file = writing.take_file().unwrap();
+        // What a killed recorder leaves: the same name pattern, nobody holding the lock.
+        let abandoned = dir.path().join(".rec.tansa.99999999.0.tmp");
+        std::fs::write(&abandoned, b"events").unwrap();
+        // Not leftovers of this name: another name, a link, a FIFO, a bad pattern.
+        std::fs::write(dir.path().join(".other.tansa.1.0.tmp"), b"x").unwrap();
+        std::fs::write(dir.path().join(".rec.tansa.x.0.tmp"), b"x").unwrap();
+        symlink(&abandoned, dir.path().join(".rec.tansa.77.0.tmp")).unwrap();
+        let fifo = std::ffi::CString::new(
+            dir.path()
+                .join(".rec.tansa.78.0.tmp")
+                .into_os_string()
+                .into_encoded_bytes(),
+        )
+        .unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        let found = leftovers(&dest);
+        assert_eq!(found.len(), 2, "{found:?}");
+        let killed = found.iter().find(|l| l.pid == 99999999).unwrap();
+        assert_eq!((killed.len, killed.in_use), (6, false));
+        let ours = found.iter().find(|l| l.pid == std::process::id()).unwrap();
+        assert!(ours.in_use, "a file being written");
+        // Once complete, a leftover moves into place, and never over a file.
+        settle_leftover(&abandoned, &dest).unwrap();
+        assert_eq!(std::fs::read(&dest).unwrap(), b"events");
+        assert!(!abandoned.exists());
+        std::fs::write(&abandoned, b"again").unwrap();
+        assert!(settle_leftover(&abandoned, &dest).is_err());
+        assert_eq!(std::fs::read(&dest).unwrap(), b"events");
+        writing.discard();
     }
 
     #[test]
