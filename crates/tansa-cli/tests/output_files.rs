@@ -1,12 +1,16 @@
 //! Recordings are created safely: private (mode 0600), through a temporary file moved into
 //! place at the end (none left behind), a default name never follows a symbolic link nor
 //! replaces a file (a number is added), and a recording whose command was killed is kept.
+//! A recorder killed outright leaves its temporary file: the next report completes it and
+//! moves it into place, or says why it cannot.
 
 mod common;
 
+use std::io::{BufRead, BufReader};
 use std::os::unix::fs::{MetadataExt, symlink};
-use std::path::Path;
-use std::process::Command;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 use common::*;
 
@@ -126,4 +130,150 @@ fn the_recording_of_a_killed_command_is_kept() {
     let r = run_tansa(&["report", file.to_str().unwrap(), "--format", "json"]);
     assert!(r.status.success(), "{}", stderr(&r));
     assert!(String::from_utf8_lossy(&r.stdout).contains("allocer"));
+}
+
+fn kill(pid: u32, signal: i32) {
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe { libc::kill(pid as i32, signal) };
+}
+
+/// Starts `tansa ARGS... -- durable 300 4000` (300 blocks of 4000 bytes kept, then a
+/// malloc/free every millisecond until killed); returns the recorder and the program's pid
+/// once the program said it is ready.
+fn start_recorder(args: &[&str]) -> (Child, u32) {
+    ensure_agent();
+    let exe = program("durable", "durable.c", &["-g", "-O1", "-pthread"]);
+    let mut child = Command::new(tansa())
+        .args(args)
+        .arg("--")
+        .arg(&exe)
+        .args(["300", "4000"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run tansa");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("read the program's output");
+    let pid = line
+        .strip_prefix("ready ")
+        .and_then(|p| p.trim().parse().ok())
+        .unwrap_or_else(|| panic!("unexpected output from the program: {line:?}"));
+    (child, pid)
+}
+
+/// The temporary file of the recording `file` that process `pid` writes (its first).
+fn temporary(file: &Path, pid: u32) -> PathBuf {
+    file.with_file_name(format!(
+        ".{}.{pid}.0.tmp",
+        file.file_name().unwrap().to_string_lossy()
+    ))
+}
+
+/// The frame types of the whole frames in `file` so far.
+fn frame_types(file: &Path) -> Vec<tansa_format::container::FrameType> {
+    let mut types = Vec::new();
+    let Ok(f) = std::fs::File::open(file) else {
+        return types;
+    };
+    let Ok(mut frames) = tansa_format::container::Reader::new(std::io::BufReader::new(f)) else {
+        return types;
+    };
+    while let Ok(Some(frame)) = frames.next_frame() {
+        types.push(frame.ty);
+    }
+    types
+}
+
+#[test]
+fn a_heap_recording_whose_recorder_was_killed_is_completed_by_the_next_report() {
+    use tansa_format::memory::{META_CHUNK, THREAD_CHUNK};
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("killed.tansa");
+    let (mut recorder, pid) =
+        start_recorder(&["record", "--durable", "never", "-o", file.to_str().unwrap()]);
+    let temp = temporary(&file, recorder.id());
+    // While it records, a report says so and touches nothing.
+    let busy = run_tansa(&["report", file.to_str().unwrap()]);
+    assert!(!busy.status.success());
+    assert!(
+        stderr(&busy).contains(&format!("still being recorded by pid {}", recorder.id())),
+        "{}",
+        stderr(&busy)
+    );
+    // The collector writes out what is a second old; wait until the 300 blocks' events
+    // and their stacks are in the file.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let types = frame_types(&temp);
+        if types.contains(&THREAD_CHUNK) && types.contains(&META_CHUNK) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "nothing written to {}: {types:?}",
+            temp.display()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    kill(recorder.id(), libc::SIGKILL);
+    let _ = recorder.wait();
+    kill(pid, libc::SIGKILL);
+    assert!(!file.exists());
+    let out = run_tansa(&[
+        "report",
+        file.to_str().unwrap(),
+        "--by",
+        "function",
+        "--format",
+        "json",
+    ]);
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains(&format!(
+            "its recorder (pid {}) was killed; completed it from",
+            recorder.id()
+        )),
+        "{err}"
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    // Functions are named: the symbols were resolved when it was completed.
+    let main = unit(&report, "durable!main");
+    assert_eq!(calls(main).0, 300, "{main}");
+    assert_eq!(bytes(main).1, 300 * 4000, "{main}");
+    assert_eq!(report["processes"][0]["exit"]["kind"], "recorder_killed");
+    // In place, private, and no temporary file left; the next report just reads it.
+    assert_eq!(names(dir.path()), ["killed.tansa"]);
+    assert_eq!(std::fs::metadata(&file).unwrap().mode() & 0o777, 0o600);
+    let again = run_tansa(&["report", file.to_str().unwrap()]);
+    assert!(again.status.success(), "{}", stderr(&again));
+    assert!(
+        !stderr(&again).contains("completed it"),
+        "{}",
+        stderr(&again)
+    );
+}
+
+#[test]
+fn a_cpu_recording_whose_recorder_was_killed_is_explained() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("cpu.tansa");
+    let (mut recorder, pid) = start_recorder(&["sample", "-o", file.to_str().unwrap()]);
+    kill(recorder.id(), libc::SIGKILL);
+    let _ = recorder.wait();
+    kill(pid, libc::SIGKILL);
+    let out = run_tansa(&["report", file.to_str().unwrap()]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains(&format!(
+            "not recorded: its recorder (pid {}) was killed before it wrote anything",
+            recorder.id()
+        )),
+        "{}",
+        stderr(&out)
+    );
+    // Nothing is removed.
+    assert!(temporary(&file, recorder.id()).exists());
 }

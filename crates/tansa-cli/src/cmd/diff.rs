@@ -183,7 +183,7 @@ fn parse_pids(s: &str) -> Result<(u32, u32), String> {
 
 /// Opens a recording, saying whether it is a CPU recording.
 fn open(path: &Path) -> anyhow::Result<(File, bool)> {
-    let file = File::open(path).map_err(|e| exit::cannot_open(path, e))?;
+    let file = options::open_recording(path)?;
     let cpu = report_cpu::is_cpu_recording(&file);
     Ok((file, cpu))
 }

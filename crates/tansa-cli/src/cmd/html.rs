@@ -81,7 +81,7 @@ enum Input {
 }
 
 fn kind_of(path: &Path) -> anyhow::Result<Input> {
-    let mut file = File::open(path).map_err(|e| exit::cannot_open(path, e))?;
+    let mut file = options::open_recording(path)?;
     let mut magic = [0u8; 8];
     let n = file.read(&mut magic).unwrap_or(0);
     if n == 8 && &magic == b"TANSAREC" {

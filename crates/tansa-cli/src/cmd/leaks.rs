@@ -1,6 +1,5 @@
 //! `tansa leaks`: the leak report of a heap recording.
 
-use std::fs::File;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -47,7 +46,7 @@ pub struct Args {
 
 /// Runs `tansa leaks`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let file = File::open(&args.file).map_err(|e| exit::cannot_open(&args.file, e))?;
+    let file = super::options::open_recording(&args.file)?;
     let recording = super::report::open_memory(
         &args.file,
         file,

@@ -365,6 +365,70 @@ pub fn with_module_progress<T>(
     out
 }
 
+/// Opens the recording at `path` for reading. One that does not exist may have been left
+/// by a recorder killed outright (`SIGKILL`, the OOM killer) under its temporary name: a
+/// heap recording is then completed, moved into place and opened, with a warning; one still
+/// being written, or a CPU recording killed before it was written, is a clear error.
+pub fn open_recording(path: &Path) -> anyhow::Result<std::fs::File> {
+    use tansa_collect::salvage::{Recovery, recover_leftover};
+    let err = match std::fs::File::open(path) {
+        Ok(f) => return Ok(f),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => e,
+        Err(e) => return Err(crate::exit::cannot_open(path, e)),
+    };
+    let recovery = with_module_progress("completing: symbolizing", |p| recover_leftover(path, p));
+    match recovery {
+        Recovery::Nothing => Err(crate::exit::cannot_open(path, err)),
+        Recovery::InUse { temp, pid } => bail!(
+            "{} is still being recorded by pid {pid} (into {}); read it once that recorder \
+             has finished",
+            path.display(),
+            temp.display()
+        ),
+        Recovery::Empty { temp, pid } => bail!(
+            "{}: not recorded: its recorder (pid {pid}) was killed before it wrote anything \
+             into {} (`tansa sample` writes its recording when it ends: stop it with Ctrl-C \
+             or SIGTERM, or give it --duration, rather than SIGKILL)",
+            path.display(),
+            temp.display()
+        ),
+        Recovery::Unusable { temp, pid, error } => bail!(
+            "{} does not exist; {} is what its recorder (pid {pid}) left when it was killed, \
+             and it cannot be completed: {error}",
+            path.display(),
+            temp.display()
+        ),
+        Recovery::Completed {
+            temp,
+            pid,
+            salvaged,
+            others,
+        } => {
+            eprintln!(
+                "tansa: warning: {} was not finished: its recorder (pid {pid}) was killed; \
+                 completed it from {}{}, and moved it into place",
+                path.display(),
+                temp.display(),
+                salvaged.as_ref().map_or(String::new(), |s| format!(
+                    " ({} process image(s) ended there; what its rings held then is lost)",
+                    s.salvage.sessions_ended
+                )),
+            );
+            for note in salvaged.iter().flat_map(|s| &s.notes) {
+                eprintln!("tansa: warning: completing: {note}");
+            }
+            for other in others {
+                eprintln!(
+                    "tansa: warning: {} is an older unfinished recording of the same name, \
+                     left as it is",
+                    other.display()
+                );
+            }
+            std::fs::File::open(path).map_err(|e| crate::exit::cannot_open(path, e))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,7 +1,6 @@
 //! Opening a heap or CPU recording as a stack profile: what `tansa export` and
 //! `tansa flamegraph` draw from.
 
-use std::fs::File;
 use std::path::PathBuf;
 
 use tansa_analysis::profile::{self, Profile};
@@ -26,7 +25,7 @@ pub struct Loaded {
 /// as a stack profile of every process, of process `pid`, or of the processes of `rank`.
 pub fn load(paths: &[PathBuf], pid: Option<u32>, rank: Option<u32>) -> anyhow::Result<Loaded> {
     let path = paths[0].as_path();
-    let file = File::open(path).map_err(|e| exit::cannot_open(path, e))?;
+    let file = options::open_recording(path)?;
     if paths.len() > 1 {
         super::report::refuse_cpu(paths, "this command")?;
     } else if report_cpu::is_cpu_recording(&file) {

@@ -48,7 +48,10 @@ A durable recording (tansa record --durable, the default under mpiexec or srun) 
 recorder was killed has no end marker: it is completed in place first (salvaged: what the
 agents' shared rings next to it still hold is added, processes still running end as
 \"recording ended when the recorder was killed\"), with a warning saying how many events
-were recovered. One still being recorded is refused (\"still being recorded by pid N\").")]
+were recovered. One still being recorded is refused (\"still being recorded by pid N\").
+An ordinary recording whose recorder was killed outright (SIGKILL, the OOM killer) is left
+as .NAME.PID.N.tmp next to NAME: reading NAME completes it the same way (without what the
+rings held) and moves it into place, with a warning.")]
 pub struct Args {
     /// The recording (from `tansa record` or `tansa sample`); several heap recordings
     /// (the ranks of one job) are reported as one.
@@ -99,7 +102,7 @@ pub struct Args {
 /// Runs `tansa report`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let first = &args.files[0];
-    let file = File::open(first).map_err(|e| exit::cannot_open(first, e))?;
+    let file = options::open_recording(first)?;
     if args.files.len() > 1 {
         refuse_cpu(&args.files, "`tansa report`")?;
     } else if report_cpu::is_cpu_recording(&file) {
@@ -153,7 +156,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 /// recordings only).
 pub fn refuse_cpu(paths: &[PathBuf], command: &str) -> anyhow::Result<()> {
     for p in paths {
-        let f = File::open(p).map_err(|e| exit::cannot_open(p, e))?;
+        let f = options::open_recording(p)?;
         if report_cpu::is_cpu_recording(&f) {
             return Err(exit::usage(format!(
                 "{} is a CPU recording: {command} reads several recordings as one job only \
@@ -177,13 +180,13 @@ pub fn open_memory_job(
     reads: &str,
 ) -> anyhow::Result<MemoryRecording<BufReader<File>>> {
     let recording = if let [path] = paths {
-        let file = File::open(path).map_err(|e| exit::cannot_open(path, e))?;
+        let file = options::open_recording(path)?;
         open_memory(path, file, pid, reads)?
     } else {
         raise_open_file_limit(paths.len());
         let mut recording = MemoryRecording::new_job();
         for path in paths {
-            let file = File::open(path).map_err(|e| exit::cannot_open(path, e))?;
+            let file = options::open_recording(path)?;
             let file = salvage_if_unfinished(path, file)?;
             let input = BufReader::with_capacity(1 << 16, file);
             match recording.add(path.display().to_string(), input) {

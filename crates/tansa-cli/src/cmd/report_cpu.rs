@@ -20,7 +20,7 @@ pub fn is_cpu_recording(mut file: &File) -> bool {
 
 /// Opens and reads a CPU recording, with clear messages.
 pub fn open(path: &Path) -> anyhow::Result<CpuRecording> {
-    let file = File::open(path).map_err(|e| crate::exit::cannot_open(path, e))?;
+    let file = super::options::open_recording(path)?;
     read(path, file)
 }
 

@@ -1,6 +1,5 @@
 //! `tansa retrace FILE`: read the recording, rebuild the trace, render it.
 
-use std::fs::File;
 use std::io::{BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -103,7 +102,7 @@ pub struct ReportOptions {
 
 /// Reads a retrace recording, with clear messages.
 fn load(path: &Path) -> anyhow::Result<RetraceRecording> {
-    let file = File::open(path).map_err(|e| exit::cannot_open(path, e))?;
+    let file = crate::cmd::options::open_recording(path)?;
     match RetraceRecording::read(BufReader::new(file)) {
         Ok(r) => Ok(r),
         Err(RetraceRecordingError::WrongKind { found }) => anyhow::bail!(
