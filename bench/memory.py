@@ -101,27 +101,28 @@ def main():
     for name, cmd, stdin in workloads:
         rec = os.path.join(work, f"{name}.tansa")
         ht = os.path.join(work, f"{name}.heaptrack")
+        def record(out, *options):
+            """`tansa record OPTIONS -o OUT`, the previous OUT removed first, untimed: replacing
+            a file of 100 MiB (the storm's) frees its pages, which is not the recorder's cost,
+            and a durable recording never replaces one."""
+            def go():
+                if os.path.exists(out):
+                    os.remove(out)
+                return run([wrapper, tansa, "record", *options, "-o", out, "--", wrapper] + cmd, stdin)
+            return go
+
         variants = {
             "plain": lambda: run([wrapper] + cmd, stdin),
-            "tansa": lambda: run([wrapper, tansa, "record", "-o", rec, "--", wrapper] + cmd, stdin),
+            "tansa": record(rec),
             # Event chunks compressed even while the CPUs are busy (the default stores them
             # as they are then).
-            "tansa --compress always": lambda: run(
-                [wrapper, tansa, "record", "--compress", "always", "-o", rec + ".z", "--", wrapper]
-                + cmd, stdin),
-            "tansa --no-free-stacks": lambda: run(
-                [wrapper, tansa, "record", "--no-free-stacks", "-o", rec + ".nf", "--", wrapper] + cmd, stdin),
+            "tansa --compress always": record(rec + ".z", "--compress", "always"),
+            "tansa --no-free-stacks": record(rec + ".nf", "--no-free-stacks"),
             # Durable recording (issue 15 §2): segments backed by files next to the
-            # recording, ring space reused only once it is in the file. It never replaces a
-            # recording, so the previous one goes first.
-            "tansa --durable always": lambda: (
-                os.path.exists(rec + ".durable") and os.remove(rec + ".durable"),
-                run([wrapper, tansa, "record", "--durable", "always", "-o", rec + ".durable", "--",
-                     wrapper] + cmd, stdin))[1],
+            # recording, ring space reused only once it is in the file.
+            "tansa --durable always": record(rec + ".durable", "--durable", "always"),
             # Sampled heap mode (issue 13 §2), at the rate tcmalloc and Go use by default.
-            "tansa --sample-rate 512KiB": lambda: run(
-                [wrapper, tansa, "record", "--sample-rate", "512KiB", "-o", rec + ".sampled", "--",
-                 wrapper] + cmd, stdin),
+            "tansa --sample-rate 512KiB": record(rec + ".sampled", "--sample-rate", "512KiB"),
         }
         if heaptrack:
             # heaptrack does not follow child processes: it must run the target itself.
