@@ -14,9 +14,8 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -29,28 +28,17 @@ fn start(file: &Path, args: &[&str]) -> (Child, u32) {
 
 /// [`start`] with environment variables `env` for the recorder and the program.
 fn start_with(file: &Path, args: &[&str], env: &[(&str, &str)]) -> (Child, u32) {
-    ensure_agent();
-    let exe = program("durable", "durable.c", &["-g", "-O1", "-pthread"]);
-    let mut child = Command::new(tansa())
-        .envs(env.iter().copied())
-        .args(["record", "--durable", "always", "-o"])
-        .arg(file)
-        .arg("--")
-        .arg(&exe)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run tansa record");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("read the program's output");
-    let pid = line
-        .strip_prefix("ready ")
-        .and_then(|p| p.trim().parse().ok())
-        .unwrap_or_else(|| panic!("unexpected output from the program: {line:?}"));
-    (child, pid)
+    start_durable_program(
+        &[
+            "record",
+            "--durable",
+            "always",
+            "-o",
+            file.to_str().unwrap(),
+        ],
+        args,
+        env,
+    )
 }
 
 /// Kills the recorder, then the program, with SIGKILL, and reports on the recording by
@@ -68,27 +56,6 @@ fn kill_and_report(recorder: &mut Child, pid: u32, file: &Path) -> std::process:
         "--format",
         "json",
     ])
-}
-
-/// Whether the frames written so far to the recording `file` include one of type `ty`.
-fn has_frame(file: &Path, ty: tansa_format::container::FrameType) -> bool {
-    let Ok(f) = std::fs::File::open(file) else {
-        return false;
-    };
-    let Ok(mut frames) = tansa_format::container::Reader::new(BufReader::new(f)) else {
-        return false;
-    };
-    while let Ok(Some(frame)) = frames.next_frame() {
-        if frame.ty == ty {
-            return true;
-        }
-    }
-    false
-}
-
-fn kill(pid: u32, signal: i32) {
-    // SAFETY: kill has no memory-safety preconditions.
-    unsafe { libc::kill(pid as i32, signal) };
 }
 
 fn temp_dir(name: &str) -> PathBuf {
@@ -319,7 +286,7 @@ fn a_segment_made_in_memory_is_named_after_a_kill() {
         std::thread::sleep(Duration::from_millis(20));
     }
     // The collector hears of the segment on its next round and writes it down at once.
-    while !has_frame(&file, tansa_format::memory::VOLATILE_SEGMENT) {
+    while !frame_types(&file).contains(&tansa_format::memory::VOLATILE_SEGMENT) {
         assert!(
             Instant::now() < deadline,
             "the segment not named after 60 s"

@@ -6,10 +6,9 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::os::unix::fs::{MetadataExt, symlink};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -132,37 +131,6 @@ fn the_recording_of_a_killed_command_is_kept() {
     assert!(String::from_utf8_lossy(&r.stdout).contains("allocer"));
 }
 
-fn kill(pid: u32, signal: i32) {
-    // SAFETY: kill has no memory-safety preconditions.
-    unsafe { libc::kill(pid as i32, signal) };
-}
-
-/// Starts `tansa ARGS... -- durable 300 4000` (300 blocks of 4000 bytes kept, then a
-/// malloc/free every millisecond until killed); returns the recorder and the program's pid
-/// once the program said it is ready.
-fn start_recorder(args: &[&str]) -> (Child, u32) {
-    ensure_agent();
-    let exe = program("durable", "durable.c", &["-g", "-O1", "-pthread"]);
-    let mut child = Command::new(tansa())
-        .args(args)
-        .arg("--")
-        .arg(&exe)
-        .args(["300", "4000"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run tansa");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("read the program's output");
-    let pid = line
-        .strip_prefix("ready ")
-        .and_then(|p| p.trim().parse().ok())
-        .unwrap_or_else(|| panic!("unexpected output from the program: {line:?}"));
-    (child, pid)
-}
-
 /// The temporary file of the recording `file` that process `pid` writes (its first).
 fn temporary(file: &Path, pid: u32) -> PathBuf {
     file.with_file_name(format!(
@@ -171,28 +139,16 @@ fn temporary(file: &Path, pid: u32) -> PathBuf {
     ))
 }
 
-/// The frame types of the whole frames in `file` so far.
-fn frame_types(file: &Path) -> Vec<tansa_format::container::FrameType> {
-    let mut types = Vec::new();
-    let Ok(f) = std::fs::File::open(file) else {
-        return types;
-    };
-    let Ok(mut frames) = tansa_format::container::Reader::new(std::io::BufReader::new(f)) else {
-        return types;
-    };
-    while let Ok(Some(frame)) = frames.next_frame() {
-        types.push(frame.ty);
-    }
-    types
-}
-
 #[test]
 fn a_heap_recording_whose_recorder_was_killed_is_completed_by_the_next_report() {
     use tansa_format::memory::{META_CHUNK, THREAD_CHUNK};
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("killed.tansa");
-    let (mut recorder, pid) =
-        start_recorder(&["record", "--durable", "never", "-o", file.to_str().unwrap()]);
+    let (mut recorder, pid) = start_durable_program(
+        &["record", "--durable", "never", "-o", file.to_str().unwrap()],
+        &["300", "4000"],
+        &[],
+    );
     let temp = temporary(&file, recorder.id());
     // While it records, a report says so and touches nothing.
     let busy = run_tansa(&["report", file.to_str().unwrap()]);
@@ -260,7 +216,8 @@ fn a_heap_recording_whose_recorder_was_killed_is_completed_by_the_next_report() 
 fn a_cpu_recording_whose_recorder_was_killed_is_explained() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("cpu.tansa");
-    let (mut recorder, pid) = start_recorder(&["sample", "-o", file.to_str().unwrap()]);
+    let (mut recorder, pid) =
+        start_durable_program(&["sample", "-o", file.to_str().unwrap()], &["1", "16"], &[]);
     kill(recorder.id(), libc::SIGKILL);
     let _ = recorder.wait();
     kill(pid, libc::SIGKILL);

@@ -3,8 +3,9 @@
 #![allow(dead_code)]
 
 use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -430,4 +431,56 @@ pub fn assert_nothing_improper(report: &Value) {
         "{}",
         report["improper"]
     );
+}
+
+/// Runs `tansa TANSA_ARGS... -- durable PROGRAM_ARGS...` (`programs/durable.c`: allocates,
+/// prints "ready PID", then allocates every millisecond until killed), with `env` for tansa
+/// and the program; returns tansa and the program's pid once the program is ready.
+pub fn start_durable_program(
+    tansa_args: &[&str],
+    program_args: &[&str],
+    env: &[(&str, &str)],
+) -> (Child, u32) {
+    ensure_agent();
+    let exe = program("durable", "durable.c", &["-g", "-O1", "-pthread"]);
+    let mut child = Command::new(tansa())
+        .envs(env.iter().copied())
+        .args(tansa_args)
+        .arg("--")
+        .arg(&exe)
+        .args(program_args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run tansa");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("read the program's output");
+    let pid = line
+        .strip_prefix("ready ")
+        .and_then(|p| p.trim().parse().ok())
+        .unwrap_or_else(|| panic!("unexpected output from the program: {line:?}"));
+    (child, pid)
+}
+
+/// Sends `signal` to process `pid`.
+pub fn kill(pid: u32, signal: i32) {
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe { libc::kill(pid as i32, signal) };
+}
+
+/// The types of the whole frames written so far to the recording `file`.
+pub fn frame_types(file: &Path) -> Vec<tansa_format::container::FrameType> {
+    let mut types = Vec::new();
+    let Ok(f) = std::fs::File::open(file) else {
+        return types;
+    };
+    let Ok(mut frames) = tansa_format::container::Reader::new(BufReader::new(f)) else {
+        return types;
+    };
+    while let Ok(Some(frame)) = frames.next_frame() {
+        types.push(frame.ty);
+    }
+    types
 }
