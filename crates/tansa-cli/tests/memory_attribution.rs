@@ -216,6 +216,121 @@ fn busy_cpus_get_stored_events_and_a_note() {
     );
 }
 
+/// A control group with a CPU quota, for the tests (root only): its directories (one per
+/// hierarchy: version 1's `cpu` and `cpuacct`, or version 2's), removed on drop.
+struct QuotaGroup {
+    dirs: Vec<std::path::PathBuf>,
+}
+
+impl QuotaGroup {
+    /// A new group allowed `quota_us` of CPU time every 100 ms, under the hierarchies of the
+    /// calling process's mounts.
+    fn create(quota_us: u64) -> Result<QuotaGroup, String> {
+        use tansa_proc::cgroup::parse_mountinfo;
+        let mounts = parse_mountinfo(&std::fs::read_to_string("/proc/self/mountinfo").unwrap());
+        let name = format!("tansa-test-{}", std::process::id());
+        let v1 = |controller: &str| {
+            mounts
+                .iter()
+                .find(|m| m.fstype == "cgroup" && m.options.iter().any(|o| o == controller))
+                .map(|m| m.point.join(&name))
+        };
+        let mut group = QuotaGroup { dirs: Vec::new() };
+        let make = |group: &mut QuotaGroup, dir: std::path::PathBuf| {
+            if !group.dirs.contains(&dir) {
+                std::fs::create_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+                group.dirs.push(dir);
+            }
+            Ok::<(), String>(())
+        };
+        let write = |file: std::path::PathBuf, text: &str| {
+            std::fs::write(&file, text).map_err(|e| format!("{}: {e}", file.display()))
+        };
+        if let (Some(cpu), Some(acct)) = (v1("cpu"), v1("cpuacct")) {
+            make(&mut group, cpu.clone())?;
+            make(&mut group, acct)?;
+            write(cpu.join("cpu.cfs_period_us"), "100000")?;
+            write(cpu.join("cpu.cfs_quota_us"), &quota_us.to_string())?;
+            return Ok(group);
+        }
+        let root = mounts
+            .iter()
+            .find(|m| m.fstype == "cgroup2")
+            .ok_or("no cgroup file system with the cpu controller")?
+            .point
+            .clone();
+        write(root.join("cgroup.subtree_control"), "+cpu")?;
+        make(&mut group, root.join(&name))?;
+        write(
+            root.join(&name).join("cpu.max"),
+            &format!("{quota_us} 100000"),
+        )?;
+        Ok(group)
+    }
+
+    /// A shell command that moves the shell into the group.
+    fn join_command(&self) -> String {
+        self.dirs
+            .iter()
+            .map(|d| format!("echo $$ > {}/cgroup.procs; ", d.display()))
+            .collect()
+    }
+}
+
+impl Drop for QuotaGroup {
+    fn drop(&mut self) {
+        for d in &self.dirs {
+            // Empty once its processes have exited.
+            for _ in 0..50 {
+                if std::fs::remove_dir(d).is_ok() {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        }
+    }
+}
+
+/// In a control group held to a CPU quota (a container's), the machine's CPUs may idle
+/// while the group is throttled: `tansa record` stores the events as they are, and says
+/// that the group's quota was used up. The program alone needs a whole CPU; the group is
+/// allowed half of one.
+#[test]
+fn a_control_group_at_its_cpu_quota_gets_stored_events_and_says_why() {
+    const PAIRS: u64 = 450_000;
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !require(root, "root, to make a control group with a CPU quota") {
+        return;
+    }
+    ensure_agent();
+    let exe = program("allocer", "allocer.c", &["-g", "-O1"]);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("quota.tansa");
+    let group = QuotaGroup::create(50_000).expect("a control group with a CPU quota");
+    let script = format!(
+        "{}exec {} record -o {} -- {} 0 {PAIRS}",
+        group.join_command(),
+        tansa().display(),
+        file.display(),
+        exe.display()
+    );
+    let mut cmd = std::process::Command::new("sh");
+    cmd.args(["-c", &script]);
+    let out = output_within(cmd, RUN_DEADLINE);
+    drop(group);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("of events stored uncompressed")
+            && stderr(&out).contains("this control group's CPU quota of 0.50 CPU was used up"),
+        "{}",
+        stderr(&out)
+    );
+    let r = report_json(&file, &["--by", "function"]);
+    let main = unit(&r, "allocer!main");
+    assert_eq!(calls(main), (PAIRS, 0, 0, PAIRS, 0));
+}
+
 fn all_policies_online(variant: &str, opt: &[&str]) {
     let f = fig3(variant, opt);
     for (charge, free_to) in POLICIES {

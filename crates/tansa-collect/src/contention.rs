@@ -11,11 +11,16 @@
 //! The question is about the machine, not tansa: a program that leaves CPUs idle has its
 //! events compressed, one that fills them (or shares the machine with others that do) has
 //! them stored. Until the first window has passed the CPUs count as busy, so a short
-//! recording is not slowed down for a smaller file. CPU limits of a container (a cgroup
-//! quota) are not seen: its processes may be throttled while the machine idles.
+//! recording is not slowed down for a smaller file.
+//!
+//! In a container held to a CPU quota (a cgroup's `cpu.max`, or `cpu.cfs_quota_us`), the
+//! machine may idle while the container is throttled: the CPUs then also count as busy
+//! unless the group used less than its quota by [`IDLE_SHARE`] of one CPU
+//! ([`tansa_proc::cgroup::GroupCpu`]).
 
 use std::time::{Duration, Instant};
 
+use tansa_proc::cgroup::GroupCpu;
 use tansa_proc::idle::IdleClock;
 
 /// How long one answer holds: long enough to span many clock ticks (the unit of the idle
@@ -30,6 +35,13 @@ pub fn busy(idle: Duration, elapsed: Duration) -> bool {
     idle.as_secs_f64() < IDLE_SHARE * elapsed.as_secs_f64()
 }
 
+/// Whether a group allowed `cpus` CPUs, which used `used` of CPU time during `elapsed`,
+/// had no time to spare.
+pub fn group_busy(cpus: f64, used: Duration, elapsed: Duration) -> bool {
+    let headroom = cpus * elapsed.as_secs_f64() - used.as_secs_f64();
+    headroom < IDLE_SHARE * elapsed.as_secs_f64()
+}
+
 /// Follows the idle time of the machine's CPUs, window by window.
 #[derive(Debug)]
 pub struct CpuContention {
@@ -37,6 +49,11 @@ pub struct CpuContention {
     clock: Option<IdleClock>,
     /// When the current window started, and the idle time then.
     since: Option<(Instant, Duration)>,
+    /// The quota of tansa's control group, if one applies, and its usage when the
+    /// current window started.
+    group: Option<(GroupCpu, Duration)>,
+    /// Whether some window was busy because the group had used up its quota.
+    quota_used_up: bool,
     busy: bool,
 }
 
@@ -48,10 +65,13 @@ impl CpuContention {
             .as_ref()
             .and_then(IdleClock::idle)
             .map(|idle| (Instant::now(), idle));
+        let group = GroupCpu::of_self().and_then(|g| g.usage().map(|u| (g, u)));
         CpuContention {
             busy: since.is_some(),
             clock,
             since,
+            group,
+            quota_used_up: false,
         }
     }
 
@@ -69,6 +89,15 @@ impl CpuContention {
             Some(idle) => {
                 self.busy = busy(idle.saturating_sub(idle_then), elapsed);
                 self.since = Some((now, idle));
+                if let Some((group, used_then)) = &mut self.group
+                    && let Some(used) = group.usage()
+                {
+                    let limited =
+                        group_busy(group.cpus(), used.saturating_sub(*used_then), elapsed);
+                    self.quota_used_up |= limited;
+                    self.busy |= limited;
+                    *used_then = used;
+                }
             }
             None => {
                 self.busy = false;
@@ -76,6 +105,17 @@ impl CpuContention {
             }
         }
         self.busy
+    }
+}
+
+impl CpuContention {
+    /// The CPU quota of tansa's control group (in CPUs) if some window was busy because the
+    /// group had used it up.
+    pub fn quota_used_up(&self) -> Option<f64> {
+        self.group
+            .as_ref()
+            .filter(|_| self.quota_used_up)
+            .map(|(g, _)| g.cpus())
     }
 }
 
@@ -91,6 +131,16 @@ mod tests {
         assert!(!busy(ms(30), ms(100)));
         assert!(!busy(ms(150), ms(100)));
         assert!(!busy(ms(0), Duration::ZERO));
+    }
+
+    #[test]
+    fn a_group_within_a_quarter_cpu_of_its_quota_is_busy() {
+        let ms = Duration::from_millis;
+        // Half a CPU allowed: 50 ms per 100 ms.
+        assert!(group_busy(0.5, ms(50), ms(100)));
+        assert!(group_busy(0.5, ms(30), ms(100)));
+        assert!(!group_busy(0.5, ms(20), ms(100)));
+        assert!(!group_busy(2.0, ms(150), ms(100)));
     }
 
     #[test]

@@ -106,12 +106,15 @@ pub enum Compression {
 }
 
 /// What the writer wrote.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Written {
     /// Size of the recording in bytes.
     pub size: u64,
     /// Event bytes stored uncompressed because the CPUs were busy ([`Compression::Auto`]).
     pub stored_while_busy: u64,
+    /// The CPU quota of tansa's control group (in CPUs) when it was used up at times, one
+    /// reason the CPUs counted as busy.
+    pub quota_used_up: Option<f64>,
 }
 
 fn writer_thread(
@@ -162,6 +165,7 @@ fn writer_thread(
     Ok(Written {
         size,
         stored_while_busy,
+        quota_used_up: contention.as_ref().and_then(CpuContention::quota_used_up),
     })
 }
 

@@ -13,10 +13,13 @@
 //! * [`maps::parse_exec_maps`]: the executable mappings of a process, for the CPU samplers
 //!   and the path follower (one parser for all of them).
 //! * [`idle::IdleClock`]: the time the CPUs spent idle, to tell whether they have time to
-//!   spare (the recorder compresses only then).
+//!   spare (the recorder compresses only then); [`cgroup::GroupCpu`]: the CPU quota of the
+//!   calling process's control group and the time the group used, for the same question
+//!   in a container.
 //! * [`os`]: process control over rustix (shared mappings, poll, signals, pidfds, waiting),
 //!   for the collector, the perf layer, the CPU sampler and the tracer.
 
+pub mod cgroup;
 pub mod find;
 pub mod idle;
 pub mod maps;

@@ -419,8 +419,11 @@ fn summarize(
     if written.stored_while_busy >= NOTE_STORED_BYTES {
         eprintln!(
             "tansa: note: {} of events stored uncompressed (compression waits for idle CPU \
-             time; --compress always for a smaller file)",
+             time{}; --compress always for a smaller file)",
             tansa_render::bytes(i64::try_from(written.stored_while_busy).unwrap_or(i64::MAX)),
+            written.quota_used_up.map_or(String::new(), |cpus| format!(
+                ", and this control group's CPU quota of {cpus:.2} CPU was used up"
+            )),
         );
     }
     if outcome.sessions == 0 {
