@@ -589,7 +589,7 @@ pub fn salvage(
             return Ok(None);
         }
     }
-    let file = open_unlocked(path)?;
+    let file = open_locked(path)?;
     let st = read_file(&file)?;
     let durable = st.meta.as_ref().is_some_and(|m| {
         m.options
@@ -614,7 +614,7 @@ pub fn complete_leftover(
     path: &Path,
     progress: &mut dyn FnMut(usize, usize, &str),
 ) -> Result<Option<Salvaged>, SalvageError> {
-    let file = open_unlocked(path)?;
+    let file = open_locked(path)?;
     let st = read_file(&file)?;
     if st.finished {
         return Ok(None);
@@ -705,9 +705,9 @@ pub fn recover_leftover(dest: &Path, progress: &mut dyn FnMut(usize, usize, &str
     }
 }
 
-/// Opens a recording to complete it, taking its lock: [`SalvageError::StillRecording`]
+/// Opens a recording to complete it and takes its lock: [`SalvageError::StillRecording`]
 /// if a recorder holds it.
-fn open_unlocked(path: &Path) -> Result<File, SalvageError> {
+fn open_locked(path: &Path) -> Result<File, SalvageError> {
     let file = OpenOptions::new()
         .read(true)
         .write(true)

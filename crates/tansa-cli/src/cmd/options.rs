@@ -376,6 +376,9 @@ pub fn open_recording(path: &Path) -> anyhow::Result<std::fs::File> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => e,
         Err(e) => return Err(crate::exit::cannot_open(path, e)),
     };
+    if tansa_format::output::leftovers(path).is_empty() {
+        return Err(crate::exit::cannot_open(path, err));
+    }
     let recovery = with_module_progress("completing: symbolizing", |p| recover_leftover(path, p));
     match recovery {
         Recovery::Nothing => Err(crate::exit::cannot_open(path, err)),
