@@ -231,6 +231,18 @@ fn a_cpu_recording_whose_recorder_was_killed_is_explained() {
         "{}",
         stderr(&out)
     );
-    // Nothing is removed.
-    assert!(temporary(&file, recorder.id()).exists());
+    // Nothing is removed, and the next recording of that name says what is there.
+    let temp = temporary(&file, recorder.id());
+    assert!(temp.exists());
+    let next = run_tansa(&["sample", "-o", file.to_str().unwrap(), "--", "true"]);
+    assert!(next.status.success(), "{}", stderr(&next));
+    assert!(
+        stderr(&next).contains(&format!(
+            "{} is what a killed tansa (pid {}) left: empty, nothing to recover",
+            temp.display(),
+            recorder.id()
+        )),
+        "{}",
+        stderr(&next)
+    );
 }

@@ -234,47 +234,66 @@ pub fn leftovers(dest: &Path) -> Vec<Leftover> {
     let Ok(entries) = std::fs::read_dir(&dir) else {
         return Vec::new();
     };
-    let prefix = format!(".{name}.");
-    // SAFETY: geteuid has no preconditions.
-    let uid = unsafe { libc::geteuid() };
     let mut found: Vec<(i64, Leftover)> = entries
         .filter_map(Result::ok)
         .filter_map(|e| {
-            let file_name = e.file_name().to_string_lossy().into_owned();
-            let (pid, n) = file_name
-                .strip_prefix(&prefix)?
-                .strip_suffix(".tmp")?
-                .split_once('.')?;
-            let pid: u32 = pid.parse().ok()?;
-            n.parse::<u32>().ok()?;
-            let path = dest.with_file_name(&file_name);
-            // Not following a link, not blocking on a FIFO planted there.
-            let file = OpenOptions::new()
-                .read(true)
-                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
-                .open(&path)
-                .ok()?;
-            let meta = file.metadata().ok()?;
-            if !meta.is_file() || meta.uid() != uid {
-                return None;
-            }
-            // SAFETY: flock on a descriptor we own; released when `file` closes.
-            let in_use = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) }
-                != 0
-                || Path::new(&format!("/proc/{pid}")).exists();
-            Some((
-                meta.mtime(),
-                Leftover {
-                    path,
-                    pid,
-                    len: meta.len(),
-                    in_use,
-                },
-            ))
+            let path = dest.with_file_name(e.file_name());
+            let (leftover, of) = leftover_at(&path)?;
+            (of == name).then_some(leftover)
         })
         .collect();
     found.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.path.cmp(&b.1.path)));
     found.into_iter().map(|(_, l)| l).collect()
+}
+
+/// The leftover at `path` if its name is that of a temporary recording file
+/// (`.NAME.PID.N.tmp`) and it is a regular file owned by the calling user (opened without
+/// following a link or blocking on a FIFO): with its modification time, and `NAME`.
+fn leftover_at(path: &Path) -> Option<((i64, Leftover), String)> {
+    let file_name = path.file_name()?.to_string_lossy().into_owned();
+    let (rest, n) = file_name
+        .strip_prefix('.')?
+        .strip_suffix(".tmp")?
+        .rsplit_once('.')?;
+    let (name, pid) = rest.rsplit_once('.')?;
+    let pid: u32 = pid.parse().ok()?;
+    n.parse::<u32>().ok()?;
+    if name.is_empty() {
+        return None;
+    }
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+        .open(path)
+        .ok()?;
+    let meta = file.metadata().ok()?;
+    // SAFETY: geteuid has no preconditions.
+    if !meta.is_file() || meta.uid() != unsafe { libc::geteuid() } {
+        return None;
+    }
+    // SAFETY: flock on a descriptor we own; released when `file` closes.
+    let in_use = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) } != 0
+        || Path::new(&format!("/proc/{pid}")).exists();
+    Some((
+        (
+            meta.mtime(),
+            Leftover {
+                path: path.to_path_buf(),
+                pid,
+                len: meta.len(),
+                in_use,
+            },
+        ),
+        name.to_string(),
+    ))
+}
+
+/// Whether `path` is a temporary recording file that nobody writes any more (see
+/// [`leftovers`]): what a recorder killed outright left. Returns it, and the name the
+/// recording was to have.
+pub fn abandoned(path: &Path) -> Option<(Leftover, String)> {
+    let ((_, leftover), name) = leftover_at(path)?;
+    (!leftover.in_use).then_some((leftover, name))
 }
 
 /// Moves a completed leftover into place at `dest`, which must not exist (`link(2)`:
@@ -409,12 +428,12 @@ mod tests {
         let mut writing = OutputFile::create(&dest, DEFAULT_MODE).unwrap();
         let _file = writing.take_file().unwrap();
         // What a killed recorder leaves: the same name pattern, nobody holding the lock.
-        let abandoned = dir.path().join(".rec.tansa.99999999.0.tmp");
-        std::fs::write(&abandoned, b"events").unwrap();
+        let left = dir.path().join(".rec.tansa.99999999.0.tmp");
+        std::fs::write(&left, b"events").unwrap();
         // Not leftovers of this name: another name, a link, a FIFO, a bad pattern.
         std::fs::write(dir.path().join(".other.tansa.1.0.tmp"), b"x").unwrap();
         std::fs::write(dir.path().join(".rec.tansa.x.0.tmp"), b"x").unwrap();
-        symlink(&abandoned, dir.path().join(".rec.tansa.77.0.tmp")).unwrap();
+        symlink(&left, dir.path().join(".rec.tansa.77.0.tmp")).unwrap();
         let fifo = std::ffi::CString::new(
             dir.path()
                 .join(".rec.tansa.78.0.tmp")
@@ -430,12 +449,16 @@ mod tests {
         assert_eq!((killed.len, killed.in_use), (6, false));
         let ours = found.iter().find(|l| l.pid == std::process::id()).unwrap();
         assert!(ours.in_use, "a file being written");
+        let (found_left, name) = abandoned(&killed.path).unwrap();
+        assert_eq!((found_left.pid, name.as_str()), (99999999, "rec.tansa"));
+        assert!(abandoned(&ours.path).is_none());
+        assert!(abandoned(&dest).is_none());
         // Once complete, a leftover moves into place, and never over a file.
-        settle_leftover(&abandoned, &dest).unwrap();
+        settle_leftover(&left, &dest).unwrap();
         assert_eq!(std::fs::read(&dest).unwrap(), b"events");
-        assert!(!abandoned.exists());
-        std::fs::write(&abandoned, b"again").unwrap();
-        assert!(settle_leftover(&abandoned, &dest).is_err());
+        assert!(!left.exists());
+        std::fs::write(&left, b"again").unwrap();
+        assert!(settle_leftover(&left, &dest).is_err());
         assert_eq!(std::fs::read(&dest).unwrap(), b"events");
         writing.discard();
     }

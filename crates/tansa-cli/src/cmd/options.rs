@@ -365,6 +365,32 @@ pub fn with_module_progress<T>(
     out
 }
 
+/// Says which unfinished recordings of the name `dest` killed recorders left (before a new
+/// recording of that name is made, which would hide them).
+pub fn note_leftovers(dest: &Path) {
+    for l in tansa_format::output::leftovers(dest)
+        .iter()
+        .filter(|l| !l.in_use)
+    {
+        if l.len == 0 {
+            eprintln!(
+                "tansa: note: {} is what a killed tansa (pid {}) left: empty, nothing to \
+                 recover (remove it)",
+                l.path.display(),
+                l.pid
+            );
+        } else {
+            eprintln!(
+                "tansa: note: {} is an unfinished recording a killed tansa (pid {}) left: \
+                 `tansa report {}` completes it",
+                l.path.display(),
+                l.pid,
+                l.path.display()
+            );
+        }
+    }
+}
+
 /// Opens the recording at `path` for reading. One that does not exist may have been left
 /// by a recorder killed outright (`SIGKILL`, the OOM killer) under its temporary name: a
 /// heap recording is then completed, moved into place and opened, with a warning; one still

@@ -265,6 +265,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .output
         .clone()
         .unwrap_or_else(|| PathBuf::from(format!("tansa-{name}.tansa")));
+    options::note_leftovers(&dir_hint);
     let mut out = OutputFile::create(&dir_hint, DEFAULT_MODE).with_context(|| {
         format!(
             "cannot create a recording in {}",

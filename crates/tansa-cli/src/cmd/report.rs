@@ -317,7 +317,7 @@ fn salvage_if_unfinished(path: &Path, file: File) -> anyhow::Result<File> {
     let salvaged =
         options::with_module_progress("salvaging: symbolizing", |progress| salvage(path, progress));
     match salvaged {
-        Ok(None) => Ok(file),
+        Ok(None) => complete_if_abandoned(path, file),
         Ok(Some(done)) => {
             eprintln!(
                 "tansa: warning: {} was not finished (its recorder was killed); salvaged it: \
@@ -344,6 +344,31 @@ fn salvage_if_unfinished(path: &Path, file: File) -> anyhow::Result<File> {
             Ok(file)
         }
     }
+}
+
+/// An unfinished recording given by its temporary name (`.NAME.PID.N.tmp`), which a
+/// recorder killed outright left, is completed in place (`salvage::complete_leftover`),
+/// with a warning. Returns the file to read.
+fn complete_if_abandoned(path: &Path, file: File) -> anyhow::Result<File> {
+    use tansa_collect::salvage::complete_leftover;
+    let Some((left, name)) = tansa_format::output::abandoned(path) else {
+        return Ok(file);
+    };
+    drop(file);
+    match options::with_module_progress("completing: symbolizing", |p| complete_leftover(path, p)) {
+        Ok(_) => eprintln!(
+            "tansa: warning: {} is what a killed recorder (pid {}) left of {name}; completed it \
+             in place",
+            path.display(),
+            left.pid
+        ),
+        // Read what is there, as for any unfinished recording.
+        Err(e) => eprintln!(
+            "tansa: warning: {}: cannot complete it: {e}",
+            path.display()
+        ),
+    }
+    File::open(path).map_err(|e| exit::cannot_open(path, e))
 }
 
 /// Reads the heap recordings at `paths` (one, or a job's) and reports on them with

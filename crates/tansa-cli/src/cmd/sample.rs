@@ -202,6 +202,7 @@ fn record_to<T, E>(
     label: &str,
     record: impl FnOnce(BufWriter<File>, &mut dyn FnMut(u64)) -> Result<T, E>,
 ) -> anyhow::Result<Result<(T, PathBuf), E>> {
+    options::note_leftovers(output);
     let mut out = OutputFile::create(output, DEFAULT_MODE)
         .with_context(|| format!("cannot create {}", output.display()))?;
     let file = out.take_file().context("the recording file")?;
