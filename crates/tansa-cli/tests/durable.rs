@@ -81,13 +81,7 @@ fn sigkill_of_the_recorder_loses_nothing_handed_over() {
     let (mut recorder, pid) = start(&file, &["300", "4000"]);
     assert!(segment_dir(&file).is_dir(), "no segment directory");
     // While it records, a report refuses to touch the recording.
-    let busy = run_tansa(&["report", file.to_str().unwrap()]);
-    assert!(!busy.status.success());
-    assert!(
-        stderr(&busy).contains(&format!("still being recorded by pid {}", recorder.id())),
-        "{}",
-        stderr(&busy)
-    );
+    assert_still_recording(&file, recorder.id());
     let out = kill_and_report(&mut recorder, pid, &file);
     let err = stderr(&out);
     assert!(out.status.success(), "{err}");

@@ -151,13 +151,7 @@ fn a_heap_recording_whose_recorder_was_killed_is_completed_by_the_next_report() 
     );
     let temp = temporary(&file, recorder.id());
     // While it records, a report says so and touches nothing.
-    let busy = run_tansa(&["report", file.to_str().unwrap()]);
-    assert!(!busy.status.success());
-    assert!(
-        stderr(&busy).contains(&format!("still being recorded by pid {}", recorder.id())),
-        "{}",
-        stderr(&busy)
-    );
+    assert_still_recording(&file, recorder.id());
     // The collector writes out what is a second old; wait until the 300 blocks' events
     // and their stacks are in the file.
     let deadline = Instant::now() + Duration::from_secs(20);

@@ -484,3 +484,15 @@ pub fn frame_types(file: &Path) -> Vec<tansa_format::container::FrameType> {
     }
     types
 }
+
+/// Asserts that `tansa report FILE` refuses a recording that process `recorder` still
+/// writes, naming it.
+pub fn assert_still_recording(file: &Path, recorder: u32) {
+    let busy = run_tansa(&["report", file.to_str().unwrap()]);
+    assert!(!busy.status.success());
+    assert!(
+        stderr(&busy).contains(&format!("still being recorded by pid {recorder}")),
+        "{}",
+        stderr(&busy)
+    );
+}

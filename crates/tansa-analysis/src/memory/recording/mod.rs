@@ -350,11 +350,20 @@ impl<R: Read + Seek> MemoryRecording<R> {
                     memory::SALVAGED => {
                         salvaged = true;
                         let s: memory::Salvage = frame.decode()?;
+                        // A recording completed without segment files (not durable)
+                        // recovered nothing from rings: no count to give.
+                        let recovered = if s.events == 0 && s.bytes == 0 {
+                            String::new()
+                        } else {
+                            format!(
+                                "{} event(s) recovered from the agents' shared rings; ",
+                                s.events
+                            )
+                        };
                         warnings.push(format!(
                             "the recorder was killed before it finished this recording; it \
-                             was salvaged afterwards ({} event(s) recovered from the agents' \
-                             shared rings; {} process image(s) end there)",
-                            s.events, s.sessions_ended
+                             was salvaged afterwards ({recovered}{} process image(s) end there)",
+                            s.sessions_ended
                         ));
                     }
                     memory::META_CHUNK => {
