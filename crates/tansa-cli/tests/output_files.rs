@@ -206,6 +206,63 @@ fn a_heap_recording_whose_recorder_was_killed_is_completed_by_the_next_report() 
     );
 }
 
+/// The leftover of a killed recorder is named by the next recording of that name (which
+/// then takes the name), and completed when read by its own name, next to it.
+#[test]
+fn a_leftover_is_named_by_the_next_recording_and_completed_by_its_own_name() {
+    use tansa_format::memory::{META_CHUNK, THREAD_CHUNK};
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("again.tansa");
+    let (mut recorder, pid) = start_durable_program(
+        &["record", "--durable", "never", "-o", file.to_str().unwrap()],
+        &["300", "4000"],
+        &[],
+    );
+    let temp = temporary(&file, recorder.id());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !(frame_types(&temp).contains(&THREAD_CHUNK) && frame_types(&temp).contains(&META_CHUNK))
+    {
+        assert!(
+            Instant::now() < deadline,
+            "nothing written to {}",
+            temp.display()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    kill(recorder.id(), libc::SIGKILL);
+    let _ = recorder.wait();
+    kill(pid, libc::SIGKILL);
+    let next = run_tansa(&["record", "-o", file.to_str().unwrap(), "--", "true"]);
+    assert!(next.status.success(), "{}", stderr(&next));
+    assert!(
+        stderr(&next).contains(&format!(
+            "{} is an unfinished recording a killed tansa (pid {}) left",
+            temp.display(),
+            recorder.id()
+        )),
+        "{}",
+        stderr(&next)
+    );
+    let out = run_tansa(&[
+        "report",
+        temp.to_str().unwrap(),
+        "--by",
+        "function",
+        "--format",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let moved = dir.path().join("again.1.tansa");
+    assert!(
+        stderr(&out).contains(&format!("completed it and moved it to {}", moved.display())),
+        "{}",
+        stderr(&out)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(calls(unit(&report, "durable!main")).0, 300);
+    assert_eq!(names(dir.path()), ["again.1.tansa", "again.tansa"]);
+}
+
 #[test]
 fn a_cpu_recording_whose_recorder_was_killed_is_explained() {
     let dir = tempfile::tempdir().unwrap();

@@ -303,6 +303,14 @@ pub fn settle_leftover(temp: &Path, dest: &Path) -> io::Result<()> {
     std::fs::remove_file(temp)
 }
 
+/// Moves a completed leftover to `dest`, or `dest` with `.N` before its extension if that
+/// exists (never over a file); returns the name it got.
+pub fn settle_leftover_unique(temp: &Path, dest: &Path) -> io::Result<PathBuf> {
+    let got = link_unique(temp, dest)?;
+    std::fs::remove_file(temp)?;
+    Ok(got)
+}
+
 /// `dest`, or `dest` with `.N` before its extension: the first that does not exist yet, to
 /// which `src` is hard-linked (`link(2)` never replaces nor follows what is at the name).
 fn link_unique(src: &Path, dest: &Path) -> io::Result<PathBuf> {
@@ -460,6 +468,11 @@ mod tests {
         std::fs::write(&left, b"again").unwrap();
         assert!(settle_leftover(&left, &dest).is_err());
         assert_eq!(std::fs::read(&dest).unwrap(), b"events");
+        // Or next to it, under a free name.
+        let got = settle_leftover_unique(&left, &dest).unwrap();
+        assert_eq!(got, dir.path().join("rec.1.tansa"));
+        assert_eq!(std::fs::read(&got).unwrap(), b"again");
+        assert!(!left.exists());
         writing.discard();
     }
 

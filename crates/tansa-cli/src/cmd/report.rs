@@ -347,21 +347,34 @@ fn salvage_if_unfinished(path: &Path, file: File) -> anyhow::Result<File> {
 }
 
 /// An unfinished recording given by its temporary name (`.NAME.PID.N.tmp`), which a
-/// recorder killed outright left, is completed in place (`salvage::complete_leftover`),
-/// with a warning. Returns the file to read.
+/// recorder killed outright left, is completed (`salvage::complete_leftover`) and moved
+/// to `NAME` next to it (numbered if taken), with a warning. Returns the file to read.
 fn complete_if_abandoned(path: &Path, file: File) -> anyhow::Result<File> {
     use tansa_collect::salvage::complete_leftover;
-    let Some((left, name)) = tansa_format::output::abandoned(path) else {
+    use tansa_format::output::{abandoned, settle_leftover_unique};
+    let Some((left, name)) = abandoned(path) else {
         return Ok(file);
     };
     drop(file);
     match options::with_module_progress("completing: symbolizing", |p| complete_leftover(path, p)) {
-        Ok(_) => eprintln!(
-            "tansa: warning: {} is what a killed recorder (pid {}) left of {name}; completed it \
-             in place",
-            path.display(),
-            left.pid
-        ),
+        Ok(_) => match settle_leftover_unique(path, &path.with_file_name(&name)) {
+            Ok(moved) => {
+                eprintln!(
+                    "tansa: warning: {} is what a killed recorder (pid {}) left; completed it \
+                     and moved it to {}",
+                    path.display(),
+                    left.pid,
+                    moved.display()
+                );
+                return File::open(&moved).map_err(|e| exit::cannot_open(&moved, e));
+            }
+            Err(e) => eprintln!(
+                "tansa: warning: {} is what a killed recorder (pid {}) left; completed it \
+                 in place (it cannot be moved to {name}: {e})",
+                path.display(),
+                left.pid
+            ),
+        },
         // Read what is there, as for any unfinished recording.
         Err(e) => eprintln!(
             "tansa: warning: {}: cannot complete it: {e}",
