@@ -146,11 +146,27 @@ fn cpu_reports_give_each_unnamed_function_its_row() {
     let (a, bb) = (self_of(&name(b.spin_a)), self_of(&name(b.spin_b)));
     // spin_b runs three times as long as spin_a (the same loop, three times the iterations).
     assert!(a > 20 && bb > 2 * a, "spin_a {a}, spin_b {bb} samples");
+    // The library's code without unwind information is crtstuff's (frame_dummy,
+    // __do_global_dtors_aux, ... run as it loads and unloads, a few microseconds): a sample
+    // that lands there (once in a CI run) has no function to go to. Nothing else may.
+    let unnamed: Vec<&serde_json::Value> = units
+        .iter()
+        .filter(|u| {
+            u["unit"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("libunnamed.so!??"))
+        })
+        .collect();
+    let stray: u64 = unnamed
+        .iter()
+        .map(|u| u["self_samples"].as_u64().unwrap_or(0))
+        .sum();
     assert!(
-        !units.iter().any(|u| u["unit"]
-            .as_str()
-            .is_some_and(|n| n.starts_with("libunnamed.so!??"))),
-        "no code of the library is left unnamed"
+        stray <= 2
+            && unnamed
+                .iter()
+                .all(|u| u["self_samples"] == u["total_samples"]),
+        "code of the library left unnamed: {unnamed:?}"
     );
     // The recording keeps the code of the unnamed function: it can be annotated, and its
     // listing accounts for every one of its samples.
