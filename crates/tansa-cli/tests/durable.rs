@@ -44,18 +44,9 @@ fn start_with(file: &Path, args: &[&str], env: &[(&str, &str)]) -> (Child, u32) 
 /// Kills the recorder, then the program, with SIGKILL, and reports on the recording by
 /// function in JSON (which salvages it).
 fn kill_and_report(recorder: &mut Child, pid: u32, file: &Path) -> std::process::Output {
-    kill(recorder.id(), libc::SIGKILL);
-    let _ = recorder.wait();
-    kill(pid, libc::SIGKILL);
+    kill_both(recorder, pid);
     std::thread::sleep(Duration::from_millis(100));
-    run_tansa(&[
-        "report",
-        file.to_str().unwrap(),
-        "--by",
-        "function",
-        "--format",
-        "json",
-    ])
+    report_by_function_json(file)
 }
 
 fn temp_dir(name: &str) -> PathBuf {

@@ -139,21 +139,19 @@ fn temporary(file: &Path, pid: u32) -> PathBuf {
     ))
 }
 
-#[test]
-fn a_heap_recording_whose_recorder_was_killed_is_completed_by_the_next_report() {
+/// Starts `tansa record --durable never -o FILE -- durable 300 4000`, checks that a report
+/// meanwhile refuses the recording, waits until the 300 blocks' events and their stacks are
+/// in its temporary file (the collector writes out what is a second old), and kills the
+/// recorder, then the program, with SIGKILL. Returns the recorder's pid and that file.
+fn record_then_kill_the_recorder(file: &Path) -> (u32, PathBuf) {
     use tansa_format::memory::{META_CHUNK, THREAD_CHUNK};
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("killed.tansa");
     let (mut recorder, pid) = start_durable_program(
         &["record", "--durable", "never", "-o", file.to_str().unwrap()],
         &["300", "4000"],
         &[],
     );
-    let temp = temporary(&file, recorder.id());
-    // While it records, a report says so and touches nothing.
-    assert_still_recording(&file, recorder.id());
-    // The collector writes out what is a second old; wait until the 300 blocks' events
-    // and their stacks are in the file.
+    let temp = temporary(file, recorder.id());
+    assert_still_recording(file, recorder.id());
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let types = frame_types(&temp);
@@ -167,24 +165,23 @@ fn a_heap_recording_whose_recorder_was_killed_is_completed_by_the_next_report() 
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    kill(recorder.id(), libc::SIGKILL);
-    let _ = recorder.wait();
-    kill(pid, libc::SIGKILL);
+    let recorder_pid = recorder.id();
+    kill_both(&mut recorder, pid);
+    (recorder_pid, temp)
+}
+
+#[test]
+fn a_heap_recording_whose_recorder_was_killed_is_completed_by_the_next_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("killed.tansa");
+    let (recorder, _) = record_then_kill_the_recorder(&file);
     assert!(!file.exists());
-    let out = run_tansa(&[
-        "report",
-        file.to_str().unwrap(),
-        "--by",
-        "function",
-        "--format",
-        "json",
-    ]);
+    let out = report_by_function_json(&file);
     let err = stderr(&out);
     assert!(out.status.success(), "{err}");
     assert!(
         err.contains(&format!(
-            "its recorder (pid {}) was killed; completed it from",
-            recorder.id()
+            "its recorder (pid {recorder}) was killed; completed it from"
         )),
         "{err}"
     );
@@ -210,47 +207,20 @@ fn a_heap_recording_whose_recorder_was_killed_is_completed_by_the_next_report() 
 /// then takes the name), and completed when read by its own name, next to it.
 #[test]
 fn a_leftover_is_named_by_the_next_recording_and_completed_by_its_own_name() {
-    use tansa_format::memory::{META_CHUNK, THREAD_CHUNK};
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("again.tansa");
-    let (mut recorder, pid) = start_durable_program(
-        &["record", "--durable", "never", "-o", file.to_str().unwrap()],
-        &["300", "4000"],
-        &[],
-    );
-    let temp = temporary(&file, recorder.id());
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !(frame_types(&temp).contains(&THREAD_CHUNK) && frame_types(&temp).contains(&META_CHUNK))
-    {
-        assert!(
-            Instant::now() < deadline,
-            "nothing written to {}",
-            temp.display()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    kill(recorder.id(), libc::SIGKILL);
-    let _ = recorder.wait();
-    kill(pid, libc::SIGKILL);
+    let (recorder, temp) = record_then_kill_the_recorder(&file);
     let next = run_tansa(&["record", "-o", file.to_str().unwrap(), "--", "true"]);
     assert!(next.status.success(), "{}", stderr(&next));
     assert!(
         stderr(&next).contains(&format!(
-            "{} is an unfinished recording a killed tansa (pid {}) left",
+            "{} is an unfinished recording a killed tansa (pid {recorder}) left",
             temp.display(),
-            recorder.id()
         )),
         "{}",
         stderr(&next)
     );
-    let out = run_tansa(&[
-        "report",
-        temp.to_str().unwrap(),
-        "--by",
-        "function",
-        "--format",
-        "json",
-    ]);
+    let out = report_by_function_json(&temp);
     assert!(out.status.success(), "{}", stderr(&out));
     let moved = dir.path().join("again.1.tansa");
     assert!(
@@ -269,9 +239,7 @@ fn a_cpu_recording_whose_recorder_was_killed_is_explained() {
     let file = dir.path().join("cpu.tansa");
     let (mut recorder, pid) =
         start_durable_program(&["sample", "-o", file.to_str().unwrap()], &["1", "16"], &[]);
-    kill(recorder.id(), libc::SIGKILL);
-    let _ = recorder.wait();
-    kill(pid, libc::SIGKILL);
+    kill_both(&mut recorder, pid);
     let out = run_tansa(&["report", file.to_str().unwrap()]);
     assert!(!out.status.success());
     assert!(

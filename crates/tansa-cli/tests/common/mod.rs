@@ -464,6 +464,25 @@ pub fn start_durable_program(
     (child, pid)
 }
 
+/// Kills `recorder` (a tansa), then the program it records (`pid`), with SIGKILL.
+pub fn kill_both(recorder: &mut Child, pid: u32) {
+    kill(recorder.id(), libc::SIGKILL);
+    let _ = recorder.wait();
+    kill(pid, libc::SIGKILL);
+}
+
+/// `tansa report FILE --by function --format json` (which completes or salvages it).
+pub fn report_by_function_json(file: &Path) -> Output {
+    run_tansa(&[
+        "report",
+        file.to_str().unwrap(),
+        "--by",
+        "function",
+        "--format",
+        "json",
+    ])
+}
+
 /// Sends `signal` to process `pid`.
 pub fn kill(pid: u32, signal: i32) {
     // SAFETY: kill has no memory-safety preconditions.
