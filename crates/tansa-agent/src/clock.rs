@@ -2,7 +2,7 @@
 //! `CLOCK_MONOTONIC`. The collector stores calibration points that convert either to
 //! nanoseconds.
 
-use core::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use core::sync::atomic::{AtomicU8, Ordering};
 
 use crate::sys;
 
@@ -12,33 +12,39 @@ const MONOTONIC: u8 = 0;
 const TSC_LFENCE: u8 = 1;
 /// The time-stamp counter, ordered reads with `rdtscp`.
 const TSC_RDTSCP: u8 = 2;
+/// The bits of [`CLOCK`] that say which clock.
+const KIND: u8 = 0b11;
+/// The bit of [`CLOCK`] set once a second thread of the process records: until then, every
+/// recorded release was made by the one recording thread, so its allocations need no
+/// ordered read.
+const SHARED: u8 = 1 << 7;
 
-/// Which clock, and how an ordered read is made: one load per timestamp.
+/// Which clock, how an ordered read is made, and whether a second thread records: one
+/// load per timestamp.
 static CLOCK: AtomicU8 = AtomicU8::new(MONOTONIC);
-
-/// Whether a second thread of the process has recorded: until one has, every recorded
-/// release was made by the one recording thread, so its allocations need no ordered read.
-static SHARED: AtomicBool = AtomicBool::new(false);
 
 /// Called when a thread other than the first is about to record its first event, before
 /// any release it makes is recorded.
 pub fn another_thread_records() {
-    SHARED.store(true, Ordering::SeqCst);
+    CLOCK.fetch_or(SHARED, Ordering::SeqCst);
 }
 
-/// Selects the time-stamp counter (true) or `CLOCK_MONOTONIC` (false).
+/// Selects the time-stamp counter (true) or `CLOCK_MONOTONIC` (false). Keeps [`SHARED`]:
+/// both change the byte with a read-modify-write, so neither undoes the other.
 pub fn set_tsc(tsc: bool) {
-    let clock = match (tsc, sys::has_rdtscp()) {
+    let kind = match (tsc, sys::has_rdtscp()) {
         (false, _) => MONOTONIC,
         (true, true) => TSC_RDTSCP,
         (true, false) => TSC_LFENCE,
     };
-    CLOCK.store(clock, Ordering::Relaxed);
+    let _ = CLOCK.fetch_update(Ordering::SeqCst, Ordering::Relaxed, |c| {
+        Some((c & SHARED) | kind)
+    });
 }
 
 /// Whether timestamps are TSC ticks.
 pub fn is_tsc() -> bool {
-    CLOCK.load(Ordering::Relaxed) != MONOTONIC
+    CLOCK.load(Ordering::Relaxed) & KIND != MONOTONIC
 }
 
 /// The current timestamp, taken after every earlier instruction executed and every
@@ -60,17 +66,21 @@ pub fn is_tsc() -> bool {
 /// before that thread has set `SHARED`.
 #[inline]
 pub fn now() -> u64 {
-    if CLOCK.load(Ordering::Relaxed) != MONOTONIC && !SHARED.load(Ordering::Acquire) {
-        sys::rdtsc()
-    } else {
-        ordered()
+    match CLOCK.load(Ordering::Acquire) {
+        TSC_LFENCE | TSC_RDTSCP => sys::rdtsc(),
+        c => ordered_by(c & KIND),
     }
 }
 
 /// The current timestamp, ordered as [`now`]'s whatever the number of recording threads.
 #[inline]
 pub fn ordered() -> u64 {
-    match CLOCK.load(Ordering::Relaxed) {
+    ordered_by(CLOCK.load(Ordering::Relaxed) & KIND)
+}
+
+#[inline]
+fn ordered_by(kind: u8) -> u64 {
+    match kind {
         TSC_RDTSCP => sys::rdtscp(),
         TSC_LFENCE => sys::rdtsc_ordered(),
         _ => sys::monotonic_ns(),
@@ -84,9 +94,36 @@ pub fn ordered() -> u64 {
 /// takes its (fenced) timestamp later. This saves a fence on every `free`.
 #[inline]
 pub fn now_before_release() -> u64 {
-    if CLOCK.load(Ordering::Relaxed) == MONOTONIC {
+    if CLOCK.load(Ordering::Relaxed) & KIND == MONOTONIC {
         sys::monotonic_ns()
     } else {
         sys::rdtsc()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The one test of the process-wide clock state (tests run in threads of one process).
+    #[test]
+    fn a_second_thread_orders_reads_whatever_the_clock_is_set_to_later() {
+        set_tsc(true);
+        assert!(is_tsc());
+        assert_eq!(CLOCK.load(Ordering::Relaxed) & SHARED, 0);
+        let a = now();
+        let b = now();
+        assert!(b >= a, "{b} after {a}");
+        another_thread_records();
+        assert_ne!(CLOCK.load(Ordering::Relaxed) & SHARED, 0);
+        // Choosing the clock again (a new session) keeps the reads ordered.
+        set_tsc(true);
+        assert_ne!(CLOCK.load(Ordering::Relaxed) & SHARED, 0);
+        assert!(now() >= b);
+        set_tsc(false);
+        assert!(!is_tsc());
+        assert_ne!(CLOCK.load(Ordering::Relaxed) & SHARED, 0);
+        let m = now();
+        assert!(ordered() >= m && now_before_release() >= m);
     }
 }
