@@ -479,3 +479,60 @@ fn processes_left_behind_are_waited_for_and_named() {
         r["processes"]
     );
 }
+
+/// A program that leaves a FIFO where its library was (`programs/swapped.c`) does not hang
+/// `tansa record` or `tansa sample` when they read the library's symbols at the end: the
+/// library is refused as not a regular file, and its code keeps its address.
+#[test]
+fn a_fifo_left_where_a_library_was_does_not_hang_the_recorders() {
+    let exe = program("swapped", "swapped.c", &["-g", "-O1", "-ldl"]);
+    let built = program(
+        "libswapped.so",
+        "swapped_lib.c",
+        &["-shared", "-fPIC", "-g", "-O1"],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    for (i, (verb, ms)) in [("record", "0"), ("sample", "300")].into_iter().enumerate() {
+        // A copy per run: the program renames it away.
+        let lib = dir.path().join(format!("libswapped{i}.so"));
+        std::fs::copy(&built, &lib).unwrap();
+        let moved = dir.path().join(format!("moved{i}.so"));
+        let file = dir.path().join(format!("{verb}.tansa"));
+        let out = run_tansa(&[
+            verb,
+            "-o",
+            file.to_str().unwrap(),
+            "--",
+            exe.to_str().unwrap(),
+            lib.to_str().unwrap(),
+            moved.to_str().unwrap(),
+            ms,
+        ]);
+        assert!(out.status.success(), "{verb}: {}", stderr(&out));
+        let meta = std::fs::symlink_metadata(&lib).unwrap();
+        assert!(
+            !meta.is_file(),
+            "the program left a FIFO at {}",
+            lib.display()
+        );
+        let report = report_by_function_json(&file);
+        assert!(report.status.success(), "{verb}: {}", stderr(&report));
+        let text = String::from_utf8_lossy(&report.stdout);
+        let lib_name = format!("libswapped{i}.so!");
+        assert!(text.contains(&lib_name), "{verb}: {text}");
+        assert!(
+            !text.contains("swapped_alloc") && !text.contains("swapped_spin"),
+            "{verb}: the FIFO was read as the library: {text}"
+        );
+        if verb == "record" {
+            let r: Value = serde_json::from_slice(&report.stdout).unwrap();
+            let units = r["units"].as_array().unwrap();
+            let in_lib: Vec<&Value> = units
+                .iter()
+                .filter(|u| u["unit"].as_str().is_some_and(|n| n.starts_with(&lib_name)))
+                .collect();
+            assert_eq!(in_lib.len(), 1, "{in_lib:?}");
+            assert_eq!(bytes(in_lib[0]).1, 1000, "{}", in_lib[0]);
+        }
+    }
+}

@@ -1,6 +1,8 @@
 //! What recorders and annotators need to know about an ELF file.
 
 use std::fs::File;
+use std::io;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use memmap2::Mmap;
@@ -75,6 +77,28 @@ fn function_symbols(obj: &object::File<'_>) -> Vec<FunctionSymbol> {
     out
 }
 
+/// Opens `path` for reading if it is a regular file. The open does not block: a FIFO put
+/// where a module was (the profiled program may rename its files and make one) would
+/// otherwise hang the recorder in `open` for good. A directory, device or socket is
+/// refused too.
+///
+/// # Errors
+///
+/// The open's error, or `InvalidInput` for a file that is not a regular file.
+pub fn open_regular(path: &Path) -> io::Result<File> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    Ok(file)
+}
+
 /// A memory-mapped ELF file.
 #[derive(Debug)]
 pub struct ElfFile {
@@ -86,7 +110,7 @@ impl ElfFile {
     /// Maps `path` and checks that it parses as ELF.
     pub fn open(path: impl AsRef<Path>) -> Result<ElfFile, SymbolError> {
         let path = path.as_ref().to_path_buf();
-        let file = File::open(&path).map_err(|source| SymbolError::Io {
+        let file = open_regular(&path).map_err(|source| SymbolError::Io {
             path: path.display().to_string(),
             source,
         })?;
@@ -112,6 +136,13 @@ impl ElfFile {
     /// The file's path.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The file name its `.gnu_debuglink` section names, if it has one.
+    pub fn debug_link(&self) -> Option<PathBuf> {
+        use std::os::unix::ffi::OsStrExt;
+        let (name, _crc) = self.parse().ok()?.gnu_debuglink().ok().flatten()?;
+        Some(PathBuf::from(std::ffi::OsStr::from_bytes(name)))
     }
 
     /// The GNU build id, if the file has one.

@@ -63,6 +63,30 @@ fn code_info_path(ci: &CodeInfo<'_>) -> String {
     }
 }
 
+/// Whether each file that the symbolizer opens besides `path` to read its debugging
+/// information is absent or a regular file: its DWARF package `PATH.dwp` and the target of
+/// its debug link (in its directory, that directory's `.debug`, or wherever an absolute
+/// link points). These lie next to the profiled program's files, where it may have put a
+/// FIFO, whose open would block for good. (Files under the debug directories are the
+/// system's or the user's.) A file swapped between this check and the open is the
+/// remaining window.
+fn side_files_are_regular(path: &Path, elf: &ElfFile) -> bool {
+    let mut dwp = path.as_os_str().to_owned();
+    dwp.push(".dwp");
+    let mut candidates = vec![std::path::PathBuf::from(dwp)];
+    if let Some(link) = elf.debug_link() {
+        let dir = std::fs::canonicalize(path)
+            .ok()
+            .and_then(|p| p.parent().map(Path::to_path_buf))
+            .unwrap_or_default();
+        candidates.push(dir.join(&link));
+        candidates.push(dir.join(".debug").join(&link));
+    }
+    candidates
+        .iter()
+        .all(|c| std::fs::metadata(c).map_or(true, |m| m.is_file()))
+}
+
 fn frame(name: &str, ci: Option<&CodeInfo<'_>>) -> ResolvedFrame {
     ResolvedFrame {
         function: Some(name.to_string()),
@@ -124,7 +148,12 @@ impl Resolver {
         if addresses.is_empty() {
             return Ok(Vec::new());
         }
-        let src = Source::Elf(Elf::new(path));
+        let elf = ElfFile::open(path)?;
+        let mut source = Elf::new(path);
+        // Debugging information comes from the file and from files next to it; if one of
+        // those is not a regular file, only the file's own symbols are read.
+        source.debug_syms = side_files_are_regular(path, &elf);
+        let src = Source::Elf(source);
         let syms = self
             .symbolizer
             .symbolize(&src, Input::VirtOffset(addresses))
@@ -602,6 +631,103 @@ mod tests {
         // Without the debug directory, the same address is only an unwind extent.
         let (name, _) = names(&lib, &[hidden]).remove(0);
         assert_eq!(name, format!("fn@{hidden:#x}"));
+    }
+
+    /// Runs `f` on a thread of its own; fails the test if it has not returned in 30 s.
+    fn within_30s<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(f());
+        });
+        rx.recv_timeout(std::time::Duration::from_secs(30))
+            .expect("blocked on a FIFO")
+    }
+
+    fn mkfifo(path: &Path) {
+        use std::os::unix::ffi::OsStrExt;
+        let c = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    }
+
+    /// The function name of `lib`'s `exported` resolved in a thread that must not block.
+    fn exported_name(lib: &Path) -> (String, ModuleStatus) {
+        let addr = ElfFile::open(lib)
+            .ok()
+            .and_then(|e| e.function_by_name("exported"))
+            .map_or(0x1000, |f| f.address);
+        let path = lib.to_str().unwrap().to_string();
+        within_30s(move || {
+            let mut b = SymbolTableBuilder::default();
+            let m = Resolver::with_debug_dirs(Vec::new()).module_symbols(
+                &mut b,
+                1,
+                &path,
+                &[],
+                &[(addr, addr)],
+            );
+            let table = b.finish();
+            let name = m.addrs[0]
+                .frames
+                .last()
+                .and_then(|f| table.string(f.function).map(str::to_string))
+                .unwrap_or_default();
+            (name, m.status)
+        })
+    }
+
+    /// A profiled program can put a FIFO where a module was, or next to it where the
+    /// symbolizer looks for debugging information (`PATH.dwp`, the debug link's target).
+    /// Opening one would block the recorder for good; it is refused or passed over.
+    #[test]
+    fn fifos_planted_at_or_next_to_a_module_never_block() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("lib.c");
+        std::fs::write(&src, "int exported(int x) { return x * 3 + 1; }\n").unwrap();
+        let lib = dir.path().join("lib.so");
+        tansa_testkit::compile(
+            &lib,
+            std::slice::from_ref(&src),
+            &["-shared", "-fPIC", "-O1", "-g"],
+        );
+        // A DWARF package next to it.
+        let dwp = dir.path().join("lib.so.dwp");
+        mkfifo(&dwp);
+        assert_eq!(exported_name(&lib).0, "exported");
+        std::fs::remove_file(&dwp).unwrap();
+        // The target of its debug link.
+        let debug = dir.path().join("lib.debug");
+        run(
+            "objcopy",
+            &[
+                "--only-keep-debug".as_ref(),
+                lib.as_os_str(),
+                debug.as_os_str(),
+            ],
+        );
+        let link = format!("--add-gnu-debuglink={}", debug.display());
+        run(
+            "objcopy",
+            &["--strip-debug".as_ref(), link.as_ref(), lib.as_os_str()],
+        );
+        assert_eq!(
+            ElfFile::open(&lib).unwrap().debug_link(),
+            Some("lib.debug".into())
+        );
+        assert_eq!(exported_name(&lib).0, "exported", "with the debug file");
+        std::fs::remove_file(&debug).unwrap();
+        mkfifo(&debug);
+        assert_eq!(exported_name(&lib).0, "exported", "with a FIFO for it");
+        // The module itself.
+        std::fs::rename(&lib, dir.path().join("moved.so")).unwrap();
+        mkfifo(&lib);
+        let (name, status) = exported_name(&lib);
+        assert_eq!(name, "");
+        assert!(
+            matches!(&status, ModuleStatus::Failed(why) if why.contains("not a regular file")),
+            "{status:?}"
+        );
+        assert!(ElfFile::open(&lib).is_err());
     }
 
     #[test]
