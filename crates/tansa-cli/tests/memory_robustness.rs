@@ -482,7 +482,8 @@ fn processes_left_behind_are_waited_for_and_named() {
 
 /// A program that leaves a FIFO where its library was (`programs/swapped.c`) does not hang
 /// `tansa record` or `tansa sample` when they read the library's symbols at the end: the
-/// library is refused as not a regular file, and its code keeps its address.
+/// library is refused as not a regular file, its code keeps its address, and the report says
+/// why it has no function names.
 #[test]
 fn a_fifo_left_where_a_library_was_does_not_hang_the_recorders() {
     let exe = program("swapped", "swapped.c", &["-g", "-O1", "-ldl"]);
@@ -524,8 +525,20 @@ fn a_fifo_left_where_a_library_was_does_not_hang_the_recorders() {
             !text.contains("swapped_alloc") && !text.contains("swapped_spin"),
             "{verb}: the FIFO was read as the library: {text}"
         );
+        // The report says why the library's code has no names.
+        let r: Value = serde_json::from_slice(&report.stdout).unwrap();
+        let why = format!(
+            "no function names for {} (not a regular file)",
+            lib.display()
+        );
+        assert!(
+            r["warnings"]
+                .as_array()
+                .is_some_and(|w| w.iter().any(|w| w.as_str().unwrap().starts_with(&why))),
+            "{verb}: {}",
+            r["warnings"]
+        );
         if verb == "record" {
-            let r: Value = serde_json::from_slice(&report.stdout).unwrap();
             let units = r["units"].as_array().unwrap();
             let in_lib: Vec<&Value> = units
                 .iter()

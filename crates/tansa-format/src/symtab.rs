@@ -101,7 +101,50 @@ pub struct SymbolTable {
     pub modules: Vec<ModuleSymbols>,
 }
 
+/// Most files [`SymbolTable::unresolved_notes`] names one by one.
+const MAX_UNRESOLVED_NOTES: usize = 8;
+
 impl SymbolTable {
+    /// Says which files' symbols could not be read when the recording was finished, and
+    /// why, for a report's warnings: a library upgraded or deleted while the program ran
+    /// leaves its code unnamed, and the reader should know that it is not the report's
+    /// fault. One line per file and reason (a file is listed once however many processes
+    /// mapped it); only files with addresses to name; at most a few, then a count. Paths
+    /// are escaped: they come from the file.
+    pub fn unresolved_notes(&self) -> Vec<String> {
+        let mut seen = std::collections::BTreeSet::new();
+        for m in &self.modules {
+            if m.addrs.is_empty() {
+                continue;
+            }
+            let why = match &m.status {
+                ModuleStatus::Resolved | ModuleStatus::NoFile => continue,
+                ModuleStatus::FileMissing => "the file was gone".to_string(),
+                ModuleStatus::BuildIdMismatch => {
+                    "the file on disk is another build than the one that ran (replaced while \
+                     it ran?)"
+                        .to_string()
+                }
+                ModuleStatus::Failed(why) => why.escape_debug().to_string(),
+            };
+            seen.insert((m.path.escape_debug().to_string(), why));
+        }
+        let mut out: Vec<String> = seen
+            .iter()
+            .take(MAX_UNRESOLVED_NOTES)
+            .map(|(path, why)| {
+                format!("no function names for {path} ({why}); its code is shown by address")
+            })
+            .collect();
+        if seen.len() > MAX_UNRESOLVED_NOTES {
+            out.push(format!(
+                "and {} more file(s) without function names",
+                seen.len() - MAX_UNRESOLVED_NOTES
+            ));
+        }
+        out
+    }
+
     /// The string for `id`, or `None` for [`NO_STRING`] or an out-of-range id.
     pub fn string(&self, id: StrId) -> Option<&str> {
         self.strings.get(id as usize).map(String::as_str)
@@ -147,5 +190,93 @@ impl SymbolTableBuilder {
     pub fn finish(mut self) -> SymbolTable {
         self.table.modules.sort_by_key(|m| m.key);
         self.table
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn module(key: u64, path: &str, status: ModuleStatus, addrs: usize) -> ModuleSymbols {
+        ModuleSymbols {
+            key,
+            path: path.into(),
+            build_id: Vec::new(),
+            status,
+            addrs: (0..addrs as u64)
+                .map(|offset| AddrSymbols {
+                    offset,
+                    frames: Vec::new(),
+                    function_start: None,
+                })
+                .collect(),
+            code: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn unresolved_files_are_named_once_each_with_why() {
+        let table = SymbolTable {
+            strings: Vec::new(),
+            modules: vec![
+                module(1, "/lib/ok.so", ModuleStatus::Resolved, 3),
+                module(2, "[vdso]", ModuleStatus::NoFile, 1),
+                module(3, "/lib/gone.so", ModuleStatus::FileMissing, 2),
+                // The same file in another process image: one line.
+                module(4 << 32 | 3, "/lib/gone.so", ModuleStatus::FileMissing, 1),
+                module(5, "/lib/new.so", ModuleStatus::BuildIdMismatch, 1),
+                module(
+                    6,
+                    "/tmp/x\u{1b}[2J.so",
+                    ModuleStatus::Failed("not a regular file".into()),
+                    1,
+                ),
+                // Nothing of it to name.
+                module(7, "/lib/unused.so", ModuleStatus::FileMissing, 0),
+            ],
+        };
+        let notes = table.unresolved_notes();
+        assert_eq!(notes.len(), 3, "{notes:?}");
+        assert!(
+            notes
+                .iter()
+                .any(|n| n.starts_with("no function names for /lib/gone.so (the file was gone)"))
+        );
+        assert!(
+            notes
+                .iter()
+                .any(|n| n.contains("/lib/new.so (the file on disk is another build"))
+        );
+        // A terminal escape in a path is shown escaped.
+        assert!(
+            notes
+                .iter()
+                .any(|n| n.contains("/tmp/x\\u{1b}[2J.so (not a regular file)")),
+            "{notes:?}"
+        );
+        assert!(
+            !notes
+                .iter()
+                .any(|n| n.contains('\u{1b}') || n.contains("unused"))
+        );
+    }
+
+    #[test]
+    fn many_unresolved_files_end_in_a_count() {
+        let table = SymbolTable {
+            strings: Vec::new(),
+            modules: (0..20)
+                .map(|i| module(i, &format!("/lib/l{i:02}.so"), ModuleStatus::FileMissing, 1))
+                .collect(),
+        };
+        let notes = table.unresolved_notes();
+        assert_eq!(notes.len(), MAX_UNRESOLVED_NOTES + 1);
+        assert_eq!(
+            notes.last().unwrap(),
+            &format!(
+                "and {} more file(s) without function names",
+                20 - MAX_UNRESOLVED_NOTES
+            )
+        );
     }
 }

@@ -232,6 +232,10 @@ impl Resolver {
             {
                 return unresolved(ModuleStatus::FileMissing);
             }
+            // The path is the module's: the reason alone says it.
+            Err(SymbolError::Io { source, .. }) => {
+                return unresolved(ModuleStatus::Failed(source.to_string()));
+            }
             Err(e) => return unresolved(ModuleStatus::Failed(e.to_string())),
         };
         if !expected_build_id.is_empty()

@@ -414,6 +414,7 @@ impl<R: Read + Seek> MemoryRecording<R> {
             warnings
                 .push("the recording has no symbol table: functions are shown as addresses".into());
         }
+        warnings.extend(symbols.unresolved_notes());
         let mut resolver = TableResolver::new(symbols);
         for (session, bytes) in &metas {
             max_session = max_session.max(Some(*session));
