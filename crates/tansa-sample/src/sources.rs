@@ -13,7 +13,7 @@
 //! recorder's real user's.
 
 use std::io::Read;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 /// The credentials of a sampled process's owner.
@@ -97,14 +97,11 @@ fn privileged() -> bool {
 /// The text of the source file at `path` if one of `readers` could read it, it is a regular
 /// file, and it holds at most `budget` bytes of UTF-8 (lossily decoded otherwise).
 pub fn read(path: &Path, readers: &[Reader], budget: u64) -> Option<String> {
-    // O_NONBLOCK: a FIFO or device planted at a source path must not block the recorder.
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(path)
-        .ok()?;
+    // Non-blocking, regular files only: a FIFO or device planted at a source path must not
+    // block the recorder.
+    let file = tansa_symbols::elf::open_regular(path).ok()?;
     let meta = file.metadata().ok()?;
-    if !meta.is_file() || meta.len() > budget {
+    if meta.len() > budget {
         return None;
     }
     if privileged()

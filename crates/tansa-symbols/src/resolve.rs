@@ -148,11 +148,19 @@ impl Resolver {
         if addresses.is_empty() {
             return Ok(Vec::new());
         }
-        let elf = ElfFile::open(path)?;
+        self.resolve_in(&ElfFile::open(path)?, addresses)
+    }
+
+    /// [`Self::resolve`] in a file already open.
+    fn resolve_in(&self, elf: &ElfFile, addresses: &[u64]) -> Result<Vec<Resolved>, SymbolError> {
+        if addresses.is_empty() {
+            return Ok(Vec::new());
+        }
+        let path = elf.path();
         let mut source = Elf::new(path);
         // Debugging information comes from the file and from files next to it; if one of
         // those is not a regular file, only the file's own symbols are read.
-        source.debug_syms = side_files_are_regular(path, &elf);
+        source.debug_syms = side_files_are_regular(path, elf);
         let src = Source::Elf(source);
         let syms = self
             .symbolizer
@@ -247,7 +255,7 @@ impl Resolver {
             return unresolved(ModuleStatus::BuildIdMismatch);
         }
         let addrs: Vec<u64> = lookups.iter().map(|&(_, a)| a).collect();
-        let mut resolved = match self.resolve(Path::new(path), &addrs) {
+        let mut resolved = match self.resolve_in(&elf, &addrs) {
             Ok(r) => r,
             Err(e) => return unresolved(ModuleStatus::Failed(e.to_string())),
         };

@@ -164,8 +164,7 @@ impl CpuRecording {
         })?;
         // Stacks are referred to by id: keep them indexable even if frames were lost.
         rec.stacks.sort_by_key(|s| s.id);
-        let unresolved = rec.symbols.unresolved_notes();
-        rec.warnings.extend(unresolved);
+        rec.warnings.extend(rec.symbols.unresolved_notes());
         if rec.symbols.modules.is_empty() && !rec.modules.is_empty() {
             rec.warnings
                 .push("the recording has no symbol table: functions and lines are unknown".into());
