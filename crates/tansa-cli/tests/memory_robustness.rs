@@ -481,9 +481,10 @@ fn processes_left_behind_are_waited_for_and_named() {
 }
 
 /// A program that leaves a FIFO where its library was (`programs/swapped.c`) does not hang
-/// `tansa record` or `tansa sample` when they read the library's symbols at the end: the
-/// library is refused as not a regular file, its code keeps its address, and the report says
-/// why it has no function names.
+/// `tansa record` or `tansa sample` when they read the library's symbols (`tansa sample`
+/// does as soon as a sample hits the library, which the program runs only after the swap;
+/// `tansa record` at the end): the library is refused as not a regular file, its code keeps
+/// its address, and the report says why it has no function names.
 #[test]
 fn a_fifo_left_where_a_library_was_does_not_hang_the_recorders() {
     let exe = program("swapped", "swapped.c", &["-g", "-O1", "-ldl"]);

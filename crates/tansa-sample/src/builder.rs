@@ -204,10 +204,10 @@ pub struct CpuRecordingBuilder {
     /// The owners of the sampled processes (read when each was declared): source text is
     /// embedded only from files one of them could read.
     pub(crate) readers: Vec<crate::sources::Reader>,
-    /// Per module id: whether a stack ran through it.
-    hit: Vec<bool>,
-    /// Modules hit for the first time since [`CpuRecordingBuilder::take_newly_hit`].
-    newly_hit: Vec<u32>,
+    /// With [`CpuRecordingBuilder::track_new_locations`]: the module locations that
+    /// finishing will resolve, added since [`CpuRecordingBuilder::take_new_locations`],
+    /// each with whether it is an interrupted user address (whose function's code is kept).
+    new_locations: Option<Vec<(Loc, bool)>>,
     /// What was prepared while the target ran (see [`crate::warm`]).
     pub(crate) warm: Option<crate::warm::Warmer>,
 }
@@ -243,8 +243,7 @@ impl CpuRecordingBuilder {
             wall_ns: 0,
             elf_cache: HashMap::new(),
             readers: Vec::new(),
-            hit: Vec::new(),
-            newly_hit: Vec::new(),
+            new_locations: None,
             warm: None,
         }
     }
@@ -366,16 +365,25 @@ impl CpuRecordingBuilder {
         self.kernel_symbols = Some(symbols);
     }
 
-    /// The modules that samples ran through for the first time since the last call.
-    pub(crate) fn take_newly_hit(&mut self) -> Vec<u32> {
-        std::mem::take(&mut self.newly_hit)
+    /// From now on, keeps the locations that finishing will resolve as they appear (see
+    /// [`CpuRecordingBuilder::take_new_locations`]).
+    pub(crate) fn track_new_locations(&mut self) {
+        self.new_locations.get_or_insert_with(Vec::new);
     }
 
-    /// The path and kind of module `id`.
-    pub(crate) fn module_of(&self, id: u32) -> Option<(&str, ModuleKind)> {
-        self.modules
-            .get(id as usize)
-            .map(|m| (m.path.as_str(), m.kind))
+    /// The locations in modules that finishing will resolve, added since the last call
+    /// (in no order, possibly repeated), each with whether it is an interrupted user
+    /// address; empty unless tracked.
+    pub(crate) fn take_new_locations(&mut self) -> Vec<(Loc, bool)> {
+        self.new_locations
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
+    }
+
+    /// Module `id`.
+    pub(crate) fn module_of(&self, id: u32) -> Option<&Module> {
+        self.modules.get(id as usize)
     }
 
     /// Whether a kernel address was sampled.
@@ -543,10 +551,16 @@ impl CpuRecordingBuilder {
             &frames[..s.kernel.len()]
         };
         let caller = inner.get(1).copied();
-        *self
-            .addresses
-            .entry((p as u32, frames[0], caller, mode))
-            .or_insert(0) += 1;
+        match self.addresses.entry((p as u32, frames[0], caller, mode)) {
+            std::collections::hash_map::Entry::Occupied(mut e) => *e.get_mut() += 1,
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(1);
+                if let Some(new) = &mut self.new_locations {
+                    new.push((frames[0], mode == Mode::User));
+                    new.extend(caller.map(|c| (c, false)));
+                }
+            }
+        }
         frames.push(Loc {
             module: STACK_META,
             offset: s.kernel.len() as u64 | (u64::from(s.truncated) << 32),
@@ -556,17 +570,13 @@ impl CpuRecordingBuilder {
             None => {
                 let id = self.stacks.len() as u32;
                 let key: Box<[Loc]> = frames.clone().into_boxed_slice();
-                for f in &frames {
-                    let m = f.module as usize;
-                    if f.module != NO_MODULE && f.module != STACK_META && m < self.modules.len() {
-                        if self.hit.len() <= m {
-                            self.hit.resize(self.modules.len(), false);
-                        }
-                        if !self.hit[m] {
-                            self.hit[m] = true;
-                            self.newly_hit.push(f.module);
-                        }
-                    }
+                if let Some(new) = &mut self.new_locations {
+                    new.extend(
+                        frames
+                            .iter()
+                            .filter(|f| f.module != NO_MODULE && f.module != STACK_META)
+                            .map(|&f| (f, false)),
+                    );
                 }
                 self.stacks.push(key.clone());
                 self.stack_index.insert(key, id);

@@ -6,13 +6,12 @@ use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
 
-use iced_x86::{Decoder, DecoderOptions};
 use tansa_format::container::{FrameType, Kind, Writer};
 use tansa_format::cpu::{
     self, CpuSummary, Mode, Module, ModuleKind, NO_MODULE, SourceFile, Stack, StackCount,
 };
 use tansa_format::symtab::{
-    AddrSymbols, CodeBlock, ModuleStatus, ModuleSymbols, NO_STRING, StrId, SymFrame, SymbolTable,
+    AddrSymbols, ModuleStatus, ModuleSymbols, NO_STRING, StrId, SymFrame, SymbolTable,
     SymbolTableBuilder,
 };
 use tansa_symbols::{ElfFile, Resolver};
@@ -21,64 +20,15 @@ use crate::SampleError;
 use crate::builder::{CpuRecordingBuilder, split_stack};
 use crate::kernel::KernelSymbols;
 use crate::phases::Phases;
+use crate::resolve::ModuleWork;
 use crate::warm::Warmer;
 
-/// Largest function whose code is kept for annotation.
-const MAX_FUNCTION_BYTES: u64 = 1 << 20;
 /// Largest source file kept.
 const MAX_SOURCE_BYTES: u64 = 4 << 20;
 /// Most source text kept in one recording.
 const MAX_SOURCES_TOTAL: u64 = 64 << 20;
 /// Entries per counts frame.
 const CHUNK: usize = 1 << 16;
-
-/// The functions of `elf` that contain `offsets`: `(start, size)`.
-fn hit_functions(elf: &ElfFile, offsets: &BTreeSet<u64>) -> Vec<(u64, u64)> {
-    let funcs = elf.functions();
-    // Functions without a symbol (a stripped library's internal ones) by their extent.
-    let mut unnamed: Option<tansa_symbols::Unnamed> = None;
-    let mut hit = BTreeSet::new();
-    for &o in offsets {
-        let i = funcs.partition_point(|f| f.address <= o);
-        let symbol = i.checked_sub(1).map(|i| {
-            let f = &funcs[i];
-            let size = if f.size > 0 {
-                f.size
-            } else {
-                funcs
-                    .get(i + 1..)
-                    .and_then(|rest| rest.iter().find(|g| g.address > f.address))
-                    .map_or(0, |g| g.address - f.address)
-            };
-            (f.address, size)
-        });
-        let found = match symbol {
-            Some((start, size)) if o < start + size => Some((start, size)),
-            _ => unnamed
-                .get_or_insert_with(|| tansa_symbols::Unnamed::new(elf))
-                .extent(o)
-                .map(|e| (e.start, e.end - e.start)),
-        };
-        if let Some((start, size)) = found
-            && size <= MAX_FUNCTION_BYTES
-        {
-            hit.insert((start, size));
-        }
-    }
-    hit.into_iter().collect()
-}
-
-/// The start address of every instruction of `bytes` placed at `start`.
-fn instruction_starts(start: u64, bytes: &[u8]) -> Vec<u64> {
-    let mut d = Decoder::with_ip(64, bytes, start, DecoderOptions::NONE);
-    let mut out = Vec::new();
-    while d.can_decode() {
-        let ip = d.ip();
-        let _ = d.decode();
-        out.push(ip);
-    }
-    out
-}
 
 impl CpuRecordingBuilder {
     /// Resolves symbols (function, source line, inlined frames) of every address used,
@@ -117,8 +67,9 @@ impl CpuRecordingBuilder {
         }
 
         // Modules are resolved in parallel (large libraries take seconds each), each
-        // worker with its own string table, merged afterwards. The modules read while the
-        // target ran are resolved by the thread that read them, which holds them.
+        // worker with its own string table, merged afterwards. The modules begun while the
+        // target ran are finished by the thread that began them, which holds their files;
+        // modules without a file (the kernel's, the vDSO, anonymous code) on this thread.
         let mut warm = self.warm.take();
         let warm_modules = warm.as_mut().map(Warmer::finish).unwrap_or_default();
         let mut order: Vec<(usize, Module)> = self
@@ -127,21 +78,19 @@ impl CpuRecordingBuilder {
             .map(|m| (lookups.get(&m.id).map_or(0, BTreeSet::len), m.clone()))
             .collect();
         order.sort_by_key(|m| std::cmp::Reverse(m.0));
-        let workers = std::thread::available_parallelism()
-            .map_or(1, |n| n.get())
-            .clamp(1, 4);
-        let mut shares: Vec<Vec<Module>> = vec![Vec::new(); workers];
         let mut warm_share = Vec::new();
-        let mut next = 0;
+        let mut local = Vec::new();
+        let mut files = Vec::new();
         for (_, m) in order {
             if warm_modules.contains(&m.id) {
                 warm_share.push(m);
+            } else if m.kind == ModuleKind::Elf {
+                files.push(m);
             } else {
-                shares[next % workers].push(m);
-                next += 1;
+                local.push(m);
             }
         }
-        let warm_part = warm.as_ref().and_then(|w| {
+        let warm_part = warm.as_ref().map(|w| {
             let pick = |map: &BTreeMap<u32, BTreeSet<u64>>| -> BTreeMap<u32, BTreeSet<u64>> {
                 warm_share
                     .iter()
@@ -153,22 +102,27 @@ impl CpuRecordingBuilder {
                 .iter()
                 .filter_map(|m| Some((m.id, self.elf_cache.get(&m.id)?.clone())))
                 .collect();
-            let modules = std::mem::take(&mut warm_share);
+            let modules = warm_share.clone();
             let (tx, rx) = std::sync::mpsc::channel();
-            w.run(Box::new(move |resolver| {
+            // Not run (the thread is gone) or not done (it panicked): `rx` says so.
+            w.run(Box::new(move |resolver, started| {
                 let inputs = Inputs {
                     lookups: &lookups,
                     exact: &exact,
                     elfs: &elfs,
                     kernel: None,
                 };
-                let _ = tx.send(resolve_modules(resolver, &modules, &inputs));
-            }))
-            .then_some(rx)
+                let _ = tx.send(resolve_modules(resolver, started, &modules, &inputs));
+            }));
+            rx
         });
-        // Modules the warm thread was not given after all are resolved here.
-        if !warm_share.is_empty() {
-            shares[0].append(&mut warm_share);
+        let workers = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .clamp(1, 4)
+            .min(files.len());
+        let mut shares: Vec<Vec<Module>> = vec![Vec::new(); workers];
+        for (i, m) in files.into_iter().enumerate() {
+            shares[i % workers].push(m);
         }
         let inputs = Inputs {
             lookups: &lookups,
@@ -180,11 +134,28 @@ impl CpuRecordingBuilder {
         let mut parts: Vec<(SymbolTable, BTreeSet<String>)> = std::thread::scope(|scope| {
             let handles: Vec<_> = shares
                 .iter()
-                .map(|share| scope.spawn(move || resolve_modules(&Resolver::new(), share, inputs)))
+                .map(|share| {
+                    scope.spawn(move || {
+                        resolve_modules(&Resolver::new(), &mut HashMap::new(), share, inputs)
+                    })
+                })
                 .collect();
-            handles.into_iter().filter_map(|h| h.join().ok()).collect()
+            let here = resolve_modules(&Resolver::new(), &mut HashMap::new(), &local, inputs);
+            let mut parts: Vec<_> = handles.into_iter().filter_map(|h| h.join().ok()).collect();
+            parts.push(here);
+            parts
         });
-        parts.extend(warm_part.and_then(|rx| rx.recv().ok()));
+        match warm_part.and_then(|rx| rx.recv().ok()) {
+            Some(part) => parts.push(part),
+            // What the thread was to finish is done here, from the start.
+            None if !warm_share.is_empty() => parts.push(resolve_modules(
+                &Resolver::new(),
+                &mut HashMap::new(),
+                &warm_share,
+                inputs,
+            )),
+            None => {}
+        }
         if let Some(w) = warm {
             w.detach();
         }
@@ -286,56 +257,35 @@ struct Inputs<'a> {
     kernel: Option<&'a KernelSymbols>,
 }
 
-/// Resolves `modules` with a resolver and string table of its own; returns the
-/// partial symbol table and the source files named by the functions hit.
+/// Resolves `modules` with a resolver and string table of its own, going on with the
+/// work `started` on them (see [`crate::warm`]); returns the partial symbol table and the
+/// source files named by the functions hit.
 fn resolve_modules(
     resolver: &Resolver,
+    started: &mut HashMap<u32, ModuleWork>,
     modules: &[Module],
     inputs: &Inputs<'_>,
 ) -> (SymbolTable, BTreeSet<String>) {
-    let (lookups, exact) = (inputs.lookups, inputs.exact);
     let mut symtab = SymbolTableBuilder::default();
     let mut source_files: BTreeSet<u32> = BTreeSet::new();
     for module in modules {
-        let mut offsets = lookups.get(&module.id).cloned().unwrap_or_default();
+        let offsets = inputs.lookups.get(&module.id);
         if module.kind == ModuleKind::Kernel {
+            let offsets = offsets.cloned().unwrap_or_default();
             let m = kernel_module_symbols(inputs.kernel, &mut symtab, module.id, &offsets);
             symtab.add_module(m);
             continue;
         }
-        let mut code = Vec::new();
-        if module.kind == ModuleKind::Elf
-            && let (Some(elf), Some(hit)) = (inputs.elfs.get(&module.id), exact.get(&module.id))
-        {
-            for (start, size) in hit_functions(elf, hit) {
-                if let Some(bytes) = elf.read_at(start, size) {
-                    offsets.extend(instruction_starts(start, bytes));
-                    code.push(CodeBlock {
-                        start,
-                        bytes: bytes.to_vec(),
-                    });
-                }
-            }
-        }
-        let pairs: Vec<(u64, u64)> = offsets.iter().map(|&o| (o, o)).collect();
-        let mut m = resolver.module_symbols(
-            &mut symtab,
-            u64::from(module.id),
-            &module.path,
-            &module.build_id,
-            &pairs,
+        let mut work = started
+            .remove(&module.id)
+            .unwrap_or_else(|| ModuleWork::new(module, inputs.elfs.get(&module.id).cloned()));
+        work.add(
+            resolver,
+            offsets.into_iter().flatten().copied(),
+            inputs.exact.get(&module.id).into_iter().flatten().copied(),
         );
-        if m.status == ModuleStatus::Resolved {
-            for block in &code {
-                let end = block.start + block.bytes.len() as u64;
-                let lo = m.addrs.partition_point(|a| a.offset < block.start);
-                for a in m.addrs[lo..].iter().take_while(|a| a.offset < end) {
-                    source_files
-                        .extend(a.frames.iter().map(|f| f.file).filter(|&f| f != NO_STRING));
-                }
-            }
-            m.code = code;
-        }
+        let (m, sources) = work.finish(resolver, &mut symtab);
+        source_files.extend(sources);
         symtab.add_module(m);
     }
     let table = symtab.finish();
@@ -416,19 +366,4 @@ fn read_sources(paths: &BTreeSet<String>, readers: &[crate::sources::Reader]) ->
         }
     }
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn instructions_are_decoded_from_their_start() {
-        // push rbp; mov rbp, rsp; nop; pop rbp; ret
-        let code = [0x55, 0x48, 0x89, 0xe5, 0x90, 0x5d, 0xc3];
-        assert_eq!(
-            instruction_starts(0x1000, &code),
-            vec![0x1000, 0x1001, 0x1004, 0x1005, 0x1006]
-        );
-    }
 }

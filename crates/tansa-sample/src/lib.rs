@@ -29,6 +29,7 @@ pub mod kernel;
 pub mod perf;
 pub mod phases;
 pub mod procfs;
+mod resolve;
 mod sources;
 pub mod unwind;
 mod warm;

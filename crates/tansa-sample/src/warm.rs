@@ -1,6 +1,6 @@
-//! Work done ahead, while the target runs: reading the kernel's symbols and the symbols and
-//! debugging information of the modules hit so far, so that finishing the recording after
-//! the target ends is quick.
+//! Work done ahead, while the target runs: reading the kernel's symbols, and resolving the
+//! addresses that samples used so far in the modules' symbols and debugging information,
+//! so that finishing the recording after the target ends is quick.
 //!
 //! The kernel's symbols are read early (50 ms into the run), on a thread of their own, when
 //! kernel code is sampled: nearly every run hits the kernel, if only as the target exits,
@@ -10,33 +10,47 @@
 //! while the target runs or after it ends, and a thread at nice 19 gets next to nothing on
 //! a busy machine, which moved all of it after the end, where it adds to the run's wall
 //! time in full (on this 2-CPU machine with other builds running, 130-170 ms for the kernel's
-//! symbols alone, against a few milliseconds taken from the target while it runs). When
-//! the target has ended, the thread finishes the job at hand (it does needed work at
-//! normal priority: redoing it would take longer) and skips the others; the modules it read
-//! are then resolved on it (the resolver that holds them cannot leave its thread), in
+//! symbols alone, against a few milliseconds taken from the target while it runs).
+//!
+//! Each round of the recording loop sends the thread the module addresses that appeared
+//! since the last ([`crate::CpuRecordingBuilder::take_new_locations`]); it resolves those it
+//! has not resolved yet ([`ModuleWork`]). The first addresses of a module read its files,
+//! which is the slow part; the lookups were, too, when left to the end: a C library's
+//! separate debug file takes milliseconds for a dozen addresses. When the target has
+//! ended, the thread finishes the job at hand (it does needed work at normal priority:
+//! redoing it would take longer) and skips the others; the modules it began are then
+//! finished on it (the resolver that holds their files cannot leave its thread), in
 //! parallel with [`crate::CpuRecordingBuilder::finish`]'s workers, which take the others.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 
-use tansa_format::cpu::ModuleKind;
-use tansa_symbols::Resolver;
+use tansa_format::cpu::{Module, ModuleKind};
+use tansa_symbols::{ElfFile, Resolver};
 
 use crate::builder::CpuRecordingBuilder;
 use crate::kernel::KernelSymbols;
+use crate::resolve::ModuleWork;
 
 /// How long after the command's start the kernel's symbols are read.
 const KERNEL_READ_DELAY: std::time::Duration = std::time::Duration::from_millis(50);
 
-/// Work run on the thread with its resolver.
-pub(crate) type Task = Box<dyn FnOnce(&Resolver) + Send>;
+/// Work run on the thread with its resolver and the modules it began to resolve.
+pub(crate) type Task = Box<dyn FnOnce(&Resolver, &mut HashMap<u32, ModuleWork>) + Send>;
 
 enum Job {
-    Module(u32, String),
-    /// Send back the modules read.
+    /// Resolve new addresses of a module: offsets to look up, and exact (interrupted)
+    /// ones, whose functions' code is kept.
+    Resolve {
+        module: Module,
+        elf: Option<Arc<ElfFile>>,
+        lookups: Vec<u64>,
+        exact: Vec<u64>,
+    },
+    /// Send back the modules begun.
     Report(mpsc::Sender<BTreeSet<u32>>),
     Run(Task),
 }
@@ -68,18 +82,23 @@ impl std::fmt::Debug for Warmer {
 
 fn work(rx: mpsc::Receiver<Job>, stop: &AtomicBool) {
     let resolver = Resolver::new();
-    let mut modules = BTreeSet::new();
+    let mut modules: HashMap<u32, ModuleWork> = HashMap::new();
     for job in rx {
         match job {
-            Job::Module(..) if stop.load(Ordering::Acquire) => {}
-            Job::Module(id, path) => {
-                resolver.preload(&path);
-                modules.insert(id);
-            }
+            Job::Resolve { .. } if stop.load(Ordering::Acquire) => {}
+            Job::Resolve {
+                module,
+                elf,
+                lookups,
+                exact,
+            } => modules
+                .entry(module.id)
+                .or_insert_with(|| ModuleWork::new(&module, elf))
+                .add(&resolver, lookups, exact),
             Job::Report(reply) => {
-                let _ = reply.send(std::mem::take(&mut modules));
+                let _ = reply.send(modules.keys().copied().collect());
             }
-            Job::Run(task) => task(&resolver),
+            Job::Run(task) => task(&resolver, &mut modules),
         }
     }
 }
@@ -124,21 +143,34 @@ impl Warmer {
         }
     }
 
-    /// Asks for the files of the modules that samples hit since the last call.
+    /// Asks for the module addresses that samples used since the last call to be
+    /// resolved.
     pub fn feed(&mut self, builder: &mut CpuRecordingBuilder) {
         let Some(jobs) = &self.jobs else {
             return;
         };
-        for id in builder.take_newly_hit() {
-            let job = match builder.module_of(id) {
-                Some((path, ModuleKind::Elf)) => Job::Module(id, path.to_string()),
-                _ => continue,
+        let mut by_module: BTreeMap<u32, (Vec<u64>, Vec<u64>)> = BTreeMap::new();
+        for (loc, exact) in builder.take_new_locations() {
+            let (lookups, exacts) = by_module.entry(loc.module).or_default();
+            lookups.push(loc.offset);
+            if exact {
+                exacts.push(loc.offset);
+            }
+        }
+        for (id, (lookups, exact)) in by_module {
+            let Some(module) = builder.module_of(id).filter(|m| m.kind == ModuleKind::Elf) else {
+                continue;
             };
-            let _ = jobs.send(job);
+            let _ = jobs.send(Job::Resolve {
+                module: module.clone(),
+                elf: builder.elf_cache.get(&id).cloned(),
+                lookups,
+                exact,
+            });
         }
     }
 
-    /// Stops the work ahead after the job at hand. Returns the modules read; the kernel's
+    /// Stops the work ahead after the job at hand. Returns the modules begun; the kernel's
     /// symbols come from [`Warmer::take_kernel`].
     pub fn finish(&mut self) -> BTreeSet<u32> {
         if !self.finished {
@@ -170,12 +202,12 @@ impl Warmer {
         symbols.recv().ok().flatten()
     }
 
-    /// Runs `task` on the thread, with the resolver holding the modules it read; `false`
-    /// if the thread is gone.
-    pub fn run(&self, task: Task) -> bool {
-        self.jobs
-            .as_ref()
-            .is_some_and(|j| j.send(Job::Run(task)).is_ok())
+    /// Runs `task` on the thread, with the resolver holding the files it read and the
+    /// modules it began; if the thread is gone, `task` is dropped unrun.
+    pub fn run(&self, task: Task) {
+        if let Some(jobs) = &self.jobs {
+            let _ = jobs.send(Job::Run(task));
+        }
     }
 
     /// Lets the thread end on its own: it frees what it read (the debugging information of

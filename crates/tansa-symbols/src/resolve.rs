@@ -215,60 +215,32 @@ impl Resolver {
         expected_build_id: &[u8],
         lookups: &[(u64, u64)],
     ) -> ModuleSymbols {
-        let unresolved = |status| ModuleSymbols {
-            key,
-            path: path.to_string(),
-            build_id: expected_build_id.to_vec(),
-            status,
-            addrs: lookups
-                .iter()
-                .map(|&(offset, _)| AddrSymbols {
-                    offset,
-                    frames: Vec::new(),
-                    function_start: None,
-                })
-                .collect(),
-            code: Vec::new(),
-        };
-        if path.is_empty() || path.starts_with('[') || path == "linux-vdso.so.1" {
-            return unresolved(ModuleStatus::NoFile);
-        }
-        let elf = match ElfFile::open(path) {
-            Ok(elf) => elf,
-            Err(SymbolError::Io { source, .. })
-                if source.kind() == std::io::ErrorKind::NotFound =>
-            {
-                return unresolved(ModuleStatus::FileMissing);
-            }
-            // The path is the module's: the reason alone says it.
-            Err(SymbolError::Io { source, .. }) => {
-                return unresolved(ModuleStatus::Failed(source.to_string()));
-            }
-            Err(e) => return unresolved(ModuleStatus::Failed(e.to_string())),
-        };
-        if !expected_build_id.is_empty()
-            && elf
-                .build_id()
-                .as_deref()
-                .is_some_and(|b| b != expected_build_id)
-        {
-            return unresolved(ModuleStatus::BuildIdMismatch);
-        }
-        let addrs: Vec<u64> = lookups.iter().map(|&(_, a)| a).collect();
-        let mut resolved = match self.resolve_in(&elf, &addrs) {
-            Ok(r) => r,
-            Err(e) => return unresolved(ModuleStatus::Failed(e.to_string())),
-        };
+        ModuleResolution::open(path, expected_build_id).symbols(self, builder, key, lookups)
+    }
+
+    /// What the addresses `addrs` of the open module `elf` resolve to: from the file and
+    /// the files its debug link names, then from its separate debug file found by build
+    /// id, then by the extent of the function (see [`Unnamed`]); the outermost function is
+    /// given its public (exported) name where it has one.
+    fn resolve_module(
+        &self,
+        elf: &ElfFile,
+        extra: &ModuleExtras,
+        addrs: &[u64],
+    ) -> Result<Vec<Resolved>, SymbolError> {
+        let mut resolved = self.resolve_in(elf, addrs)?;
         // What the file itself does not name, its separate debug file found by build id
         // may (a distribution's debug package, without a debug link in the file).
         let missing: Vec<usize> = (0..resolved.len())
             .filter(|&i| resolved[i].frames.is_empty())
             .collect();
         if !missing.is_empty()
-            && let Some(debug) = elf.build_id().and_then(|id| self.debug_file(&id))
+            && let Some(debug) = extra
+                .debug_file
+                .get_or_init(|| elf.build_id().and_then(|id| self.debug_file(&id)))
         {
             let want: Vec<u64> = missing.iter().map(|&i| addrs[i]).collect();
-            if let Ok(found) = self.resolve(&debug, &want) {
+            if let Ok(found) = self.resolve(debug, &want) {
                 for (&i, r) in missing.iter().zip(found) {
                     if !r.frames.is_empty() {
                         resolved[i] = r;
@@ -276,11 +248,9 @@ impl Resolver {
                 }
             }
         }
-        let mut unnamed: Option<Unnamed> = None;
-        for (r, &a) in resolved.iter_mut().zip(&addrs) {
+        for (r, &a) in resolved.iter_mut().zip(addrs) {
             if r.frames.is_empty()
-                && let Some((name, start)) =
-                    unnamed.get_or_insert_with(|| Unnamed::new(&elf)).name(a)
+                && let Some((name, start)) = extra.unnamed.get_or_init(|| Unnamed::new(elf)).name(a)
             {
                 r.frames.push(ResolvedFrame {
                     function: Some(name),
@@ -291,7 +261,7 @@ impl Resolver {
                 r.function_start = r.function_start.or(start);
             }
         }
-        let exported = elf.exported_names();
+        let exported = extra.exported.get_or_init(|| elf.exported_names());
         for r in &mut resolved {
             if let (Some(start), Some(outer)) = (r.function_start, r.frames.last_mut())
                 && let (Some(name), Some(aliases)) = (outer.function.as_ref(), exported.get(&start))
@@ -300,32 +270,149 @@ impl Resolver {
                 outer.function = Some(better);
             }
         }
+        Ok(resolved)
+    }
+}
+
+/// What resolving a module reads once, on first need.
+#[derive(Debug, Default)]
+struct ModuleExtras {
+    debug_file: std::sync::OnceLock<Option<std::path::PathBuf>>,
+    unnamed: std::sync::OnceLock<Unnamed>,
+    exported: std::sync::OnceLock<std::collections::HashMap<u64, Vec<String>>>,
+}
+
+/// One module's symbols resolved in parts: the file is opened (and its build id checked)
+/// once, each address is looked up once, whenever it is first given, and
+/// [`ModuleResolution::symbols`] builds the entry. Since each address resolves on its own,
+/// the entry is the one [`Resolver::module_symbols`] builds from all the addresses at once,
+/// however they were split: a recorder resolves addresses as they appear, while the
+/// target runs, and only the last ones after it ends.
+#[derive(Debug)]
+pub struct ModuleResolution {
+    path: String,
+    expected_build_id: Vec<u8>,
+    /// The open file, or why it cannot be resolved (then every address stays unnamed).
+    file: Result<(ElfFile, ModuleExtras), ModuleStatus>,
+    resolved: std::collections::HashMap<u64, Resolved>,
+}
+
+impl ModuleResolution {
+    /// Opens the module's file at `path`; a missing, unreadable or different file (its
+    /// build id is not `expected_build_id`, when one is given) is kept as the status of
+    /// the entry to come.
+    pub fn open(path: &str, expected_build_id: &[u8]) -> ModuleResolution {
+        let file = if path.is_empty() || path.starts_with('[') || path == "linux-vdso.so.1" {
+            Err(ModuleStatus::NoFile)
+        } else {
+            match ElfFile::open(path) {
+                Ok(elf)
+                    if !expected_build_id.is_empty()
+                        && elf
+                            .build_id()
+                            .as_deref()
+                            .is_some_and(|b| b != expected_build_id) =>
+                {
+                    Err(ModuleStatus::BuildIdMismatch)
+                }
+                Ok(elf) => Ok((elf, ModuleExtras::default())),
+                Err(SymbolError::Io { source, .. })
+                    if source.kind() == std::io::ErrorKind::NotFound =>
+                {
+                    Err(ModuleStatus::FileMissing)
+                }
+                // The path is the module's: the reason alone says it.
+                Err(SymbolError::Io { source, .. }) => {
+                    Err(ModuleStatus::Failed(source.to_string()))
+                }
+                Err(e) => Err(ModuleStatus::Failed(e.to_string())),
+            }
+        };
+        ModuleResolution {
+            path: path.to_string(),
+            expected_build_id: expected_build_id.to_vec(),
+            file,
+            resolved: std::collections::HashMap::new(),
+        }
+    }
+
+    /// Looks up the addresses of `addrs` not looked up yet. A failure of the symbolizer
+    /// fails the whole module, as it would have all at once.
+    pub fn resolve(&mut self, resolver: &Resolver, addrs: impl IntoIterator<Item = u64>) {
+        let Ok((elf, extras)) = &self.file else {
+            return;
+        };
+        let mut new: Vec<u64> = addrs
+            .into_iter()
+            .filter(|a| !self.resolved.contains_key(a))
+            .collect();
+        new.sort_unstable();
+        new.dedup();
+        if new.is_empty() {
+            return;
+        }
+        match resolver.resolve_module(elf, extras, &new) {
+            Ok(found) => self.resolved.extend(new.into_iter().zip(found)),
+            Err(e) => {
+                self.file = Err(ModuleStatus::Failed(e.to_string()));
+                self.resolved.clear();
+            }
+        }
+    }
+
+    /// The module's file, if it can be resolved.
+    pub fn elf(&self) -> Option<&ElfFile> {
+        self.file.as_ref().ok().map(|(elf, _)| elf)
+    }
+
+    /// The module's symbol-table entry for `lookups` (offset to store, address to look
+    /// up), looking up the addresses not looked up yet.
+    pub fn symbols(
+        mut self,
+        resolver: &Resolver,
+        builder: &mut SymbolTableBuilder,
+        key: u64,
+        lookups: &[(u64, u64)],
+    ) -> ModuleSymbols {
+        self.resolve(resolver, lookups.iter().map(|&(_, a)| a));
+        let (build_id, status) = match &self.file {
+            Ok((elf, _)) => (elf.build_id().unwrap_or_default(), ModuleStatus::Resolved),
+            Err(status) => (self.expected_build_id.clone(), status.clone()),
+        };
         let addrs = lookups
             .iter()
-            .zip(resolved)
-            .map(|(&(offset, _), r)| AddrSymbols {
-                offset,
-                frames: r
-                    .frames
-                    .iter()
-                    .map(|f| SymFrame {
-                        function: f
-                            .function
-                            .as_deref()
-                            .map_or(NO_STRING, |s| builder.intern(s)),
-                        file: f.file.as_deref().map_or(NO_STRING, |s| builder.intern(s)),
-                        line: f.line,
-                        column: f.column,
-                    })
-                    .collect(),
-                function_start: r.function_start,
+            .map(|&(offset, address)| {
+                let r = self.resolved.get(&address);
+                AddrSymbols {
+                    offset,
+                    frames: r
+                        .map(|r| {
+                            r.frames
+                                .iter()
+                                .map(|f| SymFrame {
+                                    function: f
+                                        .function
+                                        .as_deref()
+                                        .map_or(NO_STRING, |s| builder.intern(s)),
+                                    file: f
+                                        .file
+                                        .as_deref()
+                                        .map_or(NO_STRING, |s| builder.intern(s)),
+                                    line: f.line,
+                                    column: f.column,
+                                })
+                                .collect()
+                        })
+                        .unwrap_or_default(),
+                    function_start: r.and_then(|r| r.function_start),
+                }
             })
             .collect();
         ModuleSymbols {
             key,
-            path: path.to_string(),
-            build_id: elf.build_id().unwrap_or_default(),
-            status: ModuleStatus::Resolved,
+            path: self.path,
+            build_id,
+            status,
             addrs,
             code: Vec::new(),
         }
@@ -768,6 +855,49 @@ mod tests {
             None
         );
         assert_eq!(public_alias("func_a0", &ex(&[])), None);
+    }
+
+    /// Resolving a module's addresses in batches, in any order and with repeats, gives the
+    /// entry resolving them all at once gives: functions, inlined frames, lines, starts.
+    #[test]
+    fn a_module_resolved_in_parts_is_resolved_as_at_once() {
+        let exe = std::env::current_exe().unwrap();
+        let path = exe.to_str().unwrap();
+        let elf = ElfFile::open(&exe).unwrap();
+        let build_id = elf.build_id().unwrap_or_default();
+        let mut lookups: Vec<(u64, u64)> = Vec::new();
+        for f in elf.functions().iter().filter(|f| f.size > 8).take(150) {
+            lookups.push((f.address, f.address));
+            // A return address, looked up one byte back.
+            lookups.push((f.address + f.size / 2, f.address + f.size / 2 - 1));
+        }
+        // An address no function covers.
+        lookups.push((u64::MAX - 16, u64::MAX - 16));
+        let resolver = Resolver::new();
+        let at_once = {
+            let mut b = SymbolTableBuilder::default();
+            let m = resolver.module_symbols(&mut b, 7, path, &build_id, &lookups);
+            b.add_module(m);
+            b.finish()
+        };
+        let named = at_once.modules[0]
+            .addrs
+            .iter()
+            .filter(|a| !a.frames.is_empty())
+            .count();
+        assert!(named > 250, "only {named} of {} named", lookups.len());
+        let mut parts = ModuleResolution::open(path, &build_id);
+        let addrs: Vec<u64> = lookups.iter().map(|&(_, a)| a).collect();
+        parts.resolve(&resolver, addrs.iter().rev().step_by(3).copied());
+        parts.resolve(&resolver, addrs[..addrs.len() / 2].iter().copied());
+        parts.resolve(&resolver, addrs.iter().step_by(2).copied());
+        let in_parts = {
+            let mut b = SymbolTableBuilder::default();
+            let m = parts.symbols(&resolver, &mut b, 7, &lookups);
+            b.add_module(m);
+            b.finish()
+        };
+        assert_eq!(in_parts, at_once);
     }
 
     #[test]

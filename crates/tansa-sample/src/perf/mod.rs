@@ -270,6 +270,7 @@ pub fn record<W: Write>(
     // sampled, the modules' files as the samples hit them. Started once the command runs,
     // so that it does not delay its start.
     let mut warmer = Warmer::start(session.opened.kernel);
+    session.builder.track_new_locations();
     // The command's end wakes the loop at once (its pidfd), not at the next timeout.
     let ended = child
         .as_ref()

@@ -1,0 +1,169 @@
+//! One module's symbols, resolved in parts: the addresses seen while the target runs are
+//! resolved then (by [`crate::warm`]), the rest when the recording is finished
+//! ([`crate::finish`]). Each address resolves on its own, so the module's entry is the
+//! same however its addresses were split.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use iced_x86::{Decoder, DecoderOptions};
+use tansa_format::cpu::{Module, ModuleKind};
+use tansa_format::symtab::{CodeBlock, ModuleStatus, ModuleSymbols, NO_STRING, SymbolTableBuilder};
+use tansa_symbols::{ElfFile, FunctionSymbol, ModuleResolution, Resolver, Unnamed};
+
+/// Largest function whose code is kept for annotation.
+const MAX_FUNCTION_BYTES: u64 = 1 << 20;
+
+/// A module's resolution under way: the offsets its entry will hold, resolved as they are
+/// added, and the code of the functions that samples interrupted.
+#[derive(Debug)]
+pub(crate) struct ModuleWork {
+    id: u32,
+    resolution: ModuleResolution,
+    /// The file as it was mapped, whose code is kept (ELF modules only).
+    elf: Option<Arc<ElfFile>>,
+    /// Its function symbols and, once needed, its unnamed functions' extents.
+    functions: Option<Vec<FunctionSymbol>>,
+    unnamed: Option<Unnamed>,
+    /// Every offset the entry will hold: those looked up, and every instruction of the
+    /// functions whose code is kept.
+    offsets: BTreeSet<u64>,
+    /// Exact offsets already placed in their functions.
+    placed: BTreeSet<u64>,
+    /// The code kept, by function (start, size).
+    code: BTreeMap<(u64, u64), Vec<u8>>,
+}
+
+impl ModuleWork {
+    /// Starts resolving `module`, whose file as mapped is `elf`.
+    pub fn new(module: &Module, elf: Option<Arc<ElfFile>>) -> ModuleWork {
+        ModuleWork {
+            id: module.id,
+            resolution: ModuleResolution::open(&module.path, &module.build_id),
+            elf: elf.filter(|_| module.kind == ModuleKind::Elf),
+            functions: None,
+            unnamed: None,
+            offsets: BTreeSet::new(),
+            placed: BTreeSet::new(),
+            code: BTreeMap::new(),
+        }
+    }
+
+    /// Adds offsets to look up and exact (interrupted) offsets, whose functions' code is
+    /// kept, and resolves those not resolved yet.
+    pub fn add(
+        &mut self,
+        resolver: &Resolver,
+        lookups: impl IntoIterator<Item = u64>,
+        exact: impl IntoIterator<Item = u64>,
+    ) {
+        let mut new: Vec<u64> = lookups
+            .into_iter()
+            .filter(|&o| self.offsets.insert(o))
+            .collect();
+        if let Some(elf) = self.elf.clone() {
+            for o in exact {
+                if !self.placed.insert(o) {
+                    continue;
+                }
+                if let Some((start, size)) = self.function_at(&elf, o)
+                    && !self.code.contains_key(&(start, size))
+                    && let Some(bytes) = elf.read_at(start, size)
+                {
+                    new.extend(
+                        instruction_starts(start, bytes)
+                            .into_iter()
+                            .filter(|&i| self.offsets.insert(i)),
+                    );
+                    self.code.insert((start, size), bytes.to_vec());
+                }
+            }
+        }
+        self.resolution.resolve(resolver, new);
+    }
+
+    /// The function of the file containing `offset`, by its symbol, else by its extent
+    /// (a stripped library's internal functions): `(start, size)`, if its code is small
+    /// enough to keep.
+    fn function_at(&mut self, elf: &ElfFile, offset: u64) -> Option<(u64, u64)> {
+        let funcs = self.functions.get_or_insert_with(|| elf.functions());
+        let i = funcs.partition_point(|f| f.address <= offset);
+        let symbol = i.checked_sub(1).map(|i| {
+            let f = &funcs[i];
+            let size = if f.size > 0 {
+                f.size
+            } else {
+                funcs
+                    .get(i + 1..)
+                    .and_then(|rest| rest.iter().find(|g| g.address > f.address))
+                    .map_or(0, |g| g.address - f.address)
+            };
+            (f.address, size)
+        });
+        let found = match symbol {
+            Some((start, size)) if offset < start + size => Some((start, size)),
+            _ => self
+                .unnamed
+                .get_or_insert_with(|| Unnamed::new(elf))
+                .extent(offset)
+                .map(|e| (e.start, e.end - e.start)),
+        };
+        found.filter(|&(_, size)| size <= MAX_FUNCTION_BYTES)
+    }
+
+    /// The module's entry in `symtab`, with the ids (in `symtab`) of the source files of
+    /// the code kept.
+    pub fn finish(
+        self,
+        resolver: &Resolver,
+        symtab: &mut SymbolTableBuilder,
+    ) -> (ModuleSymbols, BTreeSet<u32>) {
+        let pairs: Vec<(u64, u64)> = self.offsets.iter().map(|&o| (o, o)).collect();
+        let mut m = self
+            .resolution
+            .symbols(resolver, symtab, u64::from(self.id), &pairs);
+        let mut sources = BTreeSet::new();
+        if m.status == ModuleStatus::Resolved {
+            for (&(start, _), bytes) in &self.code {
+                let end = start + bytes.len() as u64;
+                let lo = m.addrs.partition_point(|a| a.offset < start);
+                for a in m.addrs[lo..].iter().take_while(|a| a.offset < end) {
+                    sources.extend(a.frames.iter().map(|f| f.file).filter(|&f| f != NO_STRING));
+                }
+            }
+            m.code = self
+                .code
+                .into_iter()
+                .map(|((start, _), bytes)| CodeBlock { start, bytes })
+                .collect();
+        }
+        (m, sources)
+    }
+}
+
+/// The start address of every instruction of `bytes` placed at `start`.
+fn instruction_starts(start: u64, bytes: &[u8]) -> Vec<u64> {
+    let mut d = Decoder::with_ip(64, bytes, start, DecoderOptions::NONE);
+    let mut out = Vec::new();
+    while d.can_decode() {
+        let ip = d.ip();
+        let _ = d.decode();
+        out.push(ip);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn instructions_are_decoded_from_their_start() {
+        // push rbp; mov rbp, rsp; nop; pop rbp; ret
+        let code = [0x55, 0x48, 0x89, 0xe5, 0x90, 0x5d, 0xc3];
+        assert_eq!(
+            instruction_starts(0x1000, &code),
+            vec![0x1000, 0x1001, 0x1004, 0x1005, 0x1006]
+        );
+    }
+}
