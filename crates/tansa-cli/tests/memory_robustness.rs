@@ -484,7 +484,8 @@ fn processes_left_behind_are_waited_for_and_named() {
 /// `tansa record` or `tansa sample` when they read the library's symbols (`tansa sample`
 /// does as soon as a sample hits the library, which the program runs only after the swap;
 /// `tansa record` at the end): the library is refused as not a regular file, its code keeps
-/// its address, and the report says why it has no function names.
+/// its address, and the recorder, as it ends, and the report say why it has no function
+/// names.
 #[test]
 fn a_fifo_left_where_a_library_was_does_not_hang_the_recorders() {
     let exe = program("swapped", "swapped.c", &["-g", "-O1", "-ldl"]);
@@ -511,6 +512,16 @@ fn a_fifo_left_where_a_library_was_does_not_hang_the_recorders() {
             ms,
         ]);
         assert!(out.status.success(), "{verb}: {}", stderr(&out));
+        let why = format!(
+            "no function names for {} (not a regular file)",
+            lib.display()
+        );
+        // The recorder says so as it ends, and so does every report.
+        assert!(
+            stderr(&out).contains(&format!("tansa: warning: {why}")),
+            "{verb}: {}",
+            stderr(&out)
+        );
         let meta = std::fs::symlink_metadata(&lib).unwrap();
         assert!(
             !meta.is_file(),
@@ -528,10 +539,6 @@ fn a_fifo_left_where_a_library_was_does_not_hang_the_recorders() {
         );
         // The report says why the library's code has no names.
         let r: Value = serde_json::from_slice(&report.stdout).unwrap();
-        let why = format!(
-            "no function names for {} (not a regular file)",
-            lib.display()
-        );
         assert!(
             r["warnings"]
                 .as_array()

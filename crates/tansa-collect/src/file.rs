@@ -106,7 +106,7 @@ pub enum Compression {
 }
 
 /// What the writer wrote.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Written {
     /// Size of the recording in bytes.
     pub size: u64,
@@ -115,6 +115,9 @@ pub struct Written {
     /// The CPU quota of tansa's control group (in CPUs) when it was used up at times, one
     /// reason the CPUs counted as busy.
     pub quota_used_up: Option<f64>,
+    /// The module files whose symbols could not be read, one line each, as reports warn
+    /// ([`tansa_format::symtab::SymbolTable::unresolved_notes`]).
+    pub unresolved: Vec<String>,
 }
 
 fn writer_thread(
@@ -166,6 +169,7 @@ fn writer_thread(
         size,
         stored_while_busy,
         quota_used_up: contention.as_ref().and_then(CpuContention::quota_used_up),
+        unresolved: Vec::new(),
     })
 }
 
@@ -385,6 +389,7 @@ impl FileSink {
         }
         let resolver = std::mem::take(&mut self.resolver);
         let table = resolver.resolve(addresses, progress);
+        let unresolved = table.unresolved_notes();
         self.send(Job::Frame(FrameType::SYMBOLS, encode(&table)?, None))?;
         drop(self.jobs.take());
         let written = self
@@ -395,7 +400,10 @@ impl FileSink {
             .map_err(|_| CollectError::Sink("the recording writer panicked".into()))?
             .transpose()?
             .unwrap_or_default();
-        Ok(written)
+        Ok(Written {
+            unresolved,
+            ..written
+        })
     }
 }
 

@@ -51,6 +51,8 @@ pub struct AgentOutcome {
     pub exit: ExitStatus,
     /// The event sampled.
     pub event: String,
+    /// The module files whose symbols could not be read, one line each.
+    pub unresolved: Vec<String>,
 }
 
 /// The event name recorded for agent samples.
@@ -112,11 +114,12 @@ pub fn record<W: Write>(
     })?;
     let mut builder = sink.into_builder();
     builder.set_wall_ns(started.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64);
-    let summary = builder.finish(out)?;
+    let finished = builder.finish(out)?;
     Ok(AgentOutcome {
-        summary,
+        summary: finished.summary,
         exit: outcome.exit,
         event: AGENT_EVENT.into(),
+        unresolved: finished.unresolved,
     })
 }
 

@@ -33,8 +33,9 @@ const CHUNK: usize = 1 << 16;
 impl CpuRecordingBuilder {
     /// Resolves symbols (function, source line, inlined frames) of every address used,
     /// keeps the machine code of every function hit and the text of its source files, and
-    /// writes the recording to `out`. Returns the totals.
-    pub fn finish<W: Write>(self, out: W) -> Result<CpuSummary, SampleError> {
+    /// writes the recording to `out`. Returns the totals, and the files whose symbols
+    /// could not be read.
+    pub fn finish<W: Write>(self, out: W) -> Result<Finished, SampleError> {
         self.finish_timed(out, &mut Phases::new())
     }
 
@@ -44,7 +45,7 @@ impl CpuRecordingBuilder {
         mut self,
         out: W,
         phases: &mut Phases,
-    ) -> Result<CpuSummary, SampleError> {
+    ) -> Result<Finished, SampleError> {
         // Every offset each module needs, and the exact (interrupted) ones.
         let mut lookups: BTreeMap<u32, BTreeSet<u64>> = BTreeMap::new();
         let mut exact: BTreeMap<u32, BTreeSet<u64>> = BTreeMap::new();
@@ -245,8 +246,21 @@ impl CpuRecordingBuilder {
             .map_err(SampleError::Write)?;
         w.finish().map_err(SampleError::Write)?;
         phases.mark("finish: write");
-        Ok(summary)
+        Ok(Finished {
+            summary,
+            unresolved: symbols.unresolved_notes(),
+        })
     }
+}
+
+/// What finishing a recording gives back.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Finished {
+    /// The totals written.
+    pub summary: CpuSummary,
+    /// The module files whose symbols could not be read, one line each, as reports warn
+    /// ([`SymbolTable::unresolved_notes`]).
+    pub unresolved: Vec<String>,
 }
 
 /// What resolving needs besides the resolver.

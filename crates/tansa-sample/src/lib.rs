@@ -35,6 +35,7 @@ pub mod unwind;
 mod warm;
 
 pub use builder::{CpuRecordingBuilder, MappingInfo, ProcessId, ProcessInfo, SampleInput};
+pub use finish::Finished;
 
 use perf::Target;
 

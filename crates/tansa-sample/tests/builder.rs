@@ -95,12 +95,13 @@ fn a_recording_built_without_perf_reports_exactly_its_samples() {
         }));
     }
     let file = dir.path().join("agent.tansa");
-    let summary = b
+    let finished = b
         .finish(std::io::BufWriter::new(
             std::fs::File::create(&file).unwrap(),
         ))
         .unwrap();
-    assert_eq!(summary.samples, 10);
+    assert_eq!(finished.summary.samples, 10);
+    assert_eq!(finished.unresolved, Vec::<String>::new());
     // The binary is gone; the recording is enough.
     std::fs::remove_file(&exe).unwrap();
 

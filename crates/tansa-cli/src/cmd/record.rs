@@ -416,6 +416,9 @@ fn summarize(
         final_path.display(),
         tansa_render::bytes(i64::try_from(written.size).unwrap_or(i64::MAX)),
     );
+    for line in &written.unresolved {
+        eprintln!("tansa: warning: {line}");
+    }
     // Said when it makes a difference on disk (compression divides the size by about 4).
     if written.stored_while_busy >= NOTE_STORED_BYTES {
         eprintln!(

@@ -181,6 +181,9 @@ fn run_agent(
         },
         output.display()
     );
+    for line in &outcome.unresolved {
+        eprintln!("tansa: warning: {line}");
+    }
     if s.samples == 0 {
         eprintln!(
             "tansa: warning: no samples: the command used little CPU time, or does not load \
@@ -363,6 +366,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         },
         output.display()
     );
+    for line in &outcome.unresolved {
+        eprintln!("tansa: warning: {line}");
+    }
     if std::env::var_os("TANSA_TIMINGS").is_some_and(|v| v == "1") {
         print_timings([started, recording, committed], &outcome.phases);
     }

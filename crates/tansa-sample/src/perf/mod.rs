@@ -120,6 +120,8 @@ pub struct Outcome {
     pub event: String,
     /// Fallbacks taken and parts not covered.
     pub notes: Vec<String>,
+    /// The module files whose symbols could not be read, one line each.
+    pub unresolved: Vec<String>,
     /// How long each phase of the run took.
     pub phases: Phases,
 }
@@ -368,16 +370,17 @@ pub fn record<W: Write>(
     phases.mark("kernel symbols");
     let event = session.opened.event.clone();
     let notes = session.opened.notes.clone();
-    let summary = session.builder.finish_timed(out, &mut phases)?;
+    let finished = session.builder.finish_timed(out, &mut phases)?;
     drop(session.opened);
     phases.mark("close events, unmap rings");
     drop(session.tracker);
     phases.mark("free unwinders");
     Ok(Outcome {
-        summary,
+        summary: finished.summary,
         exit,
         event,
         notes,
+        unresolved: finished.unresolved,
         phases,
     })
 }
