@@ -12,7 +12,7 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root/fuzz"
 seconds="${TANSA_FUZZ_SECONDS:-60}"
-targets="${TANSA_FUZZ_TARGETS:-container frames memory cpu retrace plan}"
+targets="${TANSA_FUZZ_TARGETS:-container frames memory cpu retrace plan segment leftover}"
 
 if ! cargo fuzz --version >/dev/null 2>&1; then
     cargo install cargo-fuzz --locked --version 0.13.2

@@ -42,11 +42,14 @@ pub enum Target {
     /// An agent's segment file read by the salvage of a recording whose recorder was
     /// killed (`tansa_collect::salvage::recover`).
     Segment,
+    /// A heap recording a killed recorder left unfinished, completed as `tansa report`
+    /// completes one (`tansa_collect::salvage::complete_leftover`), then read.
+    Leftover,
 }
 
 impl Target {
     /// Every target.
-    pub const ALL: [Target; 7] = [
+    pub const ALL: [Target; 8] = [
         Target::Container,
         Target::Frames,
         Target::Memory,
@@ -54,6 +57,7 @@ impl Target {
         Target::Retrace,
         Target::Plan,
         Target::Segment,
+        Target::Leftover,
     ];
 
     /// Its name (the corpus directory and the cargo-fuzz target).
@@ -66,6 +70,7 @@ impl Target {
             Target::Retrace => "retrace",
             Target::Plan => "plan",
             Target::Segment => "segment",
+            Target::Leftover => "leftover",
         }
     }
 
@@ -78,7 +83,7 @@ impl Target {
     pub fn takes_recordings(self) -> bool {
         matches!(
             self,
-            Target::Container | Target::Memory | Target::Cpu | Target::Retrace
+            Target::Container | Target::Memory | Target::Cpu | Target::Retrace | Target::Leftover
         )
     }
 
@@ -92,6 +97,7 @@ impl Target {
             Target::Retrace => retrace(data),
             Target::Plan => plan(data),
             Target::Segment => segment(data),
+            Target::Leftover => leftover(data),
         }
     }
 
@@ -129,6 +135,39 @@ pub fn segment(data: &[u8]) {
             }
         }
     }
+}
+
+/// An unfinished heap recording (the input, checksums recomputed) completed in a file of
+/// its own, as `tansa report` completes what a killed recorder left: its torn tail cut,
+/// every image without an end ended, calibration, symbols and the end marker added. What
+/// comes back must be a whole recording that the reader takes, and the bytes cut off at
+/// most the input's; every report of it is then made, as for [`memory_report`].
+pub fn leftover(data: &[u8]) {
+    let mut data = data.to_vec();
+    craft::fix_checksums(&mut data);
+    let Ok(dir) = tempfile::tempdir() else {
+        return;
+    };
+    let path = dir.path().join("leftover.tansa");
+    if std::fs::write(&path, &data).is_err() {
+        return;
+    }
+    let Ok(Some(done)) = tansa_collect::salvage::complete_leftover(&path, &mut |_, _, _| {}) else {
+        return;
+    };
+    assert!(
+        done.salvage.torn_bytes <= data.len() as u64,
+        "more cut off than the input holds"
+    );
+    let completed = std::fs::read(&path).expect("the completed recording is readable");
+    let mut reader =
+        Reader::new(Cursor::new(completed.as_slice())).expect("a completed recording's header");
+    while let Ok(Some(_)) = reader.next_frame() {}
+    assert!(
+        reader.is_complete(),
+        "a completed recording ends with its end marker"
+    );
+    memory_report(&completed);
 }
 
 /// The container: every frame, by sequence (thread chunks skimmed to their keys), then

@@ -213,6 +213,11 @@ fn segment() {
     fuzz(Target::Segment);
 }
 
+#[test]
+fn leftover() {
+    fuzz(Target::Leftover);
+}
+
 /// The bound of one input counts its own thread only: another target's allocations on a
 /// parallel test thread, made while the input runs, neither push it over its bound (which
 /// would abort the process) nor count in its peak.

@@ -3,13 +3,16 @@
 //! Each recording goes, as it is and with every frame stored uncompressed (so that byte
 //! mutations reach the decoders), to the corpus of the container target and of the target
 //! of its kind (memory, cpu or retrace); the payloads of its frames go to the corpus of
-//! the frame-decoder target. `fuzz/seed.sh` makes the recordings and calls this.
+//! the frame-decoder target. A heap recording also goes to the corpus of the leftover
+//! target as a killed recorder would have left it: without the frames written at the end
+//! (from the first calibration, symbol or end frame on), with and without a torn last
+//! frame. `fuzz/seed.sh` makes the recordings and calls this.
 
 use std::collections::HashMap;
 use std::path::Path;
 use std::process::ExitCode;
 
-use tansa_format::container::{Kind, Reader};
+use tansa_format::container::{FrameType, Kind, Reader};
 use tansa_fuzz::craft::Recording;
 
 /// Largest payload kept as a seed of the frame-decoder target.
@@ -42,6 +45,24 @@ fn seed(dir: &Path, file: &Path) -> Result<(), String> {
     for t in ["container", target] {
         write(dir, t, &name, &bytes).map_err(io)?;
         write(dir, t, &format!("{name}-plain"), &plain).map_err(io)?;
+    }
+    if kind == Kind::Memory {
+        let mut cut = rec.clone();
+        let end = cut
+            .frames
+            .iter()
+            .position(|f| matches!(f.ty, FrameType::CALIBRATION | FrameType::SYMBOLS))
+            .unwrap_or(cut.frames.len());
+        cut.frames.truncate(end);
+        cut.complete = false;
+        for (suffix, compress) in [("", true), ("-plain", false)] {
+            let whole = cut.encode(compress);
+            write(dir, "leftover", &format!("{name}{suffix}"), &whole).map_err(io)?;
+            // Torn: the last frame cut in two.
+            let last = cut.frames.last().map_or(0, |f| f.payload.len() / 2 + 1);
+            let torn = &whole[..whole.len().saturating_sub(last)];
+            write(dir, "leftover", &format!("{name}{suffix}-torn"), torn).map_err(io)?;
+        }
     }
     let mut per_type: HashMap<u16, usize> = HashMap::new();
     for f in &rec.frames {
