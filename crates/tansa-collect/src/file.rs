@@ -23,7 +23,7 @@ use tansa_format::memory::{
 use tansa_format::meta::{Calibration, CalibrationPoint, ClockSource, RecordingMeta};
 
 use crate::contention::CpuContention;
-use crate::symbolize::{AddressSet, BackgroundResolver};
+use crate::symbolize::{AddressSet, BackgroundResolver, ModuleFile};
 use crate::{CollectError, Sink};
 use tansa_wire::event::{DecodeError, Decoder, Record, StreamState};
 
@@ -69,7 +69,7 @@ pub struct FileSink {
     /// How far each session's meta stream was scanned for modules and stacks.
     scanned: HashMap<u32, (usize, StreamState)>,
     /// Path of each module, by session and module id.
-    module_paths: HashMap<(u32, u32), String>,
+    module_files: HashMap<(u32, u32), ModuleFile>,
     /// Durable recording: what the writer says is in the file, and per stream the bytes
     /// handed to it and those it has written.
     durable: Option<Durable>,
@@ -247,7 +247,7 @@ impl FileSink {
             raw_bytes: 0,
             resolver: BackgroundResolver::start(),
             scanned: HashMap::new(),
-            module_paths: HashMap::new(),
+            module_files: HashMap::new(),
             durable: ack_rx.map(|acks| Durable {
                 acks,
                 sent: HashMap::new(),
@@ -298,7 +298,7 @@ impl FileSink {
     }
 
     /// Scans the complete records added to a session's meta stream, asking the resolver
-    /// to read every file a stack goes through.
+    /// to resolve ahead the frames of every stack defined.
     fn scan_meta(&mut self, session: u32) {
         let Some(all) = self.meta_all.get(&session) else {
             return;
@@ -312,15 +312,18 @@ impl FileSink {
         while let Some(r) = d.next() {
             match r {
                 Ok(Record::ModuleLoad(m)) => {
-                    self.module_paths.insert(
+                    self.module_files.insert(
                         (session, m.id),
-                        String::from_utf8_lossy(m.path).into_owned(),
+                        ModuleFile {
+                            path: String::from_utf8_lossy(m.path).into_owned(),
+                            build_id: m.build_id.to_vec(),
+                        },
                     );
                 }
                 Ok(Record::StackDef { frames, .. }) => {
                     for f in frames.filter(|f| f.module != 0) {
-                        if let Some(path) = self.module_paths.get(&(session, f.module)) {
-                            self.resolver.preload(path);
+                        if let Some(file) = self.module_files.get(&(session, f.module)) {
+                            self.resolver.ahead(file, f.offset);
                         }
                     }
                 }
@@ -335,6 +338,7 @@ impl FileSink {
             used = d.position();
         }
         self.scanned.insert(session, (pos + used, d.state()));
+        self.resolver.send_ahead();
     }
 
     /// Uncompressed stream bytes received so far.

@@ -1,13 +1,16 @@
 //! Resolving, at the end of a recording, every address it uses.
 //!
 //! Reading a file's debugging information is the slow part (a C library's separate debug
-//! file is tens of megabytes of compressed DWARF), and it does not depend on which
-//! addresses are used: [`BackgroundResolver`] reads each file as soon as a stack of the
-//! recording goes through it, on its own thread and only while the CPUs have time to spare
-//! ([`crate::contention`]), so that the end of the recording only does the lookups. The
-//! thread keeps the normal priority: work at idle priority would hold up the final lookups
-//! for as long as the program keeps the CPUs busy (a preload under way, or queued, runs
-//! before them), and a process without `CAP_SYS_NICE` cannot raise a lowered priority again.
+//! file is tens of megabytes of compressed DWARF), then the lookups in it (milliseconds for
+//! a few dozen addresses in that file): [`BackgroundResolver`] resolves the addresses of
+//! each stack of the recording as it is defined, on its own thread and only while the CPUs
+//! have time to spare ([`crate::contention`]), reading each file with its first addresses
+//! (`tansa_symbols::ModuleResolution`), so that the end of the recording only looks up the
+//! addresses that came last. Each address resolves on its own, so the table is the one
+//! resolving everything at the end gives. The thread keeps the normal priority: work at
+//! idle priority would hold up the final lookups for as long as the program keeps the CPUs
+//! busy (work under way, or queued, runs before them), and a process without
+//! `CAP_SYS_NICE` cannot raise a lowered priority again.
 //!
 //! The meta streams name the modules of each session (`ModuleLoad`) and the frames of each
 //! stack (`StackDef`, as module id and offset). Addresses are grouped by file (path and
@@ -15,13 +18,13 @@
 //! by `tansa-symbols`. Return addresses are looked up one byte back, inside the call
 //! instruction.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use tansa_format::symtab::{SymbolTable, SymbolTableBuilder};
-use tansa_symbols::Resolver;
+use tansa_symbols::{ModuleResolution, Resolver};
 use tansa_wire::event::{Decoder, Record};
 
 use crate::contention::{CpuContention, WINDOW};
@@ -80,13 +83,14 @@ impl AddressSet {
 
     /// Resolves everything. `progress` is called before each file with (index, count, path).
     pub fn resolve(&self, progress: &mut dyn FnMut(usize, usize, &str)) -> SymbolTable {
-        self.resolve_with(&Resolver::new(), progress)
+        self.resolve_with(&Resolver::new(), &mut HashMap::new(), progress)
     }
 
-    /// Resolves everything with `resolver` (which may have read some files already).
-    pub fn resolve_with(
+    /// Resolves everything with `resolver`, going on with the files `started` with it.
+    fn resolve_with(
         &self,
         resolver: &Resolver,
+        started: &mut HashMap<ModuleFile, ModuleResolution>,
         progress: &mut dyn FnMut(usize, usize, &str),
     ) -> SymbolTable {
         let mut builder = SymbolTableBuilder::default();
@@ -94,14 +98,11 @@ impl AddressSet {
         for (i, (file, offsets)) in self.used.iter().enumerate() {
             progress(i, total, &file.path);
             let lookups: Vec<(u64, u64)> =
-                offsets.iter().map(|&o| (o, o.saturating_sub(1))).collect();
-            let m = resolver.module_symbols(
-                &mut builder,
-                i as u64,
-                &file.path,
-                &file.build_id,
-                &lookups,
-            );
+                offsets.iter().map(|&o| (o, lookup_address(o))).collect();
+            let m = started
+                .remove(file)
+                .unwrap_or_else(|| ModuleResolution::open(&file.path, &file.build_id))
+                .symbols(resolver, &mut builder, i as u64, &lookups);
             builder.add_module(m);
         }
         progress(total, total, "");
@@ -109,10 +110,16 @@ impl AddressSet {
     }
 }
 
+/// The address looked up for a stack frame's offset: one byte back, inside the call
+/// instruction of a return address.
+fn lookup_address(offset: u64) -> u64 {
+    offset.saturating_sub(1)
+}
+
 /// What the resolver thread is asked to do.
 enum Request {
-    /// Read a file's symbols ahead of use.
-    Preload(String),
+    /// Resolve offsets of a file ahead of the end.
+    Ahead(ModuleFile, Vec<u64>),
     /// Resolve everything, reporting progress, then stop.
     Resolve(Box<AddressSet>, Sender<Progress>),
 }
@@ -120,26 +127,36 @@ enum Request {
 /// What the resolver thread reports while resolving.
 enum Progress {
     File(usize, usize, String),
-    /// The table, and how many files were read ahead.
+    /// The table, and how many files were begun ahead.
     Done(SymbolTable, usize),
 }
 
-/// A resolver on its own thread that reads files' debugging information while the
-/// recording runs (when the CPUs have time to spare) and does the final lookups at the end.
+/// A resolver on its own thread that resolves the addresses of a recording while it runs
+/// (when the CPUs have time to spare) and the rest at the end.
 #[derive(Debug)]
 pub struct BackgroundResolver {
     requests: Option<Sender<Request>>,
     thread: Option<JoinHandle<()>>,
-    preloaded: BTreeSet<String>,
+    /// The files asked about, numbered in order (`names`), and the offsets asked for in
+    /// each.
+    files: HashMap<ModuleFile, u32>,
+    names: Vec<ModuleFile>,
+    asked: HashSet<(u32, u64)>,
+    /// Offsets to ask for at the next [`BackgroundResolver::send_ahead`], by file number.
+    batch: BTreeMap<u32, Vec<u64>>,
 }
 
 impl Default for BackgroundResolver {
-    /// A resolver without a thread: preloads nothing, resolves on the caller's thread.
+    /// A resolver without a thread: resolves nothing ahead, everything on the caller's
+    /// thread.
     fn default() -> Self {
         BackgroundResolver {
             requests: None,
             thread: None,
-            preloaded: BTreeSet::new(),
+            files: HashMap::new(),
+            names: Vec::new(),
+            asked: HashSet::new(),
+            batch: BTreeMap::new(),
         }
     }
 }
@@ -152,19 +169,39 @@ impl BackgroundResolver {
             .name("tansa-symbols".into())
             .spawn(move || serve(&rx))
             .ok();
-        BackgroundResolver {
-            requests: thread.as_ref().map(|_| tx),
-            thread,
-            preloaded: BTreeSet::new(),
+        let mut resolver = BackgroundResolver::default();
+        resolver.requests = thread.as_ref().map(|_| tx);
+        resolver.thread = thread;
+        resolver
+    }
+
+    /// Asks for the stack frame `offset` of `file` to be resolved ahead (once per offset),
+    /// at the next [`BackgroundResolver::send_ahead`].
+    pub fn ahead(&mut self, file: &ModuleFile, offset: u64) {
+        if self.requests.is_none() {
+            return;
+        }
+        let id = match self.files.get(file) {
+            Some(&id) => id,
+            None => {
+                let id = self.names.len() as u32;
+                self.files.insert(file.clone(), id);
+                self.names.push(file.clone());
+                id
+            }
+        };
+        if self.asked.insert((id, offset)) {
+            self.batch.entry(id).or_default().push(offset);
         }
     }
 
-    /// Asks for `path` to be read ahead (once per path).
-    pub fn preload(&mut self, path: &str) {
-        if let Some(tx) = &self.requests
-            && self.preloaded.insert(path.to_string())
-        {
-            let _ = tx.send(Request::Preload(path.to_string()));
+    /// Sends what [`BackgroundResolver::ahead`] asked for since the last call.
+    pub fn send_ahead(&mut self) {
+        let Some(tx) = &self.requests else {
+            return;
+        };
+        for (id, offsets) in std::mem::take(&mut self.batch) {
+            let _ = tx.send(Request::Ahead(self.names[id as usize].clone(), offsets));
         }
     }
 
@@ -178,7 +215,7 @@ impl BackgroundResolver {
         self.resolve_counting(addresses, progress).0
     }
 
-    /// [`Self::resolve`], and how many files the thread had read ahead.
+    /// [`Self::resolve`], and how many files the thread had begun ahead.
     fn resolve_counting(
         mut self,
         addresses: AddressSet,
@@ -216,13 +253,13 @@ impl Drop for BackgroundResolver {
     }
 }
 
-/// The resolver thread: preloads while the CPUs have time to spare, until asked to
-/// resolve; a resolve request is served at once, whatever preloads are still waiting.
+/// The resolver thread: resolves ahead while the CPUs have time to spare, until asked to
+/// resolve everything; that request is served at once, whatever work is still waiting.
 fn serve(requests: &Receiver<Request>) {
     let resolver = Resolver::new();
     let mut contention = CpuContention::start();
-    let mut waiting: VecDeque<String> = VecDeque::new();
-    let mut preloaded = 0;
+    let mut waiting: VecDeque<(ModuleFile, Vec<u64>)> = VecDeque::new();
+    let mut started: HashMap<ModuleFile, ModuleResolution> = HashMap::new();
     loop {
         let request = if waiting.is_empty() {
             requests.recv().map_err(|_| RecvTimeoutError::Disconnected)
@@ -236,20 +273,23 @@ fn serve(requests: &Receiver<Request>) {
             requests.recv_timeout(wait)
         };
         match request {
-            Ok(Request::Preload(path)) => waiting.push_back(path),
+            Ok(Request::Ahead(file, offsets)) => waiting.push_back((file, offsets)),
             Ok(Request::Resolve(addresses, progress)) => {
-                let table = addresses.resolve_with(&resolver, &mut |i, n, path| {
+                let begun = started.len();
+                let table = addresses.resolve_with(&resolver, &mut started, &mut |i, n, path| {
                     let _ = progress.send(Progress::File(i, n, path.to_string()));
                 });
-                let _ = progress.send(Progress::Done(table, preloaded));
+                let _ = progress.send(Progress::Done(table, begun));
                 return;
             }
             Err(RecvTimeoutError::Timeout) => {
                 if !contention.cpus_busy()
-                    && let Some(path) = waiting.pop_front()
+                    && let Some((file, offsets)) = waiting.pop_front()
                 {
-                    resolver.preload(&path);
-                    preloaded += 1;
+                    started
+                        .entry(file)
+                        .or_insert_with_key(|f| ModuleResolution::open(&f.path, &f.build_id))
+                        .resolve(&resolver, offsets.into_iter().map(lookup_address));
                 }
             }
             Err(RecvTimeoutError::Disconnected) => return,
@@ -269,8 +309,9 @@ mod tests {
         }
     }
 
-    /// A meta stream naming this test executable and a stack through its entry point.
-    fn meta() -> (Vec<u8>, String) {
+    /// A meta stream naming this test executable and a stack through its entry point; its
+    /// path, and the file and offset of that frame.
+    fn meta() -> (Vec<u8>, String, ModuleFile, u64) {
         let exe = std::env::current_exe().unwrap();
         let file = std::fs::read(&exe).unwrap();
         let entry = u64::from_le_bytes(file[24..32].try_into().unwrap());
@@ -291,19 +332,24 @@ mod tests {
             offset: entry + 1,
         }];
         encode_stack_def(&mut out, 1, frames.into_iter());
-        (out.0, path)
+        let file = ModuleFile {
+            path: path.clone(),
+            build_id: Vec::new(),
+        };
+        (out.0, path, file, entry + 1)
     }
 
     #[test]
     fn the_background_resolver_resolves_like_the_plain_one() {
-        let (bytes, path) = meta();
+        let (bytes, path, file, offset) = meta();
         let mut plain = AddressSet::default();
         plain.add_meta_stream(0, &bytes);
         assert_eq!(plain.size(), (1, 1));
         let expected = plain.resolve(&mut |_, _, _| {});
         let mut background = BackgroundResolver::start();
-        background.preload(&path);
-        background.preload(&path);
+        background.ahead(&file, offset);
+        background.ahead(&file, offset);
+        background.send_ahead();
         let mut files = Vec::new();
         let mut set = AddressSet::default();
         set.add_meta_stream(0, &bytes);
@@ -327,13 +373,14 @@ mod tests {
     /// for what was asked ahead: they read the file themselves.
     #[test]
     fn nothing_is_read_ahead_while_the_cpus_are_busy() {
-        let (bytes, path) = meta();
+        let (bytes, _, file, offset) = meta();
         let mut plain = AddressSet::default();
         plain.add_meta_stream(0, &bytes);
         let expected = plain.resolve(&mut |_, _, _| {});
         let spinning = tansa_testkit::BusyCpus::start();
         let mut background = BackgroundResolver::start();
-        background.preload(&path);
+        background.ahead(&file, offset);
+        background.send_ahead();
         std::thread::sleep(2 * WINDOW);
         let mut set = AddressSet::default();
         set.add_meta_stream(0, &bytes);
