@@ -146,11 +146,13 @@ impl Warmer {
     /// Asks for the module addresses that samples used since the last call to be
     /// resolved.
     pub fn feed(&mut self, builder: &mut CpuRecordingBuilder) {
+        // Taken even without a thread, so that they do not pile up.
+        let locations = builder.take_new_locations();
         let Some(jobs) = &self.jobs else {
             return;
         };
         let mut by_module: BTreeMap<u32, (Vec<u64>, Vec<u64>)> = BTreeMap::new();
-        for (loc, exact) in builder.take_new_locations() {
+        for (loc, exact) in locations {
             let (lookups, exacts) = by_module.entry(loc.module).or_default();
             lookups.push(loc.offset);
             if exact {

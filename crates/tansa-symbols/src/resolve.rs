@@ -193,15 +193,6 @@ impl Resolver {
             .collect())
     }
 
-    /// Reads a file's symbols and debugging information ahead of use (decompressing its
-    /// DWARF sections, following its debug link), so that later lookups in it are quick.
-    /// Failures are ignored: the lookups report them.
-    pub fn preload(&self, path: &str) {
-        if !(path.is_empty() || path.starts_with('[') || path == "linux-vdso.so.1") {
-            let _ = self.resolve(Path::new(path), &[0]);
-        }
-    }
-
     /// Resolves the offsets a recording uses in one module and builds its symbol-table
     /// entry. `lookups` pairs each offset to store with the address to look up (the same
     /// address, or one less for a return address). A missing file or a build id that
