@@ -509,6 +509,18 @@ fn speedscope_files_follow_the_published_schema() {
     let end = |i: usize| v["profiles"][i]["endValue"].as_i64().unwrap();
     assert_eq!((end(0), end(1), end(2)), (max, allocated, net));
     assert_eq!(v["profiles"][0]["unit"], "bytes");
+    // Split by rank, a recording without ranks is one group, `(no rank)`, with the same
+    // figures.
+    let by_rank = dir.path().join("heap-by-rank.json");
+    std::fs::write(&by_rank, export(&file, "speedscope", &["--by-rank"])).unwrap();
+    validate(&schema, &by_rank).unwrap();
+    let r: Value = serde_json::from_slice(&std::fs::read(&by_rank).unwrap()).unwrap();
+    let profiles = r["profiles"].as_array().unwrap();
+    assert_eq!(profiles.len(), v["profiles"].as_array().unwrap().len());
+    for (split, whole) in profiles.iter().zip(v["profiles"].as_array().unwrap()) {
+        assert!(split["name"].as_str().unwrap().contains(": (no rank): "));
+        assert_eq!(split["endValue"], whole["endValue"]);
+    }
     let frames = v["shared"]["frames"].as_array().unwrap();
     assert!(
         frames

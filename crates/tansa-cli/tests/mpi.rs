@@ -220,6 +220,48 @@ fn a_job_recorded_whole_and_per_rank_gives_the_same_report() {
     for r in 0..4 {
         assert!(folded.lines().any(|l| l.starts_with(&format!("rank {r};"))));
     }
+    // speedscope: one profile per rank and weight, which together hold the job's profile.
+    let whole_job = speedscope(&ranks, &[]);
+    let split = speedscope(&ranks, &["--by-rank"]);
+    let profiles = |v: &Value| v["profiles"].as_array().unwrap().clone();
+    for p in profiles(&whole_job) {
+        let title = p["name"]
+            .as_str()
+            .unwrap()
+            .rsplit(": ")
+            .next()
+            .unwrap()
+            .to_string();
+        let parts: Vec<Value> = profiles(&split)
+            .into_iter()
+            .filter(|q| q["name"].as_str().unwrap().ends_with(&format!(": {title}")))
+            .collect();
+        let names: Vec<&str> = parts.iter().map(|q| q["name"].as_str().unwrap()).collect();
+        for r in 0..4 {
+            assert!(
+                names.iter().any(|n| n.contains(&format!(": rank {r}: "))),
+                "{title}: {names:?}"
+            );
+        }
+        let total: i64 = parts.iter().map(|q| q["endValue"].as_i64().unwrap()).sum();
+        assert_eq!(total, p["endValue"].as_i64().unwrap(), "{title}: {names:?}");
+        // Every rank allocated 1 to 4 MiB and kept them.
+        if title == "bytes allocated" || title == "bytes never freed" {
+            assert!(total >= 10 * MIB, "{title}: {total}");
+        }
+    }
+}
+
+/// `tansa export FILES --format speedscope ARGS`, parsed.
+fn speedscope(files: &[PathBuf], args: &[&str]) -> Value {
+    let mut all = vec!["export".to_string()];
+    all.extend(files.iter().map(|f| f.display().to_string()));
+    all.extend(["--format", "speedscope", "-o", "-"].map(String::from));
+    all.extend(args.iter().map(|a| a.to_string()));
+    let all: Vec<&str> = all.iter().map(String::as_str).collect();
+    let o = run_tansa(&all);
+    assert!(o.status.success(), "{}", stderr(&o));
+    serde_json::from_slice(&o.stdout).unwrap()
 }
 
 #[test]

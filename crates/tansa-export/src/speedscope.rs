@@ -1,5 +1,6 @@
 //! speedscope's file format (<https://www.speedscope.app/file-format-schema.json>): one
-//! "sampled" profile per weight, sharing one frame table.
+//! "sampled" profile per weight (and per MPI rank with [`Options::by_rank`]), sharing one
+//! frame table.
 
 use std::io::Write;
 
@@ -60,14 +61,24 @@ fn exported(kind: ProfileKind) -> &'static [(&'static str, &'static str, &'stati
     }
 }
 
-/// Writes `profile` as a speedscope file named `name`. With `by_process`, each stack
-/// starts with its process.
+/// How a profile is written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Options {
+    /// Start each stack with its process (`name [pid]`, with its rank and host when known).
+    pub by_process: bool,
+    /// One profile per MPI rank and weight (`NAME: rank N: WEIGHT`, the processes without
+    /// a rank last as `(no rank)`), so that speedscope lists the ranks side by side.
+    pub by_rank: bool,
+}
+
+/// Writes `profile` as a speedscope file named `name`.
 pub fn write(
     profile: &Profile,
     name: &str,
-    by_process: bool,
+    options: Options,
     out: &mut dyn Write,
 ) -> Result<(), ExportError> {
+    let by_process = options.by_process;
     let mut frames: Vec<Frame> = Vec::new();
     // A frame is a function (speedscope aggregates by frame): the call site's line would
     // split one function into several frames.
@@ -109,30 +120,51 @@ pub fn write(
             stack
         })
         .collect();
+    // The rank of each sample's process; the groups profiles are split in, in order
+    // (ranks ascending, then the processes without one).
+    let rank_of = |process: u32| profile.processes.get(process as usize).and_then(|p| p.rank);
+    let groups: Vec<Option<Option<u32>>> = if options.by_rank {
+        let ranks: std::collections::BTreeSet<(bool, Option<u32>)> = profile
+            .samples
+            .iter()
+            .map(|s| rank_of(s.process))
+            .map(|r| (r.is_none(), r))
+            .collect();
+        ranks.into_iter().map(|(_, r)| Some(r)).collect()
+    } else {
+        vec![None]
+    };
     let mut profiles = Vec::new();
     for &(value, unit, title) in exported(profile.kind) {
         let Some(index) = profile.value_index(value) else {
             continue;
         };
-        let mut samples = Vec::new();
-        let mut weights = Vec::new();
-        for (s, stack) in profile.samples.iter().zip(&stacks) {
-            let w = s.values.get(index).copied().unwrap_or(0);
-            if w > 0 {
-                samples.push(stack.clone());
-                weights.push(w);
+        for &group in &groups {
+            let mut samples = Vec::new();
+            let mut weights = Vec::new();
+            for (s, stack) in profile.samples.iter().zip(&stacks) {
+                let w = s.values.get(index).copied().unwrap_or(0);
+                if w > 0 && group.is_none_or(|r| rank_of(s.process) == r) {
+                    samples.push(stack.clone());
+                    weights.push(w);
+                }
             }
+            let total = weights.iter().fold(0i64, |a, &w| a.saturating_add(w));
+            let name = match group {
+                None => format!("{name}: {title}"),
+                Some(Some(r)) => format!("{name}: rank {r}: {title}"),
+                Some(None) => format!("{name}: (no rank): {title}"),
+            };
+            profiles.push(Sampled {
+                ty: "sampled",
+                name,
+                unit,
+                start_value: 0,
+                end_value: total,
+                samples,
+                weights,
+            });
         }
-        let total = weights.iter().fold(0i64, |a, &w| a.saturating_add(w));
-        profiles.push(Sampled {
-            ty: "sampled",
-            name: format!("{name}: {title}"),
-            unit,
-            start_value: 0,
-            end_value: total,
-            samples,
-            weights,
-        });
     }
     let file = File {
         schema: "https://www.speedscope.app/file-format-schema.json",

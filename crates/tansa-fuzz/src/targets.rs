@@ -339,7 +339,15 @@ fn exports(profile: &tansa_analysis::profile::Profile) {
     use tansa_export::{collapsed, flamegraph, pprof, speedscope};
     let mut sink = std::io::sink();
     let _ = pprof::write(profile, 0, &mut sink);
-    let _ = speedscope::write(profile, "fuzz", true, &mut sink);
+    let _ = speedscope::write(
+        profile,
+        "fuzz",
+        speedscope::Options {
+            by_process: true,
+            by_rank: true,
+        },
+        &mut sink,
+    );
     for value in 0..profile.value_types.len() {
         let options = collapsed::Options {
             value,

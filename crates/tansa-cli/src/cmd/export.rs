@@ -40,6 +40,7 @@ Examples:
   tansa export job-*.tansa --format pprof -o job.pb.gz   one MPI job, samples labelled rank, host
   go tool pprof -top -tagfocus=rank=2 job.pb.gz
   tansa export job-*.tansa --format collapsed --by-rank -o - | inferno-flamegraph > job.svg
+  tansa export job-*.tansa --format speedscope --by-rank   one speedscope profile per rank
 
 Heap recordings export, per allocation stack: alloc_objects and alloc_space (every block
 allocated), inuse_objects and inuse_space (blocks never freed: live at the end), as Go heap
@@ -81,7 +82,7 @@ pub struct Args {
     by_process: bool,
 
     /// Collapsed stacks: start every stack with its MPI rank (`rank N`, `(no rank)`), so
-    /// that a flame graph splits per rank.
+    /// that a flame graph splits per rank. speedscope: one profile per rank and weight.
     #[arg(long)]
     by_rank: bool,
 
@@ -98,10 +99,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "--weight applies to --format collapsed (pprof and speedscope carry every weight)",
         ));
     }
-    if args.by_rank && args.format != ExportFormat::Collapsed {
+    if args.by_rank && args.format == ExportFormat::Pprof {
         return Err(exit::usage(
-            "--by-rank applies to --format collapsed (pprof labels every sample with its rank \
-             and host; speedscope's --by-process names each process with its rank)",
+            "--by-rank applies to --format collapsed and speedscope (pprof labels every \
+             sample with its rank and host: `go tool pprof -tagfocus=rank=N`)",
         ));
     }
     let file = &args.files[0];
@@ -129,7 +130,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 },
                 out,
             )?,
-            ExportFormat::Speedscope => speedscope::write(p, &name, args.by_process, out)?,
+            ExportFormat::Speedscope => speedscope::write(
+                p,
+                &name,
+                speedscope::Options {
+                    by_process: args.by_process,
+                    by_rank: args.by_rank,
+                },
+                out,
+            )?,
         }
         Ok(())
     })?;
