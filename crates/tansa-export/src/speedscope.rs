@@ -120,17 +120,17 @@ pub fn write(
             stack
         })
         .collect();
-    // The rank of each sample's process; the groups profiles are split in, in order
-    // (ranks ascending, then the processes without one).
+    // The rank of each sample's process; by rank, the ranks profiles are split in, in
+    // order (ascending, then the processes without one).
     let rank_of = |process: u32| profile.processes.get(process as usize).and_then(|p| p.rank);
-    let groups: Vec<Option<Option<u32>>> = if options.by_rank {
+    let groups: Vec<Option<u32>> = if options.by_rank {
         let ranks: std::collections::BTreeSet<(bool, Option<u32>)> = profile
             .samples
             .iter()
             .map(|s| rank_of(s.process))
             .map(|r| (r.is_none(), r))
             .collect();
-        ranks.into_iter().map(|(_, r)| Some(r)).collect()
+        ranks.into_iter().map(|(_, r)| r).collect()
     } else {
         vec![None]
     };
@@ -144,16 +144,16 @@ pub fn write(
             let mut weights = Vec::new();
             for (s, stack) in profile.samples.iter().zip(&stacks) {
                 let w = s.values.get(index).copied().unwrap_or(0);
-                if w > 0 && group.is_none_or(|r| rank_of(s.process) == r) {
+                if w > 0 && (!options.by_rank || rank_of(s.process) == group) {
                     samples.push(stack.clone());
                     weights.push(w);
                 }
             }
             let total = weights.iter().fold(0i64, |a, &w| a.saturating_add(w));
-            let name = match group {
-                None => format!("{name}: {title}"),
-                Some(Some(r)) => format!("{name}: rank {r}: {title}"),
-                Some(None) => format!("{name}: (no rank): {title}"),
+            let name = match (options.by_rank, group) {
+                (false, _) => format!("{name}: {title}"),
+                (true, Some(r)) => format!("{name}: rank {r}: {title}"),
+                (true, None) => format!("{name}: (no rank): {title}"),
             };
             profiles.push(Sampled {
                 ty: "sampled",

@@ -156,6 +156,89 @@ fn instruction_starts(start: u64, bytes: &[u8]) -> Vec<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tansa_format::symtab::SymbolTable;
+
+    /// `module`'s entry after adding `batches` of (lookups, exact offsets) in turn.
+    fn finished(
+        module: &Module,
+        elf: &Arc<ElfFile>,
+        batches: &[(Vec<u64>, Vec<u64>)],
+    ) -> (SymbolTable, Vec<String>) {
+        let resolver = Resolver::new();
+        let mut work = ModuleWork::new(module, Some(elf.clone()));
+        for (lookups, exact) in batches {
+            work.add(&resolver, lookups.iter().copied(), exact.iter().copied());
+        }
+        let mut symtab = SymbolTableBuilder::default();
+        let (m, sources) = work.finish(&resolver, &mut symtab);
+        symtab.add_module(m);
+        let table = symtab.finish();
+        let sources = sources
+            .iter()
+            .filter_map(|&id| table.string(id).map(str::to_string))
+            .collect();
+        (table, sources)
+    }
+
+    /// A module's work split into batches, in another order and with repeats, gives the
+    /// entry it gives in one: the same addresses, names, lines, code kept and sources.
+    #[test]
+    fn a_module_worked_in_batches_is_worked_as_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("work.c");
+        std::fs::write(
+            &src,
+            "static int sq(int x) { return x * x; }\n\
+             int first(int x) { int s = 0; for (int i = 0; i < x; i++) s += sq(i); return s; }\n\
+             int second(int x) { return first(x) + 7; }\n\
+             int third(int x) { return second(x) * 3 + first(x); }\n",
+        )
+        .unwrap();
+        let lib = dir.path().join("libwork.so");
+        tansa_testkit::compile(
+            &lib,
+            std::slice::from_ref(&src),
+            &["-shared", "-fPIC", "-O1", "-g"],
+        );
+        let elf = Arc::new(ElfFile::open(&lib).unwrap());
+        let at = |name: &str| elf.function_by_name(name).unwrap().address;
+        let (first, second, third) = (at("first"), at("second"), at("third"));
+        let module = Module {
+            id: 3,
+            path: lib.to_str().unwrap().to_string(),
+            build_id: elf.build_id().unwrap_or_default(),
+            kind: ModuleKind::Elf,
+        };
+        // `third` is only looked up (a return address in it), its code not kept.
+        let all = vec![(
+            vec![first + 4, second + 2, second, third + 1],
+            vec![first + 4, second + 2],
+        )];
+        let batches = vec![
+            (vec![second + 2], vec![second + 2]),
+            (vec![second, second + 2, third + 1], Vec::new()),
+            (vec![first + 4, third + 1], vec![first + 4, second + 2]),
+        ];
+        let (at_once, sources) = finished(&module, &elf, &all);
+        let m = &at_once.modules[0];
+        assert_eq!(m.status, ModuleStatus::Resolved);
+        assert_eq!(m.code.len(), 2, "the code of both functions is kept");
+        assert!(
+            m.addrs.len() > 6,
+            "every instruction of both: {}",
+            m.addrs.len()
+        );
+        assert!(sources.iter().any(|s| s.ends_with("work.c")), "{sources:?}");
+        let named = |offset: u64| {
+            let a = m.addrs.iter().find(|a| a.offset == offset).unwrap();
+            at_once
+                .string(a.frames.last().unwrap().function)
+                .unwrap()
+                .to_string()
+        };
+        assert_eq!(named(third + 1), "third");
+        assert_eq!(finished(&module, &elf, &batches), (at_once, sources));
+    }
 
     #[test]
     fn instructions_are_decoded_from_their_start() {

@@ -268,9 +268,25 @@ impl Resolver {
 /// What resolving a module reads once, on first need.
 #[derive(Debug, Default)]
 struct ModuleExtras {
-    debug_file: std::sync::OnceLock<Option<std::path::PathBuf>>,
-    unnamed: std::sync::OnceLock<Unnamed>,
-    exported: std::sync::OnceLock<std::collections::HashMap<u64, Vec<String>>>,
+    debug_file: std::cell::OnceCell<Option<std::path::PathBuf>>,
+    unnamed: std::cell::OnceCell<Unnamed>,
+    exported: std::cell::OnceCell<std::collections::HashMap<u64, Vec<String>>>,
+}
+
+/// `r`'s frames as a symbol table stores them, their strings interned in `builder`.
+fn sym_frames(builder: &mut SymbolTableBuilder, r: &Resolved) -> Vec<SymFrame> {
+    r.frames
+        .iter()
+        .map(|f| SymFrame {
+            function: f
+                .function
+                .as_deref()
+                .map_or(NO_STRING, |s| builder.intern(s)),
+            file: f.file.as_deref().map_or(NO_STRING, |s| builder.intern(s)),
+            line: f.line,
+            column: f.column,
+        })
+        .collect()
 }
 
 /// One module's symbols resolved in parts: the file is opened (and its build id checked)
@@ -351,11 +367,6 @@ impl ModuleResolution {
         }
     }
 
-    /// The module's file, if it can be resolved.
-    pub fn elf(&self) -> Option<&ElfFile> {
-        self.file.as_ref().ok().map(|(elf, _)| elf)
-    }
-
     /// The module's symbol-table entry for `lookups` (offset to store, address to look
     /// up), looking up the addresses not looked up yet.
     pub fn symbols(
@@ -376,25 +387,7 @@ impl ModuleResolution {
                 let r = self.resolved.get(&address);
                 AddrSymbols {
                     offset,
-                    frames: r
-                        .map(|r| {
-                            r.frames
-                                .iter()
-                                .map(|f| SymFrame {
-                                    function: f
-                                        .function
-                                        .as_deref()
-                                        .map_or(NO_STRING, |s| builder.intern(s)),
-                                    file: f
-                                        .file
-                                        .as_deref()
-                                        .map_or(NO_STRING, |s| builder.intern(s)),
-                                    line: f.line,
-                                    column: f.column,
-                                })
-                                .collect()
-                        })
-                        .unwrap_or_default(),
+                    frames: r.map(|r| sym_frames(builder, r)).unwrap_or_default(),
                     function_start: r.and_then(|r| r.function_start),
                 }
             })
