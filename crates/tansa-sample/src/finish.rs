@@ -264,17 +264,17 @@ pub struct Finished {
 }
 
 /// What resolving needs besides the resolver.
-struct Inputs<'a> {
-    lookups: &'a BTreeMap<u32, BTreeSet<u64>>,
-    exact: &'a BTreeMap<u32, BTreeSet<u64>>,
-    elfs: &'a HashMap<u32, Arc<ElfFile>>,
-    kernel: Option<&'a KernelSymbols>,
+pub(crate) struct Inputs<'a> {
+    pub lookups: &'a BTreeMap<u32, BTreeSet<u64>>,
+    pub exact: &'a BTreeMap<u32, BTreeSet<u64>>,
+    pub elfs: &'a HashMap<u32, Arc<ElfFile>>,
+    pub kernel: Option<&'a KernelSymbols>,
 }
 
 /// Resolves `modules` with a resolver and string table of its own, going on with the
 /// work `started` on them (see [`crate::warm`]); returns the partial symbol table and the
 /// source files named by the functions hit.
-fn resolve_modules(
+pub(crate) fn resolve_modules(
     resolver: &Resolver,
     started: &mut HashMap<u32, ModuleWork>,
     modules: &[Module],

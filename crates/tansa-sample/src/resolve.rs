@@ -158,26 +158,32 @@ mod tests {
     use super::*;
     use tansa_format::symtab::SymbolTable;
 
-    /// `module`'s entry after adding `batches` of (lookups, exact offsets) in turn.
+    /// `module`'s entry after adding `batches` of (lookups, exact offsets) in turn, finished
+    /// as `finish()` finishes the modules begun ahead.
     fn finished(
         module: &Module,
         elf: &Arc<ElfFile>,
         batches: &[(Vec<u64>, Vec<u64>)],
-    ) -> (SymbolTable, Vec<String>) {
+    ) -> (SymbolTable, BTreeSet<String>) {
         let resolver = Resolver::new();
         let mut work = ModuleWork::new(module, Some(elf.clone()));
         for (lookups, exact) in batches {
             work.add(&resolver, lookups.iter().copied(), exact.iter().copied());
         }
-        let mut symtab = SymbolTableBuilder::default();
-        let (m, sources) = work.finish(&resolver, &mut symtab);
-        symtab.add_module(m);
-        let table = symtab.finish();
-        let sources = sources
-            .iter()
-            .filter_map(|&id| table.string(id).map(str::to_string))
-            .collect();
-        (table, sources)
+        let nothing_more = BTreeMap::new();
+        let inputs = crate::finish::Inputs {
+            lookups: &nothing_more,
+            exact: &nothing_more,
+            elfs: &std::collections::HashMap::new(),
+            kernel: None,
+        };
+        let mut started = std::collections::HashMap::from([(module.id, work)]);
+        crate::finish::resolve_modules(
+            &resolver,
+            &mut started,
+            std::slice::from_ref(module),
+            &inputs,
+        )
     }
 
     /// A module's work split into batches, in another order and with repeats, gives the
