@@ -6,7 +6,8 @@
 Each round runs the plain workload, then `tansa record` with each agent in turn
 (`TANSA_AGENT=X.so`, so the collector is the same), alternating so that a change of the
 machine's load affects them alike; prints the median whole-run wall time of each and its
-ratio to plain. Build the agents to compare first, e.g. `cargo build --release -p
+ratio to plain, then the mean and the slowest round (a cost that only some runs pay, such as
+one that depends on where address-space randomization put the stack, shows there). Build the agents to compare first, e.g. `cargo build --release -p
 tansa-agent` on each commit and copy `target/release/libtansa_agent.so` away. Prints
 figures; asserts nothing.
 
@@ -66,10 +67,12 @@ def main():
                                env=env, check=True)
                 times[n].append(time.perf_counter() - t0)
     plain = statistics.median(times["plain"])
-    print(f"{args.workload}: medians of {args.rounds} alternating rounds")
+    print(f"{args.workload}: {args.rounds} alternating rounds")
+    print(f"{'':40s} {'median':>8s} {'ratio':>6s} {'mean':>8s} {'slowest':>8s}")
     for n in names:
         m = statistics.median(times[n])
-        print(f"{n:40s} {m:.3f} s  {m / plain:.2f}x")
+        print(f"{n:40s} {m:7.3f}s {m / plain:5.2f}x {statistics.mean(times[n]):7.3f}s "
+              f"{max(times[n]):7.3f}s")
     shutil.rmtree(work, ignore_errors=True)
 
 
