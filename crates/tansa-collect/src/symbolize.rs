@@ -19,6 +19,7 @@
 //! instruction.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -121,7 +122,7 @@ enum Request {
     /// Resolve offsets of a file ahead of the end.
     Ahead(ModuleFile, Vec<u64>),
     /// Resolve everything, reporting progress, then stop.
-    Resolve(Box<AddressSet>, Sender<Progress>),
+    Resolve(Arc<AddressSet>, Sender<Progress>),
 }
 
 /// What the resolver thread reports while resolving.
@@ -225,24 +226,22 @@ impl BackgroundResolver {
             return (addresses.resolve(progress), 0);
         };
         let (ptx, prx) = channel();
-        if let Err(failed) = tx.send(Request::Resolve(Box::new(addresses), ptx)) {
-            // The thread is gone: resolve here.
-            let Request::Resolve(addresses, _) = failed.0 else {
-                unreachable!("a resolve request was sent");
-            };
-            return (addresses.resolve(progress), 0);
-        }
-        let mut done = (SymbolTable::default(), 0);
-        for p in prx {
-            match p {
-                Progress::File(i, n, path) => progress(i, n, &path),
-                Progress::Done(table, preloaded) => done = (table, preloaded),
+        let addresses = Arc::new(addresses);
+        // A thread that is gone, or that ends without its table (it panicked), leaves the
+        // work to this one.
+        let mut done = None;
+        if tx.send(Request::Resolve(addresses.clone(), ptx)).is_ok() {
+            for p in prx {
+                match p {
+                    Progress::File(i, n, path) => progress(i, n, &path),
+                    Progress::Done(table, preloaded) => done = Some((table, preloaded)),
+                }
             }
         }
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
-        done
+        done.unwrap_or_else(|| (addresses.resolve(progress), 0))
     }
 }
 
@@ -275,6 +274,8 @@ fn serve(requests: &Receiver<Request>) {
         match request {
             Ok(Request::Ahead(file, offsets)) => waiting.push_back((file, offsets)),
             Ok(Request::Resolve(addresses, progress)) => {
+                #[cfg(test)]
+                tests::panic_if_marked(&addresses);
                 let begun = started.len();
                 let table = addresses.resolve_with(&resolver, &mut started, &mut |i, n, path| {
                     let _ = progress.send(Progress::File(i, n, path.to_string()));
@@ -309,11 +310,27 @@ mod tests {
         }
     }
 
+    /// Test builds panic while the resolver thread resolves everything, if a file's path
+    /// contains `tansa-test-panics-serving`.
+    pub(super) fn panic_if_marked(addresses: &AddressSet) {
+        if addresses
+            .used
+            .keys()
+            .any(|f| f.path.contains("tansa-test-panics-serving"))
+        {
+            panic!("injected for a test while serving");
+        }
+    }
+
     /// A meta stream naming this test executable and a stack through its entry point; its
     /// path, and the file and offset of that frame.
     fn meta() -> (Vec<u8>, String, ModuleFile, u64) {
-        let exe = std::env::current_exe().unwrap();
-        let file = std::fs::read(&exe).unwrap();
+        meta_at(&std::env::current_exe().unwrap())
+    }
+
+    /// [`meta`], for a copy of this test executable at `exe`.
+    fn meta_at(exe: &std::path::Path) -> (Vec<u8>, String, ModuleFile, u64) {
+        let file = std::fs::read(exe).unwrap();
         let entry = u64::from_le_bytes(file[24..32].try_into().unwrap());
         let path = exe.to_string_lossy().into_owned();
         let mut out = Bytes(Vec::new());
@@ -367,6 +384,31 @@ mod tests {
             BackgroundResolver::default().resolve(set, &mut |_, _, _| {}),
             expected
         );
+    }
+
+    /// A resolver thread that ends without its table leaves the work to the caller, which
+    /// resolves everything itself: the recording never ends without names it could have.
+    #[test]
+    fn a_resolver_thread_that_panics_leaves_the_work_to_the_caller() {
+        let dir = tempfile::tempdir().unwrap();
+        let copy = dir.path().join("tansa-test-panics-serving");
+        std::fs::copy(std::env::current_exe().unwrap(), &copy).unwrap();
+        let (bytes, _, file, offset) = meta_at(&copy);
+        let mut plain = AddressSet::default();
+        plain.add_meta_stream(0, &bytes);
+        let expected = plain.resolve(&mut |_, _, _| {});
+        let f = expected.modules[0].addrs[0]
+            .frames
+            .last()
+            .expect("resolved");
+        assert_eq!(expected.strings[f.function as usize], "_start");
+        let mut background = BackgroundResolver::start();
+        background.ahead(&file, offset);
+        background.send_ahead();
+        let mut set = AddressSet::default();
+        set.add_meta_stream(0, &bytes);
+        let (table, _) = background.resolve_counting(set, &mut |_, _, _| {});
+        assert_eq!(table, expected);
     }
 
     /// On CPUs that are all busy nothing is read ahead, and the final lookups do not wait

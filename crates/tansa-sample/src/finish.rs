@@ -14,7 +14,7 @@ use tansa_format::symtab::{
     AddrSymbols, ModuleStatus, ModuleSymbols, NO_STRING, StrId, SymFrame, SymbolTable,
     SymbolTableBuilder,
 };
-use tansa_symbols::{ElfFile, Resolver};
+use tansa_symbols::{ElfFile, Resolver, isolate};
 
 use crate::SampleError;
 use crate::builder::{CpuRecordingBuilder, split_stack};
@@ -142,7 +142,17 @@ impl CpuRecordingBuilder {
                 })
                 .collect();
             let here = resolve_modules(&Resolver::new(), &mut HashMap::new(), &local, inputs);
-            let mut parts: Vec<_> = handles.into_iter().filter_map(|h| h.join().ok()).collect();
+            let mut parts: Vec<_> = handles
+                .into_iter()
+                .zip(&shares)
+                .map(|(h, share)| {
+                    // Each module's work is isolated; should the worker still have
+                    // panicked, its share is done here rather than dropped.
+                    h.join().unwrap_or_else(|_| {
+                        resolve_modules(&Resolver::new(), &mut HashMap::new(), share, inputs)
+                    })
+                })
+                .collect();
             parts.push(here);
             parts
         });
@@ -284,22 +294,47 @@ pub(crate) fn resolve_modules(
     let mut source_files: BTreeSet<u32> = BTreeSet::new();
     for module in modules {
         let offsets = inputs.lookups.get(&module.id);
-        if module.kind == ModuleKind::Kernel {
-            let offsets = offsets.cloned().unwrap_or_default();
-            let m = kernel_module_symbols(inputs.kernel, &mut symtab, module.id, &offsets);
-            symtab.add_module(m);
-            continue;
-        }
-        let mut work = started
-            .remove(&module.id)
-            .unwrap_or_else(|| ModuleWork::new(module, inputs.elfs.get(&module.id).cloned()));
-        work.add(
-            resolver,
-            offsets.into_iter().flatten().copied(),
-            inputs.exact.get(&module.id).into_iter().flatten().copied(),
-        );
-        let (m, sources) = work.finish(resolver, &mut symtab);
-        source_files.extend(sources);
+        let begun = started.remove(&module.id);
+        // A panic while working one module costs that module's names only.
+        let done = isolate(|| {
+            #[cfg(test)]
+            crate::resolve::tests::panic_if_marked(&module.path);
+            if module.kind == ModuleKind::Kernel {
+                let offsets = offsets.cloned().unwrap_or_default();
+                let m = kernel_module_symbols(inputs.kernel, &mut symtab, module.id, &offsets);
+                return (m, BTreeSet::new());
+            }
+            let mut work = begun
+                .unwrap_or_else(|| ModuleWork::new(module, inputs.elfs.get(&module.id).cloned()));
+            work.add(
+                resolver,
+                offsets.into_iter().flatten().copied(),
+                inputs.exact.get(&module.id).into_iter().flatten().copied(),
+            );
+            work.finish(resolver, &mut symtab)
+        });
+        let m = match done {
+            Ok((m, sources)) => {
+                source_files.extend(sources);
+                m
+            }
+            Err(status) => ModuleSymbols {
+                key: u64::from(module.id),
+                path: module.path.clone(),
+                build_id: module.build_id.clone(),
+                status,
+                addrs: offsets
+                    .into_iter()
+                    .flatten()
+                    .map(|&offset| AddrSymbols {
+                        offset,
+                        frames: Vec::new(),
+                        function_start: None,
+                    })
+                    .collect(),
+                code: Vec::new(),
+            },
+        };
         symtab.add_module(m);
     }
     let table = symtab.finish();

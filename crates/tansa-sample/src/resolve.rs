@@ -154,7 +154,7 @@ fn instruction_starts(start: u64, bytes: &[u8]) -> Vec<u64> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use tansa_format::symtab::SymbolTable;
 
@@ -244,6 +244,82 @@ mod tests {
         };
         assert_eq!(named(third + 1), "third");
         assert_eq!(finished(&module, &elf, &batches), (at_once, sources));
+    }
+
+    /// Test builds panic while working a module whose path contains
+    /// `tansa-test-panics-working`.
+    pub(crate) fn panic_if_marked(path: &str) {
+        if path.contains("tansa-test-panics-working") {
+            panic!("injected for a test while working the module");
+        }
+    }
+
+    /// A panic while one module is worked fails that module (its addresses kept, unnamed,
+    /// and it is named among the unresolved ones); the others are resolved.
+    #[test]
+    fn a_panic_while_working_one_module_fails_that_module_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("work.c");
+        std::fs::write(&src, "int first(int x) { return x * x + 3; }\n").unwrap();
+        let good = dir.path().join("libgood.so");
+        let bad = dir.path().join("libtansa-test-panics-working.so");
+        let mut modules = Vec::new();
+        for (id, lib) in [(1, &good), (2, &bad)] {
+            tansa_testkit::compile(
+                lib,
+                std::slice::from_ref(&src),
+                &["-shared", "-fPIC", "-O1", "-g"],
+            );
+            let elf = ElfFile::open(lib).unwrap();
+            modules.push(Module {
+                id,
+                path: lib.to_str().unwrap().to_string(),
+                build_id: elf.build_id().unwrap_or_default(),
+                kind: ModuleKind::Elf,
+            });
+        }
+        let first = ElfFile::open(&good)
+            .unwrap()
+            .function_by_name("first")
+            .unwrap()
+            .address;
+        let offsets = BTreeSet::from([first, first + 2]);
+        let lookups = BTreeMap::from([(1, offsets.clone()), (2, offsets.clone())]);
+        let inputs = crate::finish::Inputs {
+            lookups: &lookups,
+            exact: &lookups,
+            elfs: &std::collections::HashMap::new(),
+            kernel: None,
+        };
+        let (table, _) = crate::finish::resolve_modules(
+            &Resolver::new(),
+            &mut std::collections::HashMap::new(),
+            &modules,
+            &inputs,
+        );
+        let [good_m, bad_m] = &table.modules[..] else {
+            panic!("{:?}", table.modules);
+        };
+        assert_eq!(good_m.status, ModuleStatus::Resolved);
+        let f = good_m
+            .lookup(first)
+            .unwrap()
+            .frames
+            .last()
+            .unwrap()
+            .function;
+        assert_eq!(table.string(f), Some("first"));
+        assert!(
+            matches!(&bad_m.status, ModuleStatus::Failed(why) if why.contains("injected")),
+            "{:?}",
+            bad_m.status
+        );
+        let kept: BTreeSet<u64> = bad_m.addrs.iter().map(|a| a.offset).collect();
+        assert_eq!(kept, offsets);
+        assert!(bad_m.addrs.iter().all(|a| a.frames.is_empty()));
+        let notes = table.unresolved_notes();
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(notes[0].contains(&modules[1].path), "{notes:?}");
     }
 
     #[test]

@@ -12,7 +12,7 @@ pub mod elf;
 pub mod resolve;
 
 pub use elf::{ElfFile, FunctionSymbol};
-pub use resolve::{ModuleResolution, Resolved, ResolvedFrame, Resolver, Unnamed};
+pub use resolve::{ModuleResolution, Resolved, ResolvedFrame, Resolver, Unnamed, isolate};
 
 /// Errors reading binaries.
 #[derive(Debug, thiserror::Error)]

@@ -312,7 +312,12 @@ impl ModuleResolution {
         let file = if path.is_empty() || path.starts_with('[') || path == "linux-vdso.so.1" {
             Err(ModuleStatus::NoFile)
         } else {
-            match ElfFile::open(path) {
+            isolate(|| {
+                #[cfg(test)]
+                tests::panic_if_marked(path, "opening");
+                ElfFile::open(path)
+            })
+            .and_then(|opened| match opened {
                 Ok(elf)
                     if !expected_build_id.is_empty()
                         && elf
@@ -333,7 +338,7 @@ impl ModuleResolution {
                     Err(ModuleStatus::Failed(source.to_string()))
                 }
                 Err(e) => Err(ModuleStatus::Failed(e.to_string())),
-            }
+            })
         };
         ModuleResolution {
             path: path.to_string(),
@@ -358,10 +363,19 @@ impl ModuleResolution {
         if new.is_empty() {
             return;
         }
-        match resolver.resolve_module(elf, extras, &new) {
-            Ok(found) => self.resolved.extend(new.into_iter().zip(found)),
-            Err(e) => {
+        let found = isolate(|| {
+            #[cfg(test)]
+            tests::panic_if_marked(&self.path, "resolving");
+            resolver.resolve_module(elf, extras, &new)
+        });
+        match found {
+            Ok(Ok(found)) => self.resolved.extend(new.into_iter().zip(found)),
+            Ok(Err(e)) => {
                 self.file = Err(ModuleStatus::Failed(e.to_string()));
+                self.resolved.clear();
+            }
+            Err(status) => {
+                self.file = Err(status);
                 self.resolved.clear();
             }
         }
@@ -401,6 +415,26 @@ impl ModuleResolution {
             code: Vec::new(),
         }
     }
+}
+
+/// Runs `f`, one step of reading one module, and turns a panic in it (a fault of tansa or
+/// of a parser it uses, met on that file's contents) into the module's failed status: one
+/// module's fault then costs that module's names, not the recording. The panic's message
+/// was already printed by the panic hook.
+pub fn isolate<T>(f: impl FnOnce() -> T) -> Result<T, ModuleStatus> {
+    // Unwind safety: after a panic, the caller keeps the module's status and drops what the
+    // step was building; a resolver's caches are per file, and the failed file is not read
+    // again.
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|payload| {
+        let message = payload
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "no message".to_string());
+        ModuleStatus::Failed(format!(
+            "tansa failed while reading it: {message}; please report this"
+        ))
+    })
 }
 
 /// The public spelling of a function known by an internal alias: among the exported names
@@ -523,6 +557,69 @@ fn nearest_symbol(functions: &[crate::elf::FunctionSymbol], addr: u64) -> Option
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Test builds panic while reading a module whose path contains
+    /// `tansa-test-panics-STEP`, STEP being `opening` or `resolving`.
+    pub(super) fn panic_if_marked(path: &str, step: &str) {
+        if path.contains(&format!("tansa-test-panics-{step}")) {
+            panic!("injected for a test while {step}");
+        }
+    }
+
+    #[test]
+    fn a_panic_while_reading_one_module_fails_that_module_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("lib.c");
+        std::fs::write(&src, "int f(int x) { return x * 3 + 1; }\n").unwrap();
+        let good = dir.path().join("good.so");
+        let bad = dir.path().join("tansa-test-panics-resolving.so");
+        for lib in [&good, &bad] {
+            tansa_testkit::compile(lib, std::slice::from_ref(&src), &["-shared", "-fPIC", "-g"]);
+        }
+        let f = ElfFile::open(&good)
+            .unwrap()
+            .function_by_name("f")
+            .unwrap()
+            .address;
+        let resolver = Resolver::new();
+        let opening = dir.path().join("tansa-test-panics-opening.so");
+        for (path, step) in [(&opening, "opening"), (&bad, "resolving")] {
+            let path = path.to_str().unwrap();
+            let mut b = SymbolTableBuilder::default();
+            let m = ModuleResolution::open(path, &[]).symbols(&resolver, &mut b, 1, &[(f, f)]);
+            match &m.status {
+                ModuleStatus::Failed(why) => assert!(
+                    why.contains(&format!("injected for a test while {step}"))
+                        && why.contains("please report"),
+                    "{why}"
+                ),
+                other => panic!("{step}: {other:?}"),
+            }
+            // Its addresses are kept, unnamed, and the module is named as unresolved.
+            assert_eq!(m.addrs.len(), 1);
+            assert!(m.addrs[0].frames.is_empty());
+            b.add_module(m);
+            let notes = b.finish().unresolved_notes();
+            assert_eq!(notes.len(), 1, "{notes:?}");
+            assert!(
+                notes[0].contains(path) && notes[0].contains("injected"),
+                "{notes:?}"
+            );
+        }
+        // The same resolver goes on reading other modules.
+        let mut b = SymbolTableBuilder::default();
+        let m = ModuleResolution::open(good.to_str().unwrap(), &[]).symbols(
+            &resolver,
+            &mut b,
+            2,
+            &[(f, f)],
+        );
+        assert_eq!(m.status, ModuleStatus::Resolved);
+        b.add_module(m);
+        let table = b.finish();
+        let frame = &table.modules[0].addrs[0].frames[0];
+        assert_eq!(table.string(frame.function), Some("f"));
+    }
 
     /// A library with two static functions, stripped to its exported symbols, built with
     /// `flags`: (path, addresses of `hidden` and `other` before stripping, of `exported`).
