@@ -14,8 +14,8 @@ Workloads:
   (c) churn:  a thread per request, crates/tansa-cli/tests/programs/threadchurn.c: N threads,
               8 alive at a time, 4 malloc/free pairs each (the report must count them all).
 
-For each workload, in alternating order within every round, medians over --runs rounds of
-whole-process wall time for: plain, `tansa record`, `tansa record --no-free-stacks`, and
+For each workload, in alternating order within every round, medians (and the slowest run)
+over --runs rounds of whole-process wall time for: plain, `tansa record`, `tansa record --no-free-stacks`, and
 heaptrack (when installed). Then: ratios to plain, recording bytes per event, peak RSS of
 the target (plain / tansa / heaptrack) and of the tansa collector, and the time of
 `tansa report` against `heaptrack_print` on the same workload.
@@ -142,12 +142,16 @@ def main():
         med = {k: statistics.median(v) for k, v in times.items()}
         print(f"\n== workload {name}: {' '.join(os.path.basename(c) for c in cmd)}"
               f"{' < ' + os.path.basename(stdin) if stdin else ''}")
-        print(f"{'variant':26} {'median s':>9} {'ratio':>7} {'target peak RSS':>16}")
+        # The slowest run shows a cost only some runs pay (one that depends on where
+        # address-space randomization put things), which the median hides.
+        print(f"{'variant':26} {'median s':>9} {'ratio':>7} {'slowest s':>10} "
+              f"{'target peak RSS':>16}")
         for k in variants:
             rss = statistics.median([r for r in target_rss[k] if r is not None] or [0])
             # Under heaptrack only the whole tool is measured (target and interpreter).
             label = human(rss * 1024) + (" (all)" if k == "heaptrack" else "")
-            print(f"{k:26} {med[k]:9.3f} {med[k] / med['plain']:7.2f} {label:>16}")
+            print(f"{k:26} {med[k]:9.3f} {med[k] / med['plain']:7.2f} {max(times[k]):10.3f} "
+                  f"{label:>16}")
         report = json.loads(subprocess.run([tansa, "report", rec, "--format", "json"],
                                            capture_output=True, check=True).stdout)
         events = report["events"]
