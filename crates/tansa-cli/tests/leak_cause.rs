@@ -123,8 +123,48 @@ fn check_diagnosis(r: &Value, exe: &str) {
 #[test]
 fn the_worked_example_at_o0() {
     let dir = tempfile::tempdir().unwrap();
-    let r = record_and_report(dir.path(), &leakcause("O0"), &["400000"]);
+    let exe = leakcause("O0");
+    let r = record_and_report(dir.path(), &exe, &["400000"]);
     check_diagnosis(&r, "leakcause-O0");
+    // Two recordings read as one (as a job's ranks are): each keeps its own tracing, so
+    // the leaking site of either process gets its causes.
+    let second = dir.path().join("second.tansa");
+    let out = record(
+        &second,
+        &["--leak-cause"],
+        &[exe.to_str().unwrap(), "400000"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let first = dir.path().join("leaks.tansa");
+    let o = run_tansa(&[
+        "leaks",
+        first.to_str().unwrap(),
+        second.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let both: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let leaking: Vec<&Value> = both["sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["site"]["function"] == "leakcause-O0!funcA")
+        .collect();
+    let sessions: std::collections::BTreeSet<u64> = leaking
+        .iter()
+        .map(|s| s["session"].as_u64().unwrap())
+        .collect();
+    assert_eq!(sessions.len(), 2, "one site per process: {leaking:#?}");
+    for s in leaking {
+        assert_eq!(s["judgement"], "leaking", "{s:#}");
+        assert_eq!(s["range_end"], "leakcause-O0!funcA", "{s:#}");
+        assert_eq!(
+            s["cause_functions"][0]["function"], "leakcause-O0!funcB",
+            "{s:#}"
+        );
+        assert_eq!(s["cause_branches"][0]["function"], "leakcause-O0!funcB");
+    }
 }
 
 #[test]

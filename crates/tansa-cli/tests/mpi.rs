@@ -250,6 +250,58 @@ fn a_job_recorded_whole_and_per_rank_gives_the_same_report() {
             assert!(total >= 10 * MIB, "{title}: {total}");
         }
     }
+    // tansa leaks reads the per-rank recordings as one job: each rank's kept block is a
+    // site of its own, named with its rank, as in the job recorded whole.
+    let per_rank = kept_by_main(&ranks);
+    assert_eq!(per_rank, kept_by_main(std::slice::from_ref(&whole)));
+    assert_eq!(
+        per_rank,
+        (0..4)
+            .map(|r| (r, ((r as i64 + 1) * MIB, "no-free-site".to_string())))
+            .collect::<std::collections::BTreeMap<_, _>>()
+    );
+    let text = run_tansa(&[
+        "leaks",
+        ranks[0].to_str().unwrap(),
+        ranks[3].to_str().unwrap(),
+        "--all",
+    ]);
+    assert!(text.status.success(), "{}", stderr(&text));
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains(", rank 0)") && text.contains(", rank 3)"),
+        "{text}"
+    );
+}
+
+/// `tansa leaks FILES --format json --all`: the sites allocated from `main` of the test
+/// program, by rank: (bytes still allocated, judgement).
+fn kept_by_main(files: &[PathBuf]) -> std::collections::BTreeMap<u64, (i64, String)> {
+    let mut args = vec!["leaks".to_string()];
+    args.extend(files.iter().map(|f| f.display().to_string()));
+    args.extend(["--format", "json", "--all"].map(String::from));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let o = run_tansa(&args);
+    assert!(o.status.success(), "tansa leaks: {}", stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).expect("leaks JSON");
+    v["sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["site"]["function"] == "mpi_ranks!main")
+        .map(|s| {
+            let rank = s["rank"]
+                .as_u64()
+                .expect("every rank's site names its rank");
+            (
+                rank,
+                (
+                    s["leaked_bytes"].as_i64().unwrap(),
+                    s["judgement"].as_str().unwrap().to_string(),
+                ),
+            )
+        })
+        .collect()
 }
 
 /// `tansa export FILES --format speedscope ARGS`, parsed.

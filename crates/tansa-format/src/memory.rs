@@ -289,6 +289,45 @@ pub struct LeakCause {
     pub failures: Vec<String>,
 }
 
+impl LeakCause {
+    /// Adds the tracing of another recording of the same job (its sessions already
+    /// numbered apart from this one's): its functions and branches go after this one's,
+    /// and every index of its sites and paths is moved by as much. The scan settings stay
+    /// this one's.
+    pub fn absorb(&mut self, other: LeakCause) {
+        let to_u32 = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+        let functions = to_u32(self.functions.len());
+        let branches = to_u32(self.branches.len());
+        let function = |i: u32| i.saturating_add(functions);
+        self.functions.extend(other.functions);
+        self.branches
+            .extend(other.branches.into_iter().map(|b| CodeBranch {
+                function: function(b.function),
+                ..b
+            }));
+        self.sites.extend(other.sites.into_iter().map(|mut site| {
+            site.range_end = site.range_end.map(function);
+            for f in &mut site.alloc_functions {
+                *f = function(*f);
+            }
+            for path in &mut site.paths {
+                for step in &mut path.steps {
+                    *step = match *step {
+                        PathStep::Enter(f) => PathStep::Enter(function(f)),
+                        PathStep::Exit(f) => PathStep::Exit(function(f)),
+                        PathStep::Branch { branch, taken } => PathStep::Branch {
+                            branch: branch.saturating_add(branches),
+                            taken,
+                        },
+                    };
+                }
+            }
+            site
+        }));
+        self.failures.extend(other.failures);
+    }
+}
+
 /// Splits a `META_CHUNK` payload into its session and stream bytes.
 pub fn split_meta_chunk(payload: &[u8]) -> Option<(u32, &[u8])> {
     let session = u32::from_le_bytes(payload.get(..4)?.try_into().ok()?);
@@ -346,4 +385,94 @@ pub struct Salvage {
     pub torn_bytes: u64,
     /// Process images whose end was not recorded.
     pub sessions_ended: u32,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn function(name: &str) -> CodeFunction {
+        CodeFunction {
+            module: "m".into(),
+            name: name.into(),
+            offset: 0,
+            file: String::new(),
+            line: 0,
+        }
+    }
+
+    /// One recording's tracing: functions `names`, a branch in its second function, and a
+    /// site of `session` whose path enters the first function, takes the branch and ends in
+    /// the second.
+    fn tracing(session: u32, names: [&str; 2]) -> LeakCause {
+        LeakCause {
+            scan_interval_ms: 100,
+            traces_per_site: 8,
+            functions: names.iter().map(|n| function(n)).collect(),
+            branches: vec![CodeBranch {
+                function: 1,
+                offset: 4,
+                ..CodeBranch::default()
+            }],
+            sites: vec![TracedSite {
+                session,
+                stack: 3,
+                range_end: Some(1),
+                range_moves: 0,
+                alloc_functions: vec![0, 1],
+                paths: vec![TracedPath {
+                    steps: vec![
+                        PathStep::Enter(0),
+                        PathStep::Branch {
+                            branch: 0,
+                            taken: true,
+                        },
+                        PathStep::Exit(1),
+                    ],
+                    freed: false,
+                    count: 2,
+                }],
+                traces: 2,
+                tracing_ns: 0,
+                status: "covered".into(),
+            }],
+            failures: vec![format!("failure of {session}")],
+        }
+    }
+
+    /// Names a site's steps by the functions and branches they index.
+    fn named(lc: &LeakCause, site: &TracedSite) -> Vec<String> {
+        let f = |i: u32| lc.functions[i as usize].name.clone();
+        let mut out: Vec<String> = site.alloc_functions.iter().map(|&i| f(i)).collect();
+        out.push(format!("end {}", f(site.range_end.unwrap())));
+        for step in &site.paths[0].steps {
+            out.push(match *step {
+                PathStep::Enter(i) => format!("enter {}", f(i)),
+                PathStep::Exit(i) => format!("exit {}", f(i)),
+                PathStep::Branch { branch, .. } => {
+                    format!("branch in {}", f(lc.branches[branch as usize].function))
+                }
+            });
+        }
+        out
+    }
+
+    #[test]
+    fn absorbing_a_second_recordings_tracing_keeps_every_index_pointing_at_its_own() {
+        let mut job = tracing(0, ["a0", "a1"]);
+        job.absorb(tracing(7, ["b0", "b1"]));
+        assert_eq!(job.functions.len(), 4);
+        assert_eq!(job.branches.len(), 2);
+        assert_eq!(job.sites.len(), 2);
+        assert_eq!(
+            named(&job, &job.sites[0]),
+            ["a0", "a1", "end a1", "enter a0", "branch in a1", "exit a1"]
+        );
+        assert_eq!(job.sites[1].session, 7);
+        assert_eq!(
+            named(&job, &job.sites[1]),
+            ["b0", "b1", "end b1", "enter b0", "branch in b1", "exit b1"]
+        );
+        assert_eq!(job.failures, ["failure of 0", "failure of 7"]);
+    }
 }

@@ -61,9 +61,10 @@ fn site(
     source_line: &mut dyn FnMut(&str, u32) -> Option<String>,
     out: &mut dyn Write,
 ) -> io::Result<()> {
+    let rank = s.rank.map(|r| format!(", rank {r}")).unwrap_or_default();
     writeln!(
         out,
-        "\n#{} {}: {} (process {})",
+        "\n#{} {}: {} (process {}{rank})",
         s.index,
         s.judgement,
         place(&s.site),

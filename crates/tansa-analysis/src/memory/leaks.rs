@@ -3,7 +3,8 @@
 //! Every recording: per allocation site (one allocation stack of one process image), its
 //! allocations, frees, the blocks and bytes still allocated at the end, and its judgement
 //! ([`tansa_leakcause::judge`]) from the outstanding blocks at [`CHECKPOINTS`] evenly spaced
-//! moments of the run. A `--leak-cause` recording adds, for the sites it traced, the range
+//! moments of its process's run. Several recordings of a job read as one keep their
+//! processes apart, and each recording's leak-cause tracing. A `--leak-cause` recording adds, for the sites it traced, the range
 //! end, the distinct freed (F) and not-freed (E) paths and their grammar, and the cause
 //! functions and branches ([`tansa_leakcause::identify`]).
 
@@ -101,7 +102,10 @@ pub struct SiteReport {
     pub index: usize,
     /// Process id of its process image.
     pub pid: u32,
-    /// Session (process image) number in the recording.
+    /// The MPI rank of that process, if it had one.
+    pub rank: Option<u32>,
+    /// Session (process image) number in the recording (in a job of several recordings,
+    /// numbered across them).
     pub session: u32,
     /// The allocation stack's id in that session.
     pub stack_id: u32,
@@ -174,7 +178,11 @@ pub fn report<R: Read + Seek>(rec: &MemoryRecording<R>) -> LeaksReport {
     let mut sites: BTreeMap<(SessionId, StackId), SiteStats> = BTreeMap::new();
     let mut live: FxHashMap<(SessionId, u64), (StackId, u64)> = FxHashMap::default();
     let mut next = 1usize;
-    let (mut first_slot, mut last_slot) = (None, 0usize);
+    // Per process image, the first and last slot in which it had events: each site is
+    // judged over its own process's life, so that a process that ran for part of the
+    // recording (a child, or one recording of a job read with others) is not judged flat
+    // over the time it did not run.
+    let mut lives: FxHashMap<SessionId, (usize, usize)> = FxHashMap::default();
     let snapshot = |sites: &mut BTreeMap<(SessionId, StackId), SiteStats>, k: usize| {
         for s in sites.values_mut() {
             s.history.resize(k, 0);
@@ -186,8 +194,10 @@ pub fn report<R: Read + Seek>(rec: &MemoryRecording<R>) -> LeaksReport {
             snapshot(&mut sites, next - 1);
             next += 1;
         }
-        first_slot.get_or_insert(next - 1);
-        last_slot = next - 1;
+        lives
+            .entry(e.session)
+            .and_modify(|life| life.1 = next - 1)
+            .or_insert((next - 1, next - 1));
         let mut alloc = |ptr: u64, size: u64, stack: StackId| {
             live.insert((e.session, ptr), (stack, size));
             let s = sites.entry((e.session, stack)).or_default();
@@ -216,19 +226,21 @@ pub fn report<R: Read + Seek>(rec: &MemoryRecording<R>) -> LeaksReport {
         snapshot(&mut sites, next - 1);
         next += 1;
     }
-    // The checkpoints: CHECKPOINTS slots from the first one with events to the end of the
-    // last one (the state at the end of the run).
-    let first = first_slot.unwrap_or(0);
-    let slots = (last_slot + 1).saturating_sub(first).max(1);
-    let checkpoints: Vec<usize> = (1..=CHECKPOINTS)
-        .map(|k| {
-            (first + slots * k / CHECKPOINTS)
-                .saturating_sub(1)
-                .clamp(first, SLOTS - 1)
-        })
-        .collect();
-    for s in sites.values_mut() {
-        let h: Vec<u64> = checkpoints
+    // The checkpoints of a process: CHECKPOINTS slots from the first one with its events
+    // to the end of its last one (its state at its end).
+    let checkpoints = |(first, last): (usize, usize)| -> Vec<usize> {
+        let slots = (last + 1).saturating_sub(first).max(1);
+        (1..=CHECKPOINTS)
+            .map(|k| {
+                (first + slots * k / CHECKPOINTS)
+                    .saturating_sub(1)
+                    .clamp(first, SLOTS - 1)
+            })
+            .collect()
+    };
+    for (&(session, _), s) in sites.iter_mut() {
+        let life = lives.get(&session).copied().unwrap_or((0, 0));
+        let h: Vec<u64> = checkpoints(life)
             .iter()
             .map(|&k| s.history.get(k).copied().unwrap_or(s.live_blocks))
             .collect();
@@ -245,6 +257,12 @@ pub fn report<R: Read + Seek>(rec: &MemoryRecording<R>) -> LeaksReport {
             .find(|s| s.session == session)
             .map_or(0, |s| s.pid)
     };
+    let rank_of = |session: u32| {
+        rec.places
+            .iter()
+            .find(|p| p.session == session)
+            .map(|p| p.rank)
+    };
     let mut out: Vec<SiteReport> = sites
         .iter()
         .map(|(&(session, stack_id), s)| {
@@ -253,6 +271,7 @@ pub fn report<R: Read + Seek>(rec: &MemoryRecording<R>) -> LeaksReport {
             let mut site = SiteReport {
                 index: 0,
                 pid: pid_of(session.0),
+                rank: rank_of(session.0),
                 session: session.0,
                 stack_id: stack_id.0,
                 site: frames.first().cloned().unwrap_or_default(),

@@ -23,13 +23,16 @@ Examples:
   tansa record --leak-cause -o run.tansa -- ./server   record, tracing leaking sites
   tansa leaks run.tansa                                the diagnosis of each leaking site
   tansa leaks run.tansa --site 1 --format json         one site, as JSON
+  tansa leaks job-*.tansa                              an MPI job recorded per rank, as one
 
 A site is judged leaking when it was freed at least once and its blocks still allocated kept
 growing (at each of the last 3 of 8 moments of the run; while recording, at each of the
 last 3 scans). Sites never freed are `no-free-site`: tansa does not guess why.")]
 pub struct Args {
-    /// A heap recording (`tansa record`, best with --leak-cause).
-    file: PathBuf,
+    /// A heap recording (`tansa record`, best with --leak-cause); several heap recordings
+    /// (the ranks of one job) are read as one, each site named with its process and rank.
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
 
     /// Output format.
     #[arg(long, value_enum, default_value = "text")]
@@ -46,19 +49,24 @@ pub struct Args {
 
 /// Runs `tansa leaks`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let file = super::options::open_recording(&args.file)?;
-    let recording = super::report::open_memory(
-        &args.file,
-        file,
+    if args.files.len() > 1 {
+        super::report::refuse_cpu(&args.files, "`tansa leaks`")?;
+    }
+    let recording = super::report::open_memory_job(
+        &args.files,
+        None,
         None,
         "`tansa leaks` reads heap recordings (made by `tansa record`)",
     )?;
     let mut report = leaks::report(&recording);
     if let Some(n) = args.site {
         if !(1..=report.sites.len()).contains(&n) {
+            let what = match &args.files[..] {
+                [one] => format!("{} has", one.display()),
+                several => format!("these {} recordings have", several.len()),
+            };
             return Err(exit::usage(format!(
-                "--site {n}: {} has {} site(s)",
-                args.file.display(),
+                "--site {n}: {what} {} site(s)",
                 report.sites.len()
             )));
         }
@@ -75,8 +83,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         )?,
     }
     out.flush()?;
-    Ok(exit::finish(
-        &args.file,
+    Ok(exit::finish_all(
+        &args.files,
         recording.is_damaged(),
         &report.warnings,
     ))

@@ -268,6 +268,8 @@ impl<R: Read + Seek> MemoryRecording<R> {
         // Durable recordings: segments that were in memory, and whether a salvage ran.
         let mut volatile: Vec<memory::VolatileSegment> = Vec::new();
         let mut salvaged = false;
+        // This recording's leak-cause tracing (the last frame of it counts).
+        let mut leak_cause: Option<tansa_format::memory::LeakCause> = None;
         loop {
             // Thread chunks are only indexed here: their keys say which stream they are.
             let next = part
@@ -344,7 +346,7 @@ impl<R: Read + Seek> MemoryRecording<R> {
                         for site in &mut l.sites {
                             site.session = shifted(site.session);
                         }
-                        self.leak_cause = Some(l);
+                        leak_cause = Some(l);
                     }
                     memory::VOLATILE_SEGMENT => volatile.push(frame.decode()?),
                     memory::SALVAGED => {
@@ -453,6 +455,12 @@ impl<R: Read + Seek> MemoryRecording<R> {
             self.calibration = info.calibration.clone();
         }
         self.damaged |= info.damaged;
+        // A job's recordings each traced their own processes: all are kept.
+        match (&mut self.leak_cause, leak_cause) {
+            (Some(job), Some(l)) => job.absorb(l),
+            (job, l @ Some(_)) => *job = l,
+            (_, None) => {}
+        }
         if info.name.is_empty() {
             self.warnings.extend(warnings);
         } else {
