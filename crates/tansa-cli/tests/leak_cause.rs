@@ -3,7 +3,8 @@
 //! leaking site, its range end, the cause function (funcB) and the cause branch (the
 //! `error_condition_1` test), reported the same whether the branch jumped or not; sites
 //! always freed or never freed are not leaking and get no cause; other threads allocate at
-//! the traced site meanwhile; bad input gets one clear line.
+//! the traced site meanwhile; a forked child that leaked early is judged over its own life;
+//! two recordings read as one keep each one's causes; bad input gets one clear line.
 
 mod common;
 
@@ -215,6 +216,37 @@ fn the_text_view_reads_as_a_diagnosis() {
     assert_eq!(one["sites"].as_array().unwrap().len(), 1);
     let o = run_tansa(&["leaks", file.to_str().unwrap(), "--site", "99"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}
+
+/// A forked child that leaked for the first part of the recording, then exited, is judged
+/// over its own life: its site is leaking, although its count of blocks held stayed the
+/// same for the rest of the recording, while the parent went on.
+#[test]
+fn a_child_that_leaked_early_in_the_recording_is_judged_over_its_own_life() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = program("childleak", "childleak.c", &["-g", "-O1"]);
+    let file = dir.path().join("child.tansa");
+    let out = record(&file, &[], &[exe.to_str().unwrap(), "400000", "2000000"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let o = run_tansa(&["leaks", file.to_str().unwrap(), "--format", "json", "--all"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let s = site(&r, "!child_leak");
+    assert_eq!(s["allocations"], 400000, "{s:#}");
+    assert_eq!(s["leaked_blocks"], 100000, "{s:#}");
+    assert_eq!(s["judgement"], "leaking", "{s:#}");
+    // The checkpoints cover the child's life (at the resolution of the recording's
+    // moments, so two may fall in one): the blocks held never fall, and grow overall.
+    let held: Vec<u64> = s["outstanding"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    assert!(held.windows(2).all(|w| w[0] <= w[1]), "{held:?}");
+    assert!(held[0] < held[held.len() - 1], "{held:?}");
+    let parent = site(&r, "!parent_work");
+    assert_eq!(parent["judgement"], "freed", "{parent:#}");
 }
 
 #[test]
