@@ -26,12 +26,12 @@ Examples:
   tansa leaks job-*.tansa                              an MPI job recorded per rank, as one
 
 A site is judged leaking when it was freed at least once and its blocks still allocated kept
-growing (at each of the last 3 of 8 moments of the run; while recording, at each of the
-last 3 scans). Sites never freed are `no-free-site`: tansa does not guess why.")]
+growing (at each of the last 3 of 8 moments of its process's run; while recording, at
+each of the last 3 scans). Sites never freed are `no-free-site`: tansa does not guess why.")]
 pub struct Args {
     /// A heap recording (`tansa record`, best with --leak-cause); several heap recordings
     /// (the ranks of one job) are read as one, each site named with its process and rank.
-    #[arg(required = true)]
+    #[arg(required = true, value_name = "FILE")]
     files: Vec<PathBuf>,
 
     /// Output format.
