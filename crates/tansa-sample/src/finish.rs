@@ -14,7 +14,7 @@ use tansa_format::symtab::{
     AddrSymbols, ModuleStatus, ModuleSymbols, NO_STRING, StrId, SymFrame, SymbolTable,
     SymbolTableBuilder,
 };
-use tansa_symbols::{ElfFile, Resolver, isolate};
+use tansa_symbols::{ElfFile, ModuleResolution, Resolver, isolate};
 
 use crate::SampleError;
 use crate::builder::{CpuRecordingBuilder, split_stack};
@@ -318,22 +318,16 @@ pub(crate) fn resolve_modules(
                 source_files.extend(sources);
                 m
             }
-            Err(status) => ModuleSymbols {
-                key: u64::from(module.id),
-                path: module.path.clone(),
-                build_id: module.build_id.clone(),
-                status,
-                addrs: offsets
-                    .into_iter()
-                    .flatten()
-                    .map(|&offset| AddrSymbols {
-                        offset,
-                        frames: Vec::new(),
-                        function_start: None,
-                    })
-                    .collect(),
-                code: Vec::new(),
-            },
+            Err(status) => {
+                let pairs: Vec<(u64, u64)> =
+                    offsets.into_iter().flatten().map(|&o| (o, o)).collect();
+                ModuleResolution::failed(&module.path, &module.build_id, status).symbols(
+                    resolver,
+                    &mut symtab,
+                    u64::from(module.id),
+                    &pairs,
+                )
+            }
         };
         symtab.add_module(m);
     }

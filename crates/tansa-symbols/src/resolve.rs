@@ -348,6 +348,17 @@ impl ModuleResolution {
         }
     }
 
+    /// A module that cannot be resolved, for `status` (its entry keeps every address,
+    /// unnamed, and names the module among the unresolved ones).
+    pub fn failed(path: &str, expected_build_id: &[u8], status: ModuleStatus) -> ModuleResolution {
+        ModuleResolution {
+            path: path.to_string(),
+            expected_build_id: expected_build_id.to_vec(),
+            file: Err(status),
+            resolved: std::collections::HashMap::new(),
+        }
+    }
+
     /// Looks up the addresses of `addrs` not looked up yet. A failure of the symbolizer
     /// fails the whole module, as it would have all at once.
     pub fn resolve(&mut self, resolver: &Resolver, addrs: impl IntoIterator<Item = u64>) {
