@@ -832,3 +832,43 @@ fn bad_input_gets_clear_errors_and_damaged_input_a_partial_export() {
     use std::os::unix::fs::PermissionsExt;
     assert_eq!(meta.permissions().mode() & 0o077, 0, "private by default");
 }
+
+/// A recording with nothing of the weight asked (a program that frees all it allocates,
+/// drawn by live bytes) gives a flame graph that says so, not an error; so does its HTML
+/// page, whose flame graph is drawn the same way.
+#[test]
+fn a_flame_graph_with_nothing_to_draw_says_so() {
+    let exe = program("allocer", "allocer.c", &["-O1"]);
+    let file = build_dir().join("export-nothing-live.tansa");
+    let out = record(&file, &[], &[exe.to_str().unwrap(), "0", "3"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let dir = tempfile::tempdir().unwrap();
+    let f = file.to_str().unwrap();
+    let (code, _, err) = tansa_in(
+        dir.path(),
+        &["flamegraph", f, "--weight", "live", "-o", "live.svg"],
+    );
+    assert_eq!(code, 0, "{err}");
+    let svg = std::fs::read_to_string(dir.path().join("live.svg")).unwrap();
+    assert!(
+        svg.starts_with("<?xml") && svg.trim_end().ends_with("</svg>"),
+        "{svg}"
+    );
+    assert!(
+        svg.contains("nothing to draw: no stack has a value of this weight"),
+        "{svg}"
+    );
+    assert!(
+        svg.contains("export-nothing-live.tansa"),
+        "the title: {svg}"
+    );
+    // By allocations there is something: an ordinary graph.
+    let (code, _, err) = tansa_in(dir.path(), &["flamegraph", f, "-o", "all.svg"]);
+    assert_eq!(code, 0, "{err}");
+    let svg = std::fs::read_to_string(dir.path().join("all.svg")).unwrap();
+    assert!(!svg.contains("nothing to draw"), "{svg}");
+    assert!(svg.contains("allocer!main"), "{svg}");
+    let (code, _, err) = tansa_in(dir.path(), &["html", f, "-o", "page.html"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(dir.path().join("page.html").exists());
+}

@@ -265,3 +265,106 @@ fn a_cpu_recording_whose_recorder_was_killed_is_explained() {
         stderr(&next)
     );
 }
+
+/// Every command that writes a file with `-o` (reports, diffs, the online report, exports,
+/// flame graphs, HTML pages) replaces a symbolic link at that name instead of writing
+/// through it, creates nothing through a dangling link, refuses a name that is one of its
+/// input recordings (which would be lost), and says that a directory cannot be written
+/// without leaving anything behind in it.
+#[test]
+fn every_output_named_with_dash_o_is_written_safely() {
+    let exe = program("allocer", "allocer.c", &["-O1"]);
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let rec = d.join("in.tansa");
+    let o = tansa_in(
+        d,
+        &[
+            "record",
+            "-o",
+            rec.to_str().unwrap(),
+            "--",
+            exe.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let recording = std::fs::read(&rec).unwrap();
+    let r = rec.to_str().unwrap();
+    let exe = exe.to_str().unwrap();
+    let commands: Vec<(&str, Vec<&str>)> = vec![
+        ("report", vec!["report", r]),
+        ("diff", vec!["diff", r, r]),
+        (
+            "online",
+            vec!["record", "--online", "--live", "never", "--", exe],
+        ),
+        ("export", vec!["export", "--format", "collapsed", r]),
+        ("flamegraph", vec!["flamegraph", r]),
+        ("html", vec!["html", r]),
+    ];
+    let victim = d.join("victim");
+    for (name, args) in &commands {
+        let run = |out: &Path| {
+            let mut a: Vec<&str> = args.clone();
+            // `-o` before `--` (the online recording's command follows it).
+            let at = a.iter().position(|&x| x == "--").unwrap_or(a.len());
+            a.insert(at, "-o");
+            a.insert(at + 1, out.to_str().unwrap());
+            tansa_in(d, &a)
+        };
+        // Through a link to an existing file: the link is replaced, the file untouched.
+        std::fs::write(&victim, "precious").unwrap();
+        let link = d.join(format!("{name}.link"));
+        symlink(&victim, &link).unwrap();
+        let o = run(&link);
+        assert!(o.status.success(), "{name}: {}", stderr(&o));
+        assert_eq!(
+            std::fs::read_to_string(&victim).unwrap(),
+            "precious",
+            "{name}"
+        );
+        let md = std::fs::symlink_metadata(&link).unwrap();
+        assert!(md.is_file() && md.len() > 0, "{name}: {md:?}");
+        assert_eq!(md.mode() & 0o777, 0o600, "{name}");
+        // Through a dangling link: nothing is created at its target.
+        let target = d.join(format!("{name}.created"));
+        let dangling = d.join(format!("{name}.dangling"));
+        symlink(&target, &dangling).unwrap();
+        let o = run(&dangling);
+        assert!(o.status.success(), "{name}: {}", stderr(&o));
+        assert!(!target.exists(), "{name} wrote through a dangling link");
+        // A directory: refused, and nothing left in it.
+        let sub = d.join(format!("{name}.dir"));
+        std::fs::create_dir(&sub).unwrap();
+        let o = run(&sub);
+        assert_eq!(o.status.code(), Some(1), "{name}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("is a directory"),
+            "{name}: {}",
+            stderr(&o)
+        );
+        assert!(names(&sub).is_empty(), "{name}: {:?}", names(&sub));
+        if *name == "online" {
+            continue;
+        }
+        // The input itself, by its name or through a hard link: refused, input kept.
+        let hard = d.join("hard.tansa");
+        let _ = std::fs::remove_file(&hard);
+        std::fs::hard_link(&rec, &hard).unwrap();
+        for out in [&rec, &hard] {
+            let o = run(out);
+            assert_eq!(o.status.code(), Some(2), "{name}: {}", stderr(&o));
+            assert!(
+                stderr(&o).contains("writing the output there would replace it"),
+                "{name}: {}",
+                stderr(&o)
+            );
+            assert_eq!(std::fs::read(&rec).unwrap(), recording, "{name}");
+        }
+    }
+    assert!(
+        !names(d).iter().any(|n| n.ends_with(".tmp")),
+        "{:?}",
+        names(d)
+    );
+}

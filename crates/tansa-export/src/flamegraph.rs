@@ -157,14 +157,40 @@ pub fn write(profile: &Profile, options: &Options, out: &mut dyn Write) -> Resul
         .iter()
         .map(|(s, v)| format!("{s} {}", scaled(*v, factor)))
         .collect();
+    if lines.is_empty() {
+        return write_empty(options, out);
+    }
     let mut o = inferno_options(options, count_name(profile, options.value));
     o.palette_map = Some(&mut palette);
-    if lines.is_empty() {
-        o.notes = "nothing to draw: no stack has a value of this weight".into();
-    }
     inferno::flamegraph::from_lines(&mut o, lines.iter().map(String::as_str), out)?;
     Ok(())
 }
+
+/// What is drawn when no stack has a value of the weight (a program that freed everything,
+/// drawn by live bytes; a recording without allocations): the title and that there is
+/// nothing to draw. inferno refuses an empty input.
+fn write_empty(options: &Options, out: &mut dyn Write) -> Result<(), ExportError> {
+    let text = |s: &str| quick_xml::escape::escape(s).into_owned();
+    let subtitle = options.subtitle.as_deref().map(text).unwrap_or_default();
+    write!(
+        out,
+        "<?xml version=\"1.0\" standalone=\"no\"?>\n\
+         <svg version=\"1.1\" width=\"1200\" height=\"110\" viewBox=\"0 0 1200 110\" \
+         xmlns=\"http://www.w3.org/2000/svg\">\n\
+         <rect x=\"0\" y=\"0\" width=\"100%\" height=\"100%\" fill=\"#eeeeee\"/>\n\
+         <text x=\"600\" y=\"28\" font-family=\"Verdana\" font-size=\"17\" \
+         text-anchor=\"middle\">{}</text>\n\
+         <text x=\"600\" y=\"54\" font-family=\"Verdana\" font-size=\"12\" \
+         text-anchor=\"middle\" fill=\"#a0a0a0\">{subtitle}</text>\n\
+         <text x=\"600\" y=\"86\" font-family=\"Verdana\" font-size=\"14\" \
+         text-anchor=\"middle\">{EMPTY}</text>\n</svg>\n",
+        text(&options.title),
+    )?;
+    Ok(())
+}
+
+/// The note of a flame graph with nothing to draw.
+pub const EMPTY: &str = "nothing to draw: no stack has a value of this weight";
 
 /// Draws a differential flame graph: the shape (widths) of `after`, each frame red where
 /// it grew from `before` and blue where it shrank, deeper for larger changes. Both use
@@ -196,10 +222,10 @@ pub fn write_diff(
             )
         })
         .collect();
-    let mut o = inferno_options(options, count_name(after, options.value));
     if lines.is_empty() {
-        o.notes = "nothing to draw: no stack has a value of this weight".into();
+        return write_empty(options, out);
     }
+    let mut o = inferno_options(options, count_name(after, options.value));
     inferno::flamegraph::from_lines(&mut o, lines.iter().map(String::as_str), out)?;
     Ok(())
 }

@@ -1,6 +1,5 @@
 //! `tansa annotate`: one function's instructions and source lines with their samples.
 
-use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -57,12 +56,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // A function that is not in the recording is a wrong argument.
     let a = annotate::annotate(&rec, &args.function, args.pid)
         .map_err(|e| crate::exit::usage(format!("{}: {e}", args.file.display())))?;
-    let mut out = crate::output::open(args.output.as_deref())?;
+    let mut out = crate::output::open(args.output.as_deref(), &[&args.file])?;
     if args.source {
         tansa_render::cpu::annotate_source(&a, &mut out)?;
     } else {
         tansa_render::cpu::annotate_asm(&a, &mut out)?;
     }
-    out.flush()?;
+    out.finish()?;
     Ok(report_cpu::exit_status(&args.file, &rec))
 }

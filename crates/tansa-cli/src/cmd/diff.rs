@@ -2,7 +2,6 @@
 //! and a growth gate for CI (`--fail-if-growth`).
 
 use std::fs::File;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -244,7 +243,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         exit::print_warnings(&args.a, &ra.warnings);
         exit::print_warnings(&args.b, &rb.warnings);
         let d = diff::cpu::diff((&label_a, &ra), (&label_b, &rb), &options).map_err(usage_of)?;
-        out = crate::output::open(args.output.as_deref())?;
+        out = crate::output::open(args.output.as_deref(), &[&args.a, &args.b])?;
         tansa_render::diff::write_cpu(&d, args.format.into(), &mut out)?;
         (damaged_a || damaged_b, d.gate)
     } else {
@@ -270,12 +269,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         exit::print_warnings(&args.a, &ra.warnings);
         exit::print_warnings(&args.b, &rb.warnings);
         let d = diff::memory::diff((&label_a, &ra), (&label_b, &rb), &options).map_err(usage_of)?;
-        out = crate::output::open(args.output.as_deref())?;
+        out = crate::output::open(args.output.as_deref(), &[&args.a, &args.b])?;
         tansa_render::diff::write_heap(&d, args.format.into(), &mut out)?;
         (damaged_a || damaged_b, d.gate)
     };
-    out.flush()?;
-    drop(out);
+    out.finish()?;
     let crossed = gate.as_ref().is_some_and(|g| !g.crossed.is_empty());
     if let Some(g) = &gate {
         tell_gate(g);

@@ -238,7 +238,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let path = &args.file;
     let file = File::open(path).map_err(|e| exit::cannot_open(path, e))?;
     let mut reader = Reader::new(BufReader::new(file)).map_err(|e| exit::unreadable(path, &e))?;
-    let mut out = crate::output::open(None)?;
+    let mut out = crate::output::open(None, &[])?;
     let jsonl = args.format == Format::Jsonl;
     if !jsonl {
         writeln!(

@@ -114,7 +114,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let name = file
         .file_name()
         .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-    let written = crate::output::write_whole(args.output.as_deref(), &default, |out| {
+    let inputs: Vec<&std::path::Path> = args.files.iter().map(PathBuf::as_path).collect();
+    let written = crate::output::write_whole(args.output.as_deref(), &default, &inputs, |out| {
         match args.format {
             ExportFormat::Pprof => {
                 let ns =

@@ -146,7 +146,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Some(_) => crate::output::default_name(file, "diff.svg"),
         None => crate::output::default_name(file, "svg"),
     };
-    let written = crate::output::write_whole(args.output.as_deref(), &default, |out| {
+    let mut inputs: Vec<&std::path::Path> = args.files.iter().map(PathBuf::as_path).collect();
+    inputs.extend(args.diff.as_deref());
+    let written = crate::output::write_whole(args.output.as_deref(), &default, &inputs, |out| {
         match &after {
             Some((_, a)) => flamegraph::write_diff(p, &a.profile, &options, out)?,
             None => flamegraph::write(p, &options, out)?,

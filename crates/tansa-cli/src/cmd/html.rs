@@ -138,15 +138,23 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Input::Cpu => cpu(&args, &source, &limits)?,
         Input::LeaktestJson => (leaktest_json(&args.file, &source)?, ExitCode::SUCCESS),
     };
-    write_page(&page, args.output.as_deref(), &args.file)?;
+    let mut inputs = vec![args.file.as_path()];
+    inputs.extend(args.more.iter().map(PathBuf::as_path));
+    write_page(&page, args.output.as_deref(), &args.file, &inputs)?;
     Ok(status)
 }
 
 /// Writes `page` to `output` (`-`: standard output) or to its default name, `NAME.html` in
-/// the current directory.
-pub fn write_page(page: &Page, output: Option<&Path>, input: &Path) -> anyhow::Result<()> {
+/// the current directory, named after `input`; `inputs` are every file the page was made
+/// from (the output may not be one of them).
+pub fn write_page(
+    page: &Page,
+    output: Option<&Path>,
+    input: &Path,
+    inputs: &[&Path],
+) -> anyhow::Result<()> {
     let default = output::default_name(input, "html");
-    let written = output::write_whole(output, &default, |w| Ok(page.write(w)?))?;
+    let written = output::write_whole(output, &default, inputs, |w| Ok(page.write(w)?))?;
     if let Some(path) = written {
         eprintln!("tansa: wrote {}", path.display());
     }

@@ -72,7 +72,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         report.sites.retain(|s| s.index == n);
     }
-    let mut out = crate::output::open(None)?;
+    let mut out = crate::output::open(None, &[])?;
     match args.format {
         Format::Json => tansa_render::leaks::json(&report, &mut out)?,
         Format::Text => tansa_render::leaks::text(

@@ -1,6 +1,6 @@
 //! `tansa leaktest PLAN`: leak testing with typed re-tests.
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant, UNIX_EPOCH};
@@ -140,13 +140,13 @@ fn run_plan(args: Args) -> anyhow::Result<ExitCode> {
         FormatArg::Json => Format::Json,
         FormatArg::Junit => Format::Junit,
     };
-    let mut out = output::open(args.output.as_deref())?;
+    let mut out = output::open(args.output.as_deref(), &[&args.plan])?;
     render::write(&report, format, &mut out).context("cannot write the report")?;
-    out.flush().context("cannot write the report")?;
+    out.finish().context("cannot write the report")?;
     if let Some(path) = &args.html {
         let value = serde_json::to_value(&report).context("cannot write the HTML report")?;
         let page = tansa_html::leaktest(&value, &shown).context("cannot write the HTML report")?;
-        crate::cmd::html::write_page(&page, Some(path), &args.plan)?;
+        crate::cmd::html::write_page(&page, Some(path), &args.plan, &[&args.plan])?;
     }
     Ok(if report.has_fault() {
         ExitCode::from(EXIT_FAULT)

@@ -230,6 +230,10 @@ fn now_unix_ms() -> u64 {
 
 /// Runs `tansa record`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    // A name that cannot be written is said before the command runs, not after.
+    if let Some(p) = &args.output {
+        crate::output::check_given(p)?;
+    }
     let agent = options::find_agent()?;
     let config = CollectConfig {
         command: args.command.clone(),
@@ -527,9 +531,9 @@ fn run_online(args: &Args, config: &CollectConfig) -> anyhow::Result<ExitCode> {
     } else {
         tansa_collect::online::record_online(config, analysis, None)?
     };
-    let mut out: Box<dyn std::io::Write> = match &args.output {
-        Some(p) => crate::output::open(Some(p))?,
-        None => Box::new(std::io::stderr().lock()),
+    let mut out = match &args.output {
+        Some(p) => crate::output::open(Some(p), &[])?,
+        None => crate::output::Output::stderr(),
     };
     super::report::write_memory_report(
         &report,
@@ -537,7 +541,7 @@ fn run_online(args: &Args, config: &CollectConfig) -> anyhow::Result<ExitCode> {
         &tansa_render::memory::TableOptions::default(),
         &mut out,
     )?;
-    out.flush()?;
+    out.finish()?;
     Ok(crate::exit::of_command(outcome.exit))
 }
 
@@ -560,5 +564,3 @@ fn live_view_wanted(args: &Args) -> anyhow::Result<bool> {
         }
     })
 }
-
-use std::io::Write as _;

@@ -137,7 +137,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut config = options::memory_config(by, charge, free_to, interval, args.pid);
     config.rank = args.rank;
     let (report, damaged) = memory_report(&args.files, config, "tansa report")?;
-    let mut out = crate::output::open(args.output.as_deref())?;
+    let inputs: Vec<&Path> = args.files.iter().map(PathBuf::as_path).collect();
+    let mut out = crate::output::open(args.output.as_deref(), &inputs)?;
     write_memory_report(
         &report,
         args.format,
@@ -146,7 +147,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         },
         &mut out,
     )?;
-    out.flush()?;
+    out.finish()?;
     // Warnings go to standard error too (they start with the recording's problems); a
     // partial report says so to scripts with its exit status.
     Ok(exit::finish_all(&args.files, damaged, &report.warnings))
@@ -427,5 +428,3 @@ pub fn write_memory_report(
     }
     tansa_render::memory::write(report, format.into(), table, out)
 }
-
-use std::io::Write as _;

@@ -2,7 +2,7 @@
 //! recordings here too.
 
 use std::fs::File;
-use std::io::{BufReader, Read, Seek, SeekFrom, Write as _};
+use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -58,9 +58,9 @@ pub struct ReportArgs<'a> {
 pub fn run(args: ReportArgs<'_>) -> anyhow::Result<ExitCode> {
     let by = ReportBy::cpu(args.by, args.file)?;
     let (report, damaged) = cpu_report(args.file, args.input, by, args.pid)?;
-    let mut out = crate::output::open(args.output)?;
+    let mut out = crate::output::open(args.output, &[args.file])?;
     tansa_render::cpu::write(&report, args.format.into(), &mut out)?;
-    out.flush()?;
+    out.finish()?;
     // The report's warnings start with the recording's.
     Ok(crate::exit::finish(args.file, damaged, &report.warnings))
 }

@@ -277,6 +277,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             return Err(crate::exit::usage(format!("no process with id {pid} (-p)")));
         }
     }
+    if let Some(p) = &args.output {
+        crate::output::check_given(p)?;
+    }
     let output = args.output.clone().unwrap_or_else(|| default_output(&args));
     let target = if args.all {
         Target::System

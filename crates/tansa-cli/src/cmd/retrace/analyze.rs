@@ -1,6 +1,6 @@
 //! `tansa retrace FILE`: read the recording, rebuild the trace, render it.
 
-use std::io::{BufReader, Write};
+use std::io::BufReader;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -191,11 +191,11 @@ pub fn run(path: &Path, args: ReportOptions) -> anyhow::Result<ExitCode> {
         },
     )
     .context("merging the partial sequences failed")?;
-    let mut out = output::open(args.output.as_deref())?;
+    let mut out = output::open(args.output.as_deref(), &[path])?;
     match args.format {
         Format::Json => tansa_render::retrace::json(&report, &mut out)?,
         Format::Text => tansa_render::retrace::text(&report, args.expand, &mut out)?,
     }
-    out.flush()?;
+    out.finish()?;
     Ok(exit::finish(path, l.damaged, &l.warnings))
 }
