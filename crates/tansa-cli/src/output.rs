@@ -3,8 +3,10 @@
 //! Every output file goes through [`tansa_format::output::OutputFile`]: written to a private
 //! temporary file next to its destination and moved into place only when complete, so a
 //! name that is a symbolic link is replaced, never followed, and a report that fails
-//! part-way leaves nothing behind. An output that is one of the command's inputs is refused
-//! before anything is written: moving a report over it would destroy the recording.
+//! part-way leaves nothing behind. A name that is a stream (`/dev/null`, `/dev/stdout`, a
+//! FIFO: [`tansa_format::output::is_stream`]) is written in place instead. An output that is
+//! one of the command's inputs is refused before anything is written: moving a report over
+//! it would destroy the recording.
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
@@ -12,7 +14,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
-use tansa_format::output::{DEFAULT_MODE, Naming, OutputFile};
+use tansa_format::output::{self, DEFAULT_MODE, Naming, OutputFile};
 
 /// A command's output being written: standard output or standard error, or a file that
 /// appears at its name only once [`Output::finish`] is called (dropped unfinished, it is
@@ -113,6 +115,14 @@ pub fn open(path: Option<&Path>, inputs: &[&Path]) -> anyhow::Result<Output> {
 fn open_file(dest: &Path, naming: Naming, inputs: &[&Path]) -> anyhow::Result<Output> {
     if naming == Naming::Given {
         check_given(dest)?;
+        if output::is_stream(dest) {
+            // `/dev/null`, `/dev/stdout`, a FIFO: written in place, never replaced.
+            let f = output::open_stream(dest)
+                .with_context(|| format!("cannot write {}", dest.display()))?;
+            return Ok(Output {
+                sink: Sink::Stream(BufWriter::new(Box::new(f))),
+            });
+        }
         check_not_input(dest, inputs)?;
     }
     let mut file = OutputFile::create(dest, DEFAULT_MODE)
@@ -138,7 +148,8 @@ fn commit(file: OutputFile, dest: &Path, naming: Naming) -> anyhow::Result<PathB
 }
 
 /// Checks, before any work, that an output name the user gave can be written: its
-/// directory exists and the name is not a directory. (Whatever else is there, a file or a
+/// directory exists and the name is neither a directory nor a block device. (A stream such
+/// as `/dev/null` or `/dev/stdout` is written in place; whatever else is there, a file or a
 /// symbolic link, is replaced when the output is complete.)
 pub fn check_given(dest: &Path) -> anyhow::Result<()> {
     if dest == Path::new("-") {
@@ -148,6 +159,9 @@ pub fn check_given(dest: &Path) -> anyhow::Result<()> {
         && md.is_dir()
     {
         bail!("cannot write {}: it is a directory", dest.display());
+    }
+    if output::is_device(dest) {
+        bail!("cannot write {}: it is a block device", dest.display());
     }
     let dir = match dest.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,

@@ -368,3 +368,87 @@ fn every_output_named_with_dash_o_is_written_safely() {
         names(d)
     );
 }
+
+/// A name that is a stream rather than a file (a FIFO, `/dev/stdout`, `/dev/null`) is
+/// written in place, for reports and recordings alike: replacing it, as a file is replaced,
+/// would destroy a device node or a system link (as root, `-o /dev/null` turned
+/// `/dev/null` into a regular file).
+#[test]
+fn a_stream_named_as_output_is_written_in_place_not_replaced() {
+    let exe = program("allocer", "allocer.c", &["-O1"]);
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let rec = d.join("in.tansa");
+    let o = tansa_in(
+        d,
+        &[
+            "record",
+            "-o",
+            rec.to_str().unwrap(),
+            "--",
+            exe.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r = rec.to_str().unwrap();
+    // Through the descriptor link /dev/stdout: the report arrives on standard output.
+    let o = tansa_in(d, &["report", r, "-o", "/dev/stdout"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).starts_with("tansa heap report"),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    assert!(
+        std::fs::symlink_metadata("/dev/stdout")
+            .unwrap()
+            .is_symlink()
+    );
+    // A FIFO: a report, then a whole recording, go through it; it stays a FIFO.
+    let fifo = d.join("pipe");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo with a valid C string.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let read_all = |fifo: PathBuf| std::thread::spawn(move || std::fs::read(fifo).unwrap());
+    let reader = read_all(fifo.clone());
+    let o = tansa_in(
+        d,
+        &[
+            "report",
+            r,
+            "--format",
+            "json",
+            "-o",
+            fifo.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let got = reader.join().unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&got).expect("the report, whole");
+    assert_eq!(report["schema"], "tansa.memory-report.v1");
+    let reader = read_all(fifo.clone());
+    let o = tansa_in(
+        d,
+        &[
+            "record",
+            "-o",
+            fifo.to_str().unwrap(),
+            "--",
+            exe.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let piped = d.join("piped.tansa");
+    std::fs::write(&piped, reader.join().unwrap()).unwrap();
+    let r = run_tansa(&["report", piped.to_str().unwrap(), "--by", "function"]);
+    assert!(r.status.success(), "{}", stderr(&r));
+    assert!(String::from_utf8_lossy(&r.stdout).contains("allocer!main"));
+    use std::os::unix::fs::FileTypeExt;
+    assert!(
+        std::fs::symlink_metadata(&fifo)
+            .unwrap()
+            .file_type()
+            .is_fifo()
+    );
+    assert_eq!(names(d), ["in.tansa", "pipe", "piped.tansa"]);
+}

@@ -11,7 +11,11 @@
 //!   planted there), `.1`, `.2`, ... is added before the extension, and the file is linked
 //!   into place with `link(2)`, which fails rather than overwrite;
 //! * a recording that fails part-way is kept as `NAME.partial` (never removed: what was
-//!   recorded stays readable, as far as it got).
+//!   recorded stays readable, as far as it got);
+//! * a name the user gave that is a stream rather than a file ([`is_stream`]: a character
+//!   device such as `/dev/null`, a FIFO, a socket, or an open descriptor's name such as
+//!   `/dev/stdout`) is written in place: replacing it would destroy a device node or a
+//!   system link. The temporary file then goes to the temporary directory.
 //!
 //! The temporary file (`.NAME.PID.N.tmp`) is locked with `flock` while it is written. A
 //! recorder killed outright (`SIGKILL`, the OOM killer) leaves it behind, unlocked:
@@ -21,7 +25,7 @@
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -55,6 +59,7 @@ impl OutputFile {
     pub fn create(dest: &Path, mode: u32) -> io::Result<OutputFile> {
         static COUNTER: AtomicU32 = AtomicU32::new(0);
         let dir = match dest.parent() {
+            _ if is_stream(dest) => std::env::temp_dir(),
             Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
             _ => PathBuf::from("."),
         };
@@ -106,6 +111,17 @@ impl OutputFile {
     pub fn commit(mut self, dest: &Path, naming: Naming) -> io::Result<PathBuf> {
         self.file = None;
         let result = match naming {
+            Naming::Given if is_stream(dest) => copy_into_stream(&self.temp, dest).map(|()| {
+                let _ = std::fs::remove_file(&self.temp);
+                dest.to_path_buf()
+            }),
+            Naming::Given if is_device(dest) => Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "{} is a block device: tansa does not write there",
+                    dest.display()
+                ),
+            )),
             Naming::Given => std::fs::rename(&self.temp, dest).map(|()| dest.to_path_buf()),
             Naming::Chosen => link_unique(&self.temp, dest).inspect(|_| {
                 let _ = std::fs::remove_file(&self.temp);
@@ -146,6 +162,84 @@ impl Drop for OutputFile {
             self.file = None;
         }
     }
+}
+
+/// Whether `dest` names a stream rather than a file, to be written in place: a character
+/// device (`/dev/null`, a terminal), a FIFO or a socket, named directly or through symbolic
+/// links, or an open descriptor's name (`/dev/stdout`, `/dev/fd/N`, `/proc/self/fd/N`),
+/// whatever the descriptor is open on. Opening is not tried (a FIFO without a reader would
+/// block).
+pub fn is_stream(dest: &Path) -> bool {
+    let Ok(md) = std::fs::symlink_metadata(dest) else {
+        return false;
+    };
+    let ft = md.file_type();
+    if ft.is_char_device() || ft.is_fifo() || ft.is_socket() {
+        return true;
+    }
+    ft.is_symlink()
+        && (is_descriptor_name(dest)
+            || std::fs::metadata(dest).is_ok_and(|m| {
+                let t = m.file_type();
+                t.is_char_device() || t.is_fifo() || t.is_socket()
+            }))
+}
+
+/// Whether `dest` is a block device (never written, nor replaced).
+pub fn is_device(dest: &Path) -> bool {
+    std::fs::symlink_metadata(dest).is_ok_and(|m| m.file_type().is_block_device())
+}
+
+/// Whether `path`, or a symbolic link it leads through, is an entry of a `/proc/PID/fd`
+/// directory (`/dev/fd` and `/dev/stdout` lead there).
+fn is_descriptor_name(path: &Path) -> bool {
+    let mut p = path.to_path_buf();
+    for _ in 0..8 {
+        let parent = match p.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        if let Ok(c) = parent.canonicalize()
+            && c.starts_with("/proc")
+            && c.file_name().is_some_and(|n| n == "fd")
+        {
+            return true;
+        }
+        match std::fs::read_link(&p) {
+            Ok(t) => p = parent.join(t),
+            Err(_) => return false,
+        }
+    }
+    false
+}
+
+/// Opens the stream `dest` ([`is_stream`]) for writing in place: never created, never
+/// truncated; a descriptor's name is opened for appending (the descriptor may be open on
+/// a regular file, which the shell has already truncated if it was to be). A name that
+/// turned into another regular file meanwhile is refused.
+pub fn open_stream(dest: &Path) -> io::Result<File> {
+    let descriptor = is_descriptor_name(dest);
+    let file = OpenOptions::new()
+        .write(true)
+        .append(descriptor)
+        .custom_flags(libc::O_CLOEXEC)
+        .open(dest)?;
+    let ft = file.metadata()?.file_type();
+    if ft.is_block_device() || (ft.is_file() && !descriptor) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{} is not a stream to write to", dest.display()),
+        ));
+    }
+    Ok(file)
+}
+
+/// Copies the complete temporary file `temp` into the stream `dest`.
+fn copy_into_stream(temp: &Path, dest: &Path) -> io::Result<()> {
+    let mut from = File::open(temp)?;
+    let mut to = open_stream(dest)?;
+    io::copy(&mut from, &mut to)?;
+    Ok(())
 }
 
 /// Creates a recording in place at its final name, for a recording that must be readable
