@@ -181,7 +181,9 @@ fn compressed_and_stored_events_give_the_same_reports() {
 /// which the note is printed.
 #[test]
 fn busy_cpus_get_stored_events_and_a_note() {
-    const PAIRS: u64 = 450_000;
+    // Enough for several of the collector's 100 ms windows at half a CPU, even alone on an
+    // idle machine (450,000 took 40 ms there: no window was ever judged).
+    const PAIRS: u64 = 2_000_000;
     let exe = program("allocer", "allocer.c", &["-g", "-O1"]);
     let dir = tempfile::tempdir().unwrap();
     let spinning = tansa_testkit::BusyCpus::start();
@@ -223,9 +225,9 @@ struct QuotaGroup {
 }
 
 impl QuotaGroup {
-    /// A new group allowed `quota_us` of CPU time every 100 ms, under the hierarchies of the
-    /// calling process's mounts.
-    fn create(quota_us: u64) -> Result<QuotaGroup, String> {
+    /// A new group allowed `quota_us` of CPU time every `period_us`, under the hierarchies
+    /// of the calling process's mounts.
+    fn create(quota_us: u64, period_us: u64) -> Result<QuotaGroup, String> {
         use tansa_proc::cgroup::parse_mountinfo;
         let mounts = parse_mountinfo(&std::fs::read_to_string("/proc/self/mountinfo").unwrap());
         let name = format!("tansa-test-{}", std::process::id());
@@ -249,7 +251,7 @@ impl QuotaGroup {
         if let (Some(cpu), Some(acct)) = (v1("cpu"), v1("cpuacct")) {
             make(&mut group, cpu.clone())?;
             make(&mut group, acct)?;
-            write(cpu.join("cpu.cfs_period_us"), "100000")?;
+            write(cpu.join("cpu.cfs_period_us"), &period_us.to_string())?;
             write(cpu.join("cpu.cfs_quota_us"), &quota_us.to_string())?;
             return Ok(group);
         }
@@ -263,7 +265,7 @@ impl QuotaGroup {
         make(&mut group, root.join(&name))?;
         write(
             root.join(&name).join("cpu.max"),
-            &format!("{quota_us} 100000"),
+            &format!("{quota_us} {period_us}"),
         )?;
         Ok(group)
     }
@@ -297,7 +299,9 @@ impl Drop for QuotaGroup {
 /// allowed half of one.
 #[test]
 fn a_control_group_at_its_cpu_quota_gets_stored_events_and_says_why() {
-    const PAIRS: u64 = 450_000;
+    // Enough for several of the collector's 100 ms windows at half a CPU, even alone on an
+    // idle machine (450,000 took 40 ms there: no window was ever judged).
+    const PAIRS: u64 = 2_000_000;
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
     if !require(root, "root, to make a control group with a CPU quota") {
@@ -307,7 +311,9 @@ fn a_control_group_at_its_cpu_quota_gets_stored_events_and_says_why() {
     let exe = program("allocer", "allocer.c", &["-g", "-O1"]);
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("quota.tansa");
-    let group = QuotaGroup::create(50_000).expect("a control group with a CPU quota");
+    // A short period: the program runs for some 40 ms alone on an idle machine, less than
+    // one 100 ms period, in which half a CPU is never used up.
+    let group = QuotaGroup::create(5_000, 10_000).expect("a control group with a CPU quota");
     let script = format!(
         "{}exec {} record -o {} -- {} 0 {PAIRS}",
         group.join_command(),
