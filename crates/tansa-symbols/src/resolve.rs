@@ -89,7 +89,7 @@ fn side_files_are_regular(path: &Path, elf: &ElfFile) -> bool {
 
 fn frame(name: &str, ci: Option<&CodeInfo<'_>>) -> ResolvedFrame {
     ResolvedFrame {
-        function: Some(name.to_string()),
+        function: Some(demangle(name).unwrap_or_else(|| name.to_string())),
         file: ci.map(code_info_path),
         line: ci.and_then(|c| c.line).unwrap_or(0),
         column: ci.and_then(|c| c.column).map_or(0, u32::from),
@@ -97,7 +97,7 @@ fn frame(name: &str, ci: Option<&CodeInfo<'_>>) -> ResolvedFrame {
 }
 
 impl Resolver {
-    /// A resolver with line information, inlined frames and demangling enabled, searching
+    /// A resolver with line information, inlined frames and demangling, searching
     /// the directories of `TANSA_DEBUG_DIRS` (`:`-separated) and then the default ones for
     /// separate debug files.
     pub fn new() -> Self {
@@ -118,7 +118,10 @@ impl Resolver {
             symbolizer: Symbolizer::builder()
                 .enable_code_info(true)
                 .enable_inlined_fns(true)
-                .enable_demangling(true)
+                // Names are demangled by `demangle`, which takes only mangled names:
+                // blazesym's demangler read C functions named `i` or `w` as the C++
+                // types `int` and `wchar_t`.
+                .enable_demangling(false)
                 .set_debug_dirs(Some(&debug_dirs))
                 .build(),
             debug_dirs,
@@ -929,6 +932,51 @@ mod tests {
         );
         assert_eq!(demangle("main"), None);
         assert!(demangle("_ZN4core3fmt5write17h0123456789abcdefE").is_some());
+    }
+
+    /// C functions whose names read as C++ type codes (`i` is `int`, `w` is `wchar_t`,
+    /// `St` is `std`) keep their names, from DWARF and from the symbol table; a mangled
+    /// name is still demangled.
+    #[test]
+    fn c_names_that_look_like_mangled_types_are_left_alone() {
+        assert_eq!(demangle("w"), None);
+        assert_eq!(demangle("i"), None);
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("lib.c");
+        std::fs::write(
+            &src,
+            "__attribute__((noinline)) int i(int x) { return x * 3 + 1; }\n\
+             __attribute__((noinline)) int w(int x) { return x * 5 + i(x); }\n\
+             __attribute__((noinline)) int St(int x) { return x * 7 + w(x); }\n\
+             __attribute__((noinline)) int _Z1fi(int x) { return x * 9 + St(x); }\n\
+             __attribute__((visibility(\"default\"))) int entry(int x) { return _Z1fi(x); }\n",
+        )
+        .unwrap();
+        for (flags, with) in [(&["-g"][..], "DWARF"), (&[][..], "symbols")] {
+            let lib = dir.path().join(format!("lib-{with}.so"));
+            // Not exported: an exported function would be named by its dynamic symbol.
+            let mut all = vec!["-shared", "-fPIC", "-O1", "-fvisibility=hidden"];
+            all.extend(flags);
+            tansa_testkit::compile(&lib, std::slice::from_ref(&src), &all);
+            let elf = ElfFile::open(&lib).unwrap();
+            let at = |n: &str| elf.function_by_name(n).unwrap().address;
+            let wanted = [
+                ("i", at("i")),
+                ("w", at("w")),
+                ("St", at("St")),
+                ("f(int)", at("_Z1fi")),
+            ];
+            drop(elf);
+            let resolver = Resolver::with_debug_dirs(Vec::new());
+            let mut b = SymbolTableBuilder::default();
+            let lookups: Vec<(u64, u64)> = wanted.iter().map(|&(_, a)| (a, a)).collect();
+            let m = resolver.module_symbols(&mut b, 1, lib.to_str().unwrap(), &[], &lookups);
+            let table = b.finish();
+            for (k, (name, _)) in wanted.iter().enumerate() {
+                let frame = m.addrs[k].frames.last().expect("a frame");
+                assert_eq!(table.string(frame.function), Some(*name), "{with}");
+            }
+        }
     }
 
     #[test]
