@@ -159,6 +159,27 @@ fn sigterm_finishes_the_recording_while_the_program_goes_on() {
     assert_eq!(exit["signal_name"], "SIGTERM");
 }
 
+/// SIGHUP and SIGTERM sent to `tansa record` reach the program as themselves (a program
+/// may treat a hang-up otherwise), and tansa exits with the program's status.
+#[test]
+fn sighup_and_sigterm_are_passed_on_as_themselves() {
+    let dir = temp_dir("passed-on");
+    for (signal, name) in [(libc::SIGHUP, "hup"), (libc::SIGTERM, "term")] {
+        let file = dir.join(format!("{name}.tansa"));
+        let (mut recorder, _) = start_durable_program(
+            &["record", "-o", file.to_str().unwrap()],
+            &["5", "100", "0", "exit-on-signal"],
+            &[],
+        );
+        kill(recorder.id(), signal);
+        let status = recorder.wait().expect("wait for tansa");
+        assert_eq!(status.code(), Some(100 + signal), "{name}");
+        let report = report_json(&file, &["--by", "function"]);
+        let exit = &report["processes"][0]["exit"];
+        assert_eq!(exit["code"], 100 + signal, "{name}: {exit}");
+    }
+}
+
 #[test]
 fn mpiexec_with_an_aborting_rank_leaves_four_readable_recordings() {
     let Some(exe) = mpi_program() else {

@@ -508,14 +508,21 @@ impl Run<'_> {
         })
     }
 
-    /// SIGTERM/SIGHUP are passed on to the command, and the recording ends [`STOP_GRACE`]
+    /// SIGTERM/SIGHUP are passed on to the command (the one received), and the recording
+    /// ends [`STOP_GRACE`]
     /// later whoever still runs; SIGINT once the command has ended stops waiting for the
     /// processes it left behind.
     fn signals(&mut self) {
         let terminate = self.signals.terminate.swap(0, Ordering::SeqCst);
         if terminate > 0 {
             if self.root_status.is_none() {
-                let _ = tansa_proc::os::kill(self.root, libc::SIGTERM);
+                // The signal received is the one passed on: a program may treat a hang-up
+                // (reload, say) otherwise than a termination.
+                let signal = match self.signals.last_terminate.load(Ordering::SeqCst) as i32 {
+                    libc::SIGHUP => libc::SIGHUP,
+                    _ => libc::SIGTERM,
+                };
+                let _ = tansa_proc::os::kill(self.root, signal);
             }
             if self.terminated_at.is_none() {
                 let signal = self.signals.last_terminate.load(Ordering::SeqCst) as i32;

@@ -4,7 +4,9 @@
  * "ready PID" on stdout (flushed) and then loops forever allocating and freeing one block of
  * 17 bytes every millisecond (so that the rings keep moving), until a signal kills it.
  * With a third argument T, T threads allocate and free as well. With a fourth argument
- * `ignore-term`, SIGTERM is ignored (a program that does not end when asked to).
+ * `ignore-term`, SIGTERM is ignored (a program that does not end when asked to); with
+ * `exit-on-signal`, SIGHUP and SIGTERM make it exit with status 100 + the signal's number
+ * (which signal it was sent shows in its status).
  * Built with: cc -g -O1 -pthread durable.c -o durable
  */
 #include <pthread.h>
@@ -27,6 +29,8 @@ __attribute__((noinline)) static void churn(void) {
     }
 }
 
+static void exit_on(int sig) { _exit(100 + sig); }
+
 static void *thread_main(void *arg) {
     (void)arg;
     churn();
@@ -47,6 +51,10 @@ int main(int argc, char **argv) {
     }
     if (argc > 4 && strcmp(argv[4], "ignore-term") == 0) {
         signal(SIGTERM, SIG_IGN);
+    }
+    if (argc > 4 && strcmp(argv[4], "exit-on-signal") == 0) {
+        signal(SIGHUP, exit_on);
+        signal(SIGTERM, exit_on);
     }
     int threads = argc > 3 ? atoi(argv[3]) : 0;
     for (int t = 0; t < threads; t++) {
