@@ -460,6 +460,40 @@ fn cycles_fall_back_to_cpu_clock_without_a_pmu() {
     }
 }
 
+/// `-p` names processes: a pid given twice, or given with the id of its own thread, is
+/// sampled once (each sample was counted once per id). A single-threaded spinner then uses
+/// at most the wall time of sampling, not twice it.
+#[test]
+fn a_process_named_twice_with_dash_p_is_sampled_once() {
+    let mut child = Command::new(&programs().child)
+        .arg("4000")
+        .spawn()
+        .expect("start the spinner");
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let pid = child.id().to_string();
+    let dir = tmp();
+    let file = dir.path().join("twice.tansa");
+    let f = file.to_str().unwrap();
+    let ids = format!("{pid},{pid}");
+    let out = run(&["sample", "-p", &ids, "-o", f, "--duration", "0.6"]);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r = report(&file, "process");
+    let cpu_ns = n(&r, "total_samples") * n(&r, "period_ns");
+    let wall_ns = n(&r, "duration_ns");
+    assert!(n(&r, "total_samples") > 100, "{r}");
+    assert!(
+        (cpu_ns as f64) < wall_ns as f64 * 1.15,
+        "{cpu_ns} ns of CPU time in {wall_ns} ns of one thread: {r}"
+    );
+    let rows: Vec<&Value> = units(&r)
+        .iter()
+        .filter(|u| u["pid"].as_u64().is_some())
+        .collect();
+    assert_eq!(rows.len(), 1, "{r}");
+}
+
 #[test]
 fn bad_input_gets_clear_messages() {
     let dir = tmp();

@@ -197,6 +197,24 @@ pub fn record<W: Write>(
     progress: &mut dyn FnMut(u64),
 ) -> Result<Outcome, SampleError> {
     let mut phases = Phases::new();
+    // `-p` names processes: a thread's id stands for its process, and each process is
+    // sampled once (opening its threads twice counted every sample twice).
+    let target = match &config.target {
+        Target::Pids(pids) => {
+            let mut unique = Vec::new();
+            for p in pids.iter().map(|&p| open::process_of(p)) {
+                if !unique.contains(&p) {
+                    unique.push(p);
+                }
+            }
+            Target::Pids(unique)
+        }
+        t => t.clone(),
+    };
+    let config = &Config {
+        target,
+        ..config.clone()
+    };
     let mut child = match &config.target {
         Target::Command(cmd) => Some(GatedChild::spawn(cmd)?),
         _ => None,

@@ -294,7 +294,7 @@ fn other_users_thread(tids: &[u32]) -> Option<(u32, u32)> {
 }
 
 /// The process (thread group) of thread `tid`.
-fn process_of(tid: u32) -> u32 {
+pub(crate) fn process_of(tid: u32) -> u32 {
     std::fs::read_to_string(format!("/proc/{tid}/status"))
         .ok()
         .and_then(|s| {
