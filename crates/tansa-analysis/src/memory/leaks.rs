@@ -146,6 +146,24 @@ pub struct SiteReport {
     pub cause_branches: Vec<BranchReport>,
 }
 
+/// The moments at which one process image's sites are counted: SLOTS of its span.
+#[derive(Debug)]
+struct Grid {
+    start: u64,
+    span: u64,
+    /// The next slot to count.
+    next: usize,
+    /// The first and last slot in which the image had events.
+    first: Option<usize>,
+    last: usize,
+}
+
+impl Grid {
+    fn slot_at(&self, k: usize) -> u64 {
+        self.start + (u128::from(self.span) * k as u128 / SLOTS as u128) as u64
+    }
+}
+
 #[derive(Debug, Default, Clone)]
 struct SiteStats {
     allocations: u64,
@@ -170,34 +188,53 @@ pub fn report<R: Read + Seek>(rec: &MemoryRecording<R>) -> LeaksReport {
         .max()
         .unwrap_or(start)
         .max(start);
-    let span = (end - start).max(1);
-    // Outstanding blocks per site at SLOTS moments of the recording's span; the judgement
-    // then takes CHECKPOINTS of them, evenly spread over the part where events happened
-    // (a recording's span also covers start-up and the collector's end).
-    let slot_at = |k: usize| start + span / SLOTS as u64 * k as u64;
-    let mut sites: BTreeMap<(SessionId, StackId), SiteStats> = BTreeMap::new();
-    let mut live: FxHashMap<(SessionId, u64), (StackId, u64)> = FxHashMap::default();
-    let mut next = 1usize;
-    // Per process image, the first and last slot in which it had events: each site is
-    // judged over its own process's life, so that a process that ran for part of the
-    // recording (a child, or one recording of a job read with others) is not judged flat
-    // over the time it did not run.
-    let mut lives: FxHashMap<SessionId, (usize, usize)> = FxHashMap::default();
-    let snapshot = |sites: &mut BTreeMap<(SessionId, StackId), SiteStats>, k: usize| {
-        for s in sites.values_mut() {
-            s.history.resize(k, 0);
-            s.history.push(s.live_blocks);
+    // Outstanding blocks per site at SLOTS moments of its own process image's span (from
+    // its start to its last event, or to the end of the recording if it has no end):
+    // each site is judged over its own process's life, so that a process that ran for
+    // part of the recording (a child, or one recording of a job read with others, made
+    // minutes apart) is not judged flat over the time it did not run. The judgement then
+    // takes CHECKPOINTS of them, evenly spread over the part where its events happened.
+    let mut grids: FxHashMap<SessionId, Grid> = FxHashMap::default();
+    let grid_of = |session: SessionId, ts: u64| {
+        let from = rec
+            .sessions
+            .iter()
+            .find(|s| s.session == session.0)
+            .map_or(ts, |s| s.start_ticks)
+            .min(ts);
+        let to = rec
+            .ends
+            .iter()
+            .find(|e| e.session == session.0)
+            .map_or(end, |e| e.end_ticks)
+            .max(ts);
+        Grid {
+            start: from,
+            span: (to - from).max(1),
+            next: 1,
+            first: None,
+            last: 0,
         }
     };
+    let mut sites: BTreeMap<(SessionId, StackId), SiteStats> = BTreeMap::new();
+    let mut live: FxHashMap<(SessionId, u64), (StackId, u64)> = FxHashMap::default();
+    let snapshot =
+        |sites: &mut BTreeMap<(SessionId, StackId), SiteStats>, session: SessionId, k: usize| {
+            for (_, s) in sites.range_mut((session, StackId(0))..=(session, StackId(u32::MAX))) {
+                s.history.resize(k, 0);
+                s.history.push(s.live_blocks);
+            }
+        };
     rec.for_each_event(|e| {
-        while next < SLOTS && e.ts >= slot_at(next) {
-            snapshot(&mut sites, next - 1);
-            next += 1;
-        }
-        lives
+        let g = grids
             .entry(e.session)
-            .and_modify(|life| life.1 = next - 1)
-            .or_insert((next - 1, next - 1));
+            .or_insert_with(|| grid_of(e.session, e.ts));
+        while g.next < SLOTS && e.ts >= g.slot_at(g.next) {
+            snapshot(&mut sites, e.session, g.next - 1);
+            g.next += 1;
+        }
+        g.first.get_or_insert(g.next - 1);
+        g.last = g.next - 1;
         let mut alloc = |ptr: u64, size: u64, stack: StackId| {
             live.insert((e.session, ptr), (stack, size));
             let s = sites.entry((e.session, stack)).or_default();
@@ -222,9 +259,13 @@ pub fn report<R: Read + Seek>(rec: &MemoryRecording<R>) -> LeaksReport {
             _ => {}
         }
     });
-    while next <= SLOTS {
-        snapshot(&mut sites, next - 1);
-        next += 1;
+    let mut lives: FxHashMap<SessionId, (usize, usize)> = FxHashMap::default();
+    for (&session, g) in grids.iter_mut() {
+        while g.next <= SLOTS {
+            snapshot(&mut sites, session, g.next - 1);
+            g.next += 1;
+        }
+        lives.insert(session, (g.first.unwrap_or(0), g.last));
     }
     // The checkpoints of a process: CHECKPOINTS slots from the first one with its events
     // to the end of its last one (its state at its end).
