@@ -565,6 +565,11 @@ fn flags_of_the_other_kind_and_damage_are_reported() {
     let out = run(&["report", f, "--pid", "4194304"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("process 4194304 is not in"));
+    // `annotate` too (it listed the function with no samples, and succeeded).
+    let out = run(&["annotate", f, "cpu_child!spin", "--pid", "4194304"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("process 4194304 is not in"));
+    assert!(out.stdout.is_empty());
 
     // Cut short: the report covers what is there and says so with exit status 3.
     let bytes = std::fs::read(&file).unwrap();
@@ -574,6 +579,20 @@ fn flags_of_the_other_kind_and_damage_are_reported() {
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     assert!(stderr(&out).contains("warning"));
     assert!(String::from_utf8_lossy(&out.stdout).contains("cpu_child!spin"));
+    // Cut in the middle, before its symbols: `annotate` finds no such function, and says
+    // that the recording is damaged, with the damage, rather than that the name is wrong.
+    let half = dir.path().join("half.tansa");
+    std::fs::write(&half, &bytes[..bytes.len() / 2]).unwrap();
+    let out = run(&["annotate", half.to_str().unwrap(), "cpu_child!spin"]);
+    let e = stderr(&out);
+    if out.status.code() != Some(3) {
+        assert_eq!(out.status.code(), Some(1), "{e}");
+        assert!(
+            e.contains("tansa: warning: ") && e.contains("half.tansa"),
+            "{e}"
+        );
+        assert!(e.contains("the recording is damaged"), "{e}");
+    }
 }
 
 #[test]

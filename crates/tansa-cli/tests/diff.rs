@@ -324,6 +324,19 @@ fn cpu_diff_matches_both_reports() {
     let a = sample(dir.path(), "a.tansa", "100");
     let b = sample(dir.path(), "b.tansa", "250");
     let (ra, rb) = (cpu_report(&a), cpu_report(&b));
+    // A file that is no recording beside a CPU recording is said to be no recording (it
+    // was called a heap recording, and the status was that of a misuse).
+    let garbage = dir.path().join("garbage.tansa");
+    std::fs::write(&garbage, b"not a recording\n").unwrap();
+    for (x, y) in [(&a, &garbage), (&garbage, &a)] {
+        let o = diff(x, y, &[]);
+        assert_eq!(code(&o), 1, "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains("garbage.tansa: not a tansa recording"),
+            "{}",
+            stderr(&o)
+        );
+    }
     let d = diff_json(&a, &b, &[]);
     assert_eq!(
         (&d["kind"], &d["by"], &d["metric"]),

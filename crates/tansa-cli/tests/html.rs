@@ -329,10 +329,11 @@ fn wrong_inputs_get_clear_messages() {
     let out = run_tansa(&["html", junk.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
-        stderr(&out).contains("not a tansa leak-test report"),
+        stderr(&out).contains("not a tansa leak-test report (schema something-else;"),
         "{}",
         stderr(&out)
     );
+    assert!(!stderr(&out).contains("Some("), "{}", stderr(&out));
     let out = run_tansa(&["html", junk.to_str().unwrap(), "--charge", "last"]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     let out = run_tansa(&["html", "/nonexistent/x.tansa"]);

@@ -23,7 +23,7 @@ pub fn leaktest(report: &serde_json::Value, source: &str) -> Result<Page, HtmlEr
     let schema = report.get("schema").and_then(|s| s.as_str());
     if schema != Some(SCHEMA) {
         return Err(HtmlError::NotLeaktestReport {
-            found: schema.map(str::to_string),
+            found: schema.map_or_else(|| "no schema field".to_string(), |s| format!("schema {s}")),
             expected: SCHEMA,
         });
     }

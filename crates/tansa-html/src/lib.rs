@@ -32,10 +32,10 @@ pub use leaktest_page::leaktest;
 #[non_exhaustive]
 pub enum HtmlError {
     /// The JSON given as a leak-test report is not one.
-    #[error("not a tansa leak-test report (schema {found:?}, expected {expected})")]
+    #[error("not a tansa leak-test report ({found}; expected the schema {expected})")]
     NotLeaktestReport {
-        /// The `schema` field found, if any.
-        found: Option<String>,
+        /// What was found: `schema NAME`, or that there is no `schema` field.
+        found: String,
         /// The schema expected.
         expected: &'static str,
     },

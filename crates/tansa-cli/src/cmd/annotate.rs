@@ -53,9 +53,29 @@ pub struct Args {
 /// Runs `tansa annotate`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let rec = report_cpu::open(&args.file)?;
-    // A function that is not in the recording is a wrong argument.
-    let a = annotate::annotate(&rec, &args.function, args.pid)
-        .map_err(|e| crate::exit::usage(format!("{}: {e}", args.file.display())))?;
+    if let Some(pid) = args.pid
+        && !rec.processes.iter().any(|p| p.pid == pid)
+    {
+        return Err(crate::exit::no_such_process(
+            pid,
+            &args.file,
+            rec.processes.iter().map(|p| p.pid),
+        ));
+    }
+    // A function that is not in the recording is a wrong argument, unless the recording
+    // is damaged: the function may be in the part that was lost, which is said first.
+    let a = match annotate::annotate(&rec, &args.function, args.pid) {
+        Ok(a) => a,
+        Err(e) if rec.damaged => {
+            crate::exit::print_warnings(&args.file, &rec.warnings);
+            anyhow::bail!(
+                "{}: {e}; the recording is damaged, and the function may have been in the part \
+                 that was lost",
+                args.file.display()
+            );
+        }
+        Err(e) => return Err(crate::exit::usage(format!("{}: {e}", args.file.display()))),
+    };
     let mut out = crate::output::open(args.output.as_deref(), &[&args.file])?;
     if args.source {
         tansa_render::cpu::annotate_source(&a, &mut out)?;

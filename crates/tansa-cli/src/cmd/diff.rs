@@ -183,8 +183,8 @@ fn parse_pids(s: &str) -> Result<(u32, u32), String> {
 /// Opens a recording, saying whether it is a CPU recording.
 fn open(path: &Path) -> anyhow::Result<(File, bool)> {
     let file = options::open_recording(path)?;
-    let cpu = report_cpu::is_cpu_recording(&file);
-    Ok((file, cpu))
+    let kind = report_cpu::recording_kind(&file).map_err(|e| exit::unreadable(path, &e))?;
+    Ok((file, kind == tansa_format::container::Kind::Cpu))
 }
 
 fn kind_name(cpu: bool) -> &'static str {

@@ -12,10 +12,16 @@ use tansa_format::container::{Kind, Reader};
 use super::options::{FormatArg, ReportBy};
 
 /// Whether `file` is a CPU recording (the file position is left at its start).
-pub fn is_cpu_recording(mut file: &File) -> bool {
-    let kind = Reader::new(Read::by_ref(&mut file)).map(|r| r.kind()).ok();
+pub fn is_cpu_recording(file: &File) -> bool {
+    recording_kind(file).is_ok_and(|k| k == Kind::Cpu)
+}
+
+/// The kind of the recording in `file` (read from its header; the file is left at its
+/// start), or why it is not a recording.
+pub fn recording_kind(mut file: &File) -> Result<Kind, tansa_format::FormatError> {
+    let kind = Reader::new(Read::by_ref(&mut file)).map(|r| r.kind());
     let _ = file.seek(SeekFrom::Start(0));
-    kind == Some(Kind::Cpu)
+    kind
 }
 
 /// Opens and reads a CPU recording, with clear messages.
