@@ -26,7 +26,8 @@ impl Header {
     /// Writes the lines and the blank line that ends the header.
     pub(crate) fn write(&self, out: &mut dyn Write) -> io::Result<()> {
         for l in &self.lines {
-            writeln!(out, "{l}")?;
+            // Process and thread names are the programs' own: never raw to a terminal.
+            writeln!(out, "{}", crate::table::printable(l))?;
         }
         writeln!(out)
     }

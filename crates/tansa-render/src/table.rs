@@ -1,6 +1,28 @@
 //! Plain-text tables with aligned columns.
 
+use std::borrow::Cow;
 use std::io::{self, Write};
+
+/// `s` with its control characters (escape, carriage return, DEL, ...) shown as `\xHH` or
+/// `\u{H}`: names come from the programs recorded (a thread or process may name itself
+/// anything), and written raw to a terminal they could move the cursor, rewrite lines or
+/// send it commands.
+pub fn printable(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(char::is_control) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            c if c.is_control() && (c as u32) < 0x100 => {
+                out.push_str(&format!("\\x{:02x}", c as u32));
+            }
+            c if c.is_control() => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
 
 /// Column alignment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,9 +49,15 @@ impl Table {
         }
     }
 
-    /// Adds a row (as many cells as columns).
+    /// Adds a row (as many cells as columns). Control characters in a cell are shown
+    /// escaped ([`printable`]).
     pub fn row(&mut self, cells: Vec<String>) {
-        self.rows.push(cells);
+        self.rows.push(
+            cells
+                .into_iter()
+                .map(|c| printable(&c).into_owned())
+                .collect(),
+        );
     }
 
     /// Writes the table; the last column is never padded.
@@ -67,11 +95,54 @@ impl Table {
             }
             writeln!(out, "{}", s.trim_end())
         };
-        let headers: Vec<String> = self.headers.iter().map(|(h, _)| h.clone()).collect();
+        let headers: Vec<String> = self
+            .headers
+            .iter()
+            .map(|(h, _)| printable(h).into_owned())
+            .collect();
         line(&headers, out)?;
         for r in &self.rows {
             line(r, out)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A process that names itself with terminal escapes gets them shown, not obeyed, in
+    /// tables and header lines.
+    #[test]
+    fn control_characters_in_names_are_shown_escaped() {
+        assert_eq!(printable("plain name"), "plain name");
+        assert_eq!(
+            printable("a\u{1b}[31mred\r\u{7f}"),
+            "a\\x1b[31mred\\x0d\\x7f"
+        );
+        assert_eq!(printable("c1\u{9b}2J"), "c1\\x9b2J");
+        let mut t = Table::new(&[("unit", Align::Left), ("n", Align::Right)]);
+        t.row(vec!["\u{1b}]0;owned\u{7}x [42]".into(), "7".into()]);
+        t.row(vec!["ok".into(), "12".into()]);
+        let mut out = Vec::new();
+        t.write(&mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            !text.chars().any(|c| c.is_control() && c != '\n'),
+            "{text:?}"
+        );
+        assert!(text.contains("\\x1b]0;owned\\x07x [42]"), "{text}");
+        // Columns align on what is shown.
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[1].len(), lines[2].len(), "{text}");
+        let mut h = crate::header::Header::new("title");
+        h.line("process 1 `\u{1b}[2J`");
+        let mut out = Vec::new();
+        h.write(&mut out).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "title\nprocess 1 `\\x1b[2J`\n\n"
+        );
     }
 }
