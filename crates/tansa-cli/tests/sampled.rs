@@ -130,6 +130,35 @@ fn sampled_estimates_fall_within_the_documented_bound() {
         .map(|l| l.rsplit_once(' ').unwrap().1.parse::<i64>().unwrap())
         .sum();
     assert_eq!(sum, est["totals"]["allocated_bytes"].as_i64().unwrap());
+    // Comparing it with the exact recording says that the rates differ.
+    let d = run_tansa(&[
+        "diff",
+        full.to_str().unwrap(),
+        sampled.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    assert!(d.status.success(), "{}", stderr(&d));
+    let d: Value = serde_json::from_slice(&d.stdout).unwrap();
+    assert!(
+        d["warnings"].as_array().unwrap().iter().any(|w| w
+            .as_str()
+            .unwrap()
+            .starts_with("the recordings were made at different sampling rates (A: exact, B: sampled every 16384 bytes)")),
+        "{d}"
+    );
+    // The leak report says its counts are of the sampled allocations.
+    let l = run_tansa(&["leaks", sampled.to_str().unwrap(), "--format", "json"]);
+    assert!(l.status.success(), "{}", stderr(&l));
+    let l: Value = serde_json::from_slice(&l.stdout).unwrap();
+    assert!(
+        l["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w.as_str().unwrap().starts_with("the recording is sampled")),
+        "{l}"
+    );
     // So does the HTML page (its data; the page shows it in its summary).
     let page = run_tansa(&["html", sampled.to_str().unwrap(), "-o", "-"]);
     assert!(page.status.success(), "{}", stderr(&page));

@@ -257,6 +257,28 @@ pub fn diff(
     let (ta, tb) = (HeapFigures::from(a.totals), HeapFigures::from(b.totals));
     let mut warnings: Vec<String> = a.warnings.iter().map(|w| format!("A: {w}")).collect();
     warnings.extend(b.warnings.iter().map(|w| format!("B: {w}")));
+    // Sampled figures are estimates: compared with exact ones, or with another rate's,
+    // a difference may be the sampling's own.
+    let rate = |r: &MemoryReport| {
+        r.sample_rate_bytes.map_or_else(
+            || "exact".to_string(),
+            |b| format!("sampled every {b} bytes"),
+        )
+    };
+    if a.sample_rate_bytes != b.sample_rate_bytes {
+        warnings.push(format!(
+            "the recordings were made at different sampling rates (A: {}, B: {}): differences \
+             within the estimates' error are not changes",
+            rate(a),
+            rate(b)
+        ));
+    } else if a.sample_rate_bytes.is_some() {
+        warnings.push(format!(
+            "both recordings are sampled ({}): their figures are estimates, and so are the \
+             differences",
+            rate(a)
+        ));
+    }
     for (what, x, y) in [
         ("unit", a.by, b.by),
         ("charge policy", a.charge, b.charge),

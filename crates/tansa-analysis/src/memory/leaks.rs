@@ -359,6 +359,14 @@ pub fn report<R: Read + Seek>(rec: &MemoryRecording<R>) -> LeaksReport {
     }
     let mut warnings = rec.warnings.clone();
     warnings.extend(rec.stream_warnings());
+    if let Some(rate) = rec.sample_rate() {
+        warnings.push(format!(
+            "the recording is sampled (an allocation every {rate} bytes on average): the \
+             allocations, frees and blocks counted here are the sampled ones only (`tansa \
+             report` estimates the totals), and a site with few sampled blocks may be judged \
+             otherwise than it would be from every allocation"
+        ));
+    }
     LeaksReport {
         schema: "tansa.leaks.v1",
         leak_cause: rec.leak_cause.is_some(),
