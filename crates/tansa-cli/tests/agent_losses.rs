@@ -117,6 +117,20 @@ fn events_of_threads_without_a_ring_are_counted_and_reported() {
         "{}",
         stderr(&csv)
     );
+    // The leak report says it too, in its JSON and on standard error.
+    let leaks = run_tansa(&["leaks", file.to_str().unwrap(), "--format", "json"]);
+    assert!(leaks.status.success(), "{}", stderr(&leaks));
+    let l: serde_json::Value = serde_json::from_slice(&leaks.stdout).unwrap();
+    let said = format!("the agent could not record {lost} event(s)");
+    assert!(
+        l["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w.as_str().unwrap().starts_with(&said)),
+        "{l}"
+    );
+    assert!(stderr(&leaks).contains(&said), "{}", stderr(&leaks));
 }
 
 /// Signal-handler events beyond the per-thread queue: a shim behind the agent raises a

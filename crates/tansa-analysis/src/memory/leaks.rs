@@ -359,6 +359,16 @@ pub fn report<R: Read + Seek>(rec: &MemoryRecording<R>) -> LeaksReport {
     }
     let mut warnings = rec.warnings.clone();
     warnings.extend(rec.stream_warnings());
+    let lost: u64 = rec
+        .ends
+        .iter()
+        .fold(0u64, |sum, e| sum.saturating_add(e.lost_events));
+    if lost > 0 {
+        warnings.push(format!(
+            "the agent could not record {lost} event(s): the counts are incomplete, and a \
+             block whose release was lost looks held"
+        ));
+    }
     if let Some(rate) = rec.sample_rate() {
         warnings.push(format!(
             "the recording is sampled (an allocation every {rate} bytes on average): the \
