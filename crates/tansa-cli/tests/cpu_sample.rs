@@ -9,7 +9,9 @@ use std::process::{Command, Output};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
-use common::{build_dir, compile, output_within, require, share_tolerance, stderr, tansa};
+use common::{
+    build_dir, compile, ensure_agent, output_within, require, share_tolerance, stderr, tansa,
+};
 use serde_json::Value;
 
 fn cpu_source(name: &str) -> PathBuf {
@@ -733,6 +735,38 @@ fn sigprof_fallback_gives_the_same_shares() {
 /// Where the kernel refuses `perf_event_open` (here a seccomp filter, as container runtimes
 /// install), `--source auto` says so and samples with the agent; `--source perf` fails with
 /// the reason.
+/// SIGINT sent to `tansa sample --source agent` ends the command with SIGTERM and
+/// finishes the recording, as it does with perf (it was ignored: the command ran on).
+#[test]
+fn sigint_ends_an_agent_sampled_command() {
+    ensure_agent();
+    let dir = tmp();
+    let file = dir.path().join("int.tansa");
+    let mut tansa_run = Command::new(tansa())
+        .args([
+            "sample",
+            "--source",
+            "agent",
+            "-o",
+            file.to_str().unwrap(),
+            "--",
+        ])
+        .arg(&programs().child)
+        .arg("60000")
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start tansa");
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    let asked = std::time::Instant::now();
+    // SAFETY: kill with a pid of our own child.
+    unsafe { libc::kill(tansa_run.id() as i32, libc::SIGINT) };
+    let status = tansa_run.wait().expect("wait for tansa");
+    assert_eq!(status.code(), Some(128 + libc::SIGTERM), "{status:?}");
+    assert!(asked.elapsed() < std::time::Duration::from_secs(30));
+    let r = report(&file, "function");
+    assert!(n(&r, "total_samples") > 0, "{r}");
+}
+
 #[test]
 fn refused_perf_falls_back_to_the_agent_automatically() {
     let p = programs();

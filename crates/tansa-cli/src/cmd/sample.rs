@@ -154,7 +154,10 @@ fn run_agent(
         timeline: args.timeline,
         events: Some(options::print_collect_events()),
     };
-    let stop = AtomicBool::new(false);
+    // Ctrl-C ends the command with SIGTERM, as with perf (the collector passes SIGTERM and
+    // SIGHUP on itself; alone, it leaves SIGINT to the command's process group).
+    let stop = Arc::new(AtomicBool::new(false));
+    let _ = signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone());
     let naming = if args.output.is_some() {
         Naming::Given
     } else {
