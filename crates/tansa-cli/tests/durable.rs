@@ -159,6 +159,48 @@ fn sigterm_finishes_the_recording_while_the_program_goes_on() {
     assert_eq!(exit["signal_name"], "SIGTERM");
 }
 
+/// A durable recording whose recorder was killed while its program runs on is not
+/// completed while the program still writes its events into the segment files (completing
+/// it removed them, and every later event was lost without a count): a report says why and
+/// what to wait for; once the program has ended, the report completes it.
+#[test]
+fn a_recording_still_written_by_its_program_is_not_completed_under_it() {
+    let dir = temp_dir("durable-running");
+    let file = dir.join("running.tansa");
+    let (mut recorder, pid) = start(&file, &["50", "1000"]);
+    kill(recorder.id(), libc::SIGKILL);
+    let _ = recorder.wait();
+    let o = run_tansa(&["report", file.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(&format!("process {pid}, which it recorded, still runs")),
+        "{}",
+        stderr(&o)
+    );
+    assert!(segment_dir(&file).exists(), "the segments are kept");
+    kill(pid, libc::SIGKILL);
+    // The program is gone once its mappings are: wait for its pid to be reaped or a zombie.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let o = run_tansa(&[
+            "report",
+            file.to_str().unwrap(),
+            "--by",
+            "function",
+            "--format",
+            "json",
+        ]);
+        if o.status.success() {
+            let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+            assert_eq!(bytes(unit(&r, "durable!main")).1, 50 * 1000);
+            break;
+        }
+        assert!(Instant::now() < deadline, "{}", stderr(&o));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(!segment_dir(&file).exists());
+}
+
 /// SIGHUP and SIGTERM sent to `tansa record` reach the program as themselves (a program
 /// may treat a hang-up otherwise), and tansa exits with the program's status.
 #[test]
@@ -212,7 +254,10 @@ fn mpiexec_with_an_aborting_rank_leaves_four_readable_recordings() {
         let waited = Instant::now();
         loop {
             let busy = run_tansa(&["report", file.to_str().unwrap()]);
-            if busy.status.success() || !stderr(&busy).contains("still being recorded") {
+            if busy.status.success()
+                || !(stderr(&busy).contains("still being recorded")
+                    || stderr(&busy).contains("still runs and writes"))
+            {
                 break;
             }
             assert!(

@@ -22,14 +22,14 @@ fn report(files: &[PathBuf], args: &[&str]) -> Value {
     a.extend(args.iter().map(|s| s.to_string()));
     let a: Vec<&str> = a.iter().map(String::as_str).collect();
     // mpiexec may return before a killed rank's recorder has finished its file (it then
-    // still holds the file's lock): the report says so, and is tried again.
+    // still holds the file's lock), or before a rank has let go of its segment files: the
+    // report says so, and is tried again.
     let waited = std::time::Instant::now();
     let o = loop {
         let o = run_tansa(&a);
-        if o.status.success()
-            || !stderr(&o).contains("still being recorded")
-            || waited.elapsed() > std::time::Duration::from_secs(30)
-        {
+        let busy = stderr(&o).contains("still being recorded")
+            || stderr(&o).contains("still runs and writes");
+        if o.status.success() || !busy || waited.elapsed() > std::time::Duration::from_secs(30) {
             break o;
         }
         std::thread::sleep(std::time::Duration::from_millis(100));

@@ -63,6 +63,14 @@ pub enum SalvageError {
         /// The process holding the lock, when `/proc/locks` says.
         pid: Option<u32>,
     },
+    /// The recorder is gone, but a process it recorded still runs and writes its events
+    /// into the segment files: completing the recording now would lose what it writes
+    /// next (the segments are removed once their events are in the file).
+    #[error("process {pid}, which it recorded, still runs and writes its events there")]
+    StillWritten {
+        /// A process that has the segment files mapped.
+        pid: u32,
+    },
     /// The file is not a heap recording, or its start is unreadable.
     #[error("{0}")]
     Format(#[from] FormatError),
@@ -590,6 +598,9 @@ pub fn salvage(
         }
     }
     let file = open_locked(path)?;
+    if let Some(pid) = writer_of(&segment_dir(path)) {
+        return Err(SalvageError::StillWritten { pid });
+    }
     let st = read_file(&file)?;
     let durable = st.meta.as_ref().is_some_and(|m| {
         m.options
@@ -602,6 +613,27 @@ pub fn salvage(
     let done = complete(&file, &st, Some(&segment_dir(path)), progress)?;
     remove_segment_dir(path);
     Ok(Some(done))
+}
+
+/// A process (other than this one) that has a file of the segment directory `dir` mapped:
+/// an agent still writing its events there. Processes whose mappings cannot be read (other
+/// users') are not ours to wait for.
+fn writer_of(dir: &Path) -> Option<u32> {
+    let dir = dir.canonicalize().ok()?;
+    let prefix = format!("{}/", dir.display());
+    let me = std::process::id();
+    std::fs::read_dir("/proc")
+        .ok()?
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| pid != me)
+        .find(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/maps")).is_ok_and(|maps| {
+                maps.lines().any(|l| {
+                    l.split_once('/')
+                        .is_some_and(|(_, p)| format!("/{p}").starts_with(&prefix))
+                })
+            })
+        })
 }
 
 /// Completes a heap recording that a recorder killed outright left under its temporary

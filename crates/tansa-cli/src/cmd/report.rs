@@ -334,6 +334,11 @@ fn salvage_if_unfinished(path: &Path, file: File) -> anyhow::Result<File> {
             }
             File::open(path).map_err(|e| exit::cannot_open(path, e))
         }
+        Err(e @ SalvageError::StillWritten { .. }) => anyhow::bail!(
+            "{} is unfinished: its recorder was killed, and {e}; report on it once that \
+             process has ended (completing it now would lose its events to come)",
+            path.display()
+        ),
         Err(SalvageError::StillRecording { pid }) => anyhow::bail!(
             "{} is still being recorded{}; report on it once `tansa record` has finished",
             path.display(),

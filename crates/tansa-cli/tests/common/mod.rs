@@ -469,6 +469,14 @@ pub fn kill_both(recorder: &mut Child, pid: u32) {
     kill(recorder.id(), libc::SIGKILL);
     let _ = recorder.wait();
     kill(pid, libc::SIGKILL);
+    // Until the program has let go of its memory (and the segment files it maps): a report
+    // does not complete a recording that its program still writes.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while std::fs::read_to_string(format!("/proc/{pid}/maps")).is_ok_and(|m| !m.is_empty())
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 /// `tansa report FILE --by function --format json` (which completes or salvages it).
