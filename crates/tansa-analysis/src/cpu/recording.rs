@@ -164,6 +164,29 @@ impl CpuRecording {
         })?;
         // Stacks are referred to by id: keep them indexable even if frames were lost.
         rec.stacks.sort_by_key(|s| s.id);
+        // Call chains that stop short: their samples are missing from their callers'
+        // totals, which must be said.
+        let truncated: u64 = rec
+            .stack_counts
+            .iter()
+            .filter(|c| {
+                rec.stacks
+                    .binary_search_by_key(&c.stack, |s| s.id)
+                    .is_ok_and(|i| rec.stacks[i].truncated)
+            })
+            .fold(0u64, |sum, c| sum.saturating_add(c.count));
+        let total: u64 = rec
+            .stack_counts
+            .iter()
+            .fold(0u64, |sum, c| sum.saturating_add(c.count));
+        if truncated > 0 {
+            rec.warnings.push(format!(
+                "{truncated} of {total} sample(s) have a call chain that stops before the \
+                 outermost function (the stack could not be unwound further, or the stack copy \
+                 was too short: --stack-size): the functions above them miss those samples in \
+                 their totals"
+            ));
+        }
         rec.warnings.extend(rec.symbols.unresolved_notes());
         if rec.symbols.modules.is_empty() && !rec.modules.is_empty() {
             rec.warnings
