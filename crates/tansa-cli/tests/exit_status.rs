@@ -360,3 +360,45 @@ fn dump_reads_records_that_span_chunks() {
     assert_eq!(code(&halves), 0, "{}", stderr(&halves));
     assert_eq!(out(&whole), out(&halves));
 }
+
+/// A reader that goes away early (`tansa report ... | head -c1`) is not an error, in
+/// every format: the JSON writer's closed pipe was reported as "Broken pipe", status 1.
+#[test]
+fn a_reader_that_stops_early_is_not_an_error() {
+    use std::io::Read as _;
+    let dir = tempfile::tempdir().unwrap();
+    // Enough output to fill a pipe: a row for each of 3,000 threads.
+    let exe = program("threadchurn", "threadchurn.c", &["-g", "-O2", "-pthread"]);
+    let file = dir.path().join("threads.tansa");
+    let o = record(&file, &[], &[exe.to_str().unwrap(), "3000", "8"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    for format in ["table", "json", "csv"] {
+        let mut child = Command::new(tansa())
+            .args([
+                "report",
+                file.to_str().unwrap(),
+                "--by",
+                "thread",
+                "--format",
+                format,
+            ])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("run tansa");
+        let mut stdout = child.stdout.take().unwrap();
+        let mut one = [0u8; 1];
+        stdout.read_exact(&mut one).unwrap();
+        drop(stdout);
+        let mut err = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(0), "{format}: {err}");
+        assert!(!err.contains("Broken pipe"), "{format}: {err}");
+    }
+}

@@ -163,7 +163,8 @@ pub fn csv(r: &CpuReport, out: &mut dyn Write) -> io::Result<()> {
         "total_ns",
         "self_percent",
         "total_percent",
-    ])?;
+    ])
+    .map_err(crate::csv_io)?;
     for u in &r.units {
         w.write_record([
             u.unit.clone(),
@@ -173,7 +174,8 @@ pub fn csv(r: &CpuReport, out: &mut dyn Write) -> io::Result<()> {
             u.total_ns.to_string(),
             percent(u.self_percent),
             percent(u.total_percent),
-        ])?;
+        ])
+        .map_err(crate::csv_io)?;
     }
     w.flush()
 }

@@ -377,7 +377,7 @@ pub fn heap_csv(d: &HeapDiff, out: &mut dyn Write) -> io::Result<()> {
     for side in ["a", "b", "delta"] {
         header.extend(HEAP_FIELDS.iter().map(|f| format!("{side}_{f}")));
     }
-    w.write_record(&header)?;
+    w.write_record(&header).map_err(crate::csv_io)?;
     let cells = |key: Vec<String>, a: &HeapFigures, b: &HeapFigures| {
         let (fa, fb) = (heap_fields(a), heap_fields(b));
         let mut row = key;
@@ -387,9 +387,11 @@ pub fn heap_csv(d: &HeapDiff, out: &mut dyn Write) -> io::Result<()> {
         row
     };
     for u in &d.units {
-        w.write_record(cells(key_cells(u), &u.a, &u.b))?;
+        w.write_record(cells(key_cells(u), &u.a, &u.b))
+            .map_err(crate::csv_io)?;
     }
-    w.write_record(cells(total_key(), &d.totals.a, &d.totals.b))?;
+    w.write_record(cells(total_key(), &d.totals.a, &d.totals.b))
+        .map_err(crate::csv_io)?;
     w.flush()
 }
 
@@ -407,7 +409,7 @@ pub fn cpu_csv(d: &CpuDiff, out: &mut dyn Write) -> io::Result<()> {
             header.push(format!("{side}_{f}"));
         }
     }
-    w.write_record(&header)?;
+    w.write_record(&header).map_err(crate::csv_io)?;
     let cells = |key: Vec<String>, a: &CpuFigures, b: &CpuFigures, delta: &CpuDelta| {
         let mut row = key;
         for f in [a, b] {
@@ -427,10 +429,12 @@ pub fn cpu_csv(d: &CpuDiff, out: &mut dyn Write) -> io::Result<()> {
         row
     };
     for u in &d.units {
-        w.write_record(cells(key_cells(u), &u.a, &u.b, &u.delta))?;
+        w.write_record(cells(key_cells(u), &u.a, &u.b, &u.delta))
+            .map_err(crate::csv_io)?;
     }
     let t = &d.totals;
-    w.write_record(cells(total_key(), &t.a, &t.b, &t.delta))?;
+    w.write_record(cells(total_key(), &t.a, &t.b, &t.delta))
+        .map_err(crate::csv_io)?;
     w.flush()
 }
 

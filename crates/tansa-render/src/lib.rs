@@ -52,9 +52,24 @@ pub enum Format {
     Csv,
 }
 
+/// A CSV writer's error as an I/O error, keeping the writer's own (the csv crate's
+/// conversion makes every error `Other`, and a closed pipe must stay one: a reader that went
+/// away is not a failure).
+pub(crate) fn csv_io(e: ::csv::Error) -> io::Error {
+    if e.is_io_error() {
+        match e.into_kind() {
+            ::csv::ErrorKind::Io(io) => io,
+            other => io::Error::other(format!("{other:?}")),
+        }
+    } else {
+        io::Error::other(e)
+    }
+}
+
 /// Writes any serializable report as pretty JSON followed by a newline.
 pub fn json<T: serde::Serialize>(value: &T, out: &mut dyn Write) -> io::Result<()> {
-    serde_json::to_writer_pretty(&mut *out, value).map_err(io::Error::other)?;
+    // `io::Error::from` keeps the writer's own error (a closed pipe stays one).
+    serde_json::to_writer_pretty(&mut *out, value).map_err(io::Error::from)?;
     writeln!(out)
 }
 

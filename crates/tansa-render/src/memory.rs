@@ -329,7 +329,7 @@ pub fn csv(r: &MemoryReport, out: &mut dyn Write) -> io::Result<()> {
     if per_rank {
         header.extend(["rank", "host"]);
     }
-    w.write_record(&header)?;
+    w.write_record(&header).map_err(crate::csv_io)?;
     let opt = |v: Option<String>| v.unwrap_or_default();
     for u in &r.units {
         let s = &u.stats;
@@ -357,7 +357,7 @@ pub fn csv(r: &MemoryReport, out: &mut dyn Write) -> io::Result<()> {
             row.push(opt(u.rank.map(|v| v.to_string())));
             row.push(opt(u.host.clone()));
         }
-        w.write_record(&row)?;
+        w.write_record(&row).map_err(crate::csv_io)?;
     }
     w.flush()
 }
