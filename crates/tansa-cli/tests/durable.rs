@@ -182,14 +182,7 @@ fn a_recording_still_written_by_its_program_is_not_completed_under_it() {
     // The program is gone once its mappings are: wait for its pid to be reaped or a zombie.
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let o = run_tansa(&[
-            "report",
-            file.to_str().unwrap(),
-            "--by",
-            "function",
-            "--format",
-            "json",
-        ]);
+        let o = report_by_function_json(&file);
         if o.status.success() {
             let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
             assert_eq!(bytes(unit(&r, "durable!main")).1, 50 * 1000);

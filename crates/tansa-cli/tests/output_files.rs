@@ -266,19 +266,13 @@ fn a_cpu_recording_whose_recorder_was_killed_is_explained() {
     );
 }
 
-/// Every command that writes a file with `-o` (reports, diffs, the online report, exports,
-/// flame graphs, HTML pages) replaces a symbolic link at that name instead of writing
-/// through it, creates nothing through a dangling link, refuses a name that is one of its
-/// input recordings (which would be lost), and says that a directory cannot be written
-/// without leaving anything behind in it.
-#[test]
-fn every_output_named_with_dash_o_is_written_safely() {
+/// A directory holding `in.tansa`, a recording of `allocer`; and the program.
+fn recorded_allocer() -> (tempfile::TempDir, PathBuf, PathBuf) {
     let exe = program("allocer", "allocer.c", &["-O1"]);
     let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
-    let rec = d.join("in.tansa");
+    let rec = dir.path().join("in.tansa");
     let o = tansa_in(
-        d,
+        dir.path(),
         &[
             "record",
             "-o",
@@ -288,6 +282,18 @@ fn every_output_named_with_dash_o_is_written_safely() {
         ],
     );
     assert!(o.status.success(), "{}", stderr(&o));
+    (dir, exe, rec)
+}
+
+/// Every command that writes a file with `-o` (reports, diffs, the online report, exports,
+/// flame graphs, HTML pages) replaces a symbolic link at that name instead of writing
+/// through it, creates nothing through a dangling link, refuses a name that is one of its
+/// input recordings (which would be lost), and says that a directory cannot be written
+/// without leaving anything behind in it.
+#[test]
+fn every_output_named_with_dash_o_is_written_safely() {
+    let (dir, exe, rec) = recorded_allocer();
+    let d = dir.path();
     let recording = std::fs::read(&rec).unwrap();
     let r = rec.to_str().unwrap();
     let exe = exe.to_str().unwrap();
@@ -375,21 +381,8 @@ fn every_output_named_with_dash_o_is_written_safely() {
 /// `/dev/null` into a regular file).
 #[test]
 fn a_stream_named_as_output_is_written_in_place_not_replaced() {
-    let exe = program("allocer", "allocer.c", &["-O1"]);
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, exe, rec) = recorded_allocer();
     let d = dir.path();
-    let rec = d.join("in.tansa");
-    let o = tansa_in(
-        d,
-        &[
-            "record",
-            "-o",
-            rec.to_str().unwrap(),
-            "--",
-            exe.to_str().unwrap(),
-        ],
-    );
-    assert!(o.status.success(), "{}", stderr(&o));
     let r = rec.to_str().unwrap();
     // Through the descriptor link /dev/stdout: the report arrives on standard output.
     let o = tansa_in(d, &["report", r, "-o", "/dev/stdout"]);
