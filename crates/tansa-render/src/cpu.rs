@@ -235,6 +235,8 @@ fn source_text<'a>(a: &'a Annotation, file: &str, line: u32) -> Option<&'a str> 
 /// A clock sample names the instruction execution resumes at, so the time of a slow
 /// instruction often shows on the one after it (skid).
 pub fn annotate_asm(a: &Annotation, out: &mut dyn Write) -> io::Result<()> {
+    // Names and source text are the recorded programs': never raw to a terminal.
+    let out: &mut dyn Write = &mut crate::table::Printable::new(out);
     annotation_header(a, out)?;
     writeln!(
         out,
@@ -274,6 +276,8 @@ pub fn annotate_asm(a: &Annotation, out: &mut dyn Write) -> io::Result<()> {
 
 /// Writes the source files of the function with per-line samples.
 pub fn annotate_source(a: &Annotation, out: &mut dyn Write) -> io::Result<()> {
+    // Names and source text are the recorded programs': never raw to a terminal.
+    let out: &mut dyn Write = &mut crate::table::Printable::new(out);
     annotation_header(a, out)?;
     if a.sources.is_empty() {
         writeln!(

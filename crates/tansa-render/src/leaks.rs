@@ -28,6 +28,8 @@ pub fn text(
     source_line: &mut dyn FnMut(&str, u32) -> Option<String>,
     out: &mut dyn Write,
 ) -> io::Result<()> {
+    // Names and source text are the recorded programs': never raw to a terminal.
+    let out: &mut dyn Write = &mut crate::table::Printable::new(out);
     let leaking = report
         .sites
         .iter()

@@ -132,6 +132,8 @@ fn path_line(k: usize, p: &PathReport) -> String {
 /// The report as text for people: every instruction with `expand`, else one row per
 /// straight-line run. With several paths, each path's trace follows under its own line.
 pub fn text(r: &Report, expand: bool, out: &mut dyn Write) -> io::Result<()> {
+    // Names and source text are the recorded programs': never raw to a terminal.
+    let out: &mut dyn Write = &mut crate::table::Printable::new(out);
     header(r, runs(&r.trace).len()).write(out)?;
     if r.alignment == Alignment::Counts && r.paths.len() > 1 {
         for (k, p) in r.paths.iter().enumerate() {

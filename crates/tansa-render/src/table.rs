@@ -33,6 +33,62 @@ pub enum Align {
     Right,
 }
 
+/// A writer that shows control characters as [`printable`] does, for text written line by
+/// line with names and source text in it (leak reports, annotated listings, traces): every
+/// control character but newline and tab, including the C1 controls (`U+0080..U+009F`, two
+/// bytes in UTF-8, which may arrive in two writes).
+pub struct Printable<'a> {
+    out: &'a mut dyn Write,
+    /// A `0xC2` lead byte held back until the next byte says whether it starts a C1 control.
+    held: bool,
+}
+
+impl<'a> Printable<'a> {
+    /// Escapes what is written to `out`.
+    pub fn new(out: &'a mut dyn Write) -> Self {
+        Printable { out, held: false }
+    }
+}
+
+impl Write for Printable<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let mut escaped = Vec::with_capacity(buf.len());
+        for &b in buf {
+            if self.held {
+                self.held = false;
+                if (0x80..0xa0).contains(&b) {
+                    escaped.extend(format!("\\x{b:02x}").bytes());
+                    continue;
+                }
+                escaped.push(0xc2);
+            }
+            match b {
+                b'\n' | b'\t' => escaped.push(b),
+                0..0x20 | 0x7f => escaped.extend(format!("\\x{b:02x}").bytes()),
+                0xc2 => self.held = true,
+                _ => escaped.push(b),
+            }
+        }
+        self.out.write_all(&escaped)?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        if std::mem::take(&mut self.held) {
+            self.out.write_all(&[0xc2])?;
+        }
+        self.out.flush()
+    }
+}
+
+impl Drop for Printable<'_> {
+    fn drop(&mut self) {
+        if self.held {
+            let _ = self.out.write_all(&[0xc2]);
+        }
+    }
+}
+
 /// A table being built.
 #[derive(Debug)]
 pub struct Table {
@@ -111,6 +167,29 @@ impl Table {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Text written line by line through [`Printable`] keeps newlines, tabs and other
+    /// characters (`é` starts with 0xC3, `€` with 0xE2) and shows controls escaped, a C1
+    /// control split across two writes included.
+    #[test]
+    fn printable_writer_escapes_controls_across_writes() {
+        let mut buf = Vec::new();
+        {
+            let mut w = Printable::new(&mut buf);
+            w.write_all("fn \u{1b}[2Jx\tcafé €\n".as_bytes()).unwrap();
+            let csi = "\u{9b}".as_bytes();
+            w.write_all(&csi[..1]).unwrap();
+            w.write_all(&csi[1..]).unwrap();
+            w.write_all("K \u{a0}end\u{7f}".as_bytes()).unwrap();
+            w.write_all(&[0xc2]).unwrap();
+        }
+        // A lead byte left at the end is written as it came.
+        let mut expected = "fn \\x1b[2Jx\tcafé €\n\\x9bK \u{a0}end\\x7f"
+            .as_bytes()
+            .to_vec();
+        expected.push(0xc2);
+        assert_eq!(buf, expected, "{}", String::from_utf8_lossy(&buf));
+    }
 
     /// A process that names itself with terminal escapes gets them shown, not obeyed, in
     /// tables and header lines.
