@@ -535,6 +535,13 @@ fn run_online(args: &Args, config: &CollectConfig) -> anyhow::Result<ExitCode> {
         Some(p) => crate::output::open(Some(p), &[])?,
         None => crate::output::Output::stderr(),
     };
+    // `tansa report` puts every report's warnings on standard error; here, CSV has no place
+    // for them (a table and JSON carry them).
+    if args.format == FormatArg::Csv {
+        for w in &report.warnings {
+            eprintln!("tansa: warning: {w}");
+        }
+    }
     super::report::write_memory_report(
         &report,
         args.format,

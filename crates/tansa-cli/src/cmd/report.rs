@@ -418,18 +418,13 @@ pub fn memory_report(
     Ok((report, recording.is_damaged()))
 }
 
-/// Writes a memory report (`tansa report`, `tansa record --online`) in `format`. CSV has
-/// no place for the report's warnings (lost events, damage): they go to standard error.
+/// Writes a memory report (`tansa report`, `tansa record --online`) in `format`. (CSV has
+/// no place for the report's warnings: the caller puts them on standard error, once.)
 pub fn write_memory_report(
     report: &tansa_analysis::memory::MemoryReport,
     format: FormatArg,
     table: &tansa_render::memory::TableOptions,
     out: &mut dyn std::io::Write,
 ) -> std::io::Result<()> {
-    if format == FormatArg::Csv {
-        for w in &report.warnings {
-            eprintln!("tansa: warning: {w}");
-        }
-    }
     tansa_render::memory::write(report, format.into(), table, out)
 }
