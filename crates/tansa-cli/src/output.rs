@@ -163,11 +163,8 @@ pub fn check_given(dest: &Path) -> anyhow::Result<()> {
     if output::is_device(dest) {
         bail!("cannot write {}: it is a block device", dest.display());
     }
-    let dir = match dest.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    match std::fs::metadata(dir) {
+    let dir = output::dir_of(dest);
+    match std::fs::metadata(&dir) {
         Ok(md) if md.is_dir() => Ok(()),
         Ok(_) => bail!(
             "cannot write {}: {} is not a directory",

@@ -58,10 +58,10 @@ impl OutputFile {
     /// [`DEFAULT_MODE`], further limited by the umask).
     pub fn create(dest: &Path, mode: u32) -> io::Result<OutputFile> {
         static COUNTER: AtomicU32 = AtomicU32::new(0);
-        let dir = match dest.parent() {
-            _ if is_stream(dest) => std::env::temp_dir(),
-            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-            _ => PathBuf::from("."),
+        let dir = if is_stream(dest) {
+            std::env::temp_dir()
+        } else {
+            dir_of(dest)
         };
         let stem = dest
             .file_name()
@@ -164,6 +164,14 @@ impl Drop for OutputFile {
     }
 }
 
+/// The directory `dest` is in (the current directory for a bare name).
+pub fn dir_of(dest: &Path) -> PathBuf {
+    match dest.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
 /// Whether `dest` names a stream rather than a file, to be written in place: a character
 /// device (`/dev/null`, a terminal), a FIFO or a socket, named directly or through symbolic
 /// links, or an open descriptor's name (`/dev/stdout`, `/dev/fd/N`, `/proc/self/fd/N`),
@@ -195,10 +203,7 @@ pub fn is_device(dest: &Path) -> bool {
 fn is_descriptor_name(path: &Path) -> bool {
     let mut p = path.to_path_buf();
     for _ in 0..8 {
-        let parent = match p.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
+        let parent = dir_of(&p);
         if let Ok(c) = parent.canonicalize()
             && c.starts_with("/proc")
             && c.file_name().is_some_and(|n| n == "fd")
@@ -321,10 +326,7 @@ pub fn leftovers(dest: &Path) -> Vec<Leftover> {
     let Some(name) = dest.file_name().map(|n| n.to_string_lossy().into_owned()) else {
         return Vec::new();
     };
-    let dir = match dest.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
+    let dir = dir_of(dest);
     let Ok(entries) = std::fs::read_dir(&dir) else {
         return Vec::new();
     };

@@ -259,13 +259,11 @@ pub fn report<R: Read + Seek>(rec: &MemoryRecording<R>) -> LeaksReport {
             _ => {}
         }
     });
-    let mut lives: FxHashMap<SessionId, (usize, usize)> = FxHashMap::default();
     for (&session, g) in grids.iter_mut() {
         while g.next <= SLOTS {
             snapshot(&mut sites, session, g.next - 1);
             g.next += 1;
         }
-        lives.insert(session, (g.first.unwrap_or(0), g.last));
     }
     // The checkpoints of a process: CHECKPOINTS slots from the first one with its events
     // to the end of its last one (its state at its end).
@@ -280,7 +278,9 @@ pub fn report<R: Read + Seek>(rec: &MemoryRecording<R>) -> LeaksReport {
             .collect()
     };
     for (&(session, _), s) in sites.iter_mut() {
-        let life = lives.get(&session).copied().unwrap_or((0, 0));
+        let life = grids
+            .get(&session)
+            .map_or((0, 0), |g| (g.first.unwrap_or(0), g.last));
         let h: Vec<u64> = checkpoints(life)
             .iter()
             .map(|&k| s.history.get(k).copied().unwrap_or(s.live_blocks))

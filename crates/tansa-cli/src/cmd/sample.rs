@@ -156,8 +156,7 @@ fn run_agent(
     };
     // Ctrl-C ends the command with SIGTERM, as with perf (the collector passes SIGTERM and
     // SIGHUP on itself; alone, it leaves SIGINT to the command's process group).
-    let stop = Arc::new(AtomicBool::new(false));
-    let _ = signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone());
+    let stop = stop_on(&[signal_hook::consts::SIGINT]);
     let naming = if args.output.is_some() {
         Naming::Given
     } else {
@@ -194,6 +193,17 @@ fn run_agent(
         );
     }
     Ok(crate::exit::of_command(outcome.exit))
+}
+
+/// A flag that `signals` set, from the handler itself: no thread to start before the
+/// command (the `ctrlc` crate's took 15-20 ms on a loaded machine), and the recording
+/// loop's poll wakes on the signal. A failure to register leaves the default action.
+fn stop_on(signals: &[std::ffi::c_int]) -> Arc<AtomicBool> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for &sig in signals {
+        let _ = signal_hook::flag::register(sig, stop.clone());
+    }
+    stop
 }
 
 /// Runs `record` into a new recording for `output` (see `tansa_format::output`: a private
@@ -317,17 +327,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         ring_pages: (args.ring_kb as usize * 1024 / 4096).max(16),
     };
     let meta = recording_meta(&args);
-    let stop = Arc::new(AtomicBool::new(false));
-    // Ctrl-C, SIGTERM and SIGHUP end the recording. A flag set by the handler itself: no
-    // thread to start before the command (the `ctrlc` crate's took 15-20 ms on a loaded
-    // machine), and the loop's poll wakes on the signal. A failure leaves the default.
-    for sig in [
+    // Ctrl-C, SIGTERM and SIGHUP end the recording.
+    let stop = stop_on(&[
         signal_hook::consts::SIGINT,
         signal_hook::consts::SIGTERM,
         signal_hook::consts::SIGHUP,
-    ] {
-        let _ = signal_hook::flag::register(sig, stop.clone());
-    }
+    ]);
     let naming = if args.output.is_some() {
         Naming::Given
     } else {
