@@ -18,7 +18,10 @@ use tansa_wire::event::{AllocOp, ImproperOp};
 
 use crate::bytesample;
 use crate::real::{self, Func};
-use crate::recorder::{Mode, enter, nested_alloc, nested_free, nested_realloc};
+use crate::recorder::{
+    Live, Mode, enter, lost_alloc, lost_realloc, lost_release, nested_alloc, nested_free,
+    nested_realloc,
+};
 use crate::sys;
 use crate::unwind::CallerRegs;
 
@@ -77,6 +80,12 @@ extern "C" fn malloc_impl(size: usize, sp: *const u64, bp: u64) -> *mut c_void {
     match enter() {
         // SAFETY: forwarding the caller's arguments to the real malloc.
         Mode::Pass => unsafe { real::malloc(size) },
+        Mode::Lost(st) => {
+            // SAFETY: as above.
+            let p = unsafe { real::malloc(size) };
+            lost_alloc(st, p);
+            p
+        }
         Mode::Nested(st) => {
             // SAFETY: as above.
             let p = unsafe { real::malloc(size) };
@@ -105,6 +114,12 @@ extern "C" fn calloc_impl(n: usize, size: usize, sp: *const u64, bp: u64) -> *mu
     match enter() {
         // SAFETY: forwarding the caller's arguments to the real calloc.
         Mode::Pass => unsafe { real::calloc(n, size) },
+        Mode::Lost(st) => {
+            // SAFETY: as above.
+            let p = unsafe { real::calloc(n, size) };
+            lost_alloc(st, p);
+            p
+        }
         Mode::Nested(st) => {
             // SAFETY: as above.
             let p = unsafe { real::calloc(n, size) };
@@ -138,6 +153,11 @@ fn aligned(
     }
     match enter() {
         Mode::Pass => call(),
+        Mode::Lost(st) => {
+            let p = call();
+            lost_alloc(st, p);
+            p
+        }
         Mode::Nested(st) => {
             let p = call();
             if !p.is_null() {
@@ -231,6 +251,11 @@ extern "C" fn free_impl(p: *mut c_void, sp: *const u64, bp: u64) {
     match enter() {
         // SAFETY: forwarding the caller's pointer to the real free.
         Mode::Pass => unsafe { real::free(p) },
+        Mode::Lost(st) => {
+            lost_release(st, p);
+            // SAFETY: as above.
+            unsafe { real::free(p) };
+        }
         Mode::Nested(st) => {
             // SAFETY: as above.
             unsafe { real::free(p) };
@@ -238,11 +263,13 @@ extern "C" fn free_impl(p: *mut c_void, sp: *const u64, bp: u64) {
         }
         Mode::Record(mut a) => {
             let r = regs(sp, bp);
-            if !a.check_live(ImproperOp::Free, p, 0, r) {
-                return;
+            match a.check_live(ImproperOp::Free, p, 0, r) {
+                // SAFETY: as above.
+                Live::Recorded => a.free(p, r, || unsafe { real::free(p) }),
+                // SAFETY: as above.
+                Live::Unrecorded => a.unrecorded_free(p, || unsafe { real::free(p) }),
+                Live::Refused => {}
             }
-            // SAFETY: as above.
-            a.free(p, r, || unsafe { real::free(p) });
         }
     }
 }
@@ -269,6 +296,7 @@ fn reallocate(
     }
     match enter() {
         Mode::Pass => call(),
+        Mode::Lost(st) => lost_realloc(st, p, size, call),
         Mode::Nested(st) => {
             let q = call();
             if !q.is_null() || size == 0 {
@@ -286,11 +314,14 @@ fn reallocate(
                 }
                 return q;
             }
-            if !a.check_live(ImproperOp::Realloc, p, size, r) {
-                sys::set_errno(libc::ENOMEM);
-                return core::ptr::null_mut();
+            match a.check_live(ImproperOp::Realloc, p, size, r) {
+                Live::Recorded => a.realloc(array, p, size, r, call),
+                Live::Unrecorded => a.unrecorded_realloc(p, size, call),
+                Live::Refused => {
+                    sys::set_errno(libc::ENOMEM);
+                    core::ptr::null_mut()
+                }
             }
-            a.realloc(array, p, size, r, call)
         }
     }
 }
@@ -306,6 +337,10 @@ fn released_by_realloc(
 ) -> *mut c_void {
     match enter() {
         Mode::Pass => call(),
+        Mode::Lost(st) => {
+            lost_release(st, p);
+            call()
+        }
         Mode::Nested(st) => {
             let q = call();
             nested_free(st, p, regs(sp, bp));

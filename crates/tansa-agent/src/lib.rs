@@ -330,7 +330,7 @@ unsafe extern "C" fn fork_prepare() {
     for l in session::SESSION.locks() {
         l.lock();
     }
-    for l in livetable::LIVE.locks() {
+    for l in livetable::locks() {
         l.lock();
     }
     ALLOC.lock().lock();
@@ -341,7 +341,7 @@ unsafe extern "C" fn fork_parent() {
         return;
     }
     ALLOC.lock().unlock();
-    for l in livetable::LIVE.locks() {
+    for l in livetable::locks() {
         l.unlock();
     }
     for l in session::SESSION.locks() {
@@ -359,7 +359,7 @@ unsafe extern "C" fn fork_child() {
         return;
     }
     ALLOC.lock().reset();
-    for l in livetable::LIVE.locks() {
+    for l in livetable::locks() {
         l.reset();
     }
     for l in session::SESSION.locks() {

@@ -5,6 +5,10 @@
 //! `free` or `realloc`: the call is reported as improper use and the program goes on, as seed
 //! 000 prescribes. The table is split into shards, each an open-addressing set of addresses
 //! in its own mapping under its own spin lock.
+//!
+//! A second table, [`UNRECORDED`], holds the blocks the program got while recording could
+//! not follow them (a thread that found no ring): they are the program's own, so their
+//! release is passed on, not refused; it is counted as lost with them.
 
 use core::cell::UnsafeCell;
 use core::sync::atomic::{AtomicU16, Ordering};
@@ -34,25 +38,18 @@ struct Shard {
 #[derive(Debug)]
 pub struct LiveTable {
     shards: [Shard; SHARDS],
+    /// Whether the table keeps [`FILTER`] (the sampled mode's test of membership).
+    filtered: bool,
 }
 
 // SAFETY: each shard's `inner` is only touched with its lock held.
 unsafe impl Sync for LiveTable {}
 
-/// The process-wide table.
-pub static LIVE: LiveTable = LiveTable {
-    shards: [const {
-        Shard {
-            lock: SpinLock::new(),
-            inner: UnsafeCell::new(Inner {
-                keys: core::ptr::null_mut(),
-                cap: 0,
-                used: 0,
-                tombs: 0,
-            }),
-        }
-    }; SHARDS],
-};
+/// The process-wide table of recorded live blocks.
+pub static LIVE: LiveTable = LiveTable::new(true);
+
+/// Online mode: the live blocks whose allocation was not recorded.
+pub static UNRECORDED: LiveTable = LiveTable::new(false);
 
 #[inline]
 fn mix(p: u64) -> u64 {
@@ -135,6 +132,23 @@ impl Inner {
 }
 
 impl LiveTable {
+    const fn new(filtered: bool) -> LiveTable {
+        LiveTable {
+            shards: [const {
+                Shard {
+                    lock: SpinLock::new(),
+                    inner: UnsafeCell::new(Inner {
+                        keys: core::ptr::null_mut(),
+                        cap: 0,
+                        used: 0,
+                        tombs: 0,
+                    }),
+                }
+            }; SHARDS],
+            filtered,
+        }
+    }
+
     fn shard(&self, p: u64) -> &Shard {
         &self.shards[(mix(p) >> 58) as usize % SHARDS]
     }
@@ -162,9 +176,11 @@ impl LiveTable {
                 *inner.keys.add(i) = p;
             }
             inner.used += 1;
-            let _ = filter_slot(p).fetch_update(Ordering::Release, Ordering::Relaxed, |c| {
-                (c != u16::MAX).then_some(c + 1)
-            });
+            if self.filtered {
+                let _ = filter_slot(p).fetch_update(Ordering::Release, Ordering::Relaxed, |c| {
+                    (c != u16::MAX).then_some(c + 1)
+                });
+            }
         }
         s.lock.unlock();
     }
@@ -185,9 +201,12 @@ impl LiveTable {
                 unsafe { *inner.keys.add(i) = TOMB };
                 inner.used -= 1;
                 inner.tombs += 1;
-                let _ = filter_slot(p).fetch_update(Ordering::Release, Ordering::Relaxed, |c| {
-                    (c != u16::MAX && c != 0).then(|| c - 1)
-                });
+                if self.filtered {
+                    let _ =
+                        filter_slot(p).fetch_update(Ordering::Release, Ordering::Relaxed, |c| {
+                            (c != u16::MAX && c != 0).then(|| c - 1)
+                        });
+                }
             }
             found
         };
@@ -198,7 +217,7 @@ impl LiveTable {
     /// False when `p` is certainly not in the table (no lock taken); true when it may be.
     #[inline]
     pub fn may_contain(&self, p: u64) -> bool {
-        p > TOMB && filter_slot(p).load(Ordering::Acquire) != 0
+        p > TOMB && (!self.filtered || filter_slot(p).load(Ordering::Acquire) != 0)
     }
 
     /// Whether a block is live.
@@ -215,8 +234,12 @@ impl LiveTable {
         found
     }
 
-    /// Every shard lock, for the fork handlers.
-    pub fn locks(&self) -> impl Iterator<Item = &SpinLock> {
+    fn locks(&'static self) -> impl Iterator<Item = &'static SpinLock> {
         self.shards.iter().map(|s| &s.lock)
     }
+}
+
+/// Every shard lock of both tables, always in the same order, for the fork handlers.
+pub fn locks() -> impl Iterator<Item = &'static SpinLock> {
+    LIVE.locks().chain(UNRECORDED.locks())
 }

@@ -459,3 +459,92 @@ fn free_of_null_is_not_counted() {
         .find(|r| r["kind"] == "free" && r["ptr"] == 0);
     assert!(null.is_none(), "no event with a null pointer: {null:?}");
 }
+
+/// Blocks allocated by threads that found no ring (the agent limited to 4 rings, 16 worker
+/// threads alive at once) and released by the main thread, which has one. Online, those
+/// releases are the program's own and go through: before, the agent refused them as
+/// releases of pointers never allocated, and the program's memory stayed in use. They are
+/// counted as lost with their allocations. Offline, where the agent keeps no table, the
+/// report lists them as improper but says the allocations may be among the lost events.
+#[test]
+fn blocks_of_threads_without_a_ring_are_released_not_refused() {
+    const THREADS: u64 = 16;
+    const BLOCKS: u64 = 10;
+    let exe = program("lostblocks", "lostblocks.c", &["-g", "-O1", "-pthread"]);
+    let dir = tempfile::tempdir().unwrap();
+    let args = [
+        exe.to_str().unwrap(),
+        &THREADS.to_string(),
+        &BLOCKS.to_string(),
+    ];
+    // One arena and no per-thread cache, so that glibc's count of bytes in use shows a
+    // refused release.
+    let env = [
+        ("TANSA_TEST_MAX_RINGS", "4"),
+        (
+            "GLIBC_TUNABLES",
+            "glibc.malloc.tcache_count=0:glibc.malloc.arena_max=1",
+        ),
+    ];
+    let json = dir.path().join("online.json");
+    let out = record_env(
+        &json,
+        &["--online", "--format", "json"],
+        &args.map(|a| a as &str),
+        &env,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let said = String::from_utf8_lossy(&out.stdout);
+    let held: i64 = said
+        .lines()
+        .find_map(|l| l.strip_prefix("held "))
+        .unwrap_or_else(|| panic!("{said}"))
+        .parse()
+        .unwrap();
+    assert!(
+        held < (BLOCKS * 1000) as i64,
+        "the program's blocks were all released: {held} bytes still in use"
+    );
+    let r: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(r["improper"], serde_json::json!([]), "{}", r["improper"]);
+    // Each worker makes one realloc: the recorded ones tell how many workers had a ring.
+    let with_ring = r["totals"]["calls"]["realloc"].as_u64().unwrap();
+    assert!(
+        with_ring < THREADS,
+        "some workers found no ring: {with_ring}"
+    );
+    let without = THREADS - with_ring;
+    let lost = r["processes"][0]["lost_events"].as_u64().unwrap();
+    assert_eq!(
+        lost,
+        without * (BLOCKS + 1 + BLOCKS),
+        "each ringless worker's mallocs and realloc, and the main thread's frees of its \
+         blocks: {}",
+        r["processes"][0]
+    );
+    assert_eq!(r["processes"][0]["losses"]["no_ring"].as_u64(), Some(lost));
+
+    let file = dir.path().join("offline.tansa");
+    let out = record_env(&file, &[], &args.map(|a| a as &str), &env);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r = report_json(&file, &[]);
+    let lost = r["processes"][0]["lost_events"].as_u64().unwrap();
+    assert_eq!(lost, without * (BLOCKS + 1), "{}", r["processes"][0]);
+    let improper = r["improper"].as_array().unwrap();
+    assert_eq!(improper.len(), 1, "{improper:?}");
+    assert_eq!(improper[0]["count"].as_u64(), Some(without * BLOCKS));
+    assert_eq!(improper[0]["refused"], false);
+    assert_eq!(improper[0]["lost_events"].as_u64(), Some(lost));
+    let table = run_tansa(&["report", file.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(
+        text.contains(&format!(
+            "free of a pointer not seen allocated ({}), {} time(s)",
+            improper[0]["ptr"].as_str().unwrap(),
+            without * BLOCKS
+        )) && text.contains(&format!(
+            "could not record {lost} event(s): the allocation may be one of them"
+        )),
+        "{text}"
+    );
+}

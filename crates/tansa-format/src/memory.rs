@@ -95,7 +95,8 @@ pub struct SessionEnd {
 /// were recorded, only without their call stack.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Losses {
-    /// Events of threads that found no ring to write to.
+    /// Events of threads that found no ring to write to (online mode: with the releases of
+    /// their blocks by other threads, which the agent passes on unrecorded).
     pub no_ring: u64,
     /// Signal-handler events beyond the queue of a hook they interrupted.
     pub signal_queue: u64,

@@ -252,6 +252,9 @@ T.run(function () {
     { label: "pid", num: true, get: function (i) { return i.pid; } },
     { label: "pointer", get: function (i) { return i.ptr; } },
     { label: "refused", get: function (i) { return i.refused ? "yes" : "no"; } },
+    { label: "events lost", num: true, get: function (i) { return i.lost_events || 0; }, fmt: function (v) {
+        return v ? T.int(v) + " (the allocation may be one of them)" : "none";
+      } },
     { label: "stack", get: function (i) { return i.stack.length ? (i.stack[0].function || i.stack[0].module) : ""; }, cls: "name",
       fmt: function (v, i) {
         return el("details", null, el("summary", { text: v }), el("ol", { class: "stack" }, i.stack.map(function (f) {

@@ -63,15 +63,24 @@ fn frame_line(f: &tansa_analysis::memory::report::FrameReport) -> String {
 }
 
 fn improper_block(imp: &ImproperReport, out: &mut dyn Write) -> io::Result<()> {
-    writeln!(
-        out,
-        "  {} of a pointer never allocated ({}), {} time(s) in process {}{}:",
-        imp.op,
-        imp.ptr,
-        imp.count,
-        imp.pid,
-        if imp.refused { ", refused" } else { "" }
-    )?;
+    if imp.lost_events > 0 {
+        writeln!(
+            out,
+            "  {} of a pointer not seen allocated ({}), {} time(s) in process {} (its agent \
+             could not record {} event(s): the allocation may be one of them):",
+            imp.op, imp.ptr, imp.count, imp.pid, imp.lost_events
+        )?;
+    } else {
+        writeln!(
+            out,
+            "  {} of a pointer never allocated ({}), {} time(s) in process {}{}:",
+            imp.op,
+            imp.ptr,
+            imp.count,
+            imp.pid,
+            if imp.refused { ", refused" } else { "" }
+        )?;
+    }
     if imp.stack.is_empty() {
         writeln!(out, "      (stack unknown)")?;
     }

@@ -29,7 +29,7 @@ use tansa_wire::event::{
 };
 use tansa_wire::layout::{FLAG_FREE_STACKS, FLAG_ONLINE, LossCause};
 
-use crate::livetable::LIVE;
+use crate::livetable::{LIVE, LiveTable, UNRECORDED};
 use crate::modules::{MODULES, rescan};
 use crate::session::SESSION;
 use crate::thread::{Busy, ThreadState, current};
@@ -47,6 +47,23 @@ pub enum Mode {
     Nested(&'static ThreadState),
     /// Record the event.
     Record(Active),
+    /// Recording is on, but this thread has no ring: call the real function, and keep the
+    /// live-block tables right with [`lost_alloc`], [`lost_release`] or [`lost_realloc`].
+    /// The event is counted as lost.
+    Lost(&'static ThreadState),
+}
+
+/// What [`Active::check_live`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Live {
+    /// A recorded block (or not online mode): record the call.
+    Recorded,
+    /// Online mode, a block whose allocation was not recorded: pass the call on with
+    /// [`Active::unrecorded_free`] or [`Active::unrecorded_realloc`].
+    Unrecorded,
+    /// Online mode, a pointer the program never got from the allocator: the improper use
+    /// is recorded, and the call is not passed on.
+    Refused,
 }
 
 /// A recording hook in progress; leaving it writes queued nested events.
@@ -96,9 +113,85 @@ pub fn enter() -> Mode {
         None => {
             st.depth.set(0);
             SESSION.add_lost(no_context_cause(), 1);
-            Mode::Pass
+            Mode::Lost(st)
         }
     }
+}
+
+/// Whether the session runs online.
+#[inline]
+fn online() -> bool {
+    SESSION.flags() & FLAG_ONLINE != 0
+}
+
+/// Whether the live-block table follows this session's blocks: online mode (every block)
+/// or sampled mode (the sampled ones).
+#[inline]
+fn tracks_live() -> bool {
+    online() || crate::bytesample::rate() != 0
+}
+
+/// Runs `f` on the live-block tables for a thread without a ring, when they are kept. Not
+/// when a signal handler interrupted this thread inside the agent, which may hold a table
+/// lock: the block is then left out (and, should another thread release it, refused).
+#[inline]
+fn lost_update(st: &'static ThreadState, f: impl FnOnce()) {
+    if tracks_live() && st.busy.get() == 0 {
+        let _busy = Busy::enter(st);
+        f();
+    }
+}
+
+/// An allocation of a thread without a ring: online, its block is one the program holds
+/// (seed 000's check refuses only pointers the allocator never handed out), so it is kept
+/// in [`UNRECORDED`] and its release is passed on. (Sampled mode checks no release: there
+/// the block is simply not followed, like an unsampled one.)
+pub fn lost_alloc(st: &'static ThreadState, p: *mut c_void) {
+    if !p.is_null() && crate::bytesample::rate() == 0 {
+        lost_update(st, || UNRECORDED.insert(p as u64));
+    }
+}
+
+/// A release by a thread without a ring (before the real `free`).
+pub fn lost_release(st: &'static ThreadState, p: *mut c_void) {
+    if !p.is_null() {
+        lost_update(st, || {
+            if !LIVE.remove(p as u64) {
+                UNRECORDED.remove(p as u64);
+            }
+        });
+    }
+}
+
+/// A reallocation by a thread without a ring (`call` performs it).
+pub fn lost_realloc(
+    st: &'static ThreadState,
+    old: *mut c_void,
+    size: usize,
+    call: impl FnOnce() -> *mut c_void,
+) -> *mut c_void {
+    let mut from: Option<&'static LiveTable> = None;
+    if !old.is_null() {
+        lost_update(st, || {
+            from = if LIVE.remove(old as u64) {
+                Some(&LIVE)
+            } else if UNRECORDED.remove(old as u64) {
+                Some(&UNRECORDED)
+            } else {
+                None
+            };
+        });
+    }
+    let new = call();
+    if new.is_null() && size != 0 {
+        // Failed: the old block is still the program's.
+        if let Some(table) = from {
+            lost_update(st, || table.insert(old as u64));
+        }
+    } else {
+        lost_alloc(st, new);
+    }
+    new
 }
 
 impl Drop for Active {
@@ -146,14 +239,13 @@ impl Active {
     /// Whether the session runs online.
     #[inline]
     pub fn online(&self) -> bool {
-        SESSION.flags() & FLAG_ONLINE != 0
+        online()
     }
 
-    /// Whether the live-block table follows this session's blocks: online mode (every
-    /// block) or sampled mode (the sampled ones).
+    /// Whether the live-block table follows this session's blocks.
     #[inline]
     pub fn tracks_live(&self) -> bool {
-        self.online() || crate::bytesample::rate() != 0
+        tracks_live()
     }
 
     /// Unwinds the caller's stack and returns its id (0 when it cannot be had).
@@ -214,8 +306,8 @@ impl Active {
         crate::leakcause::after_allocation(stack, ptr as u64, regs);
     }
 
-    /// Checks a pointer about to be released or reallocated in online mode; returns false
-    /// (after recording the improper use) if it was never allocated.
+    /// Checks a pointer about to be released or reallocated in online mode; a pointer the
+    /// program never got from the allocator is recorded as improper use.
     #[inline]
     pub fn check_live(
         &mut self,
@@ -223,16 +315,22 @@ impl Active {
         ptr: *mut c_void,
         size: usize,
         regs: CallerRegs,
-    ) -> bool {
+    ) -> Live {
         if !self.online() || ptr.is_null() {
-            return true;
+            return Live::Recorded;
         }
-        let live = {
+        let found = {
             let _busy = Busy::enter(self.st);
-            LIVE.contains(ptr as u64)
+            if LIVE.contains(ptr as u64) {
+                Live::Recorded
+            } else if UNRECORDED.contains(ptr as u64) {
+                Live::Unrecorded
+            } else {
+                Live::Refused
+            }
         };
-        if live {
-            return true;
+        if found != Live::Refused {
+            return found;
         }
         let stack = self.capture(regs);
         self.begin_pending();
@@ -247,7 +345,43 @@ impl Active {
             stream.encode_improper(&ev, buf)
         });
         self.end_pending();
-        false
+        Live::Refused
+    }
+
+    /// Online mode: releases a block whose allocation was not recorded (`release` performs
+    /// it). The collector never knew the block, so the release is not recorded either: it
+    /// is counted as lost, with the allocation.
+    pub fn unrecorded_free(&mut self, ptr: *mut c_void, release: impl FnOnce()) {
+        SESSION.add_lost(LossCause::NoRing, 1);
+        {
+            let _busy = Busy::enter(self.st);
+            UNRECORDED.remove(ptr as u64);
+        }
+        release();
+    }
+
+    /// Online mode: reallocates a block whose allocation was not recorded (`call` performs
+    /// it); the new block is not recorded either, and the call is counted as lost.
+    pub fn unrecorded_realloc(
+        &mut self,
+        old: *mut c_void,
+        size: usize,
+        call: impl FnOnce() -> *mut c_void,
+    ) -> *mut c_void {
+        SESSION.add_lost(LossCause::NoRing, 1);
+        {
+            let _busy = Busy::enter(self.st);
+            UNRECORDED.remove(old as u64);
+        }
+        let new = call();
+        let _busy = Busy::enter(self.st);
+        if !new.is_null() {
+            UNRECORDED.insert(new as u64);
+        } else if size != 0 {
+            // Failed: the old block is still the program's.
+            UNRECORDED.insert(old as u64);
+        }
+        new
     }
 
     /// Records a release around the call of the real `free` (`release` performs it).

@@ -388,6 +388,9 @@ pub struct ImproperReport {
     pub pid: u32,
     /// Whether the call was refused (online mode) or went through to the allocator.
     pub refused: bool,
+    /// For a call that went through: the events its process's agent could not record. When
+    /// not 0, the pointer may well have been allocated, by an allocation among them.
+    pub lost_events: u64,
     /// The stack, innermost first.
     pub stack: Vec<FrameReport>,
 }

@@ -211,6 +211,13 @@ impl Aggregator {
                 ptr: format!("{:#x}", imp.ptr),
                 pid: imp.pid,
                 refused: imp.refused,
+                // A call that went through, in a process whose agent lost events: the
+                // block's allocation may have been one of them.
+                lost_events: if imp.refused {
+                    0
+                } else {
+                    self.session(session).lost
+                },
                 stack: stack_report(reg, session, stack),
             })
             .collect();
