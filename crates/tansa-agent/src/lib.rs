@@ -298,6 +298,7 @@ unsafe extern "C" fn thread_exit(value: *mut c_void) {
 }
 
 extern "C" fn on_exit_handler(code: c_int, _arg: *mut c_void) {
+    sampler::account_unsampled();
     session::SESSION.note_exit(EXIT_NORMAL, code);
 }
 
@@ -305,6 +306,7 @@ extern "C" fn on_exit_handler(code: c_int, _arg: *mut c_void) {
 /// the agent's only chance to see it), then ends the process as glibc's `_exit` does.
 #[unsafe(no_mangle)]
 pub extern "C" fn _exit(code: c_int) -> ! {
+    sampler::account_unsampled();
     session::SESSION.note_exit(EXIT_IMMEDIATE, code);
     session::SESSION.warn_if_orphaned();
     sys::exit_group(code)

@@ -8,6 +8,12 @@
 //! exist yet) is never killed by a pending `SIGPROF`; the child of a `fork` re-arms its timer,
 //! and new threads arm theirs in a trampoline (`pthread_create` is interposed).
 //!
+//! A thread that ends between two expiries of its timer leaves a partial period that no
+//! sample stands for (and the kernel checks CPU-time timers only at its tick, so a thread
+//! shorter than a tick may get no sample at all). That time is not dropped silently: each
+//! thread counts the periods signalled to it, and when it ends (or the process exits) the
+//! CPU time beyond them is added to the session's `unsampled_ns`, which reports state.
+//!
 //! The handler takes no lock that the interrupted code could hold: when the interrupted
 //! thread is inside the agent (depth, busy or internal), the sample is counted as lost. It
 //! never scans the loader's list either (the interrupted code may be changing it): code in a
@@ -87,14 +93,37 @@ pub fn arm_current_thread() {
                 tv_nsec: period % 1_000_000_000,
             },
         };
+        st.cpu_armed.set(sys::thread_cpu_ns());
+        st.periods.set(0);
         libc::timer_settime(id, 0, &spec, core::ptr::null_mut());
         st.timer.set(id as usize);
     }
     crate::register_thread_exit(core::ptr::null_mut());
 }
 
-/// Deletes the calling thread's timer, if it has one.
+/// Counts the calling thread's CPU time that no sample stands for (since its timer was
+/// armed or this was last called: the time beyond the periods signalled), and starts
+/// counting afresh.
+pub fn account_unsampled() {
+    let st = thread::current();
+    if st.timer.get() == 0 {
+        return;
+    }
+    let now = sys::thread_cpu_ns();
+    let period = PERIOD_NS.load(Ordering::Relaxed);
+    let covered = st.periods.get().saturating_mul(period);
+    let spent = now.saturating_sub(st.cpu_armed.get());
+    st.cpu_armed.set(now);
+    st.periods.set(0);
+    let unsampled = spent.saturating_sub(covered);
+    if unsampled > 0 {
+        crate::session::SESSION.add_unsampled(unsampled);
+    }
+}
+
+/// Deletes the calling thread's timer, if it has one, counting its unsampled time.
 pub fn disarm_current_thread() {
+    account_unsampled();
     let st = thread::current();
     let id = st.timer.replace(0);
     if id != 0 {
@@ -120,6 +149,8 @@ extern "C" fn on_sigprof(_sig: c_int, info: *mut libc::siginfo_t, uctx: *mut c_v
             if (*info).si_code == libc::SI_TIMER {
                 let overrun = *((info as *const u8).add(20) as *const i32);
                 weight += overrun.max(0) as u32;
+                let st = thread::current();
+                st.periods.set(st.periods.get() + u64::from(weight));
             }
         }
     }

@@ -684,6 +684,15 @@ impl Session {
         }
     }
 
+    /// CPU sampling: counts the CPU time of a thread's last partial period, which no sample
+    /// stands for.
+    pub fn add_unsampled(&self, ns: u64) {
+        if let Some(h) = self.header() {
+            h.unsampled_ns.fetch_add(ns, Ordering::Relaxed);
+            h.unsampled_threads.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
     /// Counts an event recorded without its call stack.
     pub fn add_stackless(&self) {
         if let Some(h) = self.header() {

@@ -61,6 +61,11 @@ pub struct ThreadState {
     pub busy: Cell<u32>,
     /// The thread's CPU-sampling timer (`timer_t`), or 0.
     pub timer: Cell<usize>,
+    /// CPU sampling: the thread's CPU time when its timer was armed (or its time last
+    /// accounted), in nanoseconds.
+    pub cpu_armed: Cell<u64>,
+    /// CPU sampling: the periods the timer signalled since then (overruns included).
+    pub periods: Cell<u64>,
     /// Sampled heap mode: bytes this thread allocates before its next sample.
     pub sample_left: Cell<i64>,
     /// Sampled heap mode: the thread's random state (0 until first used).
@@ -78,6 +83,8 @@ thread_local! {
             nested_tail: Cell::new(0),
             busy: Cell::new(0),
             timer: Cell::new(0),
+            cpu_armed: Cell::new(0),
+            periods: Cell::new(0),
             sample_left: Cell::new(0),
             sample_rng: Cell::new(0),
         }

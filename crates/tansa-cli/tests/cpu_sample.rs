@@ -857,3 +857,60 @@ fn sigprof_fallback_unwinds_without_frame_pointers_and_annotates() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(String::from_utf8_lossy(&out.stdout).contains("level3"));
 }
+
+/// Short-lived threads under the in-process sampler: the part of each thread's last period
+/// that had not ended when the thread ended is in no sample (and the kernel checks CPU-time
+/// timers at its tick, so a 3 ms thread may get no sample at all). That time is counted
+/// and stated, not lost silently: the sampled time and the unsampled time add up to the
+/// CPU time the program measured for its threads.
+#[test]
+fn cpu_time_of_short_threads_in_no_sample_is_stated() {
+    ensure_agent();
+    let dir = build_dir().join("cpu");
+    std::fs::create_dir_all(&dir).unwrap();
+    let exe = dir.join("shortthreads");
+    compile(
+        &exe,
+        &[cpu_source("shortthreads.c")],
+        &["-g", "-O1", "-pthread"],
+    );
+    let tmp = tmp();
+    let file = tmp.path().join("short.tansa");
+    let out = sample(
+        &file,
+        &["--source", "agent"],
+        &[exe.to_str().unwrap(), "60", "3000"],
+    );
+    let said = String::from_utf8_lossy(&out.stdout);
+    let measured: u64 = said
+        .lines()
+        .find_map(|l| l.strip_prefix("cpu "))
+        .unwrap_or_else(|| panic!("{said}"))
+        .parse()
+        .unwrap();
+    assert!(
+        stderr(&out).contains("ms of CPU time is in no sample"),
+        "{}",
+        stderr(&out)
+    );
+    let r = report(&file, "process");
+    let sampled = n(&r, "total_samples") * n(&r, "period_ns");
+    let unsampled = n(&r, "unsampled_ns");
+    assert!(unsampled > 0, "{r}");
+    let both = sampled + unsampled;
+    let slack = measured / 10 + 3_000_000;
+    assert!(
+        both.abs_diff(measured) <= slack,
+        "sampled {sampled} ns + unsampled {unsampled} ns against {measured} ns measured"
+    );
+    let warning = format!("{:.1} ms of CPU time (", unsampled as f64 / 1e6);
+    assert!(
+        r["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w.as_str().unwrap().starts_with(&warning)),
+        "{}",
+        r["warnings"]
+    );
+}

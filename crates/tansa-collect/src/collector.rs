@@ -515,6 +515,10 @@ impl Collector {
                     losses,
                 })?;
             }
+            let (unsampled_ns, threads) = s.unsampled();
+            if unsampled_ns > 0 {
+                sink.session_unsampled(s.id, unsampled_ns, threads)?;
+            }
         }
         self.expire_pending_exec(true);
         self.settle_reaped(true);

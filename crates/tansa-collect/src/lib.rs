@@ -100,6 +100,17 @@ pub trait Sink {
     /// What a session's agent could not record (sent after `session_ended`, only when
     /// something was lost or recorded without a stack).
     fn session_losses(&mut self, losses: &SessionLosses) -> Result<(), CollectError>;
+    /// CPU sampling in the agent: CPU time of a session's threads that no sample stands for
+    /// (each thread's time after its last signalled period), and how many threads it is of
+    /// (sent after `session_ended`, only when not 0).
+    fn session_unsampled(
+        &mut self,
+        _session: u32,
+        _cpu_ns: u64,
+        _threads: u64,
+    ) -> Result<(), CollectError> {
+        Ok(())
+    }
     /// A process of the tree ran without being recorded.
     fn unrecorded(&mut self, process: &Unrecorded) -> Result<(), CollectError>;
     /// How many bytes of a stream (`stream`: a thread stream of `session`, `None`: the

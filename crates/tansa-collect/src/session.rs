@@ -251,6 +251,16 @@ impl Session {
             .is_some_and(|h| h.exited_normally.load(Ordering::Acquire) != 0)
     }
 
+    /// CPU sampling in the agent: the session's unsampled CPU time (ns) and its threads.
+    pub fn unsampled(&self) -> (u64, u64) {
+        self.header().map_or((0, 0), |h| {
+            (
+                h.unsampled_ns.load(Ordering::Relaxed),
+                h.unsampled_threads.load(Ordering::Relaxed),
+            )
+        })
+    }
+
     /// Events the agent reported lost, all causes together.
     pub fn lost_events(&self) -> u64 {
         self.header().map_or(0, SegmentHeader::lost_total)

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! META INFO PROCESSES MODULES ADDRESSES+ STACKS+ STACK_COUNTS+ TIMELINE* SOURCES?
-//! SYMBOLS SUMMARY END
+//! SYMBOLS UNSAMPLED? SUMMARY END
 //! ```
 //!
 //! The recording is the seed's real-time reduction, not a sample log: the recorder keeps
@@ -45,6 +45,9 @@ pub const TIMELINE: FrameType = FrameType(0x0206);
 pub const SOURCES: FrameType = FrameType(0x0207);
 /// [`CpuSummary`] (postcard).
 pub const SUMMARY: FrameType = FrameType(0x0208);
+/// [`Unsampled`] (postcard), written before [`SUMMARY`] when there is any (readers that
+/// predate it skip it).
+pub const UNSAMPLED: FrameType = FrameType(0x0209);
 
 /// [`Loc::module`] of an address that is in no known module (the offset is then the raw
 /// address).
@@ -248,6 +251,17 @@ pub struct SourceFile {
     pub path: String,
     /// Contents.
     pub text: String,
+}
+
+/// CPU time that no sample stands for, as the in-process sampler (`--source agent`)
+/// counted it: each thread's time after the last period its CPU-time timer signalled, when
+/// the thread ended or its process exited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Unsampled {
+    /// The time, in nanoseconds.
+    pub cpu_ns: u64,
+    /// The threads it is the time of.
+    pub threads: u64,
 }
 
 /// Totals, written last.

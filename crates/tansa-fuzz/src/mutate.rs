@@ -40,7 +40,7 @@ const INTERESTING: [u64; 20] = [
 ];
 
 /// Frame types a header may be changed to.
-const TYPES: [FrameType; 25] = [
+const TYPES: [FrameType; 26] = [
     FrameType::META,
     FrameType::CALIBRATION,
     FrameType::SYMBOLS,
@@ -60,6 +60,7 @@ const TYPES: [FrameType; 25] = [
     cpu::TIMELINE,
     cpu::SOURCES,
     cpu::SUMMARY,
+    cpu::UNSAMPLED,
     retrace::INFO,
     retrace::CODE,
     retrace::EXECUTIONS,

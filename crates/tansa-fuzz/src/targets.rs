@@ -232,6 +232,7 @@ pub fn frames(payload: &[u8]) {
     let _ = frame(cpu_frames::TIMELINE).decode::<Vec<cpu_frames::TimelineEntry>>();
     let _ = frame(cpu_frames::SOURCES).decode::<Vec<cpu_frames::SourceFile>>();
     let _ = frame(cpu_frames::SUMMARY).decode::<cpu_frames::CpuSummary>();
+    let _ = frame(cpu_frames::UNSAMPLED).decode::<cpu_frames::Unsampled>();
     let _ = frame(retrace_frames::INFO).decode::<retrace_frames::RetraceInfo>();
     let _ = frame(retrace_frames::CODE)
         .decode::<retrace_frames::RegionCode>()

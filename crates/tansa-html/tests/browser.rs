@@ -42,6 +42,7 @@ fn report() -> CpuReport {
         duration_ns: 10_000_000,
         lost_samples: 0,
         lost_records: 0,
+        unsampled_ns: 0,
         pid: None,
         units: vec![u],
         notes: vec![],

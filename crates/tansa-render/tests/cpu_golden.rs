@@ -278,6 +278,7 @@ fn recording() -> CpuRecording {
             wall_ns: 50_000_000,
             ..CpuSummary::default()
         }),
+        unsampled: None,
         warnings: Vec::new(),
         damaged: false,
     }

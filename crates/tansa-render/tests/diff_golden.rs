@@ -219,6 +219,7 @@ fn cpu(total: u64, units: Vec<CpuUnit>) -> CpuReport {
         duration_ns: total * 1_000_000,
         lost_samples: 0,
         lost_records: 0,
+        unsampled_ns: 0,
         pid: None,
         units,
         notes: vec![],

@@ -53,6 +53,8 @@ pub struct AgentOutcome {
     pub event: String,
     /// The module files whose symbols could not be read, one line each.
     pub unresolved: Vec<String>,
+    /// CPU time no sample stands for: threads' last partial periods.
+    pub unsampled: tansa_format::cpu::Unsampled,
 }
 
 /// The event name recorded for agent samples.
@@ -120,6 +122,7 @@ pub fn record<W: Write>(
         exit: outcome.exit,
         event: AGENT_EVENT.into(),
         unresolved: finished.unresolved,
+        unsampled: finished.unsampled,
     })
 }
 
@@ -390,6 +393,16 @@ impl Sink for AgentSink<'_> {
                 self.builder.note_lost(0, end.lost_events);
             }
         }
+        Ok(())
+    }
+
+    fn session_unsampled(
+        &mut self,
+        _session: u32,
+        cpu_ns: u64,
+        threads: u64,
+    ) -> Result<(), CollectError> {
+        self.builder.note_unsampled(cpu_ns, threads);
         Ok(())
     }
 

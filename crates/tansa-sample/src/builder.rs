@@ -196,6 +196,7 @@ pub struct CpuRecordingBuilder {
     pub(crate) samples: u64,
     pub(crate) lost_records: u64,
     pub(crate) lost_samples: u64,
+    pub(crate) unsampled: tansa_format::cpu::Unsampled,
     pub(crate) unwind_failures: u64,
     pub(crate) first_ns: u64,
     pub(crate) last_ns: u64,
@@ -237,6 +238,7 @@ impl CpuRecordingBuilder {
             samples: 0,
             lost_records: 0,
             lost_samples: 0,
+            unsampled: tansa_format::cpu::Unsampled::default(),
             unwind_failures: 0,
             first_ns: u64::MAX,
             last_ns: 0,
@@ -395,6 +397,12 @@ impl CpuRecordingBuilder {
     pub fn note_lost(&mut self, records: u64, samples: u64) {
         self.lost_records += records;
         self.lost_samples += samples;
+    }
+
+    /// Counts CPU time that no sample stands for (see [`tansa_format::cpu::Unsampled`]).
+    pub fn note_unsampled(&mut self, cpu_ns: u64, threads: u64) {
+        self.unsampled.cpu_ns = self.unsampled.cpu_ns.saturating_add(cpu_ns);
+        self.unsampled.threads = self.unsampled.threads.saturating_add(threads);
     }
 
     /// Counts a sample whose user stack could not be unwound.

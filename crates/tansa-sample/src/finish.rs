@@ -252,6 +252,10 @@ impl CpuRecordingBuilder {
             .map_err(SampleError::Write)?;
         w.value(FrameType::SYMBOLS, &symbols)
             .map_err(SampleError::Write)?;
+        if self.unsampled.cpu_ns > 0 {
+            w.value(cpu::UNSAMPLED, &self.unsampled)
+                .map_err(SampleError::Write)?;
+        }
         w.value(cpu::SUMMARY, &summary)
             .map_err(SampleError::Write)?;
         w.finish().map_err(SampleError::Write)?;
@@ -259,6 +263,7 @@ impl CpuRecordingBuilder {
         Ok(Finished {
             summary,
             unresolved: symbols.unresolved_notes(),
+            unsampled: self.unsampled,
         })
     }
 }
@@ -271,6 +276,8 @@ pub struct Finished {
     /// The module files whose symbols could not be read, one line each, as reports warn
     /// ([`SymbolTable::unresolved_notes`]).
     pub unresolved: Vec<String>,
+    /// CPU time no sample stands for (in-process sampling).
+    pub unsampled: cpu::Unsampled,
 }
 
 /// What resolving needs besides the resolver.

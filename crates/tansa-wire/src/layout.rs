@@ -256,6 +256,12 @@ pub struct SegmentHeader {
     pub place_job_len: u32,
     /// The job's id, when the environment names one.
     pub place_job: [u8; crate::place::JOB_CAPACITY],
+    /// CPU sampling in the agent: CPU time, in nanoseconds, that no sample stands for,
+    /// because its thread ended (or the process exited) between two expiries of the
+    /// thread's CPU-time timer. Not an event count: not in `lost`.
+    pub unsampled_ns: AtomicU64,
+    /// CPU sampling in the agent: the threads whose unsampled time is in `unsampled_ns`.
+    pub unsampled_threads: AtomicU64,
 }
 
 const _: () = assert!(core::mem::size_of::<SegmentHeader>() <= SEGMENT_HEADER_SIZE);

@@ -136,6 +136,7 @@ pub fn report(rec: &CpuRecording, options: Options) -> CpuReport {
         duration_ns: summary.wall_ns,
         lost_samples: summary.lost_samples,
         lost_records: summary.lost_records,
+        unsampled_ns: rec.unsampled.map_or(0, |u| u.cpu_ns),
         pid: options.pid,
         units,
         notes: rec.info.notes.clone(),

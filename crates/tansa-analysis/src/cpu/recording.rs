@@ -7,7 +7,7 @@ use tansa_format::FormatError;
 use tansa_format::container::{FrameType, Kind, Reader};
 use tansa_format::cpu::{
     self, AddressCount, CpuInfo, CpuSummary, Module, Process, SourceFile, Stack, StackCount,
-    TimelineEntry,
+    TimelineEntry, Unsampled,
 };
 use tansa_format::meta::RecordingMeta;
 use tansa_format::symtab::SymbolTable;
@@ -65,6 +65,8 @@ pub struct CpuRecording {
     pub symbols: SymbolTable,
     /// Totals (absent if the file is cut short).
     pub summary: Option<CpuSummary>,
+    /// CPU time no sample stands for, as the in-process sampler counted it.
+    pub unsampled: Option<Unsampled>,
     /// Problems found while reading.
     pub warnings: Vec<String>,
     /// Whether the file is truncated or damaged.
@@ -107,6 +109,7 @@ impl CpuRecording {
             sources: Vec::new(),
             symbols: SymbolTable::default(),
             summary: None,
+            unsampled: None,
             warnings: Vec::new(),
             damaged: false,
         };
@@ -138,6 +141,7 @@ impl CpuRecording {
                     cpu::SOURCES => rec.sources = frame.decode()?,
                     FrameType::SYMBOLS => rec.symbols = frame.decode()?,
                     cpu::SUMMARY => rec.summary = Some(frame.decode()?),
+                    cpu::UNSAMPLED => rec.unsampled = Some(frame.decode()?),
                     _ => {}
                 }
                 Ok(())
@@ -185,6 +189,20 @@ impl CpuRecording {
                  outermost function (the stack could not be unwound further, or the stack copy \
                  was too short: --stack-size): the functions above them miss those samples in \
                  their totals"
+            ));
+        }
+        if let Some(u) = rec.unsampled.filter(|u| u.cpu_ns > 0) {
+            let sampled = total.saturating_mul(rec.info.period_ns);
+            let share = u.cpu_ns as f64 * 100.0 / (sampled.saturating_add(u.cpu_ns)) as f64;
+            rec.warnings.push(format!(
+                "{:.1} ms of CPU time ({share:.1} % of the {:.1} ms the sampled threads used) \
+                 is in no sample: {} thread(s) ended, or their process exited, between two \
+                 signals of their CPU-time timer, whose last partial period is not sampled \
+                 (the kernel checks these timers at its tick, so a thread that runs for less \
+                 than a tick may get no sample at all); every figure is short by that time",
+                u.cpu_ns as f64 / 1e6,
+                (sampled.saturating_add(u.cpu_ns)) as f64 / 1e6,
+                u.threads
             ));
         }
         rec.warnings.extend(rec.symbols.unresolved_notes());

@@ -176,6 +176,9 @@ pub struct CpuReport {
     pub lost_samples: u64,
     /// Records dropped because a ring was full.
     pub lost_records: u64,
+    /// In-process sampling: CPU time, in nanoseconds, that no sample stands for (threads'
+    /// last partial periods), 0 otherwise. Of the whole recording, whatever `--pid`.
+    pub unsampled_ns: u64,
     /// The process selected with `--pid`, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pid: Option<u32>,

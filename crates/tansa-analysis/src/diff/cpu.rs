@@ -317,6 +317,7 @@ mod tests {
             duration_ns: 1_000_000_000,
             lost_samples: 0,
             lost_records: 0,
+            unsampled_ns: 0,
             pid: None,
             units,
             notes: vec![],

@@ -186,6 +186,14 @@ fn run_agent(
     for line in &outcome.unresolved {
         eprintln!("tansa: warning: {line}");
     }
+    if outcome.unsampled.cpu_ns > 0 {
+        eprintln!(
+            "tansa: warning: {:.1} ms of CPU time is in no sample (the last partial sampling \
+             period of {} thread(s)); `tansa report` says more",
+            outcome.unsampled.cpu_ns as f64 / 1e6,
+            outcome.unsampled.threads
+        );
+    }
     if s.samples == 0 {
         eprintln!(
             "tansa: warning: no samples: the command used little CPU time, or does not load \
