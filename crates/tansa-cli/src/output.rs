@@ -179,6 +179,18 @@ pub fn check_given(dest: &Path) -> anyhow::Result<()> {
     }
 }
 
+/// Checks, before the command runs, the name given for a recording (see [`check_given`]).
+/// `-`, standard output for reports, is refused: the command's own output goes there.
+pub fn check_recording_given(dest: &Path) -> anyhow::Result<()> {
+    if dest == Path::new("-") {
+        return Err(crate::exit::usage(
+            "-o -: a recording is not written to standard output, where the command's own \
+             output goes; name a file (or /dev/stdout, if the command writes nothing there)",
+        ));
+    }
+    check_given(dest)
+}
+
 /// Refuses an output that is one of the inputs, under whatever name: the output replaces
 /// the file at its name, so the input would be lost. (A symbolic link named as the output
 /// is replaced itself, which leaves its target alone.)

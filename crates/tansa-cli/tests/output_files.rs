@@ -445,3 +445,40 @@ fn a_stream_named_as_output_is_written_in_place_not_replaced() {
     );
     assert_eq!(names(d), ["in.tansa", "pipe", "piped.tansa"]);
 }
+
+/// `-o -` names standard output for reports. A recording is not written there, where the
+/// command's own output goes: the recorders refuse it before running the command (they
+/// wrote a file named `-`). The online report, a report, does go to standard output.
+#[test]
+fn a_recording_is_not_written_to_a_file_named_dash() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let touch = format!("touch {}", marker.display());
+    for cmd in [
+        &["record", "-o", "-", "--", "sh", "-c", &touch][..],
+        &["sample", "-o", "-", "--", "sh", "-c", &touch],
+        &[
+            "retrace", "record", "--region", "main", "-o", "-", "--", "sh", "-c", &touch,
+        ],
+    ] {
+        let o = tansa_in(dir.path(), cmd);
+        assert_eq!(o.status.code(), Some(2), "{cmd:?}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("-o -: a recording is not written to standard output"),
+            "{cmd:?}: {}",
+            stderr(&o)
+        );
+        assert!(!marker.exists(), "{cmd:?} ran the command");
+        assert_eq!(names(dir.path()), Vec::<String>::new(), "{cmd:?}");
+    }
+    let o = tansa_in(
+        dir.path(),
+        &[
+            "record", "--online", "--format", "json", "-o", "-", "--", "true",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r["schema"], "tansa.memory-report.v1");
+    assert_eq!(names(dir.path()), Vec::<String>::new());
+}

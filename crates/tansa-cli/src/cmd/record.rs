@@ -232,7 +232,12 @@ fn now_unix_ms() -> u64 {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // A name that cannot be written is said before the command runs, not after.
     if let Some(p) = &args.output {
-        crate::output::check_given(p)?;
+        if args.online {
+            // The online report, which may go to standard output like any report.
+            crate::output::check_given(p)?;
+        } else {
+            crate::output::check_recording_given(p)?;
+        }
     }
     let agent = options::find_agent()?;
     let config = CollectConfig {

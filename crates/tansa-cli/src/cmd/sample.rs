@@ -299,7 +299,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     if let Some(p) = &args.output {
-        crate::output::check_given(p)?;
+        crate::output::check_recording_given(p)?;
     }
     let output = args.output.clone().unwrap_or_else(|| default_output(&args));
     let target = if args.all {

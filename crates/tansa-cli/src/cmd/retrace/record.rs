@@ -68,7 +68,7 @@ pub struct Args {
 /// Runs `tansa retrace record`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(p) = &args.output {
-        crate::output::check_given(p)?;
+        crate::output::check_recording_given(p)?;
     }
     let (source, period) = match (args.source, args.hz) {
         (SourceArg::Auto | SourceArg::CpuClock, Some(hz)) => (
