@@ -88,6 +88,14 @@ fn events_of_threads_without_a_ring_are_counted_and_reported() {
     let lost = r["processes"][0]["losses"]["no_ring"].as_u64().unwrap();
     assert!(lost > 0, "{}", r["processes"][0]);
     assert_eq!(r["processes"][0]["lost_events"].as_u64().unwrap(), lost);
+    // The recorder says it as it ends, too.
+    assert!(
+        stderr(&out).contains(&format!(
+            "warning: the agent could not record {lost} event(s)"
+        )),
+        "{}",
+        stderr(&out)
+    );
     assert_eq!(
         warned_count(&r, "event(s) not recorded: their thread found no free ring"),
         Some(lost),

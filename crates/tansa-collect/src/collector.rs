@@ -77,6 +77,8 @@ pub struct Collector {
     fullest_permille: u64,
     /// Bytes drained so far.
     pub total_bytes: u64,
+    /// Events the agents of ended sessions could not record, all together.
+    pub lost_events: u64,
     /// Durable recording: sessions publish ring tails only for bytes the sink stored.
     pub durable: bool,
     /// The signal that stopped the recording while processes ran (their sessions end as
@@ -102,6 +104,7 @@ impl Collector {
             reaped_unknown: Vec::new(),
             fullest_permille: 0,
             total_bytes: 0,
+            lost_events: 0,
             durable: false,
             stopped_by: None,
         }
@@ -502,10 +505,12 @@ impl Collector {
                     normal_exit: s.exited_normally(),
                 }
             };
+            let lost_events = s.lost_events();
+            self.lost_events = self.lost_events.saturating_add(lost_events);
             sink.session_ended(&SessionEnd {
                 session: s.id,
                 exit,
-                lost_events: s.lost_events(),
+                lost_events,
                 end_ticks,
             })?;
             let losses = s.losses();

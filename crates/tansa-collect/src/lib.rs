@@ -269,6 +269,8 @@ pub struct Outcome {
     pub pid: u32,
     /// Processes of the tree that ran without being recorded.
     pub unrecorded: u32,
+    /// Events the agents could not record (each report says why).
+    pub lost_events: u64,
     /// The signal (`SIGTERM`, `SIGHUP`) that stopped the recording while processes still
     /// ran (they were given [`STOP_GRACE`] to end after it was passed on to the command).
     pub stopped_by: Option<i32>,
@@ -375,6 +377,7 @@ pub fn record(config: &Config, sink: &mut dyn Sink) -> Result<Outcome, CollectEr
         bytes: run.collector.total_bytes,
         pid: root,
         unrecorded: run.collector.unrecorded.len() as u32,
+        lost_events: run.collector.lost_events,
         stopped_by,
     })
 }

@@ -425,6 +425,13 @@ fn summarize(
         final_path.display(),
         tansa_render::bytes(i64::try_from(written.size).unwrap_or(i64::MAX)),
     );
+    if outcome.lost_events > 0 {
+        eprintln!(
+            "tansa: warning: the agent could not record {} event(s); `tansa report {}` says why",
+            outcome.lost_events,
+            final_path.display()
+        );
+    }
     for line in &written.unresolved {
         eprintln!("tansa: warning: {line}");
     }
