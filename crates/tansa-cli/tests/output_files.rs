@@ -191,6 +191,16 @@ fn a_heap_recording_whose_recorder_was_killed_is_completed_by_the_next_report() 
     assert_eq!(calls(main).0, 300, "{main}");
     assert_eq!(bytes(main).1, 300 * 4000, "{main}");
     assert_eq!(report["processes"][0]["exit"]["kind"], "recorder_killed");
+    // Not durable: what the program did after the kill is in no file, and the report says
+    // so (it said only that the recording was salvaged).
+    assert!(
+        report["warnings"].as_array().unwrap().iter().any(|w| w
+            .as_str()
+            .unwrap()
+            .contains("what the programs did after that, and what the agents' buffers still held, is not in it")),
+        "{}",
+        report["warnings"]
+    );
     // In place, private, and no temporary file left; the next report just reads it.
     assert_eq!(names(dir.path()), ["killed.tansa"]);
     assert_eq!(std::fs::metadata(&file).unwrap().mode() & 0o777, 0o600);

@@ -41,8 +41,7 @@ use tansa_wire::layout::{
 
 use crate::symbolize::{AddressSet, BackgroundResolver};
 
-/// The option a durable recording carries in its `META` frame (`durable` = `true`).
-pub const DURABLE_OPTION: &str = "durable";
+pub use tansa_analysis::memory::DURABLE_OPTION;
 
 /// Most segments of one session a salvage reads (the agent makes at most 64).
 const MAX_SEGMENTS: u32 = 64;

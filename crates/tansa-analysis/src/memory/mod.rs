@@ -30,6 +30,10 @@ pub use aggregate::{Aggregator, Config};
 /// The recording option (`RecordingMeta::options`) that holds the mean bytes between
 /// samples of a sampled recording (`tansa record --sample-rate`).
 pub const SAMPLE_RATE_OPTION: &str = "sample_rate";
+
+/// The recording option a durable recording (`tansa record --durable`) carries in its
+/// `META` frame (`durable` = `true`).
+pub const DURABLE_OPTION: &str = "durable";
 pub use classify::{By, Charge, FreeTo};
 pub use ids::{ModuleId, SessionId, StackId, StreamId, UnitSetId};
 pub use report::MemoryReport;

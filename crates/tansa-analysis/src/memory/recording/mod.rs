@@ -353,19 +353,34 @@ impl<R: Read + Seek> MemoryRecording<R> {
                         salvaged = true;
                         let s: memory::Salvage = frame.decode()?;
                         // A recording completed without segment files (not durable)
-                        // recovered nothing from rings: no count to give.
-                        let recovered = if s.events == 0 && s.bytes == 0 {
-                            String::new()
-                        } else {
+                        // recovered nothing from rings: no count to give, and what the
+                        // programs did after the recorder died is in no file.
+                        let durable = info.meta.as_ref().is_some_and(|m| {
+                            m.options
+                                .iter()
+                                .any(|(k, v)| k == super::DURABLE_OPTION && v == "true")
+                        });
+                        let recovered = if durable {
                             format!(
                                 "{} event(s) recovered from the agents' shared rings; ",
                                 s.events
                             )
+                        } else {
+                            String::new()
                         };
                         warnings.push(format!(
                             "the recorder was killed before it finished this recording; it \
-                             was salvaged afterwards ({recovered}{} process image(s) end there)",
-                            s.sessions_ended
+                             was salvaged afterwards ({recovered}{} process image(s) end \
+                             there){}",
+                            s.sessions_ended,
+                            if durable {
+                                ""
+                            } else {
+                                ": what the programs did after that, and what the agents' \
+                                 buffers still held, is not in it (each program's agent said \
+                                 how many events it could not record on the program's \
+                                 standard error; `tansa record --durable` keeps them)"
+                            }
                         ));
                     }
                     memory::META_CHUNK => {
