@@ -78,8 +78,8 @@ pub struct Args {
     /// Exit with status 1 when a unit's metric grew by more than THRESHOLD: a percentage of
     /// its value in A (`10%`) or an amount (`64KiB`, `4096`); see below. May be given twice
     /// (a percentage and an amount: both must be crossed).
-    #[arg(long, value_name = "THRESHOLD", value_parser = parse_threshold)]
-    fail_if_growth: Vec<Threshold>,
+    #[arg(long, value_name = "THRESHOLD", value_parser = parse_threshold_arg)]
+    fail_if_growth: Vec<ThresholdArg>,
 
     /// Show the N units that changed most (the gate still judges every unit).
     #[arg(long, value_name = "N")]
@@ -140,6 +140,32 @@ impl From<MetricArg> for Metric {
             MetricArg::Total => Metric::TotalSamples,
         }
     }
+}
+
+/// A `--fail-if-growth` threshold as given: the threshold, and the text when it is an
+/// amount with a unit of bytes (`64KiB`), which counts no calls.
+#[derive(Debug, Clone)]
+pub struct ThresholdArg(Threshold, Option<String>);
+
+fn parse_threshold_arg(s: &str) -> Result<ThresholdArg, String> {
+    let t = parse_threshold(s)?;
+    let with_unit =
+        matches!(t, Threshold::Amount(_)) && s.trim().chars().any(|c| c.is_ascii_alphabetic());
+    Ok(ThresholdArg(t, with_unit.then(|| s.trim().to_string())))
+}
+
+/// The thresholds, refusing an amount of bytes for `--metric calls` (it was taken as that
+/// many calls: `1KiB` as 1,024).
+fn thresholds_for(args: &[ThresholdArg], metric: Metric) -> anyhow::Result<Vec<Threshold>> {
+    if metric == Metric::Calls
+        && let Some(text) = args.iter().find_map(|a| a.1.as_deref())
+    {
+        return Err(exit::usage(format!(
+            "--fail-if-growth {text} is an amount of bytes, but --metric calls counts calls: \
+             give a plain number (100) or a percentage (10%)"
+        )));
+    }
+    Ok(args.iter().map(|a| a.0).collect())
 }
 
 /// A `--fail-if-growth` threshold: `10%`, `2.5%`, or an amount (`4096`, `64KiB`, `1MiB`).
@@ -231,9 +257,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             )));
         }
         let by = ReportBy::cpu(Some(args.by.unwrap_or(ReportBy::Function)), &args.a)?;
+        let metric = metric.unwrap_or(Metric::SelfSamples);
         let options = diff::cpu::Options {
-            metric: metric.unwrap_or(Metric::SelfSamples),
-            thresholds: args.fail_if_growth.clone(),
+            metric,
+            thresholds: thresholds_for(&args.fail_if_growth, metric)?,
             top: args.top,
         };
         // A wrong option is told before the recordings are read.
@@ -255,9 +282,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             args.interval.unwrap_or(Duration::from_millis(100)),
             None,
         );
+        let metric = metric.unwrap_or(Metric::Max);
         let options = diff::memory::Options {
-            metric: metric.unwrap_or(Metric::Max),
-            thresholds: args.fail_if_growth.clone(),
+            metric,
+            thresholds: thresholds_for(&args.fail_if_growth, metric)?,
             top: args.top,
         };
         options.check().map_err(usage_of)?;
@@ -338,6 +366,17 @@ mod tests {
         assert_eq!(parse_threshold("64KiB"), Ok(Threshold::Amount(65536)));
         assert_eq!(parse_threshold("1MiB"), Ok(Threshold::Amount(1 << 20)));
         assert_eq!(parse_threshold("1MB"), Ok(Threshold::Amount(1_000_000)));
+        // An amount of bytes is no number of calls.
+        let given = |s: &str| parse_threshold_arg(s).unwrap();
+        assert!(thresholds_for(&[given("1KiB")], Metric::Calls).is_err());
+        assert_eq!(
+            thresholds_for(&[given("100"), given("10%")], Metric::Calls).unwrap(),
+            [Threshold::Amount(100), Threshold::Percent(10.0)]
+        );
+        assert_eq!(
+            thresholds_for(&[given("1KiB")], Metric::Net).unwrap(),
+            [Threshold::Amount(1024)]
+        );
         for bad in [
             "",
             "%",

@@ -73,8 +73,8 @@ pub struct Args {
     #[arg(long)]
     title: Option<String>,
 
-    /// Write to OUT.svg (`-` for standard output) [default: FILE's name with .svg (or
-    /// -diff.svg), in the current directory, never replacing an existing file].
+    /// Write to OUT.svg (`-` for standard output) [default: FILE's name with .svg (.diff.svg
+    /// with --diff), in the current directory, never replacing an existing file].
     #[arg(short, long, value_name = "OUT.svg")]
     output: Option<PathBuf>,
 }
