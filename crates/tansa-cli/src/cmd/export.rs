@@ -45,9 +45,10 @@ Examples:
 Heap recordings export, per allocation stack: alloc_objects and alloc_space (every block
 allocated), inuse_objects and inuse_space (blocks never freed: live at the end), as Go heap
 profiles name them, and peak_objects and peak_space (live when the heap peaked). CPU
-recordings export samples and cpu (nanoseconds: samples times the period). Frames are
-named module!function, as tansa's reports name them; inlined functions are frames of
-their own.
+recordings export samples and cpu (nanoseconds: samples times the period). Collapsed
+stacks and speedscope frames are named module!function, as tansa's reports name them; pprof
+names functions alone and gives each location its module as a mapping, as pprof's own
+profiles do. Inlined functions are frames of their own.
 
 Without -o, the output is written in the current directory under FILE's name with the
 format's extension, never replacing an existing file (a number is added). Exit status: 0; 1 when the
