@@ -355,3 +355,29 @@ fn a_short_recording_read_with_a_longer_later_one_is_judged_over_its_own_run() {
         "{with_long:#}"
     );
 }
+
+/// `--traces N` traces at most N allocations of a site: a trace in flight when more are
+/// granted counts against the limit (it traced N + 1).
+#[test]
+fn traces_stop_at_the_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = leakcause("O0");
+    for limit in [1u64, 3] {
+        let file = dir.path().join(format!("limit{limit}.tansa"));
+        let mut options = LEAK_CAUSE.to_vec();
+        let limit_text = limit.to_string();
+        options.extend(["--traces", limit_text.as_str()]);
+        let out = record(&file, &options, &[exe.to_str().unwrap(), "400000"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let o = run_tansa(&["leaks", file.to_str().unwrap(), "--format", "json"]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+        let s = site(&r, "!funcA");
+        let traced =
+            s["traces"]["freed"].as_u64().unwrap() + s["traces"]["not_freed"].as_u64().unwrap();
+        assert!(
+            (1..=limit).contains(&traced),
+            "--traces {limit}: {traced} traced: {s:#}"
+        );
+    }
+}

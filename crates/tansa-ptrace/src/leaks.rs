@@ -26,7 +26,7 @@
 //! and at least one E path was seen (spec §12.8), or after `traces` traces.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -234,6 +234,9 @@ struct Site {
     reached: BTreeSet<u32>,
     not_freed: u32,
     traces: u32,
+    /// Traces granted to the agent so far, and those of them abandoned (not counted).
+    granted: u32,
+    abandoned: u32,
     tracing_ns: u64,
     status: Option<String>,
 }
@@ -391,7 +394,10 @@ impl<S: Sink> LeakCauseSink<S> {
             let freed = match d.end {
                 FollowEnd::Stopped => true,
                 FollowEnd::RangeEnd | FollowEnd::ThreadExited => false,
-                FollowEnd::Abandoned(_) => return,
+                FollowEnd::Abandoned(_) => {
+                    site.abandoned += 1;
+                    return;
+                }
             };
             site.traces += 1;
             if !freed {
@@ -450,17 +456,14 @@ impl<S: Sink> LeakCauseSink<S> {
     /// Grants more traces to the sites being traced that used theirs.
     fn refill(&mut self) {
         let traces = self.config.traces;
-        for s in self.sessions.values() {
+        for s in self.sessions.values_mut() {
             let Some(header) = &s.header else { continue };
             let h = header.get();
-            for site in s.sites.values() {
+            for site in s.sites.values_mut() {
                 if let Some(slot) = site.slot
-                    && site.traces < traces
                     && h.trace_sites[slot].remaining.load(Ordering::Acquire) == 0
                 {
-                    h.trace_sites[slot]
-                        .remaining
-                        .store(BATCH.min(traces - site.traces), Ordering::Release);
+                    grant(site, &h.trace_sites[slot].remaining, traces);
                 }
             }
         }
@@ -490,9 +493,7 @@ impl<S: Sink> LeakCauseSink<S> {
                         release_slot(h, slot);
                         site.slot = None;
                     } else if h.trace_sites[slot].remaining.load(Ordering::Acquire) == 0 {
-                        h.trace_sites[slot]
-                            .remaining
-                            .store(BATCH.min(traces - site.traces), Ordering::Release);
+                        grant(site, &h.trace_sites[slot].remaining, traces);
                     }
                     continue;
                 }
@@ -549,11 +550,24 @@ impl<S: Sink> LeakCauseSink<S> {
                 site.slot = Some(slot);
                 let entry = &h.trace_sites[slot];
                 entry.range_depth.store(site.range_depth, Ordering::Relaxed);
-                entry.remaining.store(BATCH.min(traces), Ordering::Relaxed);
+                grant(site, &entry.remaining, traces);
                 entry.stack.store(stack, Ordering::Release);
                 h.tracing.fetch_add(1, Ordering::AcqRel);
             }
         }
+    }
+}
+
+/// Grants the agent more traces of `site` (its `remaining` is 0): what the limit leaves.
+/// Every trace granted before has been started then, so those still in flight, not settled
+/// yet, count against the limit (counting only the settled ones traced one more than
+/// `--traces`); abandoned ones do not.
+fn grant(site: &mut Site, remaining: &AtomicU32, traces: u32) {
+    let used = site.granted.saturating_sub(site.abandoned);
+    if used < traces {
+        let n = BATCH.min(traces - used);
+        site.granted += n;
+        remaining.store(n, Ordering::Release);
     }
 }
 
