@@ -56,13 +56,9 @@ pub enum Format {
 /// conversion makes every error `Other`, and a closed pipe must stay one: a reader that went
 /// away is not a failure).
 pub(crate) fn csv_io(e: ::csv::Error) -> io::Error {
-    if e.is_io_error() {
-        match e.into_kind() {
-            ::csv::ErrorKind::Io(io) => io,
-            other => io::Error::other(format!("{other:?}")),
-        }
-    } else {
-        io::Error::other(e)
+    match e.into_kind() {
+        ::csv::ErrorKind::Io(io) => io,
+        other => io::Error::other(format!("{other:?}")),
     }
 }
 

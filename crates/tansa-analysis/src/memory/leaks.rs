@@ -195,19 +195,19 @@ pub fn report<R: Read + Seek>(rec: &MemoryRecording<R>) -> LeaksReport {
     // minutes apart) is not judged flat over the time it did not run. The judgement then
     // takes CHECKPOINTS of them, evenly spread over the part where its events happened.
     let mut grids: FxHashMap<SessionId, Grid> = FxHashMap::default();
+    // Each image's start and end, looked up once per image (the first of a number given
+    // twice in a damaged file, as a search would find).
+    let mut starts: FxHashMap<u32, u64> = FxHashMap::default();
+    for s in &rec.sessions {
+        starts.entry(s.session).or_insert(s.start_ticks);
+    }
+    let mut ends: FxHashMap<u32, u64> = FxHashMap::default();
+    for e in &rec.ends {
+        ends.entry(e.session).or_insert(e.end_ticks);
+    }
     let grid_of = |session: SessionId, ts: u64| {
-        let from = rec
-            .sessions
-            .iter()
-            .find(|s| s.session == session.0)
-            .map_or(ts, |s| s.start_ticks)
-            .min(ts);
-        let to = rec
-            .ends
-            .iter()
-            .find(|e| e.session == session.0)
-            .map_or(end, |e| e.end_ticks)
-            .max(ts);
+        let from = starts.get(&session.0).map_or(ts, |&t| t).min(ts);
+        let to = ends.get(&session.0).map_or(end, |&t| t).max(ts);
         Grid {
             start: from,
             span: (to - from).max(1),
