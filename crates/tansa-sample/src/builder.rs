@@ -344,6 +344,16 @@ impl CpuRecordingBuilder {
 
     /// Declares a thread of a process, or renames it.
     pub fn add_thread(&mut self, p: ProcessId, tid: u32, name: &str) {
+        self.thread(p, tid, name, true);
+    }
+
+    /// Adds a thread named `name` unless it is known already (a thread's creation, which
+    /// the kernel may report after the name the thread then took).
+    pub fn add_new_thread(&mut self, p: ProcessId, tid: u32, name: &str) {
+        self.thread(p, tid, name, false);
+    }
+
+    fn thread(&mut self, p: ProcessId, tid: u32, name: &str, rename: bool) {
         let (Some(proc), Some(index)) = (
             self.processes.get_mut(p.0 as usize),
             self.threads.get_mut(p.0 as usize),
@@ -351,7 +361,8 @@ impl CpuRecordingBuilder {
             return;
         };
         match index.get(&tid) {
-            Some(&i) => proc.threads[i].name = name.to_string(),
+            Some(&i) if rename => proc.threads[i].name = name.to_string(),
+            Some(_) => {}
             None => {
                 index.insert(tid, proc.threads.len());
                 proc.threads.push(Thread {

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use tansa_format::cpu::{CpuInfo, CpuSummary, SampleSource};
 use tansa_format::meta::{ExitStatus, RecordingMeta};
-use tansa_perf::{RecordKind, SideBand};
+use tansa_perf::{RecordKind, RecordRef, SideBand};
 
 pub use open::{online_cpus, paranoid};
 
@@ -143,15 +143,32 @@ impl Session {
         let heads: Vec<u64> = self.opened.cpus.iter().map(|c| c.ring.head()).collect();
         let layout = self.opened.layout;
         let (tracker, builder) = (&mut self.tracker, &mut self.builder);
+        // Side-band records of all rings in time order: each ring is in order, but a thread
+        // that renames itself on one CPU right after its process's exec on another would
+        // otherwise be named in the image before the exec, and the exec's image would not
+        // know its name.
+        let mut side: Vec<(u64, u32, u16, Vec<u8>)> = Vec::new();
         for (c, &head) in self.opened.cpus.iter_mut().zip(&heads) {
             c.ring.visit(head, |r| {
                 if r.kind() == RecordKind::Sample {
                     return;
                 }
-                if let Some((sb, id)) = SideBand::parse(&r, layout.format, true) {
-                    tracker.side_band(builder, &sb, id.time);
+                if let Some((_, id)) = SideBand::parse(&r, layout.format, true) {
+                    side.push((id.time, r.ty, r.misc, r.body.to_vec()));
                 }
             });
+        }
+        // Stable: records of one time keep their ring order.
+        side.sort_by_key(|s| s.0);
+        for (time, ty, misc, body) in &side {
+            let r = RecordRef {
+                ty: *ty,
+                misc: *misc,
+                body,
+            };
+            if let Some((sb, _)) = SideBand::parse(&r, layout.format, true) {
+                tracker.side_band(builder, &sb, *time);
+            }
         }
         for (c, &head) in self.opened.cpus.iter_mut().zip(&heads) {
             c.ring.visit(head, |r| {

@@ -158,7 +158,7 @@ impl Tracker {
         if t.pid == t.ppid {
             let p = self.process_for(b, t.pid, t.time);
             let name = b.process(p).map(|x| x.comm.clone()).unwrap_or_default();
-            b.add_thread(p, t.tid, &name);
+            b.add_new_thread(p, t.tid, &name);
             return;
         }
         let parent = self.process_for(b, t.ppid, t.time);
