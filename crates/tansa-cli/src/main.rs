@@ -25,7 +25,7 @@ enum Command {
     /// Run a command under the heap recorder (every malloc-family call, with its stack).
     Record(cmd::record::Args),
     /// Report on a recording: memory per library, function, thread, call or interval; CPU
-    /// time per process, space, library, function, line or instruction.
+    /// time per process, thread, space, library, function, line or instruction.
     Report(cmd::report::Args),
     /// Compare two heap recordings or two CPU recordings per unit; with --fail-if-growth, a
     /// CI gate for memory regressions.

@@ -571,12 +571,12 @@ fn flags_of_the_other_kind_and_damage_are_reported() {
     sample(&file, &[], &[p.child.to_str().unwrap(), "100"]);
     let f = file.to_str().unwrap();
     // Options that do not apply to the file, or name what is not in it: misuse (2).
-    let out = run(&["report", f, "--by", "thread"]);
+    let out = run(&["report", f, "--by", "call"]);
     assert_eq!(out.status.code(), Some(2));
     let e = stderr(&out);
     assert!(
-        e.contains("--by thread applies to memory recordings")
-            && e.contains("process, space, library, function, line, instruction"),
+        e.contains("--by call applies to memory recordings")
+            && e.contains("process, thread, space, library, function, line, instruction"),
         "{e}"
     );
     let out = run(&["report", f, "--charge", "last"]);
@@ -913,4 +913,55 @@ fn cpu_time_of_short_threads_in_no_sample_is_stated() {
         "{}",
         r["warnings"]
     );
+}
+
+/// `--by thread`: each thread by the name it took, with its share, from perf and from the
+/// agent. Two threads run at once, one for twice the other's CPU time. (With perf, the
+/// threads' renames, recorded on other CPUs than their process's exec, were applied before
+/// it and lost: a thread was shown under the process's name.)
+#[test]
+fn threads_are_reported_by_their_names() {
+    ensure_agent();
+    let dir = build_dir().join("cpu");
+    std::fs::create_dir_all(&dir).unwrap();
+    let exe = dir.join("named");
+    compile(&exe, &[cpu_source("named.c")], &["-g", "-O1", "-pthread"]);
+    let tmp = tmp();
+    for source in ["perf", "agent"] {
+        let file = tmp.path().join(format!("{source}.tansa"));
+        let out = sample(
+            &file,
+            &["--source", source],
+            &[exe.to_str().unwrap(), "300"],
+        );
+        let said = String::from_utf8_lossy(&out.stdout);
+        let tid_of = |name: &str| -> u64 {
+            said.lines()
+                .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
+                .unwrap_or_else(|| panic!("{name}: {said}"))
+        };
+        let r = report(&file, "thread");
+        let thread = |name: &str| {
+            units(&r)
+                .iter()
+                .find(|u| u["thread"] == name)
+                .unwrap_or_else(|| panic!("{source}: no thread {name}: {r:#}"))
+        };
+        let (heavy, light) = (thread("heavy"), thread("light"));
+        assert_eq!(heavy["tid"].as_u64(), Some(tid_of("heavy")), "{heavy}");
+        assert_eq!(light["tid"].as_u64(), Some(tid_of("light")), "{light}");
+        let ratio = n(heavy, "self_samples") as f64 / n(light, "self_samples") as f64;
+        assert!(
+            (1.6..=2.5).contains(&ratio),
+            "{source}: heavy / light = {ratio:.2}: {r:#}"
+        );
+        let sum: u64 = units(&r).iter().map(|u| n(u, "self_samples")).sum();
+        assert_eq!(sum, n(&r, "total_samples"), "{source}: {r:#}");
+        let table = run(&["report", file.to_str().unwrap(), "--by", "thread"]);
+        let text = String::from_utf8_lossy(&table.stdout);
+        assert!(
+            text.contains(&format!("heavy [{}] of named [", tid_of("heavy"))),
+            "{text}"
+        );
+    }
 }

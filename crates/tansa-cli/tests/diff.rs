@@ -396,7 +396,7 @@ fn cpu_diff_matches_both_reports() {
         vec!["--fail-if-growth", "1MiB"],
         vec!["--metric", "net"],
         vec!["--charge", "last"],
-        vec!["--by", "thread"],
+        vec!["--by", "call"],
     ] {
         let o = diff(&a, &b, &args);
         assert_eq!(code(&o), 2, "{args:?}: {}", stderr(&o));

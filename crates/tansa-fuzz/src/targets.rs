@@ -377,6 +377,7 @@ pub fn cpu_report(data: &[u8]) {
     let mut functions = Vec::new();
     for by in [
         cpu::By::Process,
+        cpu::By::Thread,
         cpu::By::Space,
         cpu::By::Library,
         cpu::By::Function,

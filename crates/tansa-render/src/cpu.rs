@@ -72,7 +72,7 @@ pub fn write(r: &CpuReport, format: crate::Format, out: &mut dyn Write) -> io::R
 /// Writes the report as a table for people.
 pub fn table(r: &CpuReport, out: &mut dyn Write) -> io::Result<()> {
     header(r, out)?;
-    if r.by == "process" {
+    if r.by == "process" || r.by == "thread" {
         let mut t = Table::new(&[
             ("samples", Align::Right),
             ("%", Align::Right),
@@ -81,7 +81,7 @@ pub fn table(r: &CpuReport, out: &mut dyn Write) -> io::Result<()> {
             ("shared", Align::Right),
             ("kernel", Align::Right),
             ("other", Align::Right),
-            ("process", Align::Left),
+            (r.by, Align::Left),
         ]);
         for u in &r.units {
             let s = u.spaces.unwrap_or_default();

@@ -81,6 +81,11 @@ pub fn report(rec: &CpuRecording, options: Options) -> CpuReport {
 
     let mut units: Vec<CpuUnit> = match options.by {
         By::Process => by_process(rec, &names, &addresses),
+        By::Thread => by_thread(
+            rec,
+            &names,
+            rec.stack_counts.iter().filter(|s| wanted(s.process)),
+        ),
         By::Space => by_space(rec, &names, &addresses),
         By::Library => by_key(
             &addresses,
@@ -210,6 +215,63 @@ fn by_process(
             u.command = p.map(|p| p.comm.clone());
             u.exe = p.map(|p| p.exe.clone()).filter(|e| !e.is_empty());
             u.idle = Some(p.is_some_and(|p| p.pid == 0));
+            u.spaces = Some(split);
+            u
+        })
+        .collect()
+}
+
+/// Per thread, from the call-chain counts (the address counts carry no thread): each
+/// chain's interrupted address gives the space, as per process.
+fn by_thread<'a>(
+    rec: &CpuRecording,
+    names: &Names<'_>,
+    counts: impl Iterator<Item = &'a tansa_format::cpu::StackCount>,
+) -> Vec<CpuUnit> {
+    let mut per: FxHashMap<(u32, u32), SpaceSplit> = FxHashMap::default();
+    for c in counts {
+        let s = per.entry((c.process, c.tid)).or_default();
+        let class = match rec.stack(c.stack) {
+            Some(st) if st.kernel_frames > 0 => "kernel",
+            Some(st) => st.frames.first().map_or("other", |pc| {
+                space_class(names, rec.process(c.process), pc.module)
+            }),
+            None => "other",
+        };
+        match class {
+            "user" => bump(&mut s.user_samples, c.count),
+            "shared" => bump(&mut s.shared_samples, c.count),
+            "kernel" => bump(&mut s.kernel_samples, c.count),
+            _ => bump(&mut s.other_samples, c.count),
+        }
+    }
+    per.into_iter()
+        .map(|((id, tid), split)| {
+            let n = split
+                .user_samples
+                .saturating_add(split.shared_samples)
+                .saturating_add(split.kernel_samples)
+                .saturating_add(split.other_samples);
+            let p = rec.process(id);
+            let name = p
+                .and_then(|p| p.threads.iter().find(|t| t.tid == tid))
+                .map(|t| t.name.clone())
+                .filter(|n| !n.is_empty());
+            let process = p.map_or_else(
+                || format!("[process {id}]"),
+                |p| process_label(p, rec.info.recorder_pid),
+            );
+            let mut u = CpuUnit::new(
+                format!("{} [{tid}] of {process}", name.as_deref().unwrap_or("?")),
+                n,
+                n,
+            );
+            u.pid = p.map(|p| p.pid);
+            u.command = p.map(|p| p.comm.clone());
+            u.exe = p.map(|p| p.exe.clone()).filter(|e| !e.is_empty());
+            u.idle = Some(p.is_some_and(|p| p.pid == 0));
+            u.tid = Some(tid);
+            u.thread = name;
             u.spaces = Some(split);
             u
         })

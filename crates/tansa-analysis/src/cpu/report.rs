@@ -13,6 +13,8 @@ pub const SCHEMA: &str = "tansa.cpu-report.v1";
 pub enum By {
     /// Per process: user executable, shared libraries, kernel (seed report 31, Fig. 1).
     Process,
+    /// Per thread, with its name, split as per process.
+    Thread,
     /// Per process and address space (module).
     Space,
     /// Per module (executable, library, kernel), over all processes.
@@ -30,6 +32,7 @@ impl By {
     pub fn name(self) -> &'static str {
         match self {
             By::Process => "process",
+            By::Thread => "thread",
             By::Space => "space",
             By::Library => "library",
             By::Function => "function",
@@ -86,6 +89,12 @@ pub struct CpuUnit {
     /// Process name (`process`, `space`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
+    /// Thread id (`thread`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tid: Option<u32>,
+    /// The thread's name, the last one it took (`thread`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thread: Option<String>,
     /// Executable path (`process`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exe: Option<String>,
@@ -134,6 +143,8 @@ impl CpuUnit {
             total_percent: 0.0,
             pid: None,
             command: None,
+            tid: None,
+            thread: None,
             exe: None,
             idle: None,
             spaces: None,

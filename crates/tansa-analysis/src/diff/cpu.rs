@@ -177,11 +177,20 @@ fn items(r: &CpuReport) -> Vec<Item<CpuFigures>> {
         .iter()
         .map(|u| {
             let figures = CpuFigures::new(u.self_samples, u.total_samples, r.total_samples);
-            // Processes and their address spaces: by command and module, in pid order.
+            // Processes, their threads and address spaces: by command and thread name or
+            // module, in pid order.
             let (unit, order) = match (r.by, u.pid) {
                 ("process", Some(pid)) => (
                     process_name(u.command.as_deref(), pid),
                     Some((u64::from(pid), 0)),
+                ),
+                ("thread", Some(pid)) => (
+                    format!(
+                        "{} {}",
+                        process_name(u.command.as_deref(), pid),
+                        u.thread.as_deref().unwrap_or("?")
+                    ),
+                    Some((u64::from(pid), u64::from(u.tid.unwrap_or(0)))),
                 ),
                 ("space", Some(pid)) => (
                     format!(

@@ -61,7 +61,7 @@ pub struct Args {
     b: PathBuf,
 
     /// Unit of aggregation. Heap recordings: library, function, thread, call, interval.
-    /// CPU recordings: process, space, library, function, line, instruction.
+    /// CPU recordings: process, thread, space, library, function, line, instruction.
     /// [default: library for heap, function for CPU]
     #[arg(long, value_enum)]
     by: Option<ReportBy>,

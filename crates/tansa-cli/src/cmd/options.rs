@@ -18,7 +18,7 @@ pub enum ReportBy {
     Library,
     /// Per function, named module!function (memory and CPU).
     Function,
-    /// Per thread, with its name (memory).
+    /// Per thread, with its name (memory and CPU).
     Thread,
     /// Per call of a library: a run of consecutive events charged to the same library
     /// (memory).
@@ -40,8 +40,9 @@ pub enum ReportBy {
 /// The `--by` values of memory reports.
 pub const MEMORY_BY: [&str; 6] = ["library", "function", "thread", "call", "interval", "rank"];
 /// The `--by` values of CPU reports.
-pub const CPU_BY: [&str; 6] = [
+pub const CPU_BY: [&str; 7] = [
     "process",
+    "thread",
     "space",
     "library",
     "function",
@@ -90,6 +91,7 @@ impl ReportBy {
         use tansa_analysis::cpu::By;
         Ok(match by.unwrap_or(ReportBy::Process) {
             ReportBy::Process => By::Process,
+            ReportBy::Thread => By::Thread,
             ReportBy::Space => By::Space,
             ReportBy::Library => By::Library,
             ReportBy::Function => By::Function,

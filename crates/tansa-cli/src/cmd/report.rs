@@ -65,7 +65,7 @@ pub struct Args {
 
     /// Unit of aggregation. Memory recordings: library, function, thread, call, interval,
     /// rank.
-    /// CPU recordings: process, space, library, function, line, instruction.
+    /// CPU recordings: process, thread, space, library, function, line, instruction.
     /// [default: library for memory, process for CPU]
     #[arg(long, value_enum)]
     by: Option<ReportBy>,
