@@ -373,6 +373,22 @@ fn a_static_program_started_by_the_tree_is_listed_as_unrecorded() {
     );
     let replaced = processes(&r).iter().filter(|p| p.2 == "exec").count();
     assert_eq!(replaced, 1, "{:?}", processes(&r));
+    // Run directly, it leaves a recording without any process image: the report says so
+    // (it showed a "process 0" that never was) and lists the program as unrecorded.
+    let alone = dir.path().join("alone.tansa");
+    let out = record(&alone, &[], &[stat.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let table = run_tansa(&["report", alone.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(
+        text.contains("no process image in this recording") && !text.contains("process 0"),
+        "{text}"
+    );
+    assert!(
+        stderr(&table).contains("1 process(es) ran without being recorded"),
+        "{}",
+        stderr(&table)
+    );
 }
 
 /// A library constructor that creates a thread before the agent's own constructor ran:

@@ -142,6 +142,22 @@ fn fork_and_exec_children_are_recorded() {
     );
     assert_eq!(unit(&rc, "forker!main")["allocated_bytes"], 2222 + 3333);
     assert_eq!(unit(&rc, "forker!main")["net_bytes"], 2222 + 3333);
+    // Its table names both images, and the last one's end (it named the first one's).
+    let table = run_tansa(&[
+        "report",
+        file.to_str().unwrap(),
+        "--pid",
+        &child_pid.to_string(),
+    ]);
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(
+        text.contains(&format!(
+            "process {child_pid} (images `{}` then `{} child`): exited with code 7",
+            exe.display(),
+            exe.display()
+        )),
+        "{text}"
+    );
     let rp = report_json(&file, &["--by", "function", "--pid", &parent.to_string()]);
     assert_eq!(bytes(unit(&rp, "forker!main")), (5555, 5555, 5555, 0));
 }

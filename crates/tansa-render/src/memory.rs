@@ -251,19 +251,41 @@ pub fn table_with(r: &MemoryReport, opts: &TableOptions, out: &mut dyn Write) ->
         "tansa heap report: by {} (charge {}, releases charged to {})",
         r.by, r.charge, r.free_to
     ));
-    let cmd = if r.process.command.is_empty() {
-        r.process.exe.clone()
-    } else {
-        r.process.command.join(" ")
-    };
-    h.line(format!(
-        "process {} `{}`: {}; {} events over {}",
-        r.process.pid,
-        cmd,
-        r.process.exit.description,
-        r.events,
-        duration(r.duration_ns)
-    ));
+    // The images of the process reported on: more than one when it replaced itself
+    // (execve), and then the last one says how the process ended.
+    let images: Vec<_> = r
+        .processes
+        .iter()
+        .filter(|p| p.pid == r.process.pid && p.recording == r.process.recording)
+        .collect();
+    match images.as_slice() {
+        [] if r.processes.is_empty() => h.line(format!(
+            "no process image in this recording (no process ran under the agent); {} events",
+            r.events
+        )),
+        [first, .., last] => h.line(format!(
+            "process {} (images `{}`{} then `{}`): {}; {} events over {}",
+            r.process.pid,
+            command_of(first),
+            if images.len() > 2 {
+                format!(", {} more", images.len() - 2)
+            } else {
+                String::new()
+            },
+            command_of(last),
+            last.exit.description,
+            r.events,
+            duration(r.duration_ns)
+        )),
+        _ => h.line(format!(
+            "process {} `{}`: {}; {} events over {}",
+            r.process.pid,
+            command_of(&r.process),
+            r.process.exit.description,
+            r.events,
+            duration(r.duration_ns)
+        )),
+    }
     if let Some(rate) = r.sample_rate_bytes {
         h.line(format!(
             "sampled: figures are estimates from allocations sampled every {} on average \
