@@ -612,3 +612,46 @@ fn decoding_on_a_second_thread_yields_the_same_events() {
         "events in time order"
     );
 }
+
+/// Online and offline reports name functions alike: the online resolver is the recording's
+/// own, module by module (it missed the exported names that stand for internal ones, and
+/// separate debug files: `libc.so.6!__printf` online, `libc.so.6!printf` offline).
+#[test]
+fn online_and_offline_name_functions_alike() {
+    let exe = program("printer", "printer.c", &["-g", "-O1"]);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("online.json");
+    let out = record(
+        &json,
+        &["--online", "--format", "json", "--by", "function"],
+        &[exe.to_str().unwrap()],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let online: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let file = dir.path().join("offline.tansa");
+    let out = record(&file, &[], &[exe.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let offline = report_json(&file, &["--by", "function"]);
+    let rows = |r: &Value| -> Vec<(String, Value)> {
+        let mut v: Vec<(String, Value)> = r["units"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|u| {
+                (
+                    u["unit"].as_str().unwrap().to_string(),
+                    u["allocated_bytes"].clone(),
+                )
+            })
+            .collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
+    };
+    assert_eq!(rows(&online), rows(&offline));
+    assert!(
+        rows(&online).iter().any(|(u, _)| u == "libc.so.6!printf"),
+        "{:?}",
+        rows(&online)
+    );
+    assert!(rows(&online).iter().any(|(u, _)| u == "printer!main"));
+}

@@ -10,7 +10,6 @@
 //! as well (one more aggregator each); the final report is the one of `--by` alone, the
 //! same as without a view.
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -25,14 +24,15 @@ use tansa_analysis::memory::model::{
 use tansa_analysis::memory::{By, Config, MemoryReport, SessionId, StackId, StreamId};
 use tansa_format::memory::{SessionEnd, SessionInfo, SessionLosses, Unrecorded};
 use tansa_format::meta::{Calibration, CalibrationPoint, ClockSource};
-use tansa_symbols::{ElfFile, Resolver, Unnamed};
+use tansa_symbols::{ModuleResolution, Resolver};
 use tansa_wire::event::{DecodeError, Decoder, Record, StreamState};
 
-/// Resolves addresses from the binaries on disk.
+/// Resolves addresses from the binaries on disk, module by module, as the recording's
+/// symbol table would (so online and offline reports name functions alike).
 struct LiveResolver {
     resolver: Resolver,
-    /// Names for code without symbols, per module path (`None`: not an ELF file).
-    unnamed: FxHashMap<String, Option<Unnamed>>,
+    /// Per module path and build id.
+    modules: FxHashMap<(String, Vec<u8>), ModuleResolution>,
 }
 
 impl std::fmt::Debug for LiveResolver {
@@ -46,45 +46,24 @@ impl AddressResolver for LiveResolver {
         if module.vdso || module.path.is_empty() {
             return Resolution::default();
         }
-        match self
-            .resolver
-            .resolve(Path::new(&module.path), &[offset.saturating_sub(1)])
-        {
-            Ok(mut r) if r.first().is_some_and(|r| !r.frames.is_empty()) => {
-                let r = r.swap_remove(0);
-                Resolution {
-                    frames: r
-                        .frames
-                        .into_iter()
-                        .map(|f| SourceFrame {
-                            function: f.function,
-                            file: f.file,
-                            line: f.line,
-                        })
-                        .collect(),
-                    function_start: r.function_start,
-                }
-            }
-            _ => {
-                let unnamed = self
-                    .unnamed
-                    .entry(module.path.clone())
-                    .or_insert_with(|| ElfFile::open(&module.path).ok().map(|e| Unnamed::new(&e)));
-                match unnamed
-                    .as_ref()
-                    .and_then(|u| u.name(offset.saturating_sub(1)))
-                {
-                    Some((name, start)) => Resolution {
-                        frames: vec![SourceFrame {
-                            function: Some(name),
-                            file: None,
-                            line: 0,
-                        }],
-                        function_start: start,
-                    },
-                    None => Resolution::default(),
-                }
-            }
+        let m = self
+            .modules
+            .entry((module.path.clone(), module.build_id.clone()))
+            .or_insert_with(|| ModuleResolution::open(&module.path, &module.build_id));
+        match m.lookup(&self.resolver, offset.saturating_sub(1)) {
+            Some(r) if !r.frames.is_empty() => Resolution {
+                frames: r
+                    .frames
+                    .iter()
+                    .map(|f| SourceFrame {
+                        function: f.function.clone(),
+                        file: f.file.clone(),
+                        line: f.line,
+                    })
+                    .collect(),
+                function_start: r.function_start,
+            },
+            _ => Resolution::default(),
         }
     }
 }
@@ -146,7 +125,7 @@ impl OnlineSink {
             meta_carry: FxHashMap::default(),
             resolver: LiveResolver {
                 resolver: Resolver::new(),
-                unnamed: FxHashMap::default(),
+                modules: FxHashMap::default(),
             },
             calibration,
         }

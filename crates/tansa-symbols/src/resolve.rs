@@ -395,6 +395,14 @@ impl ModuleResolution {
         }
     }
 
+    /// What file address `addr` resolves to, looked up now if it was not yet (`None`
+    /// when the module cannot be resolved). The same names as in the module's entry:
+    /// debug files, public aliases and functions without a symbol included.
+    pub fn lookup(&mut self, resolver: &Resolver, addr: u64) -> Option<&Resolved> {
+        self.resolve(resolver, [addr]);
+        self.resolved.get(&addr)
+    }
+
     /// The module's symbol-table entry for `lookups` (offset to store, address to look
     /// up), looking up the addresses not looked up yet.
     pub fn symbols(

@@ -512,7 +512,8 @@ mod tests {
         assert!(ReportBy::memory(Some(ReportBy::Thread), f).is_ok());
         assert!(ReportBy::memory(Some(ReportBy::Line), f).is_err());
         assert!(ReportBy::cpu(Some(ReportBy::Line), f).is_ok());
-        assert!(ReportBy::cpu(Some(ReportBy::Thread), f).is_err());
+        assert!(ReportBy::cpu(Some(ReportBy::Thread), f).is_ok());
+        assert!(ReportBy::cpu(Some(ReportBy::Call), f).is_err());
         for name in MEMORY_BY {
             let by = ReportBy::from_str(name, false).unwrap();
             assert!(ReportBy::memory(Some(by), f).is_ok(), "{name}");
