@@ -93,25 +93,25 @@ pub fn rdtsc() -> u64 {
 
 /// The calling thread's CPU time (user and system), in nanoseconds.
 pub fn thread_cpu_ns() -> u64 {
+    clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
+/// Clock `id`'s time in nanoseconds (async-signal-safe).
+#[inline]
+fn clock_ns(id: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     // SAFETY: `ts` is a valid out-pointer; clock_gettime is async-signal-safe.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    unsafe { libc::clock_gettime(id, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// `CLOCK_MONOTONIC` in nanoseconds (through the vDSO; async-signal-safe).
 #[inline]
 pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid out-pointer; clock_gettime is async-signal-safe.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    clock_ns(libc::CLOCK_MONOTONIC)
 }
 
 /// Maps `len` bytes of zeroed private anonymous memory.

@@ -174,6 +174,42 @@ fn bump(count: &mut u64, n: u64) {
     *count = count.saturating_add(n);
 }
 
+/// Counts `n` samples of a space of `class` (see [`space_class`]).
+fn count_class(s: &mut SpaceSplit, class: &str, n: u64) {
+    match class {
+        "user" => bump(&mut s.user_samples, n),
+        "shared" => bump(&mut s.shared_samples, n),
+        "kernel" => bump(&mut s.kernel_samples, n),
+        _ => bump(&mut s.other_samples, n),
+    }
+}
+
+/// A unit of process `id` (its image) with `split`, named `label(process name)`.
+fn process_unit(
+    rec: &CpuRecording,
+    id: u32,
+    split: SpaceSplit,
+    label: impl FnOnce(String) -> String,
+) -> CpuUnit {
+    let n = split
+        .user_samples
+        .saturating_add(split.shared_samples)
+        .saturating_add(split.kernel_samples)
+        .saturating_add(split.other_samples);
+    let p = rec.process(id);
+    let name = p.map_or_else(
+        || format!("[process {id}]"),
+        |p| process_label(p, rec.info.recorder_pid),
+    );
+    let mut u = CpuUnit::new(label(name), n, n);
+    u.pid = p.map(|p| p.pid);
+    u.command = p.map(|p| p.comm.clone());
+    u.exe = p.map(|p| p.exe.clone()).filter(|e| !e.is_empty());
+    u.idle = Some(p.is_some_and(|p| p.pid == 0));
+    u.spaces = Some(split);
+    u
+}
+
 fn by_process(
     rec: &CpuRecording,
     names: &Names<'_>,
@@ -181,43 +217,15 @@ fn by_process(
 ) -> Vec<CpuUnit> {
     let mut per: FxHashMap<u32, SpaceSplit> = FxHashMap::default();
     for a in addresses {
-        let p = rec.process(a.process);
-        let s = per.entry(a.process).or_default();
         let class = if a.mode == Mode::Kernel {
             "kernel"
         } else {
-            space_class(names, p, a.pc.module)
+            space_class(names, rec.process(a.process), a.pc.module)
         };
-        match class {
-            "user" => bump(&mut s.user_samples, a.count),
-            "shared" => bump(&mut s.shared_samples, a.count),
-            "kernel" => bump(&mut s.kernel_samples, a.count),
-            _ => bump(&mut s.other_samples, a.count),
-        }
+        count_class(per.entry(a.process).or_default(), class, a.count);
     }
     per.into_iter()
-        .map(|(id, split)| {
-            let n = split
-                .user_samples
-                .saturating_add(split.shared_samples)
-                .saturating_add(split.kernel_samples)
-                .saturating_add(split.other_samples);
-            let p = rec.process(id);
-            let mut u = CpuUnit::new(
-                p.map_or_else(
-                    || format!("[process {id}]"),
-                    |p| process_label(p, rec.info.recorder_pid),
-                ),
-                n,
-                n,
-            );
-            u.pid = p.map(|p| p.pid);
-            u.command = p.map(|p| p.comm.clone());
-            u.exe = p.map(|p| p.exe.clone()).filter(|e| !e.is_empty());
-            u.idle = Some(p.is_some_and(|p| p.pid == 0));
-            u.spaces = Some(split);
-            u
-        })
+        .map(|(id, split)| process_unit(rec, id, split, |name| name))
         .collect()
 }
 
@@ -230,7 +238,6 @@ fn by_thread<'a>(
 ) -> Vec<CpuUnit> {
     let mut per: FxHashMap<(u32, u32), SpaceSplit> = FxHashMap::default();
     for c in counts {
-        let s = per.entry((c.process, c.tid)).or_default();
         let class = match rec.stack(c.stack) {
             Some(st) if st.kernel_frames > 0 => "kernel",
             Some(st) => st.frames.first().map_or("other", |pc| {
@@ -238,41 +245,19 @@ fn by_thread<'a>(
             }),
             None => "other",
         };
-        match class {
-            "user" => bump(&mut s.user_samples, c.count),
-            "shared" => bump(&mut s.shared_samples, c.count),
-            "kernel" => bump(&mut s.kernel_samples, c.count),
-            _ => bump(&mut s.other_samples, c.count),
-        }
+        count_class(per.entry((c.process, c.tid)).or_default(), class, c.count);
     }
     per.into_iter()
         .map(|((id, tid), split)| {
-            let n = split
-                .user_samples
-                .saturating_add(split.shared_samples)
-                .saturating_add(split.kernel_samples)
-                .saturating_add(split.other_samples);
-            let p = rec.process(id);
-            let name = p
+            let thread = rec
+                .process(id)
                 .and_then(|p| p.threads.iter().find(|t| t.tid == tid))
                 .map(|t| t.name.clone())
                 .filter(|n| !n.is_empty());
-            let process = p.map_or_else(
-                || format!("[process {id}]"),
-                |p| process_label(p, rec.info.recorder_pid),
-            );
-            let mut u = CpuUnit::new(
-                format!("{} [{tid}] of {process}", name.as_deref().unwrap_or("?")),
-                n,
-                n,
-            );
-            u.pid = p.map(|p| p.pid);
-            u.command = p.map(|p| p.comm.clone());
-            u.exe = p.map(|p| p.exe.clone()).filter(|e| !e.is_empty());
-            u.idle = Some(p.is_some_and(|p| p.pid == 0));
+            let label = format!("{} [{tid}] of ", thread.as_deref().unwrap_or("?"));
+            let mut u = process_unit(rec, id, split, |name| label + &name);
             u.tid = Some(tid);
-            u.thread = name;
-            u.spaces = Some(split);
+            u.thread = thread;
             u
         })
         .collect()
