@@ -858,6 +858,20 @@ fn sigprof_fallback_unwinds_without_frame_pointers_and_annotates() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("level3"));
 }
 
+/// `tests/programs/cpu/NAME.c` built with threads, and the agent (for `--source agent`).
+fn threaded_program(name: &str) -> PathBuf {
+    ensure_agent();
+    let dir = build_dir().join("cpu");
+    std::fs::create_dir_all(&dir).unwrap();
+    let exe = dir.join(name);
+    compile(
+        &exe,
+        &[cpu_source(&format!("{name}.c"))],
+        &["-g", "-O1", "-pthread"],
+    );
+    exe
+}
+
 /// Short-lived threads under the in-process sampler: the part of each thread's last period
 /// that had not ended when the thread ended is in no sample (and the kernel checks CPU-time
 /// timers at its tick, so a 3 ms thread may get no sample at all). That time is counted
@@ -865,15 +879,7 @@ fn sigprof_fallback_unwinds_without_frame_pointers_and_annotates() {
 /// CPU time the program measured for its threads.
 #[test]
 fn cpu_time_of_short_threads_in_no_sample_is_stated() {
-    ensure_agent();
-    let dir = build_dir().join("cpu");
-    std::fs::create_dir_all(&dir).unwrap();
-    let exe = dir.join("shortthreads");
-    compile(
-        &exe,
-        &[cpu_source("shortthreads.c")],
-        &["-g", "-O1", "-pthread"],
-    );
+    let exe = threaded_program("shortthreads");
     let tmp = tmp();
     let file = tmp.path().join("short.tansa");
     let out = sample(
@@ -921,11 +927,7 @@ fn cpu_time_of_short_threads_in_no_sample_is_stated() {
 /// it and lost: a thread was shown under the process's name.)
 #[test]
 fn threads_are_reported_by_their_names() {
-    ensure_agent();
-    let dir = build_dir().join("cpu");
-    std::fs::create_dir_all(&dir).unwrap();
-    let exe = dir.join("named");
-    compile(&exe, &[cpu_source("named.c")], &["-g", "-O1", "-pthread"]);
+    let exe = threaded_program("named");
     let tmp = tmp();
     for source in ["perf", "agent"] {
         let file = tmp.path().join(format!("{source}.tansa"));
