@@ -146,6 +146,8 @@ fn lost_update(st: &'static ThreadState, f: impl FnOnce()) {
 /// (seed 000's check refuses only pointers the allocator never handed out), so it is kept
 /// in [`UNRECORDED`] and its release is passed on. (Sampled mode checks no release: there
 /// the block is simply not followed, like an unsampled one.)
+#[cold]
+#[inline(never)]
 pub fn lost_alloc(st: &'static ThreadState, p: *mut c_void) {
     if !p.is_null() && crate::bytesample::rate() == 0 {
         lost_update(st, || UNRECORDED.insert(p as u64));
@@ -153,6 +155,8 @@ pub fn lost_alloc(st: &'static ThreadState, p: *mut c_void) {
 }
 
 /// A release by a thread without a ring (before the real `free`).
+#[cold]
+#[inline(never)]
 pub fn lost_release(st: &'static ThreadState, p: *mut c_void) {
     if !p.is_null() {
         lost_update(st, || {
@@ -164,6 +168,8 @@ pub fn lost_release(st: &'static ThreadState, p: *mut c_void) {
 }
 
 /// A reallocation by a thread without a ring (`call` performs it).
+#[cold]
+#[inline(never)]
 pub fn lost_realloc(
     st: &'static ThreadState,
     old: *mut c_void,
@@ -351,6 +357,8 @@ impl Active {
     /// Online mode: releases a block whose allocation was not recorded (`release` performs
     /// it). The collector never knew the block, so the release is not recorded either: it
     /// is counted as lost, with the allocation.
+    #[cold]
+    #[inline(never)]
     pub fn unrecorded_free(&mut self, ptr: *mut c_void, release: impl FnOnce()) {
         SESSION.add_lost(LossCause::NoRing, 1);
         {
@@ -362,6 +370,8 @@ impl Active {
 
     /// Online mode: reallocates a block whose allocation was not recorded (`call` performs
     /// it); the new block is not recorded either, and the call is counted as lost.
+    #[cold]
+    #[inline(never)]
     pub fn unrecorded_realloc(
         &mut self,
         old: *mut c_void,
@@ -385,6 +395,7 @@ impl Active {
     }
 
     /// Records a release around the call of the real `free` (`release` performs it).
+    #[inline(always)]
     pub fn free(&mut self, ptr: *mut c_void, regs: CallerRegs, release: impl FnOnce()) {
         let stack = if SESSION.flags() & FLAG_FREE_STACKS != 0 {
             self.capture(regs)
