@@ -654,4 +654,14 @@ fn online_and_offline_name_functions_alike() {
         rows(&online)
     );
     assert!(rows(&online).iter().any(|(u, _)| u == "printer!main"));
+    // --interval without --by interval changes nothing, and says so (a CPU report refuses
+    // it; a heap report ignored it without a word).
+    let ignored = run_tansa(&["report", file.to_str().unwrap(), "--interval", "1s"]);
+    assert!(ignored.status.success(), "{}", stderr(&ignored));
+    assert!(
+        stderr(&ignored)
+            .contains("--interval applies to --by interval; the report by library ignores it"),
+        "{}",
+        stderr(&ignored)
+    );
 }

@@ -275,6 +275,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         (damaged_a || damaged_b, d.gate)
     } else {
         let by = ReportBy::memory(args.by, &args.a)?;
+        options::warn_unused_interval(args.interval, by);
         let config = options::memory_config(
             by,
             args.charge.unwrap_or(ChargeArg::First),

@@ -109,6 +109,17 @@ impl ReportBy {
     }
 }
 
+/// Says that `--interval` is ignored by a heap report by another unit than `interval`
+/// (a CPU report refuses it; this one cannot use it).
+pub fn warn_unused_interval(interval: Option<Duration>, by: tansa_analysis::memory::By) {
+    if interval.is_some() && by != tansa_analysis::memory::By::Interval {
+        eprintln!(
+            "tansa: warning: --interval applies to --by interval; the report by {} ignores it",
+            by.name()
+        );
+    }
+}
+
 /// A `--by` parser that accepts the memory units only (`tansa record --online`).
 pub fn memory_by_parser() -> impl clap::builder::TypedValueParser<Value = tansa_analysis::memory::By>
 {

@@ -129,6 +129,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     drop(file);
     let by = ReportBy::memory(args.by, first)?;
+    options::warn_unused_interval(args.interval, by);
     let (charge, free_to, interval) = (
         args.charge.unwrap_or(ChargeArg::First),
         args.free_to.unwrap_or(FreeToArg::Owner),
