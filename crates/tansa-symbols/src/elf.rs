@@ -6,7 +6,10 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use memmap2::Mmap;
-use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SymbolKind};
+use object::{
+    Object, ObjectSection, ObjectSegment, ObjectSymbol, ObjectSymbolTable, RelocationTarget,
+    SymbolKind,
+};
 
 use crate::SymbolError;
 
@@ -254,6 +257,66 @@ impl ElfFile {
         let start = usize::try_from(off).ok()?;
         let end = start.checked_add(usize::try_from(size).ok()?)?;
         (end <= self.map.len()).then(|| (s.address()..s.address() + s.size(), start..end))
+    }
+
+    /// The entries of the procedure linkage table (`.plt`, `.plt.sec`, `.plt.got`), each
+    /// with the name of the function it jumps to: the stubs through which code calls
+    /// another module's functions. Symbol tables do not name them (a sample there would
+    /// go to the symbol before, `_init`). Each entry jumps through a GOT slot
+    /// (`jmp *slot(%rip)`), and the slot's dynamic relocation names the function; entries
+    /// whose slot has none (the table's first, lazy-binding entry) are left out.
+    pub fn plt_entries(&self) -> Vec<(std::ops::Range<u64>, String)> {
+        let Ok(obj) = self.parse() else {
+            return Vec::new();
+        };
+        let (Some(relocs), Some(dynsym)) = (obj.dynamic_relocations(), obj.dynamic_symbol_table())
+        else {
+            return Vec::new();
+        };
+        let mut slots: std::collections::HashMap<u64, String> = std::collections::HashMap::new();
+        for (slot, r) in relocs {
+            if let RelocationTarget::Symbol(i) = r.target()
+                && let Ok(sym) = dynsym.symbol_by_index(i)
+                && let Ok(name) = sym.name()
+                && !name.is_empty()
+            {
+                slots.insert(slot, name.to_string());
+            }
+        }
+        let mut out = Vec::new();
+        for (section, align) in [(".plt", 16u64), (".plt.sec", 16), (".plt.got", 8)] {
+            let Some((range, bytes)) = self.section(section) else {
+                continue;
+            };
+            let code = &self.map[bytes];
+            let mut found: Vec<(u64, String)> = Vec::new();
+            for at in 0..code.len().saturating_sub(5) {
+                // `ff 25 disp32`: jmp *disp32(%rip), the next instruction's address plus
+                // disp32 being the slot.
+                if code[at] != 0xff || code[at + 1] != 0x25 {
+                    continue;
+                }
+                let disp =
+                    i32::from_le_bytes([code[at + 2], code[at + 3], code[at + 4], code[at + 5]]);
+                let next = range.start.wrapping_add(at as u64 + 6);
+                let slot = next.wrapping_add(disp as i64 as u64);
+                if let Some(name) = slots.get(&slot) {
+                    let start = range.start.wrapping_add(at as u64 - at as u64 % align);
+                    if found.last().is_none_or(|(s, _)| *s != start) {
+                        found.push((start, name.clone()));
+                    }
+                }
+            }
+            for (i, (start, name)) in found.iter().enumerate() {
+                let end = found
+                    .get(i + 1)
+                    .map_or(range.end, |n| n.0)
+                    .min(start.saturating_add(16));
+                out.push((*start..end, format!("{name}@plt")));
+            }
+        }
+        out.sort_by_key(|e| e.0.start);
+        out
     }
 
     /// The file address of the byte at file offset `offset`, where `offset` is the file

@@ -223,6 +223,24 @@ impl Resolver {
         addrs: &[u64],
     ) -> Result<Vec<Resolved>, SymbolError> {
         let mut resolved = self.resolve_in(elf, addrs)?;
+        // The stubs of the procedure linkage table, which symbol tables do not name.
+        let plt = extra.plt.get_or_init(|| elf.plt_entries());
+        for (r, &a) in resolved.iter_mut().zip(addrs) {
+            let i = plt.partition_point(|e| e.0.start <= a);
+            if let Some((range, name)) = i.checked_sub(1).map(|i| &plt[i])
+                && range.contains(&a)
+            {
+                *r = Resolved {
+                    frames: vec![ResolvedFrame {
+                        function: Some(name.clone()),
+                        file: None,
+                        line: 0,
+                        column: 0,
+                    }],
+                    function_start: Some(range.start),
+                };
+            }
+        }
         // What the file itself does not name, its separate debug file found by build id
         // may (a distribution's debug package, without a debug link in the file).
         let missing: Vec<usize> = (0..resolved.len())
@@ -274,6 +292,7 @@ struct ModuleExtras {
     debug_file: std::cell::OnceCell<Option<std::path::PathBuf>>,
     unnamed: std::cell::OnceCell<Unnamed>,
     exported: std::cell::OnceCell<std::collections::HashMap<u64, Vec<String>>>,
+    plt: std::cell::OnceCell<Vec<(std::ops::Range<u64>, String)>>,
 }
 
 /// `r`'s frames as a symbol table stores them, their strings interned in `builder`.
@@ -700,6 +719,76 @@ mod tests {
                 (name, a.function_start)
             })
             .collect()
+    }
+
+    /// The stubs of the procedure linkage table are named `function@plt`, as objdump names
+    /// them, with and without indirect-branch tracking (`.plt.sec`), lazily and eagerly
+    /// bound (`.plt.got`): they were given to the symbol before them, `_init`.
+    #[test]
+    fn plt_stubs_are_named_after_the_function_they_call() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("plt.c");
+        std::fs::write(
+            &src,
+            "#include <stdio.h>\n#include <stdlib.h>\n\
+             int main(int argc, char **argv) {\n\
+               puts(argv[0]);\n\
+               return abs(atoi(argc > 1 ? argv[1] : \"-3\"));\n}\n",
+        )
+        .unwrap();
+        for (i, flags) in [
+            &["-fcf-protection=full"][..],
+            &["-fcf-protection=none"],
+            &["-fcf-protection=none", "-Wl,-z,now"],
+            &["-fcf-protection=full", "-fno-plt"],
+        ]
+        .iter()
+        .enumerate()
+        {
+            let exe = dir.path().join(format!("plt{i}"));
+            let mut all = vec!["-O1"];
+            all.extend(*flags);
+            tansa_testkit::compile(&exe, std::slice::from_ref(&src), &all);
+            // objdump's names of the stubs: `0000000000001030 <puts@plt>:`.
+            let out = std::process::Command::new("objdump")
+                .arg("-d")
+                .arg(&exe)
+                .output()
+                .expect("objdump (binutils, with the C compiler)");
+            let text = String::from_utf8_lossy(&out.stdout);
+            let stubs: Vec<(u64, String)> = text
+                .lines()
+                .filter_map(|l| {
+                    let (addr, rest) = l.split_once(" <")?;
+                    let name = rest.strip_suffix(">:")?;
+                    name.ends_with("@plt").then(|| {
+                        (
+                            u64::from_str_radix(addr.trim(), 16).unwrap(),
+                            name.to_string(),
+                        )
+                    })
+                })
+                .collect();
+            // Without `-fno-plt`, calls to `puts` go through a stub; with it, only the
+            // start-up code's `__cxa_finalize` keeps one, in `.plt.got`.
+            assert!(
+                !stubs.is_empty()
+                    && (flags.contains(&"-fno-plt") || stubs.iter().any(|s| s.1 == "puts@plt")),
+                "{flags:?}: {stubs:?}"
+            );
+            let addrs: Vec<u64> = stubs.iter().flat_map(|s| [s.0, s.0 + 4]).collect();
+            let got = names(&exe, &addrs);
+            for (j, (addr, name)) in stubs.iter().enumerate() {
+                for k in 0..2 {
+                    assert_eq!(
+                        got[2 * j + k],
+                        (name.clone(), Some(*addr)),
+                        "{flags:?}: {:#x}",
+                        addrs[2 * j + k]
+                    );
+                }
+            }
+        }
     }
 
     #[test]
