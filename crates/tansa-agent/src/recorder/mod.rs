@@ -356,15 +356,13 @@ impl Active {
 
     /// Online mode: releases a block whose allocation was not recorded (`release` performs
     /// it). The collector never knew the block, so the release is not recorded either: it
-    /// is counted as lost, with the allocation.
+    /// is counted as lost, with the allocation, and the tables are kept as for a thread
+    /// without a ring.
     #[cold]
     #[inline(never)]
     pub fn unrecorded_free(&mut self, ptr: *mut c_void, release: impl FnOnce()) {
         SESSION.add_lost(LossCause::NoRing, 1);
-        {
-            let _busy = Busy::enter(self.st);
-            UNRECORDED.remove(ptr as u64);
-        }
+        lost_release(self.st, ptr);
         release();
     }
 
@@ -379,19 +377,7 @@ impl Active {
         call: impl FnOnce() -> *mut c_void,
     ) -> *mut c_void {
         SESSION.add_lost(LossCause::NoRing, 1);
-        {
-            let _busy = Busy::enter(self.st);
-            UNRECORDED.remove(old as u64);
-        }
-        let new = call();
-        let _busy = Busy::enter(self.st);
-        if !new.is_null() {
-            UNRECORDED.insert(new as u64);
-        } else if size != 0 {
-            // Failed: the old block is still the program's.
-            UNRECORDED.insert(old as u64);
-        }
-        new
+        lost_realloc(self.st, old, size, call)
     }
 
     /// Records a release around the call of the real `free` (`release` performs it).
