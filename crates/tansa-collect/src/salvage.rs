@@ -161,11 +161,9 @@ fn is_durable(file: &File) -> bool {
         return false;
     };
     frame.ty == FrameType::META
-        && frame.decode::<RecordingMeta>().is_ok_and(|m| {
-            m.options
-                .iter()
-                .any(|(k, v)| k == DURABLE_OPTION && v == "true")
-        })
+        && frame
+            .decode::<RecordingMeta>()
+            .is_ok_and(|m| tansa_analysis::memory::is_durable(&m))
 }
 
 /// Random access to a segment's bytes (a file, or bytes in memory for tests and fuzzing).
@@ -601,11 +599,10 @@ pub fn salvage(
         return Err(SalvageError::StillWritten { pid });
     }
     let st = read_file(&file)?;
-    let durable = st.meta.as_ref().is_some_and(|m| {
-        m.options
-            .iter()
-            .any(|(k, v)| k == DURABLE_OPTION && v == "true")
-    });
+    let durable = st
+        .meta
+        .as_ref()
+        .is_some_and(tansa_analysis::memory::is_durable);
     if st.finished || !durable {
         return Ok(None);
     }

@@ -34,6 +34,13 @@ pub const SAMPLE_RATE_OPTION: &str = "sample_rate";
 /// The recording option a durable recording (`tansa record --durable`) carries in its
 /// `META` frame (`durable` = `true`).
 pub const DURABLE_OPTION: &str = "durable";
+
+/// Whether `meta` is that of a durable recording ([`DURABLE_OPTION`]).
+pub fn is_durable(meta: &tansa_format::meta::RecordingMeta) -> bool {
+    meta.options
+        .iter()
+        .any(|(k, v)| k == DURABLE_OPTION && v == "true")
+}
 pub use classify::{By, Charge, FreeTo};
 pub use ids::{ModuleId, SessionId, StackId, StreamId, UnitSetId};
 pub use report::MemoryReport;

@@ -355,11 +355,7 @@ impl<R: Read + Seek> MemoryRecording<R> {
                         // A recording completed without segment files (not durable)
                         // recovered nothing from rings: no count to give, and what the
                         // programs did after the recorder died is in no file.
-                        let durable = info.meta.as_ref().is_some_and(|m| {
-                            m.options
-                                .iter()
-                                .any(|(k, v)| k == super::DURABLE_OPTION && v == "true")
-                        });
+                        let durable = info.meta.as_ref().is_some_and(super::is_durable);
                         let recovered = if durable {
                             format!(
                                 "{} event(s) recovered from the agents' shared rings; ",
