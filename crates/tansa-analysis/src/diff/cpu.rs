@@ -437,6 +437,66 @@ mod tests {
         );
     }
 
+    /// Threads match by process command and thread name across runs (their ids differ),
+    /// in thread id order among threads of the same name.
+    #[test]
+    fn threads_match_by_command_and_name() {
+        let thread_unit = |pid: u32, tid: u32, name: &str, n: u64| {
+            let mut u = CpuUnit::new(format!("{name} [{tid}] of app [{pid}]"), n, n);
+            u.pid = Some(pid);
+            u.command = Some("app".into());
+            u.tid = Some(tid);
+            u.thread = Some(name.into());
+            u
+        };
+        let a = report(
+            "thread",
+            10,
+            vec![
+                thread_unit(10, 11, "worker", 6),
+                thread_unit(10, 12, "io", 4),
+            ],
+        );
+        let b = report(
+            "thread",
+            10,
+            vec![
+                thread_unit(20, 23, "io", 4),
+                thread_unit(20, 21, "worker", 3),
+                thread_unit(20, 22, "worker", 3),
+            ],
+        );
+        let d = diff(("a", &a), ("b", &a), &options(Metric::SelfSamples, vec![])).unwrap();
+        assert!(d.units.iter().all(|u| u.status == Status::Unchanged));
+        let d = diff(("a", &a), ("b", &b), &options(Metric::SelfSamples, vec![])).unwrap();
+        let mut rows: Vec<(String, Status, Option<String>)> = d
+            .units
+            .iter()
+            .map(|u| (super::super::label(u), u.status, u.b_unit.clone()))
+            .collect();
+        rows.sort_by(|x, y| x.0.cmp(&y.0));
+        assert_eq!(
+            rows,
+            vec![
+                (
+                    "app io".into(),
+                    Status::Unchanged,
+                    Some("io [23] of app [20]".into())
+                ),
+                (
+                    "app worker".into(),
+                    Status::Changed,
+                    Some("worker [21] of app [20]".into())
+                ),
+                (
+                    "app worker #2".into(),
+                    Status::Added,
+                    Some("worker [22] of app [20]".into())
+                ),
+            ]
+        );
+    }
+
     #[test]
     fn amounts_and_heap_metrics_are_refused() {
         let a = report("function", 0, vec![]);
