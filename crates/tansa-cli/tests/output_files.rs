@@ -244,7 +244,7 @@ fn a_leftover_is_named_by_the_next_recording_and_completed_by_its_own_name() {
 }
 
 #[test]
-fn a_cpu_recording_whose_recorder_was_killed_is_explained() {
+fn a_cpu_recording_killed_before_its_first_checkpoint_is_explained() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("cpu.tansa");
     let (mut recorder, pid) =
@@ -254,7 +254,9 @@ fn a_cpu_recording_whose_recorder_was_killed_is_explained() {
     assert!(!out.status.success());
     assert!(
         stderr(&out).contains(&format!(
-            "not recorded: its recorder (pid {}) was killed before it wrote anything",
+            "is what its recorder (pid {}) left when it was killed, and it cannot be \
+             completed: its recorder was killed before its first checkpoint (2 s into \
+             sampling): nothing it sampled was written",
             recorder.id()
         )),
         "{}",
@@ -267,13 +269,122 @@ fn a_cpu_recording_whose_recorder_was_killed_is_explained() {
     assert!(next.status.success(), "{}", stderr(&next));
     assert!(
         stderr(&next).contains(&format!(
-            "{} is what a killed tansa (pid {}) left: empty, nothing to recover",
+            "{} is an unfinished recording a killed tansa (pid {}) left",
             temp.display(),
             recorder.id()
         )),
         "{}",
         stderr(&next)
     );
+}
+
+/// `tansa sample` (with perf, then with the agent) writes checkpoints while it samples:
+/// killed outright after the first, it leaves a file that the next report completes from
+/// that checkpoint, with the functions named, and moves into place.
+#[test]
+fn a_cpu_recording_whose_recorder_was_killed_is_completed_from_its_last_checkpoint() {
+    use tansa_format::cpu::CHECKPOINT;
+    let spin = program("spin", "spin.c", &["-g", "-O1", "-pthread"]);
+    for source in ["perf", "agent"] {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("cpu.tansa");
+        // About 40 s of work: killed long before it ends.
+        let mut recorder = Command::new(tansa())
+            .args([
+                "sample",
+                "--source",
+                source,
+                "-o",
+                file.to_str().unwrap(),
+                "--",
+            ])
+            .arg(&spin)
+            .arg("100000")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("run tansa");
+        let temp = temporary(&file, recorder.id());
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !frame_types(&temp).contains(&CHECKPOINT) {
+            assert!(
+                Instant::now() < deadline,
+                "{source}: no checkpoint in {}: {:?}",
+                temp.display(),
+                frame_types(&temp)
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let recorder_pid = recorder.id();
+        kill(recorder_pid, libc::SIGKILL);
+        let _ = recorder.wait();
+        // The program runs on unobserved, as under perf; it is not needed any more.
+        let _ = Command::new("pkill")
+            .args(["-KILL", "-f", spin.to_str().unwrap()])
+            .status();
+        assert!(!file.exists());
+
+        let out = run_tansa(&[
+            "report",
+            file.to_str().unwrap(),
+            "--by",
+            "function",
+            "--format",
+            "json",
+        ]);
+        let err = stderr(&out);
+        assert!(out.status.success(), "{source}: {err}");
+        assert!(
+            err.contains(&format!(
+                "its recorder (pid {recorder_pid}) was killed; completed it from"
+            )),
+            "{source}: {err}"
+        );
+        let kept: u64 = err
+            .split("it holds the ")
+            .nth(1)
+            .and_then(|rest| rest.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{source}: no count of samples kept: {err}"));
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        assert_eq!(report["total_samples"], kept, "{source}");
+        // 2 s of one busy thread at about 1 kHz (timer ticks are coarse in a VM).
+        assert!(kept > 500, "{source}: {kept} samples");
+        // Named from the files on disk: hot_a takes about 70 % of the samples.
+        let self_of = |name: &str| -> u64 {
+            report["units"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|u| u["unit"] == format!("spin!{name}"))
+                .map(|u| u["self_samples"].as_u64().unwrap_or(0))
+                .sum()
+        };
+        let (a, b) = (self_of("hot_a"), self_of("hot_b"));
+        assert!(
+            a + b > kept * 8 / 10,
+            "{source}: {a} + {b} of {kept}: {report}"
+        );
+        assert!(a > b * 3 / 2, "{source}: hot_a {a}, hot_b {b}");
+        assert!(
+            report["warnings"].as_array().unwrap().iter().any(|w| w
+                .as_str()
+                .unwrap()
+                .contains("completed from its last checkpoint")),
+            "{source}: {}",
+            report["warnings"]
+        );
+        // In place, private, nothing left; the next report just reads it.
+        assert_eq!(names(dir.path()), ["cpu.tansa"], "{source}");
+        assert_eq!(std::fs::metadata(&file).unwrap().mode() & 0o777, 0o600);
+        let again = run_tansa(&["report", file.to_str().unwrap()]);
+        assert!(again.status.success(), "{}", stderr(&again));
+        assert!(
+            !stderr(&again).contains("completed it"),
+            "{}",
+            stderr(&again)
+        );
+    }
 }
 
 /// A directory holding `in.tansa`, a recording of `allocer`; and the program.

@@ -650,9 +650,10 @@ pub fn complete_leftover(
     complete(&file, &st, None, progress).map(Some)
 }
 
-/// What [`recover_leftover`] found for a recording that does not exist.
+/// What [`recover_leftover`] found for a recording that does not exist (`T`: what
+/// completing the file gave).
 #[derive(Debug)]
-pub enum Recovery {
+pub enum Recovery<T = Option<Salvaged>> {
     /// No temporary file of a recorder that could have written it.
     Nothing,
     /// A recorder (`pid`) is writing it now, into `temp`.
@@ -662,16 +663,15 @@ pub enum Recovery {
         /// The process that created it.
         pid: u32,
     },
-    /// A recorder (`pid`) was killed before it wrote anything into `temp` (`tansa sample`
-    /// writes its recording only when it ends).
+    /// A recorder (`pid`) was killed before it wrote anything into `temp`.
     Empty {
         /// The temporary file.
         temp: PathBuf,
         /// The process that created it.
         pid: u32,
     },
-    /// The temporary file a killed recorder (`pid`) left is not a heap recording that can
-    /// be completed (a CPU recording cut short while being written, say).
+    /// The temporary file a killed recorder (`pid`) left cannot be completed (a CPU
+    /// recording killed before its first checkpoint, say).
     Unusable {
         /// The temporary file.
         temp: PathBuf,
@@ -680,24 +680,34 @@ pub enum Recovery {
         /// Why.
         error: SalvageError,
     },
-    /// The heap recording a killed recorder (`pid`) left in `temp` was completed (`None`:
-    /// it was complete already) and moved into place.
+    /// The recording a killed recorder (`pid`) left in `temp` was completed and moved
+    /// into place.
     Completed {
         /// Where it was.
         temp: PathBuf,
         /// The process that created it.
         pid: u32,
-        /// What completing it did.
-        salvaged: Option<Salvaged>,
+        /// What completing it did (for a heap recording, `None`: it was complete
+        /// already).
+        salvaged: T,
         /// Older temporary files of killed recorders of the same name, left as they are.
         others: Vec<PathBuf>,
     },
 }
 
-/// For a recording `dest` that does not exist: completes the newest temporary file a
+/// For a heap recording `dest` that does not exist: completes the newest temporary file a
 /// killed recorder left for it ([`complete_leftover`]) and moves it into place at `dest`
 /// (`tansa_format::output::settle_leftover`: never over a file), or says why not.
 pub fn recover_leftover(dest: &Path, progress: &mut dyn FnMut(usize, usize, &str)) -> Recovery {
+    recover_leftover_with(dest, |temp| complete_leftover(temp, progress))
+}
+
+/// [`recover_leftover`] with `complete` completing the temporary file (a recording of any
+/// kind).
+pub fn recover_leftover_with<T>(
+    dest: &Path,
+    complete: impl FnOnce(&Path) -> Result<T, SalvageError>,
+) -> Recovery<T> {
     use tansa_format::output::{leftovers, settle_leftover};
     let found = leftovers(dest);
     if let Some(l) = found.iter().find(|l| l.in_use) {
@@ -713,7 +723,7 @@ pub fn recover_leftover(dest: &Path, progress: &mut dyn FnMut(usize, usize, &str
     if newest.len == 0 {
         return Recovery::Empty { temp, pid };
     }
-    let salvaged = match complete_leftover(&temp, progress) {
+    let salvaged = match complete(&temp) {
         Ok(s) => s,
         Err(SalvageError::StillRecording { .. }) => return Recovery::InUse { temp, pid },
         Err(error) => return Recovery::Unusable { temp, pid, error },

@@ -2,9 +2,20 @@
 //! `tansa-sample`).
 //!
 //! ```text
-//! META INFO PROCESSES MODULES ADDRESSES+ STACKS+ STACK_COUNTS+ TIMELINE* SOURCES?
+//! META group* INFO PROCESSES MODULES ADDRESSES* STACKS* STACK_COUNTS* TIMELINE* SOURCES?
 //! SYMBOLS UNSAMPLED? SUMMARY END
+//! group := INFO PROCESSES MODULES ADDRESSES* STACKS* STACK_COUNTS* TIMELINE* UNSAMPLED?
+//!          CHECKPOINT
 //! ```
+//!
+//! While it runs, the recorder appends a checkpoint group now and then (2 s into the run,
+//! then whenever a tenth of the time elapsed has passed since the last): what changed
+//! since the group before, ended by a [`CHECKPOINT`] frame. Counts in a group are the
+//! increase since the last group (a reader adds up the counts of equal keys), stacks are
+//! the new ones, and the info, process and module lists replace the earlier ones. The end
+//! of the file is the last such increase, then the symbols and the summary. A recorder
+//! killed outright leaves its file cut short: what the last complete group says is kept,
+//! and completing the file ([`COMPLETED`]) adds the symbols and the summary.
 //!
 //! The recording is the seed's real-time reduction, not a sample log: the recorder keeps
 //! one count per distinct `(process, interrupted address, caller)` ([`AddressCount`], the
@@ -48,6 +59,11 @@ pub const SUMMARY: FrameType = FrameType(0x0208);
 /// [`Unsampled`] (postcard), written before [`SUMMARY`] when there is any (readers that
 /// predate it skip it).
 pub const UNSAMPLED: FrameType = FrameType(0x0209);
+/// [`Checkpoint`] (postcard): ends a checkpoint group (see the module documentation).
+pub const CHECKPOINT: FrameType = FrameType(0x020A);
+/// [`Completed`] (postcard): the recording was completed after its recorder was killed,
+/// from its last checkpoint; written before [`SUMMARY`].
+pub const COMPLETED: FrameType = FrameType(0x020B);
 
 /// [`Loc::module`] of an address that is in no known module (the offset is then the raw
 /// address).
@@ -281,6 +297,30 @@ pub struct CpuSummary {
     pub last_ns: u64,
     /// Wall-clock duration of sampling, in nanoseconds.
     pub wall_ns: u64,
+}
+
+/// The end of a checkpoint group: the totals up to it, as [`SUMMARY`] would give them had
+/// the recording ended there.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Checkpoint {
+    /// The totals so far (`wall_ns`: time since sampling began).
+    pub summary: CpuSummary,
+    /// The kernel's boot id (`/proc/sys/kernel/random/boot_id`): the kernel's symbols can
+    /// be read when completing the recording only in the same boot.
+    pub boot_id: String,
+}
+
+/// How a recording whose recorder was killed was completed.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Completed {
+    /// The recorder that was killed.
+    pub recorder_pid: u32,
+    /// The checkpoint groups kept.
+    pub checkpoints: u32,
+    /// Bytes after the last complete group, dropped.
+    pub dropped_bytes: u64,
+    /// Whether the kernel's symbols were read (same boot) when kernel code was sampled.
+    pub kernel_symbols: bool,
 }
 
 #[cfg(test)]

@@ -40,7 +40,7 @@ const INTERESTING: [u64; 20] = [
 ];
 
 /// Frame types a header may be changed to.
-const TYPES: [FrameType; 26] = [
+const TYPES: [FrameType; 28] = [
     FrameType::META,
     FrameType::CALIBRATION,
     FrameType::SYMBOLS,
@@ -61,6 +61,8 @@ const TYPES: [FrameType; 26] = [
     cpu::SOURCES,
     cpu::SUMMARY,
     cpu::UNSAMPLED,
+    cpu::CHECKPOINT,
+    cpu::COMPLETED,
     retrace::INFO,
     retrace::CODE,
     retrace::EXECUTIONS,

@@ -45,11 +45,14 @@ pub enum Target {
     /// A heap recording a killed recorder left unfinished, completed as `tansa report`
     /// completes one (`tansa_collect::salvage::complete_leftover`), then read.
     Leftover,
+    /// A CPU recording a killed recorder left cut short after its checkpoints, completed
+    /// as `tansa report` completes one (`tansa_sample::complete_leftover`), then read.
+    CpuLeftover,
 }
 
 impl Target {
     /// Every target.
-    pub const ALL: [Target; 8] = [
+    pub const ALL: [Target; 9] = [
         Target::Container,
         Target::Frames,
         Target::Memory,
@@ -58,6 +61,7 @@ impl Target {
         Target::Plan,
         Target::Segment,
         Target::Leftover,
+        Target::CpuLeftover,
     ];
 
     /// Its name (the corpus directory and the cargo-fuzz target).
@@ -71,6 +75,7 @@ impl Target {
             Target::Plan => "plan",
             Target::Segment => "segment",
             Target::Leftover => "leftover",
+            Target::CpuLeftover => "cpu-leftover",
         }
     }
 
@@ -83,7 +88,12 @@ impl Target {
     pub fn takes_recordings(self) -> bool {
         matches!(
             self,
-            Target::Container | Target::Memory | Target::Cpu | Target::Retrace | Target::Leftover
+            Target::Container
+                | Target::Memory
+                | Target::Cpu
+                | Target::Retrace
+                | Target::Leftover
+                | Target::CpuLeftover
         )
     }
 
@@ -98,6 +108,7 @@ impl Target {
             Target::Plan => plan(data),
             Target::Segment => segment(data),
             Target::Leftover => leftover(data),
+            Target::CpuLeftover => cpu_leftover(data),
         }
     }
 
@@ -170,6 +181,47 @@ pub fn leftover(data: &[u8]) {
     memory_report(&completed);
 }
 
+/// An unfinished CPU recording (the input, checksums recomputed) completed in a file of its
+/// own, as `tansa report` completes what a killed `tansa sample` left: cut after its last
+/// checkpoint group, its addresses resolved (from whatever files it names), the symbols,
+/// the completion note, the summary and the end marker added. What comes back must be a
+/// whole recording that the reader takes, with the samples the completion said it kept,
+/// and no more cut off than the input holds; every report of it is then made, as for
+/// [`cpu_report`].
+pub fn cpu_leftover(data: &[u8]) {
+    let mut data = data.to_vec();
+    craft::fix_checksums(&mut data);
+    let Ok(dir) = tempfile::tempdir() else {
+        return;
+    };
+    let path = dir.path().join("leftover.tansa");
+    if std::fs::write(&path, &data).is_err() {
+        return;
+    }
+    let Ok(Some(done)) = tansa_sample::complete_leftover(&path, &mut |_, _, _| {}) else {
+        return;
+    };
+    assert!(
+        done.completed.dropped_bytes <= data.len() as u64,
+        "more cut off than the input holds"
+    );
+    let completed = std::fs::read(&path).expect("the completed recording is readable");
+    let rec = CpuRecording::open(Cursor::new(completed.as_slice()))
+        .expect("a completed recording is read");
+    assert!(
+        !rec.damaged,
+        "a completed recording is whole: {:?}",
+        rec.warnings
+    );
+    assert!(rec.completed.is_some(), "it says it was completed");
+    assert_eq!(
+        rec.summary.map(|s| s.samples),
+        Some(done.samples),
+        "the samples kept"
+    );
+    cpu_report(&completed);
+}
+
 /// The container: every frame, by sequence (thread chunks skimmed to their keys), then
 /// again at its offset.
 pub fn container(data: &[u8]) {
@@ -233,6 +285,8 @@ pub fn frames(payload: &[u8]) {
     let _ = frame(cpu_frames::SOURCES).decode::<Vec<cpu_frames::SourceFile>>();
     let _ = frame(cpu_frames::SUMMARY).decode::<cpu_frames::CpuSummary>();
     let _ = frame(cpu_frames::UNSAMPLED).decode::<cpu_frames::Unsampled>();
+    let _ = frame(cpu_frames::CHECKPOINT).decode::<cpu_frames::Checkpoint>();
+    let _ = frame(cpu_frames::COMPLETED).decode::<cpu_frames::Completed>();
     let _ = frame(retrace_frames::INFO).decode::<retrace_frames::RetraceInfo>();
     let _ = frame(retrace_frames::CODE)
         .decode::<retrace_frames::RegionCode>()

@@ -218,6 +218,11 @@ fn leftover() {
     fuzz(Target::Leftover);
 }
 
+#[test]
+fn cpu_leftover() {
+    fuzz(Target::CpuLeftover);
+}
+
 /// The bound of one input counts its own thread only: another target's allocations on a
 /// parallel test thread, made while the input runs, neither push it over its bound (which
 /// would abort the process) nor count in its peak.

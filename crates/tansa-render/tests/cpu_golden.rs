@@ -279,6 +279,11 @@ fn recording() -> CpuRecording {
             ..CpuSummary::default()
         }),
         unsampled: None,
+        checkpoints: 0,
+        checkpoint_end: None,
+        last_checkpoint: None,
+        read_to_checkpoint: false,
+        completed: None,
         warnings: Vec::new(),
         damaged: false,
     }

@@ -24,6 +24,7 @@ use tansa_wire::event::{DecodeError, Decoder, MODULE_VDSO, ModuleLoad, Record, S
 
 use crate::SampleError;
 use crate::builder::{CpuRecordingBuilder, MappingInfo, ProcessId, ProcessInfo, SampleInput};
+use crate::checkpoint::RecordingOut;
 
 /// What to sample.
 #[derive(Debug, Clone)]
@@ -61,7 +62,8 @@ pub struct AgentOutcome {
 pub const AGENT_EVENT: &str = "thread-cpu-clock (SIGPROF)";
 
 /// Runs `config.command` under the agent in sampling mode until it ends (or the duration
-/// passes, or `stop` is set), then writes the recording to `out`.
+/// passes, or `stop` is set), writing the recording to `out` as it goes (checkpoints, see
+/// [`crate::checkpoint`]) and finishing it at the end.
 pub fn record<W: Write>(
     config: &AgentConfig,
     meta: RecordingMeta,
@@ -102,10 +104,15 @@ pub fn record<W: Write>(
         events: config.events.clone(),
         segment_dir: None,
     };
+    // The header and description now, checkpoints while sampling: a recorder killed
+    // outright leaves what it had at its last checkpoint.
+    let mut out = RecordingOut::new(out, &meta, true).map_err(SampleError::Write)?;
+    let mut checkpoint = |b: &mut CpuRecordingBuilder| out.checkpoint_if_due(b);
     let mut sink = AgentSink::new(CpuRecordingBuilder::new(meta, info));
     sink.deadline = config.duration.map(|d| Instant::now() + d);
     sink.stop = Some(stop);
     sink.progress = Some(progress);
+    sink.checkpoint = Some(&mut checkpoint);
     let started = Instant::now();
     let outcome = tansa_collect::record(&collect, &mut sink).map_err(|e| match e {
         CollectError::Spawn { command, source } => SampleError::Spawn { command, source },
@@ -116,7 +123,7 @@ pub fn record<W: Write>(
     })?;
     let mut builder = sink.into_builder();
     builder.set_wall_ns(started.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64);
-    let finished = builder.finish(out)?;
+    let finished = builder.finish_timed(out, &mut crate::phases::Phases::new())?;
     Ok(AgentOutcome {
         summary: finished.summary,
         exit: outcome.exit,
@@ -196,6 +203,7 @@ pub struct AgentSink<'a> {
     root: Option<u32>,
     terminated: bool,
     progress: Option<&'a mut dyn FnMut(u64)>,
+    checkpoint: Option<&'a mut dyn FnMut(&mut CpuRecordingBuilder)>,
 }
 
 impl std::fmt::Debug for AgentSink<'_> {
@@ -220,6 +228,7 @@ impl<'a> AgentSink<'a> {
             root: None,
             terminated: false,
             progress: None,
+            checkpoint: None,
         }
     }
 
@@ -433,6 +442,9 @@ impl Sink for AgentSink<'_> {
         let samples = self.builder.samples();
         if let Some(p) = self.progress.as_mut() {
             p(samples);
+        }
+        if let Some(c) = self.checkpoint.as_mut() {
+            c(&mut self.builder);
         }
         let expired = self.deadline.is_some_and(|d| Instant::now() >= d)
             || self.stop.is_some_and(|s| s.load(Ordering::Relaxed));

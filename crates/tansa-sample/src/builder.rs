@@ -48,7 +48,7 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 use tansa_format::cpu::{
-    AddressCount, CpuInfo, Loc, Mode, Module, ModuleKind, NO_MODULE, Process, Thread, TimelineEntry,
+    CpuInfo, Loc, Mode, Module, ModuleKind, NO_MODULE, Process, Thread, TimelineEntry,
 };
 use tansa_format::meta::{ExitStatus, RecordingMeta};
 use tansa_symbols::ElfFile;
@@ -637,7 +637,22 @@ impl CpuRecordingBuilder {
         self.stacks.len()
     }
 
-    pub(crate) fn address_counts(&self) -> Vec<AddressCount> {
+    /// The totals so far.
+    pub(crate) fn summary(&self) -> tansa_format::cpu::CpuSummary {
+        tansa_format::cpu::CpuSummary {
+            samples: self.samples,
+            lost_records: self.lost_records,
+            lost_samples: self.lost_samples,
+            unwind_failures: self.unwind_failures,
+            first_ns: if self.samples == 0 { 0 } else { self.first_ns },
+            last_ns: self.last_ns,
+            wall_ns: self.wall_ns,
+        }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn address_counts(&self) -> Vec<tansa_format::cpu::AddressCount> {
+        use tansa_format::cpu::AddressCount;
         let mut v: Vec<AddressCount> = self
             .addresses
             .iter()
@@ -665,7 +680,7 @@ pub(crate) fn split_stack(key: &[Loc]) -> (&[Loc], u32, bool) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use tansa_format::cpu::SampleSource;
 

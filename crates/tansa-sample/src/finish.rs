@@ -6,10 +6,8 @@ use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
 
-use tansa_format::container::{FrameType, Kind, Writer};
-use tansa_format::cpu::{
-    self, CpuSummary, Mode, Module, ModuleKind, NO_MODULE, SourceFile, Stack, StackCount,
-};
+use tansa_format::container::FrameType;
+use tansa_format::cpu::{self, CpuSummary, Loc, Mode, Module, ModuleKind, NO_MODULE, SourceFile};
 use tansa_format::symtab::{
     AddrSymbols, ModuleStatus, ModuleSymbols, NO_STRING, StrId, SymFrame, SymbolTable,
     SymbolTableBuilder,
@@ -18,6 +16,7 @@ use tansa_symbols::{ElfFile, ModuleResolution, Resolver, isolate};
 
 use crate::SampleError;
 use crate::builder::{CpuRecordingBuilder, split_stack};
+use crate::checkpoint::RecordingOut;
 use crate::kernel::KernelSymbols;
 use crate::phases::Phases;
 use crate::resolve::ModuleWork;
@@ -27,8 +26,6 @@ use crate::warm::Warmer;
 const MAX_SOURCE_BYTES: u64 = 4 << 20;
 /// Most source text kept in one recording.
 const MAX_SOURCES_TOTAL: u64 = 64 << 20;
-/// Entries per counts frame.
-const CHUNK: usize = 1 << 16;
 
 impl CpuRecordingBuilder {
     /// Resolves symbols (function, source line, inlined frames) of every address used,
@@ -36,36 +33,24 @@ impl CpuRecordingBuilder {
     /// writes the recording to `out`. Returns the totals, and the files whose symbols
     /// could not be read.
     pub fn finish<W: Write>(self, out: W) -> Result<Finished, SampleError> {
+        let out = RecordingOut::new(out, &self.meta, false).map_err(SampleError::Write)?;
         self.finish_timed(out, &mut Phases::new())
     }
 
-    /// [`CpuRecordingBuilder::finish`], marking its phases (resolving symbols, reading
-    /// sources, writing) in `phases`.
+    /// [`CpuRecordingBuilder::finish`] into a recording begun with its checkpoints (what
+    /// changed since the last one follows them), marking its phases (resolving symbols,
+    /// reading sources, writing) in `phases`.
     pub fn finish_timed<W: Write>(
         mut self,
-        out: W,
+        mut out: RecordingOut<W>,
         phases: &mut Phases,
     ) -> Result<Finished, SampleError> {
-        // Every offset each module needs, and the exact (interrupted) ones.
-        let mut lookups: BTreeMap<u32, BTreeSet<u64>> = BTreeMap::new();
-        let mut exact: BTreeMap<u32, BTreeSet<u64>> = BTreeMap::new();
-        for &(_, pc, caller, mode) in self.addresses.keys() {
-            if pc.module != NO_MODULE {
-                lookups.entry(pc.module).or_default().insert(pc.offset);
-                if mode == Mode::User {
-                    exact.entry(pc.module).or_default().insert(pc.offset);
-                }
-            }
-            if let Some(c) = caller.filter(|c| c.module != NO_MODULE) {
-                lookups.entry(c.module).or_default().insert(c.offset);
-            }
-        }
-        for key in &self.stacks {
-            let (frames, _, _) = split_stack(key);
-            for f in frames.iter().filter(|f| f.module != NO_MODULE) {
-                lookups.entry(f.module).or_default().insert(f.offset);
-            }
-        }
+        let (lookups, exact) = lookups_of(
+            self.addresses
+                .keys()
+                .map(|&(_, pc, caller, mode)| (pc, caller, mode)),
+            self.stacks.iter().map(|key| split_stack(key).0),
+        );
 
         // Modules are resolved in parallel (large libraries take seconds each), each
         // worker with its own string table, merged afterwards. The modules begun while the
@@ -170,92 +155,18 @@ impl CpuRecordingBuilder {
         if let Some(w) = warm {
             w.detach();
         }
-        let mut symtab = SymbolTableBuilder::default();
-        let mut source_paths: BTreeSet<String> = BTreeSet::new();
-        for (part, sources) in parts {
-            source_paths.extend(sources);
-            for mut m in part.modules {
-                for a in &mut m.addrs {
-                    for f in &mut a.frames {
-                        f.function = remap(&mut symtab, &part.strings, f.function);
-                        f.file = remap(&mut symtab, &part.strings, f.file);
-                    }
-                }
-                symtab.add_module(m);
-            }
-        }
-        let symbols = symtab.finish();
+        let (symbols, source_paths) = merge_parts(parts);
         phases.mark("finish: symbols");
         let sources = read_sources(&source_paths, &self.readers);
         phases.mark("finish: sources");
 
-        let summary = CpuSummary {
-            samples: self.samples,
-            lost_records: self.lost_records,
-            lost_samples: self.lost_samples,
-            unwind_failures: self.unwind_failures,
-            first_ns: if self.samples == 0 { 0 } else { self.first_ns },
-            last_ns: self.last_ns,
-            wall_ns: self.wall_ns,
-        };
-        let mut w = Writer::new(out, Kind::Cpu).map_err(SampleError::Write)?;
-        w.value(FrameType::META, &self.meta)
-            .map_err(SampleError::Write)?;
-        w.value(cpu::INFO, &self.info).map_err(SampleError::Write)?;
-        w.value(cpu::PROCESSES, &self.processes)
-            .map_err(SampleError::Write)?;
-        w.value(cpu::MODULES, &self.modules)
-            .map_err(SampleError::Write)?;
-        let counts = self.address_counts();
-        for chunk in counts.chunks(CHUNK) {
-            w.value(cpu::ADDRESSES, &chunk)
-                .map_err(SampleError::Write)?;
-        }
-        let stacks: Vec<Stack> = self
-            .stacks
-            .iter()
-            .enumerate()
-            .map(|(id, key)| {
-                let (frames, kernel_frames, truncated) = split_stack(key);
-                Stack {
-                    id: id as u32,
-                    frames: frames.to_vec(),
-                    kernel_frames,
-                    truncated,
-                }
-            })
-            .collect();
-        for chunk in stacks.chunks(CHUNK) {
-            w.value(cpu::STACKS, &chunk).map_err(SampleError::Write)?;
-        }
-        let mut stack_counts: Vec<StackCount> = self
-            .stack_counts
-            .iter()
-            .map(|(&(process, tid, stack), &count)| StackCount {
-                process,
-                tid,
-                stack,
-                count,
-            })
-            .collect();
-        stack_counts.sort_by_key(|s| (s.process, s.tid, s.stack));
-        for chunk in stack_counts.chunks(CHUNK) {
-            w.value(cpu::STACK_COUNTS, &chunk)
-                .map_err(SampleError::Write)?;
-        }
-        if let Some(t) = self.timeline.take() {
-            for chunk in t.chunks(CHUNK) {
-                w.value(cpu::TIMELINE, &chunk).map_err(SampleError::Write)?;
-            }
-        }
+        let summary = self.summary();
+        out.write_changes(&self).map_err(SampleError::Write)?;
+        let mut w = out.writer;
         w.value(cpu::SOURCES, &sources)
             .map_err(SampleError::Write)?;
         w.value(FrameType::SYMBOLS, &symbols)
             .map_err(SampleError::Write)?;
-        if self.unsampled.cpu_ns > 0 {
-            w.value(cpu::UNSAMPLED, &self.unsampled)
-                .map_err(SampleError::Write)?;
-        }
         w.value(cpu::SUMMARY, &summary)
             .map_err(SampleError::Write)?;
         w.finish().map_err(SampleError::Write)?;
@@ -278,6 +189,35 @@ pub struct Finished {
     pub unresolved: Vec<String>,
     /// CPU time no sample stands for (in-process sampling).
     pub unsampled: cpu::Unsampled,
+}
+
+/// Every offset each module needs (addresses, their callers, the frames of `stacks`), and
+/// the exact (interrupted user) ones, whose functions' code is kept.
+pub(crate) type Lookups = BTreeMap<u32, BTreeSet<u64>>;
+
+pub(crate) fn lookups_of<'a>(
+    addresses: impl Iterator<Item = (Loc, Option<Loc>, Mode)>,
+    stacks: impl Iterator<Item = &'a [Loc]>,
+) -> (Lookups, Lookups) {
+    let mut lookups: Lookups = BTreeMap::new();
+    let mut exact: Lookups = BTreeMap::new();
+    for (pc, caller, mode) in addresses {
+        if pc.module != NO_MODULE {
+            lookups.entry(pc.module).or_default().insert(pc.offset);
+            if mode == Mode::User {
+                exact.entry(pc.module).or_default().insert(pc.offset);
+            }
+        }
+        if let Some(c) = caller.filter(|c| c.module != NO_MODULE) {
+            lookups.entry(c.module).or_default().insert(c.offset);
+        }
+    }
+    for frames in stacks {
+        for f in frames.iter().filter(|f| f.module != NO_MODULE) {
+            lookups.entry(f.module).or_default().insert(f.offset);
+        }
+    }
+    (lookups, exact)
 }
 
 /// What resolving needs besides the resolver.
@@ -390,6 +330,27 @@ fn kernel_module_symbols(
         addrs,
         code: Vec::new(),
     }
+}
+
+/// One symbol table of the partial ones resolved apart, and the source files they name.
+pub(crate) fn merge_parts(
+    parts: Vec<(SymbolTable, BTreeSet<String>)>,
+) -> (SymbolTable, BTreeSet<String>) {
+    let mut symtab = SymbolTableBuilder::default();
+    let mut source_paths: BTreeSet<String> = BTreeSet::new();
+    for (part, sources) in parts {
+        source_paths.extend(sources);
+        for mut m in part.modules {
+            for a in &mut m.addrs {
+                for f in &mut a.frames {
+                    f.function = remap(&mut symtab, &part.strings, f.function);
+                    f.file = remap(&mut symtab, &part.strings, f.file);
+                }
+            }
+            symtab.add_module(m);
+        }
+    }
+    (symtab.finish(), source_paths)
 }
 
 /// The id in `symtab` of string `id` of `strings`.

@@ -8,6 +8,9 @@
 //!   [`CpuRecordingBuilder::finish`] resolves symbols, keeps the code of every function
 //!   hit and the text of its source files, and writes a self-contained recording. The
 //!   perf recorder below uses it, and so can an in-process `SIGPROF` sampler.
+//! * [`checkpoint`]: [`RecordingOut`], the recording written as it grows (checkpoint
+//!   groups while sampling), and [`complete_leftover`], which completes the file a
+//!   recorder killed outright left, from its last checkpoint.
 //! * [`perf`]: the `perf_event_open` recorder: per-CPU clock events (hardware cycles when
 //!   the machine has a PMU), following a command's children, given processes, or the
 //!   whole system; process tracking from side-band records and a `/proc` scan.
@@ -24,6 +27,8 @@
 
 pub mod agent;
 pub mod builder;
+pub mod checkpoint;
+mod complete;
 mod finish;
 pub mod kernel;
 pub mod perf;
@@ -35,6 +40,8 @@ pub mod unwind;
 mod warm;
 
 pub use builder::{CpuRecordingBuilder, MappingInfo, ProcessId, ProcessInfo, SampleInput};
+pub use checkpoint::RecordingOut;
+pub use complete::{CpuCompleted, complete_leftover};
 pub use finish::Finished;
 
 use perf::Target;

@@ -6,8 +6,8 @@ use std::io::Read;
 use tansa_format::FormatError;
 use tansa_format::container::{FrameType, Kind, Reader};
 use tansa_format::cpu::{
-    self, AddressCount, CpuInfo, CpuSummary, Module, Process, SourceFile, Stack, StackCount,
-    TimelineEntry, Unsampled,
+    self, AddressCount, Checkpoint, Completed, CpuInfo, CpuSummary, Module, Process, SourceFile,
+    Stack, StackCount, TimelineEntry, Unsampled,
 };
 use tansa_format::meta::RecordingMeta;
 use tansa_format::symtab::SymbolTable;
@@ -67,10 +67,90 @@ pub struct CpuRecording {
     pub summary: Option<CpuSummary>,
     /// CPU time no sample stands for, as the in-process sampler counted it.
     pub unsampled: Option<Unsampled>,
+    /// Checkpoint groups the file holds (see `tansa_format::cpu`).
+    pub checkpoints: u32,
+    /// Where the last checkpoint group ends in the file.
+    pub checkpoint_end: Option<u64>,
+    /// The last checkpoint read.
+    pub last_checkpoint: Option<Checkpoint>,
+    /// Whether the file was cut short or damaged in a checkpoint group or after it, and is
+    /// read up to the end of the last complete group.
+    pub read_to_checkpoint: bool,
+    /// How the recording was completed after its recorder was killed, if it was.
+    pub completed: Option<Completed>,
     /// Problems found while reading.
     pub warnings: Vec<String>,
     /// Whether the file is truncated or damaged.
     pub damaged: bool,
+}
+
+/// The lists a frame replaces (description, processes, modules, CPU time in no sample):
+/// taken in at the end of each checkpoint group, and at the end of the file unless it is
+/// read up to its last group. Moved, never copied, so that many groups cost no more than
+/// their frames.
+#[derive(Debug, Default)]
+struct Replaced {
+    info: Option<CpuInfo>,
+    processes: Option<Vec<Process>>,
+    modules: Option<Vec<Module>>,
+    unsampled: Option<Unsampled>,
+}
+
+impl Replaced {
+    fn apply(&mut self, rec: &mut CpuRecording, info: &mut Option<CpuInfo>) {
+        if let Some(i) = self.info.take() {
+            *info = Some(i);
+        }
+        if let Some(p) = self.processes.take() {
+            rec.processes = p;
+        }
+        if let Some(m) = self.modules.take() {
+            rec.modules = m;
+        }
+        if let Some(u) = self.unsampled.take() {
+            rec.unsampled = Some(u);
+        }
+    }
+}
+
+/// How much of the appended lists the last complete checkpoint group covers.
+#[derive(Debug)]
+struct Committed {
+    addresses: usize,
+    stacks: usize,
+    stack_counts: usize,
+    timeline: usize,
+    checkpoint: CpuSummary,
+    /// Where the group ends in the file.
+    offset: u64,
+}
+
+/// Adds up the counts of equal keys: each checkpoint group holds the increase since the
+/// one before.
+fn merge_counts(rec: &mut CpuRecording) {
+    let mode_key = |m: cpu::Mode| m == cpu::Mode::Kernel;
+    rec.addresses
+        .sort_by_key(|a| (a.process, a.pc, a.caller, mode_key(a.mode)));
+    rec.addresses.dedup_by(|later, kept| {
+        let same = later.process == kept.process
+            && later.pc == kept.pc
+            && later.caller == kept.caller
+            && later.mode == kept.mode;
+        if same {
+            kept.count = kept.count.saturating_add(later.count);
+        }
+        same
+    });
+    rec.stack_counts
+        .sort_by_key(|s| (s.process, s.tid, s.stack));
+    rec.stack_counts.dedup_by(|later, kept| {
+        let same =
+            later.process == kept.process && later.tid == kept.tid && later.stack == kept.stack;
+        if same {
+            kept.count = kept.count.saturating_add(later.count);
+        }
+        same
+    });
 }
 
 impl CpuRecording {
@@ -110,9 +190,18 @@ impl CpuRecording {
             symbols: SymbolTable::default(),
             summary: None,
             unsampled: None,
+            checkpoints: 0,
+            checkpoint_end: None,
+            last_checkpoint: None,
+            read_to_checkpoint: false,
+            completed: None,
             warnings: Vec::new(),
             damaged: false,
         };
+        // What the last complete checkpoint group left (see `tansa_format::cpu`): a file
+        // cut short is read up to it, not into a group half written.
+        let mut committed: Option<Committed> = None;
+        let mut replaced = Replaced::default();
         loop {
             let frame = match reader.next_frame() {
                 Ok(Some(f)) => f,
@@ -129,9 +218,25 @@ impl CpuRecording {
             let result: Result<(), FormatError> = (|| {
                 match frame.ty {
                     FrameType::META => meta = Some(frame.decode()?),
-                    cpu::INFO => info = Some(frame.decode()?),
-                    cpu::PROCESSES => rec.processes = frame.decode()?,
-                    cpu::MODULES => rec.modules = frame.decode()?,
+                    cpu::INFO => replaced.info = Some(frame.decode()?),
+                    cpu::CHECKPOINT => {
+                        let c: Checkpoint = frame.decode()?;
+                        replaced.apply(&mut rec, &mut info);
+                        rec.checkpoints += 1;
+                        rec.checkpoint_end = Some(reader.offset());
+                        committed = Some(Committed {
+                            addresses: rec.addresses.len(),
+                            stacks: rec.stacks.len(),
+                            stack_counts: rec.stack_counts.len(),
+                            timeline: rec.timeline.len(),
+                            checkpoint: c.summary,
+                            offset: reader.offset(),
+                        });
+                        rec.last_checkpoint = Some(c);
+                    }
+                    cpu::COMPLETED => rec.completed = Some(frame.decode()?),
+                    cpu::PROCESSES => replaced.processes = Some(frame.decode()?),
+                    cpu::MODULES => replaced.modules = Some(frame.decode()?),
                     cpu::ADDRESSES => rec.addresses.extend(frame.decode::<Vec<AddressCount>>()?),
                     cpu::STACKS => rec.stacks.extend(frame.decode::<Vec<Stack>>()?),
                     cpu::STACK_COUNTS => {
@@ -141,7 +246,7 @@ impl CpuRecording {
                     cpu::SOURCES => rec.sources = frame.decode()?,
                     FrameType::SYMBOLS => rec.symbols = frame.decode()?,
                     cpu::SUMMARY => rec.summary = Some(frame.decode()?),
-                    cpu::UNSAMPLED => rec.unsampled = Some(frame.decode()?),
+                    cpu::UNSAMPLED => replaced.unsampled = Some(frame.decode()?),
                     _ => {}
                 }
                 Ok(())
@@ -160,6 +265,41 @@ impl CpuRecording {
                 "the file ends without its end marker at byte {} (the recorder did not finish \
                  writing it); the report covers what was recorded before it",
                 reader.offset()
+            ));
+        }
+        match committed {
+            Some(c) if rec.damaged && rec.summary.is_none() => {
+                // Back to the end of the last complete group.
+                rec.addresses.truncate(c.addresses);
+                rec.stacks.truncate(c.stacks);
+                rec.stack_counts.truncate(c.stack_counts);
+                rec.timeline.truncate(c.timeline);
+                rec.summary = Some(c.checkpoint);
+                rec.read_to_checkpoint = true;
+                let at = c.checkpoint.wall_ns as f64 / 1e9;
+                rec.warnings.push(format!(
+                    "it is read up to its last checkpoint ({at:.1} s into sampling, byte {}): \
+                     what was sampled after it is not in the report",
+                    c.offset
+                ));
+            }
+            _ => replaced.apply(&mut rec, &mut info),
+        }
+        if rec.checkpoints > 0 {
+            merge_counts(&mut rec);
+        }
+        if let Some(c) = &rec.completed {
+            rec.warnings.push(format!(
+                "its recorder (pid {}) was killed: the recording was completed from its last \
+                 checkpoint ({:.1} s into sampling); what was sampled after it is lost, and its \
+                 symbols were read afterwards from the files on disk{}",
+                c.recorder_pid,
+                rec.summary.map_or(0.0, |s| s.wall_ns as f64 / 1e9),
+                if c.kernel_symbols {
+                    ""
+                } else {
+                    " (the kernel's are unknown: read in another boot, or not at all)"
+                }
             ));
         }
         rec.meta = meta;

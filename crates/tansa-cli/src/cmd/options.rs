@@ -395,7 +395,7 @@ pub fn note_leftovers(dest: &Path) {
         } else {
             eprintln!(
                 "tansa: note: {} is an unfinished recording a killed tansa (pid {}) left: \
-                 `tansa report {}` completes it",
+                 `tansa report {}` completes it, or says why it cannot",
                 l.path.display(),
                 l.pid,
                 l.path.display()
@@ -404,12 +404,60 @@ pub fn note_leftovers(dest: &Path) {
     }
 }
 
+/// What completing a recording left by a killed recorder did, by its kind.
+#[derive(Debug)]
+pub enum Completion {
+    /// A heap recording (`None`: it was complete already).
+    Heap(Option<tansa_collect::salvage::Salvaged>),
+    /// A CPU recording (`None`: it was complete already).
+    Cpu(Option<tansa_sample::CpuCompleted>),
+}
+
+/// Completes the recording at `path` that a killed recorder left, by its kind: a heap
+/// recording with `tansa_collect::salvage`, a CPU recording from its last checkpoint with
+/// `tansa_sample`. `progress` is called before each module is symbolized.
+pub fn complete_leftover(
+    path: &Path,
+    progress: &mut dyn FnMut(usize, usize, &str),
+) -> Result<Completion, tansa_collect::salvage::SalvageError> {
+    use tansa_format::container::{Kind, Reader};
+    let kind = Reader::new(std::fs::File::open(path)?)?.kind();
+    Ok(match kind {
+        Kind::Cpu => Completion::Cpu(tansa_sample::complete_leftover(path, progress)?),
+        _ => Completion::Heap(tansa_collect::salvage::complete_leftover(path, progress)?),
+    })
+}
+
+/// Says on stderr what completing a leftover did (`what` names the file completed).
+pub fn tell_completion(done: &Completion) {
+    match done {
+        Completion::Heap(salvaged) => {
+            for note in salvaged.iter().flat_map(|s| &s.notes) {
+                eprintln!("tansa: warning: completing: {note}");
+            }
+        }
+        Completion::Cpu(Some(c)) => {
+            eprintln!(
+                "tansa: warning: it holds the {} sample(s) of its last checkpoint ({:.1} s into \
+                 sampling); what was sampled after it is lost",
+                c.samples,
+                c.at_ns as f64 / 1e9
+            );
+            for line in &c.unresolved {
+                eprintln!("tansa: warning: completing: {line}");
+            }
+        }
+        Completion::Cpu(None) => {}
+    }
+}
+
 /// Opens the recording at `path` for reading. One that does not exist may have been left
-/// by a recorder killed outright (`SIGKILL`, the OOM killer) under its temporary name: a
-/// heap recording is then completed, moved into place and opened, with a warning; one still
-/// being written, or a CPU recording killed before it was written, is a clear error.
+/// by a recorder killed outright (`SIGKILL`, the OOM killer) under its temporary name: it
+/// is then completed (a heap recording from what its agents wrote, a CPU recording from
+/// its last checkpoint), moved into place and opened, with a warning; one still being
+/// written, or one that cannot be completed, is a clear error.
 pub fn open_recording(path: &Path) -> anyhow::Result<std::fs::File> {
-    use tansa_collect::salvage::{Recovery, recover_leftover};
+    use tansa_collect::salvage::{Recovery, recover_leftover_with};
     let err = match std::fs::File::open(path) {
         Ok(f) => return Ok(f),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => e,
@@ -418,7 +466,9 @@ pub fn open_recording(path: &Path) -> anyhow::Result<std::fs::File> {
     if tansa_format::output::leftovers(path).is_empty() {
         return Err(crate::exit::cannot_open(path, err));
     }
-    let recovery = with_module_progress("completing: symbolizing", |p| recover_leftover(path, p));
+    let recovery = with_module_progress("completing: symbolizing", |p| {
+        recover_leftover_with(path, |temp| complete_leftover(temp, p))
+    });
     match recovery {
         Recovery::Nothing => Err(crate::exit::cannot_open(path, err)),
         Recovery::InUse { temp, pid } => bail!(
@@ -429,8 +479,7 @@ pub fn open_recording(path: &Path) -> anyhow::Result<std::fs::File> {
         ),
         Recovery::Empty { temp, pid } => bail!(
             "{}: not recorded: its recorder (pid {pid}) was killed before it wrote anything \
-             into {} (`tansa sample` writes its recording when it ends: stop it with Ctrl-C \
-             or SIGTERM, or give it --duration, rather than SIGKILL)",
+             into {}",
             path.display(),
             temp.display()
         ),
@@ -451,14 +500,15 @@ pub fn open_recording(path: &Path) -> anyhow::Result<std::fs::File> {
                  completed it from {}{}, and moved it into place",
                 path.display(),
                 temp.display(),
-                salvaged.as_ref().map_or(String::new(), |s| format!(
-                    " ({} process image(s) ended there; what its rings held then is lost)",
-                    s.salvage.sessions_ended
-                )),
+                match &salvaged {
+                    Completion::Heap(Some(s)) => format!(
+                        " ({} process image(s) ended there; what its rings held then is lost)",
+                        s.salvage.sessions_ended
+                    ),
+                    _ => String::new(),
+                },
             );
-            for note in salvaged.iter().flat_map(|s| &s.notes) {
-                eprintln!("tansa: warning: completing: {note}");
-            }
+            tell_completion(&salvaged);
             for other in others {
                 eprintln!(
                     "tansa: warning: {} is an older unfinished recording of the same name, \

@@ -357,14 +357,15 @@ fn salvage_if_unfinished(path: &Path, file: File) -> anyhow::Result<File> {
 /// recorder killed outright left, is completed (`salvage::complete_leftover`) and moved
 /// to `NAME` next to it (numbered if taken), with a warning. Returns the file to read.
 fn complete_if_abandoned(path: &Path, file: File) -> anyhow::Result<File> {
-    use tansa_collect::salvage::complete_leftover;
     use tansa_format::output::{abandoned, settle_leftover_unique};
     let Some((left, name)) = abandoned(path) else {
         return Ok(file);
     };
     drop(file);
-    match options::with_module_progress("completing: symbolizing", |p| complete_leftover(path, p)) {
-        Ok(_) => match settle_leftover_unique(path, &path.with_file_name(&name)) {
+    match options::with_module_progress("completing: symbolizing", |p| {
+        options::complete_leftover(path, p)
+    }) {
+        Ok(done) => match settle_leftover_unique(path, &path.with_file_name(&name)) {
             Ok(moved) => {
                 eprintln!(
                     "tansa: warning: {} is what a killed recorder (pid {}) left; completed it \
@@ -373,14 +374,18 @@ fn complete_if_abandoned(path: &Path, file: File) -> anyhow::Result<File> {
                     left.pid,
                     moved.display()
                 );
+                options::tell_completion(&done);
                 return File::open(&moved).map_err(|e| exit::cannot_open(&moved, e));
             }
-            Err(e) => eprintln!(
-                "tansa: warning: {} is what a killed recorder (pid {}) left; completed it \
-                 in place (it cannot be moved to {name}: {e})",
-                path.display(),
-                left.pid
-            ),
+            Err(e) => {
+                eprintln!(
+                    "tansa: warning: {} is what a killed recorder (pid {}) left; completed it \
+                     in place (it cannot be moved to {name}: {e})",
+                    path.display(),
+                    left.pid
+                );
+                options::tell_completion(&done);
+            }
         },
         // Read what is there, as for any unfinished recording.
         Err(e) => eprintln!(

@@ -6,7 +6,9 @@
 //! the frame-decoder target. A heap recording also goes to the corpus of the leftover
 //! target as a killed recorder would have left it: without the frames written at the end
 //! (from the first calibration, symbol or end frame on), with and without a torn last
-//! frame. `fuzz/seed.sh` makes the recordings and calls this.
+//! frame. A CPU recording goes to the corpus of the cpu-leftover target the same way: its
+//! frames up to the symbols, ended as a checkpoint group, then with the start of another
+//! group, whole and torn. `fuzz/seed.sh` makes the recordings and calls this.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -64,6 +66,9 @@ fn seed(dir: &Path, file: &Path) -> Result<(), String> {
             write(dir, "leftover", &format!("{name}{suffix}-torn"), torn).map_err(io)?;
         }
     }
+    if kind == Kind::Cpu {
+        cpu_leftovers(dir, &name, &rec).map_err(io)?;
+    }
     let mut per_type: HashMap<u16, usize> = HashMap::new();
     for f in &rec.frames {
         let n = per_type.entry(f.ty.0).or_default();
@@ -73,6 +78,58 @@ fn seed(dir: &Path, file: &Path) -> Result<(), String> {
         *n += 1;
         let seed_name = format!("{name}-{:04x}-{n}", f.ty.0);
         write(dir, "frames", &seed_name, &f.payload).map_err(io)?;
+    }
+    Ok(())
+}
+
+/// The CPU recording `rec` as a `tansa sample` killed after its last checkpoint would have
+/// left it (the increase up to the end is one checkpoint group), and killed part-way
+/// through the next group (torn).
+fn cpu_leftovers(dir: &Path, name: &str, rec: &Recording) -> std::io::Result<()> {
+    use tansa_format::cpu::{self, Checkpoint, CpuSummary};
+    use tansa_fuzz::craft::RawFrame;
+    let summary: CpuSummary = rec
+        .frames
+        .iter()
+        .find(|f| f.ty == cpu::SUMMARY)
+        .and_then(|f| postcard::from_bytes(&f.payload).ok())
+        .unwrap_or_default();
+    let checkpoint = Checkpoint {
+        summary,
+        boot_id: "seed".into(),
+    };
+    let mut cut = rec.clone();
+    let end = cut
+        .frames
+        .iter()
+        .position(|f| matches!(f.ty, cpu::SOURCES | FrameType::SYMBOLS))
+        .unwrap_or(cut.frames.len());
+    cut.frames.truncate(end);
+    cut.frames.push(RawFrame {
+        ty: cpu::CHECKPOINT,
+        keyed: false,
+        payload: postcard::to_stdvec(&checkpoint).map_err(std::io::Error::other)?,
+    });
+    cut.complete = false;
+    let next: Vec<RawFrame> = cut
+        .frames
+        .iter()
+        .filter(|f| matches!(f.ty, cpu::INFO | cpu::PROCESSES))
+        .cloned()
+        .collect();
+    for (suffix, compress) in [("", true), ("-plain", false)] {
+        write(
+            dir,
+            "cpu-leftover",
+            &format!("{name}{suffix}"),
+            &cut.encode(compress),
+        )?;
+        let mut more = cut.clone();
+        more.frames.extend(next.iter().cloned());
+        let whole = more.encode(compress);
+        let last = more.frames.last().map_or(0, |f| f.payload.len() / 2 + 1);
+        let torn = &whole[..whole.len().saturating_sub(last)];
+        write(dir, "cpu-leftover", &format!("{name}{suffix}-torn"), torn)?;
     }
     Ok(())
 }

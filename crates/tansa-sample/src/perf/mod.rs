@@ -32,6 +32,7 @@ pub use open::{online_cpus, paranoid};
 
 use crate::SampleError;
 use crate::builder::CpuRecordingBuilder;
+use crate::checkpoint::RecordingOut;
 use crate::kernel::KernelSymbols;
 use crate::phases::Phases;
 use crate::procfs;
@@ -204,7 +205,8 @@ fn threads_of(pids: &[u32]) -> Result<Vec<u32>, SampleError> {
 }
 
 /// Samples `config.target` until it ends, `config.duration` passes or `stop` is set,
-/// then writes the recording to `out`. `meta` describes the recording;
+/// writing the recording to `out` as it goes (checkpoints, see [`crate::checkpoint`]) and
+/// finishing it at the end. `meta` describes the recording;
 /// `progress(samples)` is called after every drain round.
 pub fn record<W: Write>(
     config: &Config,
@@ -267,6 +269,9 @@ pub fn record<W: Write>(
         notes: opened.notes.clone(),
         recorder_pid: std::process::id(),
     };
+    // The header and description now, checkpoints while sampling: a recorder killed
+    // outright leaves what it had at its last checkpoint.
+    let mut out = RecordingOut::new(out, &meta, true).map_err(SampleError::Write)?;
     let builder = CpuRecordingBuilder::new(meta, info);
     let mut session = Session {
         opened,
@@ -330,6 +335,7 @@ pub fn record<W: Write>(
         drop(fds);
         session.round();
         warmer.feed(&mut session.builder);
+        out.checkpoint_if_due(&mut session.builder);
         progress(session.builder.samples());
         if let Some(c) = &child
             && let Some(status) = c.try_wait()

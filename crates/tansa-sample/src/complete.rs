@@ -1,0 +1,173 @@
+//! Completing a CPU recording whose recorder was killed outright.
+//!
+//! `tansa sample` writes checkpoint groups while it samples ([`crate::checkpoint`]), but
+//! the symbols and the summary only when it ends. A recorder killed by `SIGKILL` or the
+//! OOM killer leaves a file that ends with its last complete group, or part-way through
+//! the next one. [`complete_leftover`] cuts the file after its last complete group,
+//! resolves the addresses it holds from the module files on disk (each checked against
+//! the build id recorded; the kernel's symbols only in the same boot), and appends the
+//! symbol table, a [`COMPLETED`](tansa_format::cpu::COMPLETED) frame saying what was done,
+//! the summary of the last checkpoint and the end frame. The source text of the functions
+//! hit is not embedded (whoever completes the file may be able to read sources that the
+//! sampled program's owner could not): annotation reads it from disk.
+
+use std::collections::HashMap;
+use std::fs::OpenOptions;
+use std::io::{self, BufReader, BufWriter, Seek, SeekFrom, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+
+use tansa_analysis::cpu::{CpuRecording, CpuRecordingError};
+use tansa_collect::salvage::SalvageError;
+use tansa_format::container::{FrameType, HEADER_LEN, Kind, Writer};
+use tansa_format::cpu::{self, Completed, ModuleKind, SourceFile};
+use tansa_format::symtab::SymbolTable;
+use tansa_symbols::Resolver;
+
+use crate::finish::{Inputs, lookups_of, merge_parts, resolve_modules};
+use crate::kernel::KernelSymbols;
+
+/// What [`complete_leftover`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CpuCompleted {
+    /// How the recording was completed (as written in it).
+    pub completed: Completed,
+    /// Samples kept: those up to the last checkpoint.
+    pub samples: u64,
+    /// How far into sampling the last checkpoint was, in nanoseconds.
+    pub at_ns: u64,
+    /// Module files whose symbols could not be read, one line each.
+    pub unresolved: Vec<String>,
+}
+
+/// Completes the CPU recording at `path`, left unfinished by a recorder that was killed
+/// (from its last checkpoint group, see [`crate::checkpoint`]). `progress(done, total,
+/// module)` is called before each module is resolved. `Ok(None)`: the file is complete
+/// already.
+///
+/// # Errors
+///
+/// [`SalvageError::StillRecording`] if a recorder holds its lock, [`SalvageError::Io`] if
+/// it cannot be read or written, or holds no complete checkpoint group.
+pub fn complete_leftover(
+    path: &Path,
+    progress: &mut dyn FnMut(usize, usize, &str),
+) -> Result<Option<CpuCompleted>, SalvageError> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)?;
+    // SAFETY: flock on a descriptor we own; released when `file` closes.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        return Err(SalvageError::StillRecording { pid: None });
+    }
+    let before_first = || {
+        SalvageError::Io(io::Error::other(format!(
+            "its recorder was killed before its first checkpoint ({} s into sampling): \
+             nothing it sampled was written",
+            crate::checkpoint::FIRST.as_secs()
+        )))
+    };
+    let rec = match CpuRecording::open(BufReader::new(&file)) {
+        Ok(rec) => rec,
+        // The description comes with the first checkpoint.
+        Err(CpuRecordingError::NoInfo { .. }) => return Err(before_first()),
+        Err(e) => return Err(SalvageError::Io(io::Error::other(e.to_string()))),
+    };
+    if !rec.damaged {
+        return Ok(None);
+    }
+    if rec.checkpoints > 0 && !rec.read_to_checkpoint {
+        return Err(SalvageError::Io(io::Error::other(
+            "it is damaged after its summary, not cut short in a checkpoint group",
+        )));
+    }
+    let (Some(end), Some(summary)) = (rec.checkpoint_end, rec.summary) else {
+        return Err(before_first());
+    };
+    let recorded_boot = last_boot_id(&rec);
+    let kernel_sampled = rec.modules.iter().any(|m| m.kind == ModuleKind::Kernel);
+    let kernel = (kernel_sampled
+        && !recorded_boot.is_empty()
+        && recorded_boot == crate::checkpoint::boot_id())
+    .then(KernelSymbols::read)
+    .flatten();
+    let symbols = resolve(&rec, kernel.as_ref(), progress);
+    let completed = Completed {
+        recorder_pid: rec.info.recorder_pid,
+        checkpoints: rec.checkpoints,
+        dropped_bytes: file.metadata()?.len().saturating_sub(end),
+        kernel_symbols: !kernel_sampled || kernel.is_some(),
+    };
+    // The frames to append, encoded apart (a writer to memory, less its file header).
+    let mut w = Writer::new(Vec::new(), Kind::Cpu)?;
+    w.value(cpu::SOURCES, &Vec::<SourceFile>::new())?;
+    w.value(FrameType::SYMBOLS, &symbols)?;
+    w.value(cpu::COMPLETED, &completed)?;
+    w.value(cpu::SUMMARY, &summary)?;
+    let frames = w.finish()?;
+    let frames = &frames[HEADER_LEN..];
+    file.set_len(end)?;
+    let mut out = BufWriter::new(&file);
+    out.seek(SeekFrom::Start(end))?;
+    out.write_all(frames)?;
+    out.flush()?;
+    drop(out);
+    file.sync_data()?;
+    Ok(Some(CpuCompleted {
+        completed,
+        samples: summary.samples,
+        at_ns: summary.wall_ns,
+        unresolved: symbols.unresolved_notes(),
+    }))
+}
+
+/// The boot id of the last checkpoint kept (empty if unknown).
+fn last_boot_id(rec: &CpuRecording) -> String {
+    rec.last_checkpoint
+        .as_ref()
+        .map_or_else(String::new, |c| c.boot_id.clone())
+}
+
+/// The symbol table of every address `rec` uses, module by module.
+fn resolve(
+    rec: &CpuRecording,
+    kernel: Option<&KernelSymbols>,
+    progress: &mut dyn FnMut(usize, usize, &str),
+) -> SymbolTable {
+    let (lookups, exact) = lookups_of(
+        rec.addresses.iter().map(|a| (a.pc, a.caller, a.mode)),
+        rec.stacks.iter().map(|s| &s.frames[..]),
+    );
+    let modules: Vec<_> = rec
+        .modules
+        .iter()
+        .filter(|m| lookups.contains_key(&m.id))
+        .cloned()
+        .collect();
+    let elfs = HashMap::new();
+    let inputs = Inputs {
+        lookups: &lookups,
+        exact: &exact,
+        elfs: &elfs,
+        kernel,
+    };
+    let resolver = Resolver::new();
+    let parts = modules
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            progress(i, modules.len(), &m.path);
+            resolve_modules(
+                &resolver,
+                &mut HashMap::new(),
+                std::slice::from_ref(m),
+                &inputs,
+            )
+        })
+        .collect();
+    progress(modules.len(), modules.len(), "");
+    merge_parts(parts).0
+}
