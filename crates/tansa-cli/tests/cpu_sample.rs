@@ -967,3 +967,51 @@ fn threads_are_reported_by_their_names() {
         );
     }
 }
+
+/// The vDSO has no file, but its functions have names: read from tansa's own vDSO (the
+/// same image, checked by build id). A program that reads the clock in a loop spends most
+/// of its time there (this machine's clock source is one the vDSO reads: the test says so
+/// if it is not).
+#[test]
+fn vdso_functions_are_named() {
+    let clocksource =
+        std::fs::read_to_string("/sys/devices/system/clocksource/clocksource0/current_clocksource")
+            .unwrap_or_default();
+    assert!(
+        ["tsc", "kvm-clock"].contains(&clocksource.trim()),
+        "clock source {clocksource:?}: clock_gettime would enter the kernel, not run in the vDSO"
+    );
+    let dir = build_dir().join("cpu");
+    std::fs::create_dir_all(&dir).unwrap();
+    let exe = dir.join("clocks");
+    compile(&exe, &[cpu_source("clocks.c")], &["-g", "-O1"]);
+    for source in ["perf", "agent"] {
+        let t = tmp();
+        let file = t.path().join("clocks.tansa");
+        sample(&file, &["--source", source], &[exe.to_str().unwrap(), "1"]);
+        let r = report(&file, "function");
+        let total = n(&r, "total_samples");
+        let vdso: Vec<&Value> = units(&r)
+            .iter()
+            .filter(|u| u["unit"].as_str().is_some_and(|s| s.starts_with("[vdso]!")))
+            .collect();
+        let named: u64 = vdso
+            .iter()
+            .filter(|u| {
+                u["unit"]
+                    .as_str()
+                    .is_some_and(|s| s.ends_with("clock_gettime"))
+            })
+            .map(|u| n(u, "self_samples"))
+            .sum();
+        let unnamed: u64 = vdso
+            .iter()
+            .filter(|u| u["unit"].as_str().is_some_and(|s| s.contains("??")))
+            .map(|u| n(u, "self_samples"))
+            .sum();
+        assert!(
+            named * 2 > total && unnamed * 20 < total,
+            "{source}: {named} named and {unnamed} unnamed vDSO samples of {total}: {vdso:?}"
+        );
+    }
+}

@@ -459,7 +459,13 @@ impl CpuRecordingBuilder {
     /// Declares an executable mapping of a process. Returns the module it belongs to.
     pub fn add_mapping(&mut self, p: ProcessId, m: MappingInfo) -> u32 {
         let (module, bias) = if m.path == "[vdso]" {
-            (self.module("[vdso]", &[], ModuleKind::Vdso), m.start)
+            // Named from tansa's own vDSO when it is the same image (`tansa_symbols::vdso`):
+            // by the build id the agent read, or, from `/proc/PID/maps`, by the mapping's
+            // size (the same size: the same ABI).
+            let build_id = m.build_id.clone().unwrap_or_else(|| {
+                tansa_symbols::vdso::build_id_for_size(m.end.saturating_sub(m.start))
+            });
+            (self.module("[vdso]", &build_id, ModuleKind::Vdso), m.start)
         } else if m.path.starts_with('[') || m.path.starts_with("//") || m.path.is_empty() {
             (self.module("[anon]", &[], ModuleKind::Anonymous), 0)
         } else {

@@ -10,6 +10,7 @@
 
 pub mod elf;
 pub mod resolve;
+pub mod vdso;
 
 pub use elf::{ElfFile, FunctionSymbol};
 pub use resolve::{ModuleResolution, Resolved, ResolvedFrame, Resolver, Unnamed, isolate};

@@ -331,7 +331,13 @@ impl ModuleResolution {
     /// build id is not `expected_build_id`, when one is given) is kept as the status of
     /// the entry to come.
     pub fn open(path: &str, expected_build_id: &[u8]) -> ModuleResolution {
-        let file = if path.is_empty() || path.starts_with('[') || path == "linux-vdso.so.1" {
+        let vdso = crate::vdso::is_vdso(path);
+        let file = if vdso && let Some(image) = crate::vdso::file_for(expected_build_id) {
+            // The kernel's vDSO, the same as this process's (same build id).
+            ElfFile::open(image)
+                .map(|elf| (elf, ModuleExtras::default()))
+                .map_err(|e| ModuleStatus::Failed(e.to_string()))
+        } else if path.is_empty() || path.starts_with('[') || vdso {
             Err(ModuleStatus::NoFile)
         } else {
             isolate(|| {
