@@ -202,6 +202,24 @@ impl<W: Write> RecordingOut<W> {
     }
 }
 
+/// Whether the recording at `path` holds a whole checkpoint group: what a recorder that
+/// stopped without finishing it (killed, or failed) leaves something to complete from
+/// (`crate::complete_leftover`).
+pub fn holds_checkpoint(path: &std::path::Path) -> bool {
+    let Ok(file) = std::fs::File::open(path) else {
+        return false;
+    };
+    let Ok(mut reader) = tansa_format::container::Reader::new(io::BufReader::new(file)) else {
+        return false;
+    };
+    while let Ok(Some(frame)) = reader.next_frame() {
+        if frame.ty == cpu::CHECKPOINT {
+            return true;
+        }
+    }
+    false
+}
+
 fn duration_ns(d: Duration) -> u64 {
     d.as_nanos().min(u128::from(u64::MAX)) as u64
 }

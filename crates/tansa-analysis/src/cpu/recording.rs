@@ -290,9 +290,10 @@ impl CpuRecording {
         }
         if let Some(c) = &rec.completed {
             rec.warnings.push(format!(
-                "its recorder (pid {}) was killed: the recording was completed from its last \
-                 checkpoint ({:.1} s into sampling); what was sampled after it is lost, and its \
-                 symbols were read afterwards from the files on disk{}",
+                "its recorder (pid {}) did not finish it (it was killed, or failed): the \
+                 recording was completed from its last checkpoint ({:.1} s into sampling); what \
+                 was sampled after it is lost, and its symbols were read afterwards from the \
+                 files on disk{}",
                 c.recorder_pid,
                 rec.summary.map_or(0.0, |s| s.wall_ns as f64 / 1e9),
                 if c.kernel_symbols {

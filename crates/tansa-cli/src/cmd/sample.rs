@@ -217,9 +217,10 @@ fn stop_on(signals: &[std::ffi::c_int]) -> Arc<AtomicBool> {
 /// Runs `record` into a new recording for `output` (see `tansa_format::output`: a private
 /// temporary file moved into place at the end; a name tansa chose never replaces a file),
 /// with a spinner counting samples on a terminal (`label` follows the count). Returns the
-/// recording's final name. A recording that fails is removed (sampling failed before
-/// anything worth reading was written), and its error returned as the inner result for the
-/// caller to inspect.
+/// recording's final name. A recording that fails before its first checkpoint is removed
+/// (nothing worth reading was written); one that fails later is left under its temporary
+/// name, for the next report to complete. The error is returned as the inner result for
+/// the caller to inspect.
 fn record_to<T, E>(
     output: &std::path::Path,
     naming: Naming,
@@ -254,6 +255,18 @@ fn record_to<T, E>(
                 );
             }
             Ok(Ok((t, path)))
+        }
+        Err(e) if tansa_sample::checkpoint::holds_checkpoint(out.temp_path()) => {
+            // Sampling failed after a checkpoint: what it holds is kept, under the name of
+            // a recording its recorder did not finish, for the next report to complete.
+            eprintln!(
+                "tansa: what was sampled up to the last checkpoint is kept in {}: `tansa \
+                 report {}` completes it",
+                out.temp_path().display(),
+                output.display()
+            );
+            drop(out);
+            Ok(Err(e))
         }
         Err(e) => {
             out.discard();
