@@ -968,8 +968,8 @@ fn threads_are_reported_by_their_names() {
     }
 }
 
-/// The vDSO has no file, but its functions have names: read from tansa's own vDSO (the
-/// same image, checked by build id). A program that reads the clock in a loop spends most
+/// The vDSO has no file, but its functions have names, and unwind information: read from
+/// tansa's own vDSO (the same image, checked by build id). A program that reads the clock in a loop spends most
 /// of its time there (this machine's clock source is one the vDSO reads: the test says so
 /// if it is not).
 #[test]
@@ -1013,5 +1013,16 @@ fn vdso_functions_are_named() {
             named * 2 > total && unnamed * 20 < total,
             "{source}: {named} named and {unnamed} unnamed vDSO samples of {total}: {vdso:?}"
         );
+        // And unwound through: each of those samples has the C library's clock_gettime
+        // as its caller (the vDSO's unwind information is read from the same image).
+        for u in &vdso {
+            for c in u["callers"].as_array().into_iter().flatten() {
+                assert!(
+                    c["unit"].as_str().is_some_and(|s| s.starts_with("libc.so")),
+                    "{source}: a caller of {}: {c}",
+                    u["unit"]
+                );
+            }
+        }
     }
 }
