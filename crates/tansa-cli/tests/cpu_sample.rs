@@ -1026,3 +1026,36 @@ fn vdso_functions_are_named() {
         }
     }
 }
+
+/// Options only perf's sampler uses are named when the agent samples, not dropped
+/// silently.
+#[test]
+fn perf_only_options_are_named_when_the_agent_samples() {
+    ensure_agent();
+    let t = tmp();
+    let file = t.path().join("agent.tansa");
+    let out = sample(
+        &file,
+        &[
+            "--source",
+            "agent",
+            "--call-graph",
+            "fp",
+            "--stack-size",
+            "1024",
+        ],
+        &["true"],
+    );
+    assert!(
+        stderr(&out)
+            .contains("warning: --call-graph, --stack-size are for perf's sampler only: the agent"),
+        "{}",
+        stderr(&out)
+    );
+    let plain = sample(&file, &["--source", "agent"], &["true"]);
+    assert!(
+        !stderr(&plain).contains("sampler only"),
+        "{}",
+        stderr(&plain)
+    );
+}

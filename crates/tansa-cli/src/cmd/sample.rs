@@ -92,7 +92,7 @@ pub struct Args {
 }
 
 /// `--event`
-#[derive(Debug, Clone, Copy, ValueEnum)]
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
 enum EventArg {
     /// Hardware cycles where the machine has a PMU, else cpu-clock.
     Auto,
@@ -103,7 +103,7 @@ enum EventArg {
 }
 
 /// `--call-graph`
-#[derive(Debug, Clone, Copy, ValueEnum)]
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
 enum CallGraphArg {
     /// DWARF CFI over a copy of the user stack (works without frame pointers).
     Dwarf,
@@ -139,12 +139,50 @@ fn default_output(args: &Args) -> PathBuf {
     PathBuf::from(format!("tansa-sample-{name}.tansa"))
 }
 
+/// The options given that only perf's sampler uses (their values differ from the
+/// defaults), by name.
+fn perf_only_options(args: &Args) -> Vec<&'static str> {
+    let mut given = Vec::new();
+    if args.event != EventArg::Auto {
+        given.push("--event");
+    }
+    if args.call_graph != CallGraphArg::Dwarf {
+        given.push("--call-graph");
+    }
+    if args.stack_size != 8192 {
+        given.push("--stack-size");
+    }
+    if args.ring_kb != 4096 {
+        given.push("--ring-kb");
+    }
+    given
+}
+
 /// Samples the command in-process with the agent's `SIGPROF` timers.
 fn run_agent(
     args: &Args,
     output: &std::path::Path,
     meta: RecordingMeta,
 ) -> anyhow::Result<ExitCode> {
+    let ignored = perf_only_options(args);
+    if !ignored.is_empty() {
+        eprintln!(
+            "tansa: warning: {} {} perf's sampler only: the agent samples each thread's CPU \
+             time with SIGPROF, unwinds in-process with DWARF and has no ring to size, so \
+             {} ignored",
+            ignored.join(", "),
+            if ignored.len() == 1 {
+                "is for"
+            } else {
+                "are for"
+            },
+            if ignored.len() == 1 {
+                "it is"
+            } else {
+                "they are"
+            }
+        );
+    }
     let agent = options::find_agent()?;
     let config = tansa_sample::agent::AgentConfig {
         command: args.command.clone(),
