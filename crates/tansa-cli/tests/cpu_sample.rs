@@ -1059,3 +1059,88 @@ fn perf_only_options_are_named_when_the_agent_samples() {
         stderr(&plain)
     );
 }
+
+/// With `--timeline`, a report by interval shows when the time went: a program that spins
+/// in one function, sleeps, then spins in another has the first function on top of the
+/// early intervals, idle intervals in the middle, and the second function on top of the
+/// late ones; the intervals are contiguous and their samples add up to the total.
+#[test]
+fn a_timeline_is_reported_by_interval() {
+    let dir = build_dir().join("cpu");
+    std::fs::create_dir_all(&dir).unwrap();
+    let exe = dir.join("phases");
+    compile(&exe, &[cpu_source("phases.c")], &["-g", "-O1"]);
+    let t = tmp();
+    let file = t.path().join("phases.tansa");
+    sample(&file, &["--timeline"], &[exe.to_str().unwrap(), "0.4"]);
+    let out = run(&[
+        "report",
+        file.to_str().unwrap(),
+        "--by",
+        "interval",
+        "--interval",
+        "100ms",
+        "--format",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(r["by"], "interval");
+    let us = units(&r);
+    let mut sum = 0;
+    for (k, u) in us.iter().enumerate() {
+        assert_eq!(n(u, "start_ns"), k as u64 * 100_000_000, "{u}");
+        assert_eq!(n(u, "end_ns"), (k as u64 + 1) * 100_000_000, "{u}");
+        sum += n(u, "self_samples");
+    }
+    assert_eq!(sum, n(&r, "total_samples"));
+    let top = |u: &Value| u["top_function"].as_str().unwrap_or("").to_string();
+    let last_first = us
+        .iter()
+        .rposition(|u| top(u) == "phases!first_phase")
+        .expect("first_phase on top somewhere");
+    let first_second = us
+        .iter()
+        .position(|u| top(u) == "phases!second_phase")
+        .expect("second_phase on top somewhere");
+    let idle = us[last_first..first_second]
+        .iter()
+        .filter(|u| n(u, "self_samples") == 0)
+        .count();
+    assert!(
+        last_first < first_second && idle >= 2,
+        "first_phase last on top at {last_first}, second_phase first at {first_second}, {idle} idle intervals between: {us:?}"
+    );
+    // The table and CSV forms.
+    let table = run(&["report", file.to_str().unwrap(), "--by", "interval"]);
+    assert!(
+        String::from_utf8_lossy(&table.stdout).contains("most interrupted function"),
+        "{}",
+        String::from_utf8_lossy(&table.stdout)
+    );
+    // Without per-sample times, the report says how to get them.
+    let plain = t.path().join("plain.tansa");
+    sample(&plain, &[], &[exe.to_str().unwrap(), "0.05"]);
+    let refused = run(&["report", plain.to_str().unwrap(), "--by", "interval"]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(
+        stderr(&refused).contains("record it with `tansa sample --timeline`"),
+        "{}",
+        stderr(&refused)
+    );
+    // --interval with another unit is said to be ignored.
+    let other = run(&[
+        "report",
+        file.to_str().unwrap(),
+        "--by",
+        "function",
+        "--interval",
+        "1s",
+    ]);
+    assert!(other.status.success(), "{}", stderr(&other));
+    assert!(
+        stderr(&other).contains("--interval applies to --by interval"),
+        "{}",
+        stderr(&other)
+    );
+}

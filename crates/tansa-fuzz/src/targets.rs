@@ -437,6 +437,9 @@ pub fn cpu_report(data: &[u8]) {
         cpu::By::Function,
         cpu::By::Line,
         cpu::By::Instruction,
+        // A width chosen, and one so short that the interval limit applies.
+        cpu::By::Interval { width_ns: 0 },
+        cpu::By::Interval { width_ns: 1 },
     ] {
         for pid in [None, rec.processes.first().map(|p| p.pid)] {
             let report = cpu::report(&rec, cpu::Options { by, pid });

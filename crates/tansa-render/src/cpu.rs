@@ -98,6 +98,31 @@ pub fn table(r: &CpuReport, out: &mut dyn Write) -> io::Result<()> {
         }
         return t.write(out);
     }
+    if r.by == "interval" {
+        let mut t = Table::new(&[
+            ("samples", Align::Right),
+            ("%", Align::Right),
+            ("time", Align::Right),
+            ("interval", Align::Left),
+            ("most interrupted function", Align::Left),
+        ]);
+        for u in &r.units {
+            let top = match (&u.top_function, u.top_samples) {
+                (Some(f), Some(n)) => {
+                    format!("{} ({}%)", crate::short_name(f), share(n, u.self_samples))
+                }
+                _ => String::new(),
+            };
+            t.row(vec![
+                u.self_samples.to_string(),
+                percent(u.self_percent),
+                duration(u.self_ns),
+                u.unit.clone(),
+                top,
+            ]);
+        }
+        return t.write(out);
+    }
     let with_total = matches!(r.by, "library" | "function" | "line");
     let mut headers = vec![
         ("self", Align::Right),
@@ -155,6 +180,33 @@ pub fn json(r: &CpuReport, out: &mut dyn Write) -> io::Result<()> {
 /// Writes the report as CSV, one row per unit.
 pub fn csv(r: &CpuReport, out: &mut dyn Write) -> io::Result<()> {
     let mut w = ::csv::Writer::from_writer(out);
+    if r.by == "interval" {
+        w.write_record([
+            "unit",
+            "start_ns",
+            "end_ns",
+            "samples",
+            "ns",
+            "percent",
+            "top_function",
+            "top_samples",
+        ])
+        .map_err(crate::csv_io)?;
+        for u in &r.units {
+            w.write_record([
+                u.unit.clone(),
+                u.start_ns.unwrap_or(0).to_string(),
+                u.end_ns.unwrap_or(0).to_string(),
+                u.self_samples.to_string(),
+                u.self_ns.to_string(),
+                percent(u.self_percent),
+                u.top_function.clone().unwrap_or_default(),
+                u.top_samples.unwrap_or(0).to_string(),
+            ])
+            .map_err(crate::csv_io)?;
+        }
+        return w.flush();
+    }
     w.write_record([
         "unit",
         "self_samples",

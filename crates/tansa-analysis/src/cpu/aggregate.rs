@@ -79,6 +79,7 @@ pub fn report(rec: &CpuRecording, options: Options) -> CpuReport {
         .fold(0u64, |sum, a| sum.saturating_add(a.count));
     let period = rec.info.period_ns;
 
+    let mut interval_note = None;
     let mut units: Vec<CpuUnit> = match options.by {
         By::Process => by_process(rec, &names, &addresses),
         By::Thread => by_thread(
@@ -102,6 +103,11 @@ pub fn report(rec: &CpuRecording, options: Options) -> CpuReport {
         By::Function => by_function(rec, &names, &addresses, &stack_counts),
         By::Line => by_line(rec, &names, &addresses, &stack_counts),
         By::Instruction => by_instruction(&names, &addresses),
+        By::Interval { width_ns } => {
+            let (units, note) = by_interval(rec, &names, width_ns, &wanted);
+            interval_note = note;
+            units
+        }
     };
     for u in &mut units {
         u.self_ns = u.self_samples.saturating_mul(period);
@@ -111,11 +117,19 @@ pub fn report(rec: &CpuRecording, options: Options) -> CpuReport {
             u.total_percent = round2(u.total_samples as f64 * 100.0 / total as f64);
         }
     }
-    units.sort_by(|a, b| {
-        (b.self_samples, b.total_samples, &a.unit).cmp(&(a.self_samples, a.total_samples, &b.unit))
-    });
+    // Intervals stay in time order.
+    if !matches!(options.by, By::Interval { .. }) {
+        units.sort_by(|a, b| {
+            (b.self_samples, b.total_samples, &a.unit).cmp(&(
+                a.self_samples,
+                a.total_samples,
+                &b.unit,
+            ))
+        });
+    }
     let summary = rec.summary.unwrap_or_default();
     let mut warnings = rec.warnings.clone();
+    warnings.extend(interval_note);
     if summary.lost_samples.saturating_add(summary.lost_records) > 0 {
         warnings.push(format!(
             "{} samples and {} records were lost (the reader fell behind): counts are a \
@@ -261,6 +275,112 @@ fn by_thread<'a>(
             u
         })
         .collect()
+}
+
+/// Most intervals a report makes: a shorter width is lengthened, with a note.
+pub const MAX_INTERVALS: u64 = 10_000;
+
+/// Per interval of `width_ns` (0: about 40 intervals, of a round length) from the first
+/// sample, from the timeline: samples, and the function most often interrupted. Intervals
+/// without samples are kept (the program was idle or off-CPU then). Also a note when the
+/// width was lengthened to keep to [`MAX_INTERVALS`].
+fn by_interval(
+    rec: &CpuRecording,
+    names: &Names<'_>,
+    width_ns: u64,
+    wanted: &dyn Fn(u32) -> bool,
+) -> (Vec<CpuUnit>, Option<String>) {
+    let entries: Vec<_> = rec.timeline.iter().filter(|e| wanted(e.process)).collect();
+    let (Some(first), Some(last)) = (
+        entries.iter().map(|e| e.time_ns).min(),
+        entries.iter().map(|e| e.time_ns).max(),
+    ) else {
+        return (Vec::new(), None);
+    };
+    let span = last - first;
+    let asked = if width_ns == 0 {
+        round_width(span / 40)
+    } else {
+        width_ns
+    };
+    let width = asked.max(span / MAX_INTERVALS + 1);
+    let note = (width > asked).then(|| {
+        format!(
+            "--interval {} s would make more than {MAX_INTERVALS} intervals: they are {} s long",
+            seconds(asked, asked),
+            seconds(width, width)
+        )
+    });
+    let n = (span / width + 1) as usize;
+    let mut counts = vec![0u64; n];
+    let mut functions: Vec<FxHashMap<u32, u64>> = vec![FxHashMap::default(); n];
+    let mut interner = Interner::default();
+    let mut cache: FxHashMap<u32, Option<u32>> = FxHashMap::default();
+    for e in entries {
+        let k = ((e.time_ns - first) / width) as usize;
+        bump(&mut counts[k], 1);
+        let f = *cache.entry(e.stack).or_insert_with(|| {
+            let pc = rec.stack(e.stack)?.frames.first().copied()?;
+            // As `--by function` names it: the innermost (inlined) function.
+            let name = match names.frames(pc).first() {
+                Some(f) => format!("{}!{}", names.module(pc.module), f.function.unwrap_or("??")),
+                None => names.unit(pc),
+            };
+            Some(interner.id(name))
+        });
+        if let Some(f) = f {
+            bump(functions[k].entry(f).or_default(), 1);
+        }
+    }
+    let units = counts
+        .iter()
+        .zip(&functions)
+        .enumerate()
+        .map(|(k, (&count, fs))| {
+            let start = k as u64 * width;
+            let end = start.saturating_add(width);
+            let mut u = CpuUnit::new(
+                format!("{}-{} s", seconds(start, width), seconds(end, width)),
+                count,
+                count,
+            );
+            u.start_ns = Some(start);
+            u.end_ns = Some(end);
+            if let Some((&f, &c)) = fs
+                .iter()
+                .max_by(|a, b| a.1.cmp(b.1).then_with(|| b.0.cmp(a.0)))
+            {
+                u.top_function = Some(interner.names[f as usize].clone());
+                u.top_samples = Some(c);
+            }
+            u
+        })
+        .collect();
+    (units, note)
+}
+
+/// `ns` as a number of seconds: to the millisecond, or the microsecond for intervals shorter than
+/// a millisecond.
+fn seconds(ns: u64, width: u64) -> String {
+    if width < 1_000_000 {
+        format!("{:.6}", ns as f64 / 1e9)
+    } else {
+        format!("{:.3}", ns as f64 / 1e9)
+    }
+}
+
+/// The round length (1, 2 or 5 times a power of ten, at least 1 ms) nearest above `ns`.
+fn round_width(ns: u64) -> u64 {
+    let mut unit = 1_000_000u64;
+    loop {
+        for m in [1, 2, 5] {
+            let w = unit.saturating_mul(m);
+            if w >= ns || w == u64::MAX {
+                return w;
+            }
+        }
+        unit = unit.saturating_mul(10);
+    }
 }
 
 fn by_space(

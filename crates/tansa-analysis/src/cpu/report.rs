@@ -25,6 +25,13 @@ pub enum By {
     Line,
     /// Per instruction address.
     Instruction,
+    /// Per interval of time from the first sample (`--timeline` recordings only), with
+    /// the function most often interrupted in each; `width_ns` 0 chooses a width giving
+    /// about 40 intervals.
+    Interval {
+        /// The intervals' length in nanoseconds, 0 to choose.
+        width_ns: u64,
+    },
 }
 
 impl By {
@@ -38,6 +45,7 @@ impl By {
             By::Function => "function",
             By::Line => "line",
             By::Instruction => "instruction",
+            By::Interval { .. } => "interval",
         }
     }
 }
@@ -128,6 +136,19 @@ pub struct CpuUnit {
     /// Callers, most samples first (`function`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub callers: Option<Vec<CallerReport>>,
+    /// Start of the interval, nanoseconds after the first sample (`interval`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub start_ns: Option<u64>,
+    /// End of the interval (`interval`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub end_ns: Option<u64>,
+    /// The function most often interrupted in the interval, `module!function`
+    /// (`interval`, when it has samples).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub top_function: Option<String>,
+    /// Its samples in the interval (`interval`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub top_samples: Option<u64>,
 }
 
 impl CpuUnit {
@@ -156,6 +177,10 @@ impl CpuUnit {
             line: None,
             address: None,
             callers: None,
+            start_ns: None,
+            end_ns: None,
+            top_function: None,
+            top_samples: None,
         }
     }
 }

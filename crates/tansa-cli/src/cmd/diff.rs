@@ -256,7 +256,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 args.b.display()
             )));
         }
-        let by = ReportBy::cpu(Some(args.by.unwrap_or(ReportBy::Function)), &args.a)?;
+        let by = ReportBy::cpu(Some(args.by.unwrap_or(ReportBy::Function)), None, &args.a)?;
+        if matches!(by, tansa_analysis::cpu::By::Interval { .. }) {
+            return Err(exit::usage(
+                "CPU recordings are compared by process, thread, space, library, function, \
+                 line or instruction; --by interval is for `tansa report`",
+            ));
+        }
         let metric = metric.unwrap_or(Metric::SelfSamples);
         let options = diff::cpu::Options {
             metric,

@@ -40,7 +40,7 @@ pub enum ReportBy {
 /// The `--by` values of memory reports.
 pub const MEMORY_BY: [&str; 6] = ["library", "function", "thread", "call", "interval", "rank"];
 /// The `--by` values of CPU reports.
-pub const CPU_BY: [&str; 7] = [
+pub const CPU_BY: [&str; 8] = [
     "process",
     "thread",
     "space",
@@ -48,6 +48,7 @@ pub const CPU_BY: [&str; 7] = [
     "function",
     "line",
     "instruction",
+    "interval",
 ];
 
 impl ReportBy {
@@ -86,10 +87,26 @@ impl ReportBy {
         })
     }
 
-    /// The CPU unit (default `process`), or a usage error naming the valid ones.
-    pub fn cpu(by: Option<ReportBy>, file: &Path) -> anyhow::Result<tansa_analysis::cpu::By> {
+    /// The CPU unit (default `process`; `interval` of `interval`, or chosen), or a usage
+    /// error naming the valid ones. Says that `interval` is ignored by another unit.
+    pub fn cpu(
+        by: Option<ReportBy>,
+        interval: Option<Duration>,
+        file: &Path,
+    ) -> anyhow::Result<tansa_analysis::cpu::By> {
         use tansa_analysis::cpu::By;
-        Ok(match by.unwrap_or(ReportBy::Process) {
+        let by = by.unwrap_or(ReportBy::Process);
+        if interval.is_some() && by != ReportBy::Interval {
+            eprintln!(
+                "tansa: warning: --interval applies to --by interval; the report by {} \
+                 ignores it",
+                by.name()
+            );
+        }
+        Ok(match by {
+            ReportBy::Interval => By::Interval {
+                width_ns: interval.map_or(0, |d| d.as_nanos().min(u128::from(u64::MAX)) as u64),
+            },
             ReportBy::Process => By::Process,
             ReportBy::Thread => By::Thread,
             ReportBy::Space => By::Space,
@@ -572,16 +589,16 @@ mod tests {
         let f = Path::new("x.tansa");
         assert!(ReportBy::memory(Some(ReportBy::Thread), f).is_ok());
         assert!(ReportBy::memory(Some(ReportBy::Line), f).is_err());
-        assert!(ReportBy::cpu(Some(ReportBy::Line), f).is_ok());
-        assert!(ReportBy::cpu(Some(ReportBy::Thread), f).is_ok());
-        assert!(ReportBy::cpu(Some(ReportBy::Call), f).is_err());
+        assert!(ReportBy::cpu(Some(ReportBy::Line), None, f).is_ok());
+        assert!(ReportBy::cpu(Some(ReportBy::Thread), None, f).is_ok());
+        assert!(ReportBy::cpu(Some(ReportBy::Call), None, f).is_err());
         for name in MEMORY_BY {
             let by = ReportBy::from_str(name, false).unwrap();
             assert!(ReportBy::memory(Some(by), f).is_ok(), "{name}");
         }
         for name in CPU_BY {
             let by = ReportBy::from_str(name, false).unwrap();
-            assert!(ReportBy::cpu(Some(by), f).is_ok(), "{name}");
+            assert!(ReportBy::cpu(Some(by), None, f).is_ok(), "{name}");
         }
     }
 }

@@ -65,7 +65,8 @@ pub struct Args {
 
     /// Unit of aggregation. Memory recordings: library, function, thread, call, interval,
     /// rank.
-    /// CPU recordings: process, thread, space, library, function, line, instruction.
+    /// CPU recordings: process, thread, space, library, function, line, instruction,
+    /// interval (recorded with `tansa sample --timeline`).
     /// [default: library for memory, process for CPU]
     #[arg(long, value_enum)]
     by: Option<ReportBy>,
@@ -78,7 +79,8 @@ pub struct Args {
     #[arg(long, value_enum)]
     free_to: Option<FreeToArg>,
 
-    /// Interval length for --by interval (memory), e.g. 100ms, 1s [default: 100ms].
+    /// Interval length for --by interval, e.g. 100ms, 1s [default: 100ms for memory; for
+    /// CPU, a round length giving about 40 intervals].
     #[arg(long, value_parser = options::parse_interval)]
     interval: Option<Duration>,
 
@@ -109,7 +111,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let memory_only = [
             ("--charge", args.charge.is_some()),
             ("--free-to", args.free_to.is_some()),
-            ("--interval", args.interval.is_some()),
             ("--rank", args.rank.is_some()),
         ];
         if let Some((flag, _)) = memory_only.iter().find(|f| f.1) {
@@ -122,6 +123,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             file: first,
             input: file,
             by: args.by,
+            interval: args.interval,
             format: args.format,
             pid: args.pid,
             output: args.output.as_deref(),

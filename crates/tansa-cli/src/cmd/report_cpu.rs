@@ -52,6 +52,8 @@ pub struct ReportArgs<'a> {
     pub input: File,
     /// `--by`.
     pub by: Option<ReportBy>,
+    /// `--interval`.
+    pub interval: Option<std::time::Duration>,
     /// `--format`.
     pub format: FormatArg,
     /// `--pid`.
@@ -62,7 +64,7 @@ pub struct ReportArgs<'a> {
 
 /// Reports on a CPU recording.
 pub fn run(args: ReportArgs<'_>) -> anyhow::Result<ExitCode> {
-    let by = ReportBy::cpu(args.by, args.file)?;
+    let by = ReportBy::cpu(args.by, args.interval, args.file)?;
     let (report, damaged) = cpu_report(args.file, args.input, by, args.pid)?;
     let mut out = crate::output::open(args.output, &[args.file])?;
     tansa_render::cpu::write(&report, args.format.into(), &mut out)?;
@@ -81,6 +83,13 @@ pub fn cpu_report(
     pid: Option<u32>,
 ) -> anyhow::Result<(cpu::CpuReport, bool)> {
     let rec = read(path, file)?;
+    if matches!(by, cpu::By::Interval { .. }) && !rec.info.timeline {
+        return Err(crate::exit::usage(format!(
+            "--by interval needs the time of each sample, which {} does not hold: record it \
+             with `tansa sample --timeline`",
+            path.display()
+        )));
+    }
     if let Some(pid) = pid
         && !rec.processes.iter().any(|p| p.pid == pid)
     {
