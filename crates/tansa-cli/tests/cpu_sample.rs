@@ -1144,3 +1144,51 @@ fn a_timeline_is_reported_by_interval() {
         stderr(&other)
     );
 }
+
+/// `tansa annotate` takes a C++ method by its short names, and says why a function cannot
+/// be annotated: inlined into another (which is named), or never interrupted itself.
+#[test]
+fn annotate_takes_short_names_and_explains_what_it_cannot_annotate() {
+    let dir = build_dir().join("cpu");
+    std::fs::create_dir_all(&dir).unwrap();
+    let exe = dir.join("names");
+    compile(&exe, &[cpu_source("names.cpp")], &["-g", "-O2"]);
+    let t = tmp();
+    let file = t.path().join("names.tansa");
+    sample(&file, &[], &[exe.to_str().unwrap()]);
+    for name in [
+        "area",
+        "Square::area",
+        "shapes::Square::area",
+        "names!Square::area",
+    ] {
+        let out = run(&["annotate", file.to_str().unwrap(), name, "--asm"]);
+        assert!(out.status.success(), "{name}: {}", stderr(&out));
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.starts_with("names!shapes::Square::area(long) const"),
+            "{name}: {text}"
+        );
+    }
+    let inlined = run(&["annotate", file.to_str().unwrap(), "mix"]);
+    assert!(!inlined.status.success());
+    assert!(
+        stderr(&inlined).contains("`mix` has no code of its own: it was inlined into names!outer"),
+        "{}",
+        stderr(&inlined)
+    );
+    let caller = run(&["annotate", file.to_str().unwrap(), "driver"]);
+    assert!(!caller.status.success());
+    assert!(
+        stderr(&caller).contains("`names!driver(long)` has no samples of its own")
+            || stderr(&caller).contains("`names!driver` has no samples of its own"),
+        "{}",
+        stderr(&caller)
+    );
+    let unknown = run(&["annotate", file.to_str().unwrap(), "nowhere"]);
+    assert!(
+        stderr(&unknown).contains("no function `nowhere` with samples in the recording"),
+        "{}",
+        stderr(&unknown)
+    );
+}

@@ -25,6 +25,31 @@ pub enum AnnotateError {
         /// The hottest functions that can be annotated.
         candidates: Vec<String>,
     },
+    /// The function has no code of its own in the recording: it was inlined into others.
+    #[error(
+        "`{name}` has no code of its own: it was inlined into {}; annotate one of those (its \
+         lines are marked there)",
+        .into.join(", ")
+    )]
+    Inlined {
+        /// What was asked for.
+        name: String,
+        /// The functions it was inlined into, as `module!function`, most samples first.
+        into: Vec<String>,
+    },
+    /// The function is in the call chains but was never interrupted itself: only the code
+    /// of interrupted functions is kept.
+    #[error(
+        "`{unit}` has no samples of its own (its time is in the functions it calls; only the \
+         code of interrupted functions is kept){}",
+        hint(.candidates)
+    )]
+    NoSelfSamples {
+        /// The function, as `module!function`.
+        unit: String,
+        /// The hottest functions that can be annotated.
+        candidates: Vec<String>,
+    },
     /// Several functions match.
     #[error("`{name}` names several functions; pick one: {}", .candidates.join(", "))]
     Ambiguous {
@@ -113,6 +138,39 @@ pub struct Annotation {
     pub misaligned_samples: u64,
 }
 
+/// Whether `function` (demangled, as symbols name it) is what `name` asks for: the name
+/// itself, or, for a C++ or Rust name, the name without its parameters and qualifiers
+/// (`Foo::bar` for `Foo::bar(int) const`), or its last components (`bar`, `Foo::bar` for
+/// `ns::Foo::bar(int)`).
+pub fn names_function(function: &str, name: &str) -> bool {
+    if function == name {
+        return true;
+    }
+    let base = base_name(function);
+    base == name
+        || base
+            .strip_suffix(name)
+            .is_some_and(|rest| rest.ends_with("::"))
+}
+
+/// `function` without its parameter list and what follows it (`const`, `&&`, a Rust
+/// hash), at the outermost level: `ns::Foo<int>::bar` for `ns::Foo<int>::bar(int) const`.
+fn base_name(function: &str) -> &str {
+    let mut depth = 0i32;
+    for (i, ch) in function.char_indices() {
+        match ch {
+            '<' => depth += 1,
+            '>' => depth -= 1,
+            '(' if depth == 0 && i > 0 => return &function[..i],
+            _ => {}
+        }
+    }
+    function
+        .rsplit_once("::h")
+        .filter(|(_, hash)| hash.len() == 16 && hash.chars().all(|c| c.is_ascii_hexdigit()))
+        .map_or(function, |(base, _)| base)
+}
+
 struct Candidate<'a> {
     module: u32,
     unit: String,
@@ -167,20 +225,30 @@ pub fn annotate(
             .filter(|(l, _)| l.module == c.module && l.offset >= c.block.start && l.offset < end)
             .fold(0u64, |sum, (_, n)| sum.saturating_add(*n))
     };
-    let matches: Vec<&Candidate<'_>> = all
-        .iter()
-        .filter(|c| c.unit == name || c.function == name)
-        .collect();
+    // `module!function` exactly, or the function by its name (see `names_function`).
+    let (module_part, function_part) = match name.split_once('!') {
+        Some((m, f)) => (Some(m), f),
+        None => (None, name),
+    };
+    let asked = |module: &str, function: &str| {
+        module_part.is_none_or(|m| m == module) && names_function(function, function_part)
+    };
+    let exact: Vec<&Candidate<'_>> = all.iter().filter(|c| c.unit == name).collect();
+    let matches: Vec<&Candidate<'_>> = if exact.is_empty() {
+        all.iter()
+            .filter(|c| asked(names.module(c.module), c.function))
+            .collect()
+    } else {
+        exact
+    };
     let c = match matches.as_slice() {
         [one] => *one,
         [] => {
             let mut hot: Vec<(u64, &str)> =
                 all.iter().map(|c| (in_block(c), c.unit.as_str())).collect();
             hot.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(b.1)));
-            return Err(AnnotateError::NotFound {
-                name: name.to_string(),
-                candidates: hot.iter().take(10).map(|h| h.1.to_string()).collect(),
-            });
+            let candidates = hot.iter().take(10).map(|h| h.1.to_string()).collect();
+            return Err(not_annotated(rec, &counts, name, &asked, candidates));
         }
         many => {
             return Err(AnnotateError::Ambiguous {
@@ -238,6 +306,66 @@ pub fn annotate(
         sources,
         misaligned_samples: samples.saturating_sub(on_boundary),
     })
+}
+
+/// Why `name`, which no function with code answers to, cannot be annotated: it was inlined
+/// into functions that can be, or it is known but was never interrupted, or it is not in
+/// the recording at all.
+fn not_annotated(
+    rec: &CpuRecording,
+    counts: &FxHashMap<Loc, u64>,
+    name: &str,
+    asked: &dyn Fn(&str, &str) -> bool,
+    candidates: Vec<String>,
+) -> AnnotateError {
+    let names = Names::new(rec);
+    // Where it appears among the resolved addresses: inlined into a function (samples of
+    // that address, per function), or as a function of its own.
+    let mut into: FxHashMap<String, u64> = FxHashMap::default();
+    let mut own: Option<String> = None;
+    for m in &rec.symbols.modules {
+        let module = m.key as u32;
+        let module_name = names.module(module);
+        for a in &m.addrs {
+            let Some((outer, inner)) = a.frames.split_last() else {
+                continue;
+            };
+            let function = |f: &tansa_format::symtab::SymFrame| rec.symbols.string(f.function);
+            if let Some(f) = function(outer).filter(|f| asked(module_name, f)) {
+                own.get_or_insert_with(|| format!("{module_name}!{f}"));
+            }
+            if inner
+                .iter()
+                .any(|f| function(f).is_some_and(|f| asked(module_name, f)))
+                && let Some(outer) = function(outer)
+            {
+                let samples = counts
+                    .get(&Loc {
+                        module,
+                        offset: a.offset,
+                    })
+                    .copied()
+                    .unwrap_or(0);
+                let n = into.entry(format!("{module_name}!{outer}")).or_default();
+                *n = n.saturating_add(samples);
+            }
+        }
+    }
+    if !into.is_empty() {
+        let mut into: Vec<(String, u64)> = into.into_iter().collect();
+        into.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        return AnnotateError::Inlined {
+            name: name.to_string(),
+            into: into.into_iter().take(10).map(|i| i.0).collect(),
+        };
+    }
+    match own {
+        Some(unit) => AnnotateError::NoSelfSamples { unit, candidates },
+        None => AnnotateError::NotFound {
+            name: name.to_string(),
+            candidates,
+        },
+    }
 }
 
 /// How far above its first line a function's declaration is looked for.
@@ -303,4 +431,33 @@ fn source_blocks(rec: &CpuRecording, instructions: &[AsmLine], function: &str) -
         .collect();
     blocks.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.file.cmp(&b.1.file)));
     blocks.into_iter().map(|b| b.1).collect()
+}
+
+#[cfg(test)]
+mod name_tests {
+    use super::names_function;
+
+    #[test]
+    fn functions_answer_to_their_short_names() {
+        assert!(names_function("work", "work"));
+        assert!(!names_function("work", "wor"));
+        let cpp = "shapes::Square::area(long) const";
+        assert!(names_function(cpp, cpp));
+        assert!(names_function(cpp, "shapes::Square::area"));
+        assert!(names_function(cpp, "Square::area"));
+        assert!(names_function(cpp, "area"));
+        assert!(!names_function(cpp, "rea"));
+        assert!(!names_function(cpp, "e::area"));
+        // Parentheses inside template arguments are not the parameter list.
+        let t = "std::vector<void (*)(int)>::push_back(void (* const&)(int))";
+        assert!(names_function(t, "push_back"));
+        assert!(names_function(t, "std::vector<void (*)(int)>::push_back"));
+        // A Rust symbol's hash.
+        assert!(names_function("app::parse::h0123456789abcdef", "parse"));
+        assert!(names_function(
+            "app::parse::h0123456789abcdef",
+            "app::parse"
+        ));
+        assert!(!names_function("app::parse::hello", "parse"));
+    }
 }
