@@ -73,7 +73,25 @@ fn sigkill_of_the_recorder_loses_nothing_handed_over() {
     assert!(segment_dir(&file).is_dir(), "no segment directory");
     // While it records, a report refuses to touch the recording.
     assert_still_recording(&file, recorder.id());
-    let out = kill_and_report(&mut recorder, pid, &file);
+    kill_both(&mut recorder, pid);
+    std::thread::sleep(Duration::from_millis(100));
+    // Another process holding the lock (a report salvaging it) is named as such, not as
+    // the recorder.
+    {
+        let held = std::fs::File::open(&file).unwrap();
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&held);
+        // SAFETY: flock on a descriptor we own; released when `held` closes.
+        let locked = unsafe { libc::flock(fd, libc::LOCK_EX | libc::LOCK_NB) };
+        assert_eq!(locked, 0);
+        let busy = run_tansa(&["report", file.to_str().unwrap()]);
+        assert!(!busy.status.success());
+        assert!(
+            stderr(&busy).contains(&format!("is being completed by pid {}", std::process::id())),
+            "{}",
+            stderr(&busy)
+        );
+    }
+    let out = report_by_function_json(&file);
     let err = stderr(&out);
     assert!(out.status.success(), "{err}");
     assert!(err.contains("salvaged it"), "{err}");

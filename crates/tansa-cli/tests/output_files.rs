@@ -174,8 +174,27 @@ fn record_then_kill_the_recorder(file: &Path) -> (u32, PathBuf) {
 fn a_heap_recording_whose_recorder_was_killed_is_completed_by_the_next_report() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("killed.tansa");
-    let (recorder, _) = record_then_kill_the_recorder(&file);
+    let (recorder, temp) = record_then_kill_the_recorder(&file);
     assert!(!file.exists());
+    // While another process holds its lock (a report completing it), a report says so,
+    // rather than naming the dead recorder as recording it.
+    {
+        let held = std::fs::File::open(&temp).unwrap();
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&held);
+        // SAFETY: flock on a descriptor we own; released when `held` closes.
+        let locked = unsafe { libc::flock(fd, libc::LOCK_EX | libc::LOCK_NB) };
+        assert_eq!(locked, 0);
+        let busy = run_tansa(&["report", file.to_str().unwrap()]);
+        assert!(!busy.status.success());
+        assert!(
+            stderr(&busy).contains(&format!(
+                "is being completed by another process right now (its recorder, pid \
+                 {recorder}, was killed"
+            )),
+            "{}",
+            stderr(&busy)
+        );
+    }
     let out = report_by_function_json(&file);
     let err = stderr(&out);
     assert!(out.status.success(), "{err}");

@@ -445,6 +445,33 @@ pub fn complete_leftover(
     })
 }
 
+/// How a process holding a recording's lock is named in messages: the recorder, or
+/// another process (a report completing it) by its command line.
+pub fn lock_holder_phrase(pid: Option<u32>) -> String {
+    let Some(pid) = pid else {
+        return "is still being recorded".into();
+    };
+    let command: Vec<String> = std::fs::read(format!("/proc/{pid}/cmdline"))
+        .unwrap_or_default()
+        .split(|&b| b == 0)
+        .filter(|a| !a.is_empty())
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    let recorder = command.len() < 2
+        || matches!(
+            command[1].as_str(),
+            "record" | "sample" | "retrace" | "leaktest"
+        );
+    if recorder {
+        format!("is still being recorded by pid {pid}")
+    } else {
+        format!(
+            "is being completed by pid {pid} (`{}`), which holds its lock",
+            command.join(" ")
+        )
+    }
+}
+
 /// Says on stderr what completing a leftover did (`what` names the file completed).
 pub fn tell_completion(done: &Completion) {
     match done {
@@ -488,9 +515,19 @@ pub fn open_recording(path: &Path) -> anyhow::Result<std::fs::File> {
     });
     match recovery {
         Recovery::Nothing => Err(crate::exit::cannot_open(path, err)),
+        // Its recorder still runs, or (gone) another process holds the file's lock: a
+        // report completing it at this moment.
+        Recovery::InUse { temp, pid } if std::path::Path::new(&format!("/proc/{pid}")).exists() => {
+            bail!(
+                "{} is still being recorded by pid {pid} (into {}); read it once that \
+                 recorder has finished",
+                path.display(),
+                temp.display()
+            )
+        }
         Recovery::InUse { temp, pid } => bail!(
-            "{} is still being recorded by pid {pid} (into {}); read it once that recorder \
-             has finished",
+            "{} is being completed by another process right now (its recorder, pid {pid}, \
+             was killed; {} is locked); read it once that has finished",
             path.display(),
             temp.display()
         ),

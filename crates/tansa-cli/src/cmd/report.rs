@@ -343,9 +343,9 @@ fn salvage_if_unfinished(path: &Path, file: File) -> anyhow::Result<File> {
             path.display()
         ),
         Err(SalvageError::StillRecording { pid }) => anyhow::bail!(
-            "{} is still being recorded{}; report on it once `tansa record` has finished",
+            "{} {}; report on it once that has finished",
             path.display(),
-            pid.map(|p| format!(" by pid {p}")).unwrap_or_default()
+            options::lock_holder_phrase(pid)
         ),
         Err(e) => {
             // Read what is there, as for any unfinished recording.
