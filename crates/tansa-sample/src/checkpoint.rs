@@ -108,7 +108,7 @@ impl<W: Write> RecordingOut<W> {
 
     /// Writes one checkpoint group and flushes it to the file.
     fn checkpoint(&mut self, b: &CpuRecordingBuilder) -> io::Result<()> {
-        self.write_changes(b)?;
+        self.write_changes(b, false)?;
         let mut summary = b.summary();
         summary.wall_ns = duration_ns(self.started.elapsed());
         self.writer.value(
@@ -124,8 +124,9 @@ impl<W: Write> RecordingOut<W> {
     }
 
     /// Writes what changed in `b` since the last group: the description, processes and
-    /// modules in full, the counts' increases, the new stacks and timeline entries.
-    pub(crate) fn write_changes(&mut self, b: &CpuRecordingBuilder) -> io::Result<()> {
+    /// modules in full, the counts' increases, the new stacks and timeline entries. The
+    /// `last` time (the end of the recording) keeps no note of what it wrote.
+    pub(crate) fn write_changes(&mut self, b: &CpuRecordingBuilder, last: bool) -> io::Result<()> {
         let w = &mut self.writer;
         w.value(cpu::INFO, &b.info)?;
         w.value(cpu::PROCESSES, &b.processes)?;
@@ -134,9 +135,7 @@ impl<W: Write> RecordingOut<W> {
             .addresses
             .iter()
             .filter_map(|(&key, &count)| {
-                let written = self.addresses.entry(key).or_insert(0);
-                let delta = count.checked_sub(*written).filter(|&d| d > 0)?;
-                *written = count;
+                let delta = increase(&mut self.addresses, key, count, last)?;
                 let (process, pc, caller, mode) = key;
                 Some(AddressCount {
                     process,
@@ -172,9 +171,7 @@ impl<W: Write> RecordingOut<W> {
             .stack_counts
             .iter()
             .filter_map(|(&key, &count)| {
-                let written = self.stack_counts.entry(key).or_insert(0);
-                let delta = count.checked_sub(*written).filter(|&d| d > 0)?;
-                *written = count;
+                let delta = increase(&mut self.stack_counts, key, count, last)?;
                 let (process, tid, stack) = key;
                 Some(StackCount {
                     process,
@@ -218,6 +215,24 @@ pub fn holds_checkpoint(path: &std::path::Path) -> bool {
         }
     }
     false
+}
+
+/// How much `count` (the count of `key` now) grew since it was last written, if at all;
+/// unless this is the `last` time, it is noted as written.
+fn increase<K: std::hash::Hash + Eq>(
+    written: &mut FxHashMap<K, u64>,
+    key: K,
+    count: u64,
+    last: bool,
+) -> Option<u64> {
+    if last {
+        let before = written.get(&key).copied().unwrap_or(0);
+        return count.checked_sub(before).filter(|&d| d > 0);
+    }
+    let before = written.entry(key).or_insert(0);
+    let delta = count.checked_sub(*before).filter(|&d| d > 0)?;
+    *before = count;
+    Some(delta)
 }
 
 fn duration_ns(d: Duration) -> u64 {

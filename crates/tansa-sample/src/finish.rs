@@ -161,7 +161,7 @@ impl CpuRecordingBuilder {
         phases.mark("finish: sources");
 
         let summary = self.summary();
-        out.write_changes(&self).map_err(SampleError::Write)?;
+        out.write_changes(&self, true).map_err(SampleError::Write)?;
         let mut w = out.writer;
         w.value(cpu::SOURCES, &sources)
             .map_err(SampleError::Write)?;
