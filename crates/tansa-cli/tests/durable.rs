@@ -78,15 +78,11 @@ fn sigkill_of_the_recorder_loses_nothing_handed_over() {
     // Another process holding the lock (a report salvaging it) is named as such, not as
     // the recorder.
     {
-        let held = std::fs::File::open(&file).unwrap();
-        let fd = std::os::fd::AsRawFd::as_raw_fd(&held);
-        // SAFETY: flock on a descriptor we own; released when `held` closes.
-        let locked = unsafe { libc::flock(fd, libc::LOCK_EX | libc::LOCK_NB) };
-        assert_eq!(locked, 0);
+        let _held = hold_lock(&file);
         let busy = run_tansa(&["report", file.to_str().unwrap()]);
         assert!(!busy.status.success());
         assert!(
-            stderr(&busy).contains(&format!("is being completed by pid {}", std::process::id())),
+            stderr(&busy).contains(&format!("is locked by pid {} (`", std::process::id())),
             "{}",
             stderr(&busy)
         );

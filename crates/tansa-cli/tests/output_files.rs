@@ -179,11 +179,7 @@ fn a_heap_recording_whose_recorder_was_killed_is_completed_by_the_next_report() 
     // While another process holds its lock (a report completing it), a report says so,
     // rather than naming the dead recorder as recording it.
     {
-        let held = std::fs::File::open(&temp).unwrap();
-        let fd = std::os::fd::AsRawFd::as_raw_fd(&held);
-        // SAFETY: flock on a descriptor we own; released when `held` closes.
-        let locked = unsafe { libc::flock(fd, libc::LOCK_EX | libc::LOCK_NB) };
-        assert_eq!(locked, 0);
+        let _held = hold_lock(&temp);
         let busy = run_tansa(&["report", file.to_str().unwrap()]);
         assert!(!busy.status.success());
         assert!(

@@ -744,8 +744,8 @@ pub fn recover_leftover_with<T>(
 }
 
 /// Opens a recording to complete it and takes its lock: [`SalvageError::StillRecording`]
-/// if a recorder holds it.
-fn open_locked(path: &Path) -> Result<File, SalvageError> {
+/// if a recorder (or another process completing it) holds it.
+pub fn open_locked(path: &Path) -> Result<File, SalvageError> {
     let file = OpenOptions::new()
         .read(true)
         .write(true)

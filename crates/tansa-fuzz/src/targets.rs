@@ -148,21 +148,26 @@ pub fn segment(data: &[u8]) {
     }
 }
 
+/// The input with its checksums recomputed, written to a file of its own (in a temporary
+/// directory, removed when dropped), as a killed recorder would have left it.
+fn leftover_file(data: &[u8]) -> Option<(Vec<u8>, tempfile::TempDir, std::path::PathBuf)> {
+    let mut data = data.to_vec();
+    craft::fix_checksums(&mut data);
+    let dir = tempfile::tempdir().ok()?;
+    let path = dir.path().join("leftover.tansa");
+    std::fs::write(&path, &data).ok()?;
+    Some((data, dir, path))
+}
+
 /// An unfinished heap recording (the input, checksums recomputed) completed in a file of
 /// its own, as `tansa report` completes what a killed recorder left: its torn tail cut,
 /// every image without an end ended, calibration, symbols and the end marker added. What
 /// comes back must be a whole recording that the reader takes, and the bytes cut off at
 /// most the input's; every report of it is then made, as for [`memory_report`].
 pub fn leftover(data: &[u8]) {
-    let mut data = data.to_vec();
-    craft::fix_checksums(&mut data);
-    let Ok(dir) = tempfile::tempdir() else {
+    let Some((data, _dir, path)) = leftover_file(data) else {
         return;
     };
-    let path = dir.path().join("leftover.tansa");
-    if std::fs::write(&path, &data).is_err() {
-        return;
-    }
     let Ok(Some(done)) = tansa_collect::salvage::complete_leftover(&path, &mut |_, _, _| {}) else {
         return;
     };
@@ -189,15 +194,9 @@ pub fn leftover(data: &[u8]) {
 /// and no more cut off than the input holds; every report of it is then made, as for
 /// [`cpu_report`].
 pub fn cpu_leftover(data: &[u8]) {
-    let mut data = data.to_vec();
-    craft::fix_checksums(&mut data);
-    let Ok(dir) = tempfile::tempdir() else {
+    let Some((data, _dir, path)) = leftover_file(data) else {
         return;
     };
-    let path = dir.path().join("leftover.tansa");
-    if std::fs::write(&path, &data).is_err() {
-        return;
-    }
     let Ok(Some(done)) = tansa_sample::complete_leftover(&path, &mut |_, _, _| {}) else {
         return;
     };

@@ -12,10 +12,7 @@
 //! sampled program's owner could not): annotation reads it from disk.
 
 use std::collections::HashMap;
-use std::fs::OpenOptions;
 use std::io::{self, BufReader, BufWriter, Seek, SeekFrom, Write};
-use std::os::fd::AsRawFd;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use tansa_analysis::cpu::{CpuRecording, CpuRecordingError};
@@ -54,15 +51,7 @@ pub fn complete_leftover(
     path: &Path,
     progress: &mut dyn FnMut(usize, usize, &str),
 ) -> Result<Option<CpuCompleted>, SalvageError> {
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)?;
-    // SAFETY: flock on a descriptor we own; released when `file` closes.
-    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-        return Err(SalvageError::StillRecording { pid: None });
-    }
+    let file = tansa_collect::salvage::open_locked(path)?;
     let before_first = || {
         SalvageError::Io(io::Error::other(format!(
             "its recorder was killed before its first checkpoint ({} s into sampling): \

@@ -457,16 +457,16 @@ pub fn lock_holder_phrase(pid: Option<u32>) -> String {
         .filter(|a| !a.is_empty())
         .map(|a| String::from_utf8_lossy(a).into_owned())
         .collect();
-    let recorder = command.len() < 2
-        || matches!(
-            command[1].as_str(),
-            "record" | "sample" | "retrace" | "leaktest"
-        );
+    // Unreadable (the process just ended): taken for the recorder, as before.
+    let recorder = command.is_empty()
+        || command
+            .get(1)
+            .is_some_and(|a| matches!(a.as_str(), "record" | "sample" | "retrace" | "leaktest"));
     if recorder {
         format!("is still being recorded by pid {pid}")
     } else {
         format!(
-            "is being completed by pid {pid} (`{}`), which holds its lock",
+            "is locked by pid {pid} (`{}`), not by a recorder: another process is completing it",
             command.join(" ")
         )
     }

@@ -514,6 +514,17 @@ pub fn frame_types(file: &Path) -> Vec<tansa_format::container::FrameType> {
 
 /// Asserts that `tansa report FILE` refuses a recording that process `recorder` still
 /// writes, naming it.
+/// Opens `file` and takes its lock, as a report completing it would: held until the file
+/// returned is dropped.
+pub fn hold_lock(file: &Path) -> std::fs::File {
+    let held = std::fs::File::open(file).expect("open the file to lock");
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&held);
+    // SAFETY: flock on a descriptor we own; released when `held` closes.
+    let locked = unsafe { libc::flock(fd, libc::LOCK_EX | libc::LOCK_NB) };
+    assert_eq!(locked, 0, "{} is locked already", file.display());
+    held
+}
+
 pub fn assert_still_recording(file: &Path, recorder: u32) {
     let busy = run_tansa(&["report", file.to_str().unwrap()]);
     assert!(!busy.status.success());
