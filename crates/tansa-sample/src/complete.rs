@@ -40,7 +40,7 @@ pub struct CpuCompleted {
 
 /// Completes the CPU recording at `path`, left unfinished by a recorder that was killed
 /// (from its last checkpoint group, see [`crate::checkpoint`]). `progress(done, total,
-/// module)` is called before each module is resolved. `Ok(None)`: the file is complete
+/// module)` is called as each module is resolved. `Ok(None)`: the file is complete
 /// already.
 ///
 /// # Errors
@@ -120,7 +120,8 @@ fn last_boot_id(rec: &CpuRecording) -> String {
         .map_or_else(String::new, |c| c.boot_id.clone())
 }
 
-/// The symbol table of every address `rec` uses, module by module.
+/// The symbol table of every address `rec` uses, its modules resolved on worker threads
+/// (at most 4, as when a recording is finished), `progress` called here as each is done.
 fn resolve(
     rec: &CpuRecording,
     kernel: Option<&KernelSymbols>,
@@ -143,20 +144,48 @@ fn resolve(
         elfs: &elfs,
         kernel,
     };
-    let resolver = Resolver::new();
-    let parts = modules
-        .iter()
-        .enumerate()
-        .map(|(i, m)| {
-            progress(i, modules.len(), &m.path);
-            resolve_modules(
-                &resolver,
-                &mut HashMap::new(),
-                std::slice::from_ref(m),
-                &inputs,
-            )
-        })
-        .collect();
-    progress(modules.len(), modules.len(), "");
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, 4)
+        .min(modules.len().max(1));
+    let total = modules.len();
+    let (done, finished) = std::sync::mpsc::channel::<String>();
+    let parts = std::thread::scope(|scope| {
+        let inputs = &inputs;
+        let handles: Vec<_> = (0..workers)
+            .map(|w| {
+                let share: Vec<_> = modules.iter().skip(w).step_by(workers).collect();
+                let done = done.clone();
+                scope.spawn(move || {
+                    let resolver = Resolver::new();
+                    share
+                        .into_iter()
+                        .map(|m| {
+                            let part = resolve_modules(
+                                &resolver,
+                                &mut HashMap::new(),
+                                std::slice::from_ref(m),
+                                inputs,
+                            );
+                            let _ = done.send(m.path.clone());
+                            part
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        drop(done);
+        for (i, path) in finished.iter().enumerate() {
+            progress(i + 1, total, &path);
+        }
+        handles
+            .into_iter()
+            .flat_map(|h| {
+                // Each module's work is isolated (`tansa_symbols::isolate`): a worker that
+                // still panicked loses its share's names, not the completion.
+                h.join().unwrap_or_default()
+            })
+            .collect()
+    });
     merge_parts(parts).0
 }

@@ -399,6 +399,12 @@ impl ModuleResolution {
             .collect();
         new.sort_unstable();
         new.dedup();
+        // No file has code at such addresses: a damaged or hostile recording's (the
+        // symbolizer's range arithmetic would overflow at the very top). They stay unnamed.
+        let beyond = new.partition_point(|&a| a < MAX_FILE_ADDRESS);
+        for a in new.drain(beyond..) {
+            self.resolved.insert(a, Resolved::default());
+        }
         if new.is_empty() {
             return;
         }
@@ -463,6 +469,10 @@ impl ModuleResolution {
         }
     }
 }
+
+/// Addresses in a module's file at or above this are not looked up (no ELF file places code
+/// there; user space ends far below).
+pub const MAX_FILE_ADDRESS: u64 = 1 << 63;
 
 /// Runs `f`, one step of reading one module, and turns a panic in it (a fault of tansa or
 /// of a parser it uses, met on that file's contents) into the module's failed status: one
