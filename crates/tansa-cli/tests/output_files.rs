@@ -170,6 +170,35 @@ fn record_then_kill_the_recorder(file: &Path) -> (u32, PathBuf) {
     (recorder_pid, temp)
 }
 
+/// Checks that the report `out` succeeded and said it completed what the killed `recorder`
+/// left; returns its standard error.
+fn completed_by_report(out: &std::process::Output, recorder: u32) -> String {
+    let err = stderr(out);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains(&format!(
+            "its recorder (pid {recorder}) was killed; completed it from"
+        )),
+        "{err}"
+    );
+    err
+}
+
+/// The processes `pid` started (its threads' children).
+fn children(pid: u32) -> Vec<u32> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+        .flat_map(|c| {
+            c.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .collect()
+}
+
 #[test]
 fn a_heap_recording_whose_recorder_was_killed_is_completed_by_the_next_report() {
     let dir = tempfile::tempdir().unwrap();
@@ -192,14 +221,7 @@ fn a_heap_recording_whose_recorder_was_killed_is_completed_by_the_next_report() 
         );
     }
     let out = report_by_function_json(&file);
-    let err = stderr(&out);
-    assert!(out.status.success(), "{err}");
-    assert!(
-        err.contains(&format!(
-            "its recorder (pid {recorder}) was killed; completed it from"
-        )),
-        "{err}"
-    );
+    completed_by_report(&out, recorder);
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
     // Functions are named: the symbols were resolved when it was completed.
     let main = unit(&report, "durable!main");
@@ -331,30 +353,17 @@ fn a_cpu_recording_whose_recorder_was_killed_is_completed_from_its_last_checkpoi
             std::thread::sleep(Duration::from_millis(50));
         }
         let recorder_pid = recorder.id();
+        let program = children(recorder_pid);
         kill(recorder_pid, libc::SIGKILL);
         let _ = recorder.wait();
         // The program runs on unobserved, as under perf; it is not needed any more.
-        let _ = Command::new("pkill")
-            .args(["-KILL", "-f", spin.to_str().unwrap()])
-            .status();
+        for pid in program {
+            kill(pid, libc::SIGKILL);
+        }
         assert!(!file.exists());
 
-        let out = run_tansa(&[
-            "report",
-            file.to_str().unwrap(),
-            "--by",
-            "function",
-            "--format",
-            "json",
-        ]);
-        let err = stderr(&out);
-        assert!(out.status.success(), "{source}: {err}");
-        assert!(
-            err.contains(&format!(
-                "its recorder (pid {recorder_pid}) was killed; completed it from"
-            )),
-            "{source}: {err}"
-        );
+        let out = report_by_function_json(&file);
+        let err = completed_by_report(&out, recorder_pid);
         let kept: u64 = err
             .split("it holds the ")
             .nth(1)

@@ -101,11 +101,6 @@ impl<W: Write> RecordingOut<W> {
         }
     }
 
-    /// Checkpoint groups written so far.
-    pub fn groups(&self) -> u32 {
-        self.groups
-    }
-
     /// Writes one checkpoint group and flushes it to the file.
     fn checkpoint(&mut self, b: &CpuRecordingBuilder) -> io::Result<()> {
         self.write_changes(b, false)?;

@@ -20,9 +20,8 @@ use tansa_collect::salvage::SalvageError;
 use tansa_format::container::{FrameType, HEADER_LEN, Kind, Writer};
 use tansa_format::cpu::{self, Completed, ModuleKind, SourceFile};
 use tansa_format::symtab::SymbolTable;
-use tansa_symbols::Resolver;
 
-use crate::finish::{Inputs, lookups_of, merge_parts, resolve_modules};
+use crate::finish::{Inputs, lookups_of, merge_parts, resolve_on_workers};
 use crate::kernel::KernelSymbols;
 
 /// What [`complete_leftover`] did.
@@ -76,13 +75,14 @@ pub fn complete_leftover(
     let (Some(end), Some(summary)) = (rec.checkpoint_end, rec.summary) else {
         return Err(before_first());
     };
-    let recorded_boot = last_boot_id(&rec);
     let kernel_sampled = rec.modules.iter().any(|m| m.kind == ModuleKind::Kernel);
-    let kernel = (kernel_sampled
-        && !recorded_boot.is_empty()
-        && recorded_boot == crate::checkpoint::boot_id())
-    .then(KernelSymbols::read)
-    .flatten();
+    let same_boot = rec
+        .last_checkpoint
+        .as_ref()
+        .is_some_and(|c| !c.boot_id.is_empty() && c.boot_id == crate::checkpoint::boot_id());
+    let kernel = (kernel_sampled && same_boot)
+        .then(KernelSymbols::read)
+        .flatten();
     let symbols = resolve(&rec, kernel.as_ref(), progress);
     let completed = Completed {
         recorder_pid: rec.info.recorder_pid,
@@ -113,15 +113,8 @@ pub fn complete_leftover(
     }))
 }
 
-/// The boot id of the last checkpoint kept (empty if unknown).
-fn last_boot_id(rec: &CpuRecording) -> String {
-    rec.last_checkpoint
-        .as_ref()
-        .map_or_else(String::new, |c| c.boot_id.clone())
-}
-
 /// The symbol table of every address `rec` uses, its modules resolved on worker threads
-/// (at most 4, as when a recording is finished), `progress` called here as each is done.
+/// as when a recording is finished, `progress` called as each is done.
 fn resolve(
     rec: &CpuRecording,
     kernel: Option<&KernelSymbols>,
@@ -144,48 +137,11 @@ fn resolve(
         elfs: &elfs,
         kernel,
     };
-    let workers = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .clamp(1, 4)
-        .min(modules.len().max(1));
     let total = modules.len();
-    let (done, finished) = std::sync::mpsc::channel::<String>();
-    let parts = std::thread::scope(|scope| {
-        let inputs = &inputs;
-        let handles: Vec<_> = (0..workers)
-            .map(|w| {
-                let share: Vec<_> = modules.iter().skip(w).step_by(workers).collect();
-                let done = done.clone();
-                scope.spawn(move || {
-                    let resolver = Resolver::new();
-                    share
-                        .into_iter()
-                        .map(|m| {
-                            let part = resolve_modules(
-                                &resolver,
-                                &mut HashMap::new(),
-                                std::slice::from_ref(m),
-                                inputs,
-                            );
-                            let _ = done.send(m.path.clone());
-                            part
-                        })
-                        .collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        drop(done);
-        for (i, path) in finished.iter().enumerate() {
-            progress(i + 1, total, &path);
-        }
-        handles
-            .into_iter()
-            .flat_map(|h| {
-                // Each module's work is isolated (`tansa_symbols::isolate`): a worker that
-                // still panicked loses its share's names, not the completion.
-                h.join().unwrap_or_default()
-            })
-            .collect()
+    let mut resolved = 0;
+    let parts = resolve_on_workers(&modules, &[], &inputs, &mut |path| {
+        resolved += 1;
+        progress(resolved, total, path);
     });
     merge_parts(parts).0
 }

@@ -102,14 +102,6 @@ impl CpuRecordingBuilder {
             }));
             rx
         });
-        let workers = std::thread::available_parallelism()
-            .map_or(1, |n| n.get())
-            .clamp(1, 4)
-            .min(files.len());
-        let mut shares: Vec<Vec<Module>> = vec![Vec::new(); workers];
-        for (i, m) in files.into_iter().enumerate() {
-            shares[i % workers].push(m);
-        }
         let inputs = Inputs {
             lookups: &lookups,
             exact: &exact,
@@ -117,30 +109,7 @@ impl CpuRecordingBuilder {
             kernel: self.kernel_symbols.as_ref(),
         };
         let inputs = &inputs;
-        let mut parts: Vec<(SymbolTable, BTreeSet<String>)> = std::thread::scope(|scope| {
-            let handles: Vec<_> = shares
-                .iter()
-                .map(|share| {
-                    scope.spawn(move || {
-                        resolve_modules(&Resolver::new(), &mut HashMap::new(), share, inputs)
-                    })
-                })
-                .collect();
-            let here = resolve_modules(&Resolver::new(), &mut HashMap::new(), &local, inputs);
-            let mut parts: Vec<_> = handles
-                .into_iter()
-                .zip(&shares)
-                .map(|(h, share)| {
-                    // Each module's work is isolated; should the worker still have
-                    // panicked, its share is done here rather than dropped.
-                    h.join().unwrap_or_else(|_| {
-                        resolve_modules(&Resolver::new(), &mut HashMap::new(), share, inputs)
-                    })
-                })
-                .collect();
-            parts.push(here);
-            parts
-        });
+        let mut parts = resolve_on_workers(&files, &local, inputs, &mut |_| {});
         match warm_part.and_then(|rx| rx.recv().ok()) {
             Some(part) => parts.push(part),
             // What the thread was to finish is done here, from the start.
@@ -332,10 +301,80 @@ fn kernel_module_symbols(
     }
 }
 
+/// A partial symbol table and the source files its functions name.
+pub(crate) type Part = (SymbolTable, BTreeSet<String>);
+
+/// Resolves `files` on worker threads (at most 4, a share of the modules each, with a
+/// resolver each) and `here` on this thread meanwhile; `done(path)` is called on this
+/// thread as each module of `files` is resolved. Each module's work is isolated; should a
+/// worker still have panicked, its share is done here rather than dropped.
+pub(crate) fn resolve_on_workers(
+    files: &[Module],
+    here: &[Module],
+    inputs: &Inputs<'_>,
+    done: &mut dyn FnMut(&str),
+) -> Vec<Part> {
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, 4)
+        .min(files.len());
+    let shares: Vec<Vec<&Module>> = (0..workers)
+        .map(|w| files.iter().skip(w).step_by(workers).collect())
+        .collect();
+    let (resolved, arrivals) = std::sync::mpsc::channel::<&str>();
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = shares
+            .iter()
+            .map(|share| {
+                let resolved = resolved.clone();
+                scope.spawn(move || {
+                    let resolver = Resolver::new();
+                    share
+                        .iter()
+                        .map(|m| {
+                            let part = resolve_modules(
+                                &resolver,
+                                &mut HashMap::new(),
+                                std::slice::from_ref(*m),
+                                inputs,
+                            );
+                            let _ = resolved.send(m.path.as_str());
+                            part
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        drop(resolved);
+        let mut parts = vec![resolve_modules(
+            &Resolver::new(),
+            &mut HashMap::new(),
+            here,
+            inputs,
+        )];
+        for path in arrivals {
+            done(path);
+        }
+        for (h, share) in handles.into_iter().zip(&shares) {
+            match h.join() {
+                Ok(done) => parts.extend(done),
+                Err(_) => {
+                    let share: Vec<Module> = share.iter().map(|m| (*m).clone()).collect();
+                    parts.push(resolve_modules(
+                        &Resolver::new(),
+                        &mut HashMap::new(),
+                        &share,
+                        inputs,
+                    ));
+                }
+            }
+        }
+        parts
+    })
+}
+
 /// One symbol table of the partial ones resolved apart, and the source files they name.
-pub(crate) fn merge_parts(
-    parts: Vec<(SymbolTable, BTreeSet<String>)>,
-) -> (SymbolTable, BTreeSet<String>) {
+pub(crate) fn merge_parts(parts: Vec<Part>) -> Part {
     let mut symtab = SymbolTableBuilder::default();
     let mut source_paths: BTreeSet<String> = BTreeSet::new();
     for (part, sources) in parts {

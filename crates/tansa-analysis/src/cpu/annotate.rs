@@ -248,7 +248,9 @@ pub fn annotate(
                 all.iter().map(|c| (in_block(c), c.unit.as_str())).collect();
             hot.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(b.1)));
             let candidates = hot.iter().take(10).map(|h| h.1.to_string()).collect();
-            return Err(not_annotated(rec, &counts, name, &asked, candidates));
+            return Err(not_annotated(
+                rec, &names, &counts, name, &asked, candidates,
+            ));
         }
         many => {
             return Err(AnnotateError::Ambiguous {
@@ -313,12 +315,12 @@ pub fn annotate(
 /// the recording at all.
 fn not_annotated(
     rec: &CpuRecording,
+    names: &Names<'_>,
     counts: &FxHashMap<Loc, u64>,
     name: &str,
     asked: &dyn Fn(&str, &str) -> bool,
     candidates: Vec<String>,
 ) -> AnnotateError {
-    let names = Names::new(rec);
     // Where it appears among the resolved addresses: inlined into a function (samples of
     // that address, per function), or as a function of its own.
     let mut into: FxHashMap<String, u64> = FxHashMap::default();

@@ -19,6 +19,11 @@ use tansa_sample::{Sampler, SamplerChoice};
 
 use super::options;
 
+/// `--stack-size`'s default.
+const DEFAULT_STACK_SIZE: u32 = 8192;
+/// `--ring-kb`'s default.
+const DEFAULT_RING_KB: u32 = 4096;
+
 /// Options of `tansa sample`.
 #[derive(Debug, clap::Args)]
 #[command(group(clap::ArgGroup::new("target").required(true).args(["command", "pid", "all"])))]
@@ -65,12 +70,12 @@ pub struct Args {
     call_graph: CallGraphArg,
 
     /// Bytes of user stack copied per sample for DWARF unwinding (8 to 65528).
-    #[arg(long, value_name = "BYTES", default_value_t = 8192,
+    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_STACK_SIZE,
           value_parser = clap::value_parser!(u32).range(8..=65528))]
     stack_size: u32,
 
     /// Size of each CPU's ring buffer in KiB (a power of two, 64 to 262144).
-    #[arg(long, value_name = "KIB", default_value_t = 4096, value_parser = options::parse_ring_kb)]
+    #[arg(long, value_name = "KIB", default_value_t = DEFAULT_RING_KB, value_parser = options::parse_ring_kb)]
     ring_kb: u32,
 
     /// Which sampler: perf_event_open, or the agent's in-process SIGPROF timer (commands
@@ -149,10 +154,10 @@ fn perf_only_options(args: &Args) -> Vec<&'static str> {
     if args.call_graph != CallGraphArg::Dwarf {
         given.push("--call-graph");
     }
-    if args.stack_size != 8192 {
+    if args.stack_size != DEFAULT_STACK_SIZE {
         given.push("--stack-size");
     }
-    if args.ring_kb != 4096 {
+    if args.ring_kb != DEFAULT_RING_KB {
         given.push("--ring-kb");
     }
     given

@@ -122,19 +122,24 @@ impl Tracker {
     fn map(&mut self, b: &mut CpuRecordingBuilder, p: ProcessId, m: MappingInfo) {
         let (start, end, path) = (m.start, m.end, m.path.clone());
         b.add_mapping(p, m);
+        let Some((module, offset)) = b.locate(p, start) else {
+            return;
+        };
         // The file whose unwind information covers the mapping: the vDSO's is tansa's own
-        // image when it is the same (`tansa_symbols::vdso`).
+        // image when the builder found it the same (its module's build id;
+        // `tansa_symbols::vdso`).
         let file = if path.starts_with('/') {
             Some(path)
         } else if path == "[vdso]" {
-            let id = tansa_symbols::vdso::build_id_for_size(end.saturating_sub(start));
-            tansa_symbols::vdso::file_for(&id).map(|f| f.to_string_lossy().into_owned())
+            b.modules
+                .iter()
+                .find(|m| m.id == module)
+                .and_then(|m| tansa_symbols::vdso::file_for(&m.build_id))
+                .map(|f| f.to_string_lossy().into_owned())
         } else {
             None
         };
-        if let Some(file) = file
-            && let Some((_, offset)) = b.locate(p, start)
-        {
+        if let Some(file) = file {
             self.unwinders
                 .add_module(p.index(), &file, start, end, start.wrapping_sub(offset));
         }
