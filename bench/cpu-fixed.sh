@@ -11,6 +11,10 @@
 #        RUNS=15 bench/cpu-fixed.sh
 #        EXTRA=/path/to/other/tansa bench/cpu-fixed.sh   (also times another tansa binary,
 #                                                          e.g. the one before a change)
+#        NO_PERF=1 RUNS=21 bench/cpu-fixed.sh    (leaves perf out: more rounds in the time)
+# Besides the medians, each case's overhead is given per round against that round's plain
+# run (the median of those paired ratios, and their spread): a change of the machine's
+# speed between rounds then cancels out, which the medians of whole runs do not undo.
 # Needs: cc, perf, python3. Prints figures; asserts nothing. About RUNS x 12 s on an idle machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,7 +29,8 @@ cc -O2 -g -fomit-frame-pointer -o "$OUT/workload" bench/cpu/workload.c \
   -L"$OUT" -lwork -Wl,-rpath,"$PWD/$OUT"
 W=$OUT/workload
 
-CASES=(plain tansa perf)
+CASES=(plain tansa)
+[[ -z ${NO_PERF:-} ]] && CASES+=(perf)
 [[ -n ${EXTRA:-} ]] && CASES+=(extra)
 prefix() {
   case $1 in
@@ -74,6 +79,17 @@ for c in cases:
     mw, mo = med(w), med(o)
     fixed = med(a - b for a, b in zip(w, o))
     print(f"{c:<10} {mw:10.1f} {100*(mw/pw-1):8.2f}% {mo:10.1f} {100*(mo/po-1):8.2f}% {fixed:8.1f}")
+print(f"\noverhead per round against the same round's plain run (paired; {runs} rounds)")
+print(f"{'':<10} {'whole run':^26} {'workload only':^26}")
+print(f"{'case':<10} {'median':>8} {'lowest':>8} {'highest':>8} {'median':>8} {'lowest':>8} {'highest':>8}")
+for c in cases:
+    if c == "plain":
+        continue
+    cols = []
+    for k in (0, 1):
+        r = sorted(100 * (a / b - 1) for a, b in zip(data[c][k], data["plain"][k]))
+        cols += [med(r), r[0], r[-1]]
+    print(f"{c:<10} " + " ".join(f"{v:7.2f}%" for v in cols))
 for c in cases:
     ph = data[c][2]
     if ph:
