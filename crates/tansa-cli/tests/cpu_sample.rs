@@ -1192,3 +1192,76 @@ fn annotate_takes_short_names_and_explains_what_it_cannot_annotate() {
         stderr(&unknown)
     );
 }
+
+/// A program rebuilt (a new file put in place of the one running) or deleted while it is
+/// sampled keeps its own names: the file as it was mapped is resolved, never the file
+/// found at its path later. Before, the functions sampled after a rebuild were named after
+/// whatever the new file had at their addresses (`_fini`, called from
+/// `register_tm_clones`), without a warning.
+#[test]
+fn a_program_rebuilt_or_deleted_while_sampled_keeps_its_names() {
+    let dir = build_dir().join("cpu");
+    std::fs::create_dir_all(&dir).unwrap();
+    let other = dir.join("rebuilt_other");
+    compile(&other, &[cpu_source("spinner.c")], &["-g", "-O1"]);
+    ensure_agent();
+    for (change, source) in [
+        ("rebuilt", "perf"),
+        ("deleted", "perf"),
+        ("rebuilt", "agent"),
+    ] {
+        let t = tmp();
+        let exe = t.path().join("phases");
+        compile(&exe, &[cpu_source("phases.c")], &["-g", "-O1"]);
+        let file = t.path().join("phases.tansa");
+        // The program spins 1 s in first_phase, sleeps 1 s, then spins 1 s in
+        // second_phase; its file changes half a second in.
+        let changer = {
+            let (exe, other) = (exe.clone(), other.clone());
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(500));
+                if change == "rebuilt" {
+                    // As a build does: a new file (a new inode) at the program's path.
+                    let next = exe.with_extension("next");
+                    std::fs::copy(&other, &next).unwrap();
+                    std::fs::rename(&next, &exe).unwrap();
+                } else {
+                    std::fs::remove_file(&exe).unwrap();
+                }
+            })
+        };
+        sample(&file, &["--source", source], &[exe.to_str().unwrap(), "1"]);
+        changer.join().unwrap();
+        let r = report(&file, "function");
+        let total = n(&r, "total_samples");
+        let own = |name: &str| {
+            units(&r)
+                .iter()
+                .find(|u| u["unit"] == name)
+                .map_or(0, |u| n(u, "self_samples"))
+        };
+        let (first, second) = (own("phases!first_phase"), own("phases!second_phase"));
+        let names: Vec<&str> = units(&r)
+            .iter()
+            .filter_map(|u| u["unit"].as_str())
+            .collect();
+        assert!(
+            first * 3 > total && second * 3 > total,
+            "{change}, {source}: first_phase {first} and second_phase {second} of {total} samples; units {names:?}"
+        );
+        // Every function of the program sampled is one of its own: none of the other
+        // file's, nor the start-up glue that the other file has at those addresses.
+        let own_functions = ["main", "first_phase", "second_phase", "now", "_start"];
+        let foreign: Vec<&&str> = names
+            .iter()
+            .filter(|u| {
+                u.strip_prefix("phases!")
+                    .is_some_and(|f| !own_functions.contains(&f) && !f.ends_with("@plt"))
+            })
+            .collect();
+        assert!(
+            foreign.is_empty(),
+            "{change}, {source}: functions the program does not have: {foreign:?} (units {names:?})"
+        );
+    }
+}

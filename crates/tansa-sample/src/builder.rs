@@ -446,8 +446,21 @@ impl CpuRecordingBuilder {
         id
     }
 
-    fn file(&mut self, path: &str) -> &FileInfo {
-        if !self.files.contains_key(path) {
+    /// The file at `path` that a mapping whose build id the kernel gave as `mapped` (when
+    /// it did) maps. Opened once, and again when the path names another file since: a
+    /// program rebuilt while it is sampled is mapped anew from a new file, and each
+    /// version's mappings must be read from their own. A file that is gone stays the one
+    /// opened (the mapping was made before it went).
+    fn file(&mut self, path: &str, mapped: Option<&[u8]>) -> &FileInfo {
+        let stale = self
+            .files
+            .get(path)
+            .is_some_and(|f| match (mapped, &f.elf) {
+                (Some(b), Some(_)) => *b != *f.build_id,
+                (None, Some(elf)) => !elf.is_current() && std::fs::exists(path).unwrap_or(false),
+                (_, None) => false,
+            });
+        if stale || !self.files.contains_key(path) {
             let elf = ElfFile::open(path).ok().map(Arc::new);
             let build_id = elf.as_ref().and_then(|e| e.build_id()).unwrap_or_default();
             self.files
@@ -469,7 +482,7 @@ impl CpuRecordingBuilder {
         } else if m.path.starts_with('[') || m.path.starts_with("//") || m.path.is_empty() {
             (self.module("[anon]", &[], ModuleKind::Anonymous), 0)
         } else {
-            let file = self.file(&m.path);
+            let file = self.file(&m.path, m.build_id.as_deref());
             let file_build_id = file.build_id.clone();
             let elf = file.elf.clone();
             let build_id = m.build_id.clone().unwrap_or(file_build_id.clone());

@@ -39,7 +39,14 @@ impl ModuleWork {
     pub fn new(module: &Module, elf: Option<Arc<ElfFile>>) -> ModuleWork {
         ModuleWork {
             id: module.id,
-            resolution: ModuleResolution::open(&module.path, &module.build_id),
+            // The file as it was mapped, when it was opened then: a file deleted or rebuilt
+            // at its path since is still the one resolved.
+            resolution: match elf.as_ref().filter(|_| module.kind == ModuleKind::Elf) {
+                Some(elf) => {
+                    ModuleResolution::with_file(&module.path, &module.build_id, elf.clone())
+                }
+                None => ModuleResolution::open(&module.path, &module.build_id),
+            },
             elf: elf.filter(|_| module.kind == ModuleKind::Elf),
             functions: None,
             unnamed: None,

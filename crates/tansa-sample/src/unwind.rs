@@ -90,14 +90,22 @@ fn section(elf: &Arc<ElfFile>, name: &str) -> (Option<Range<u64>>, Option<Sectio
 
 impl Unwinders {
     /// Adds the executable mapping `start..end` of `path`, loaded with `bias`, to address
-    /// space `space`. Files that cannot be read are skipped (their frames are unwound with
-    /// frame pointers).
-    pub fn add_module(&mut self, space: u32, path: &str, start: u64, end: u64, bias: u64) {
-        let elf = self
-            .files
-            .entry(path.to_string())
-            .or_insert_with(|| ElfFile::open(path).ok().map(Arc::new))
-            .clone();
+    /// space `space`: of `elf`, the file it maps, when the caller has it open, else of the
+    /// file at `path` (opened once). Files that cannot be read are skipped (their frames
+    /// are unwound with frame pointers).
+    pub fn add_module(
+        &mut self,
+        space: u32,
+        path: &str,
+        elf: Option<Arc<ElfFile>>,
+        (start, end, bias): (u64, u64, u64),
+    ) {
+        let elf = elf.or_else(|| {
+            self.files
+                .entry(path.to_string())
+                .or_insert_with(|| ElfFile::open(path).ok().map(Arc::new))
+                .clone()
+        });
         let Some(elf) = elf else { return };
         let (text_svma, text) = section(&elf, ".text");
         let (eh_frame_svma, eh_frame) = section(&elf, ".eh_frame");

@@ -102,11 +102,74 @@ pub fn open_regular(path: &Path) -> io::Result<File> {
     Ok(file)
 }
 
+/// Copies `bytes` into a new memory file sealed against any change, named `name` (shown
+/// only in `/proc`). Its path for opening is `/proc/self/fd/N` while the `File` is open.
+pub(crate) fn sealed_copy(name: &std::ffi::CStr, bytes: &[u8]) -> Option<File> {
+    use std::io::Write;
+    use std::os::fd::{AsRawFd, FromRawFd};
+    // SAFETY: memfd_create with a valid NUL-terminated name and flags; the descriptor it
+    // returns is owned by the `File` made from it.
+    let fd =
+        unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: `fd` was just created and is owned by nothing else.
+    let mut file = unsafe { File::from_raw_fd(fd) };
+    file.write_all(bytes).ok()?;
+    // SAFETY: fcntl on a descriptor we own. Sealed: nothing can change the copy now.
+    let sealed = unsafe {
+        libc::fcntl(
+            file.as_raw_fd(),
+            libc::F_ADD_SEALS,
+            libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE | libc::F_SEAL_SEAL,
+        )
+    };
+    (sealed == 0).then_some(file)
+}
+
+/// The path that opens a file descriptor of this process (while it stays open).
+pub(crate) fn fd_path(file: &File) -> PathBuf {
+    use std::os::fd::AsRawFd;
+    PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()))
+}
+
+/// Which file a path named when it was opened: device, inode, size and modification time.
+/// A file rebuilt in place of another (a new inode at the same path, or the same inode
+/// rewritten) differs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Identity {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime: (i64, i64),
+}
+
+impl Identity {
+    fn of(m: &std::fs::Metadata) -> Identity {
+        use std::os::unix::fs::MetadataExt;
+        Identity {
+            dev: m.dev(),
+            ino: m.ino(),
+            size: m.size(),
+            mtime: (m.mtime(), m.mtime_nsec()),
+        }
+    }
+}
+
 /// A memory-mapped ELF file.
+///
+/// The mapping keeps the file's contents as they were when it was opened even when the
+/// file is deleted or replaced later (a program rebuilt while it is profiled). Whatever
+/// reads the file again by its path ([`ElfFile::source_path`]) gets a sealed copy of the
+/// mapped contents instead once the path names another file.
 #[derive(Debug)]
 pub struct ElfFile {
     path: PathBuf,
     map: Mmap,
+    identity: Identity,
+    /// The copy made once the path named another file (None: it could not be made).
+    copy: std::sync::OnceLock<Option<File>>,
 }
 
 impl ElfFile {
@@ -124,9 +187,36 @@ impl ElfFile {
             path: path.display().to_string(),
             source,
         })?;
-        let elf = ElfFile { path, map };
+        let identity = Identity::of(&file.metadata().map_err(|source| SymbolError::Io {
+            path: path.display().to_string(),
+            source,
+        })?);
+        let elf = ElfFile {
+            path,
+            map,
+            identity,
+            copy: std::sync::OnceLock::new(),
+        };
         elf.parse()?;
         Ok(elf)
+    }
+
+    /// Whether the file's path still names the file that was opened.
+    pub fn is_current(&self) -> bool {
+        std::fs::metadata(&self.path).is_ok_and(|m| Identity::of(&m) == self.identity)
+    }
+
+    /// A path that opens this file's contents as they were mapped: its own path while that
+    /// still names the same file, else a sealed copy of the contents (made once; `None`
+    /// when it cannot be made). For readers that take a path, such as the symbolizer.
+    pub fn source_path(&self) -> Option<std::borrow::Cow<'_, Path>> {
+        if self.is_current() {
+            return Some(std::borrow::Cow::Borrowed(&self.path));
+        }
+        self.copy
+            .get_or_init(|| sealed_copy(c"tansa-replaced-file", &self.map))
+            .as_ref()
+            .map(|f| std::borrow::Cow::Owned(fd_path(f)))
     }
 
     fn parse(&self) -> Result<object::File<'_>, SymbolError> {

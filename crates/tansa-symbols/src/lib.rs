@@ -35,6 +35,13 @@ pub enum SymbolError {
         /// The parser's complaint.
         reason: String,
     },
+    /// The file was replaced at its path since it was opened, and no copy of its contents
+    /// could be made for the symbolizer.
+    #[error("{path} was replaced since it was mapped, and its old contents could not be kept")]
+    Replaced {
+        /// The file.
+        path: String,
+    },
     /// The symbolizer failed.
     #[error("symbolizing {path} failed: {reason}")]
     Symbolize {

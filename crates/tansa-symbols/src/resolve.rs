@@ -159,17 +159,24 @@ impl Resolver {
         if addresses.is_empty() {
             return Ok(Vec::new());
         }
-        let path = elf.path();
-        let mut source = Elf::new(path);
+        // The symbolizer reads the file by path: the file as it was opened, not another
+        // one built at its path since (it would name the addresses after the new code).
+        let Some(source_path) = elf.source_path() else {
+            return Err(SymbolError::Replaced {
+                path: elf.path().display().to_string(),
+            });
+        };
+        let mut source = Elf::new(&*source_path);
         // Debugging information comes from the file and from files next to it; if one of
-        // those is not a regular file, only the file's own symbols are read.
-        source.debug_syms = side_files_are_regular(path, elf);
+        // those is not a regular file, only the file's own symbols are read. A copy of a
+        // replaced file has no files next to it: only its own debugging information counts.
+        source.debug_syms = side_files_are_regular(&source_path, elf);
         let src = Source::Elf(source);
         let syms = self
             .symbolizer
             .symbolize(&src, Input::VirtOffset(addresses))
             .map_err(|e| SymbolError::Symbolize {
-                path: path.display().to_string(),
+                path: elf.path().display().to_string(),
                 reason: e.to_string(),
             })?;
         Ok(syms
@@ -322,7 +329,7 @@ pub struct ModuleResolution {
     path: String,
     expected_build_id: Vec<u8>,
     /// The open file, or why it cannot be resolved (then every address stays unnamed).
-    file: Result<(ElfFile, ModuleExtras), ModuleStatus>,
+    file: Result<(std::sync::Arc<ElfFile>, ModuleExtras), ModuleStatus>,
     resolved: std::collections::HashMap<u64, Resolved>,
 }
 
@@ -332,11 +339,9 @@ impl ModuleResolution {
     /// the entry to come.
     pub fn open(path: &str, expected_build_id: &[u8]) -> ModuleResolution {
         let vdso = crate::vdso::is_vdso(path);
-        let file = if vdso && let Some(image) = crate::vdso::file_for(expected_build_id) {
+        let opened = if vdso && let Some(image) = crate::vdso::file_for(expected_build_id) {
             // The kernel's vDSO, the same as this process's (same build id).
-            ElfFile::open(image)
-                .map(|elf| (elf, ModuleExtras::default()))
-                .map_err(|e| ModuleStatus::Failed(e.to_string()))
+            ElfFile::open(image).map_err(|e| ModuleStatus::Failed(e.to_string()))
         } else if path.is_empty() || path.starts_with('[') || vdso {
             Err(ModuleStatus::NoFile)
         } else {
@@ -345,33 +350,45 @@ impl ModuleResolution {
                 tests::panic_if_marked(path, "opening");
                 ElfFile::open(path)
             })
-            .and_then(|opened| match opened {
-                Ok(elf)
-                    if !expected_build_id.is_empty()
-                        && elf
-                            .build_id()
-                            .as_deref()
-                            .is_some_and(|b| b != expected_build_id) =>
-                {
-                    Err(ModuleStatus::BuildIdMismatch)
-                }
-                Ok(elf) => Ok((elf, ModuleExtras::default())),
-                Err(SymbolError::Io { source, .. })
-                    if source.kind() == std::io::ErrorKind::NotFound =>
-                {
-                    Err(ModuleStatus::FileMissing)
-                }
-                // The path is the module's: the reason alone says it.
-                Err(SymbolError::Io { source, .. }) => {
-                    Err(ModuleStatus::Failed(source.to_string()))
-                }
-                Err(e) => Err(ModuleStatus::Failed(e.to_string())),
+            .and_then(|opened| {
+                opened.map_err(|e| match e {
+                    SymbolError::Io { source, .. }
+                        if source.kind() == std::io::ErrorKind::NotFound =>
+                    {
+                        ModuleStatus::FileMissing
+                    }
+                    // The path is the module's: the reason alone says it.
+                    SymbolError::Io { source, .. } => ModuleStatus::Failed(source.to_string()),
+                    e => ModuleStatus::Failed(e.to_string()),
+                })
             })
         };
+        match opened {
+            Ok(elf) => Self::with_file(path, expected_build_id, std::sync::Arc::new(elf)),
+            Err(status) => Self::failed(path, expected_build_id, status),
+        }
+    }
+
+    /// Resolves the module from `elf`, its file opened when it was mapped (so a file
+    /// deleted or rebuilt at its path since is still the one resolved). A file whose build
+    /// id is not `expected_build_id`, when one is given, is kept as the status instead.
+    pub fn with_file(
+        path: &str,
+        expected_build_id: &[u8],
+        elf: std::sync::Arc<ElfFile>,
+    ) -> ModuleResolution {
+        if !expected_build_id.is_empty()
+            && elf
+                .build_id()
+                .as_deref()
+                .is_some_and(|b| b != expected_build_id)
+        {
+            return Self::failed(path, expected_build_id, ModuleStatus::BuildIdMismatch);
+        }
         ModuleResolution {
             path: path.to_string(),
             expected_build_id: expected_build_id.to_vec(),
-            file,
+            file: Ok((elf, ModuleExtras::default())),
             resolved: std::collections::HashMap::new(),
         }
     }

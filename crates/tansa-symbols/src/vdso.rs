@@ -9,8 +9,6 @@
 //! process of another ABI (a 32-bit program, whose vDSO differs) keeps its addresses
 //! unnamed rather than misnamed.
 
-use std::io::Write;
-use std::os::fd::{AsRawFd, FromRawFd};
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
@@ -49,29 +47,8 @@ fn read_image() -> Option<Image> {
     // SAFETY: [start, end) is this process's vDSO mapping (the kernel's, never unmapped
     // while the process runs, readable: `r-xp`), at most 1 MiB (checked above).
     let bytes = unsafe { std::slice::from_raw_parts(start as *const u8, (end - start) as usize) };
-    // SAFETY: memfd_create with a valid NUL-terminated name and flags; the descriptor it
-    // returns is owned by the `File` made from it.
-    let fd = unsafe {
-        libc::memfd_create(
-            c"tansa-vdso".as_ptr(),
-            libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING,
-        )
-    };
-    if fd < 0 {
-        return None;
-    }
-    // SAFETY: `fd` was just created and is owned by nothing else.
-    let mut file = unsafe { std::fs::File::from_raw_fd(fd) };
-    file.write_all(bytes).ok()?;
-    // SAFETY: fcntl on a descriptor we own. Sealed: nothing can change the image now.
-    unsafe {
-        libc::fcntl(
-            file.as_raw_fd(),
-            libc::F_ADD_SEALS,
-            libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE | libc::F_SEAL_SEAL,
-        );
-    }
-    let path = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
+    let file = crate::elf::sealed_copy(c"tansa-vdso", bytes)?;
+    let path = crate::elf::fd_path(&file);
     let build_id = crate::ElfFile::open(&path).ok()?.build_id()?;
     Some(Image {
         _file: file,

@@ -140,8 +140,15 @@ impl Tracker {
             None
         };
         if let Some(file) = file {
-            self.unwinders
-                .add_module(p.index(), &file, start, end, start.wrapping_sub(offset));
+            // The file as the builder opened it for this module: the version mapped, even
+            // when the program was rebuilt at its path since.
+            let elf = b.elf_cache.get(&module).cloned();
+            self.unwinders.add_module(
+                p.index(),
+                &file,
+                elf,
+                (start, end, start.wrapping_sub(offset)),
+            );
         }
     }
 
