@@ -1,5 +1,6 @@
 /* malloc and free from a signal handler that fires continuously during an allocation loop:
- * signals N; prints "handler H" (the number of handler runs). The handler uses a size
+ * signals N; prints "handler H loop L" (the number of handler runs and of loop iterations:
+ * at least N, more until the handler ran 200 times). The handler uses a size
  * (33) whose tcache bin differs from the loop's (55), so glibc itself stays consistent; both
  * bins are filled before the timer starts, so that neither call ever needs the arena lock
  * (a handler interrupting glibc's own first malloc, tcache_init, would deadlock on it). */
@@ -34,7 +35,10 @@ int main(int argc, char **argv) {
     }
     struct itimerval it = {{0, 100}, {0, 100}};
     setitimer(ITIMER_REAL, &it, NULL);
-    for (long i = 0; i < n; i++) {
+    /* At least N iterations, and on until the handler ran 200 times (a fast machine can
+     * finish N before the timer fired that often), at most 100 N. */
+    long i = 0;
+    for (; i < n || (handled < 200 && i < 100 * n); i++) {
         void *p = malloc(55);
         __asm__ volatile("" : : "r"(p) : "memory");
         free(p);
@@ -42,6 +46,6 @@ int main(int argc, char **argv) {
     struct itimerval off = {{0, 0}, {0, 0}};
     setitimer(ITIMER_REAL, &off, NULL);
     char buf[64];
-    int len = snprintf(buf, sizeof buf, "handler %d\n", (int)handled);
+    int len = snprintf(buf, sizeof buf, "handler %d loop %ld\n", (int)handled, i);
     return write(1, buf, (size_t)len) == len ? 0 : 1;
 }
