@@ -31,7 +31,9 @@
 //!    continuously during an allocation loop: every call is recorded.)
 //! 4. **`fork` is safe in any state.** `pthread_atfork` handlers hold every agent lock across
 //!    `fork`; the child starts its own session (its own stream) and re-announces the module
-//!    map. (Test: `fork` while other threads allocate, child records its own events.)
+//!    map. `vfork` is a `fork` ([`vfork`]), so no child goes unheard of. (Tests: `fork`
+//!    while other threads allocate, child records its own events; `sh -c` running a static
+//!    program.)
 //! 5. **Modules may come and go.** The module map follows `dlopen`/`dlclose`; unwind data of
 //!    libraries that can be unloaded is copied, so unwinding never reads unmapped memory.
 //!    (Test: a `dlopen`/`dlclose` storm while other threads allocate inside the library.)
@@ -310,6 +312,104 @@ pub extern "C" fn _exit(code: c_int) -> ! {
     session::SESSION.note_exit(EXIT_IMMEDIATE, code);
     session::SESSION.warn_if_orphaned();
     sys::exit_group(code)
+}
+
+/// Exported `vfork`: a `fork`. The child of `vfork` shares the parent's memory until it
+/// calls `execve` or `_exit`, so it cannot start a session of its own, and runs none of the
+/// `pthread_atfork` handlers: the collector would never hear of it, nor of the program it
+/// runs. When that program does not run the agent (statically linked, set-uid), it ran
+/// unrecorded without a word (`sh -c` runs its commands so: dash uses `vfork`). As a
+/// `fork`, the child announces itself like any forked child, and its `execve` is followed
+/// (the program it runs announces itself, or is listed as unrecorded). A child of `vfork`
+/// may only call `execve` or `_exit`, which a child of `fork` may too; only the parent's
+/// wait for the child to do so, and the copy's cost, differ.
+#[unsafe(no_mangle)]
+pub extern "C" fn vfork() -> libc::pid_t {
+    // SAFETY: fork has no preconditions; the handlers the agent registered make it safe in
+    // any state of the agent (invariant 4).
+    unsafe { libc::fork() }
+}
+
+/// Exported `posix_spawn`: the real one, then, for a child started, a word to the collector
+/// ([`session::Session::note_spawned`]). glibc starts the child as `vfork` does and runs no
+/// `pthread_atfork` handler, so the collector hears of the child only when its program
+/// runs the agent; told here, it lists a child that does not as unrecorded.
+///
+/// # Safety
+///
+/// As for C `posix_spawn`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn posix_spawn(
+    pid: *mut libc::pid_t,
+    path: *const core::ffi::c_char,
+    actions: *const libc::posix_spawn_file_actions_t,
+    attr: *const libc::posix_spawnattr_t,
+    argv: *const *mut core::ffi::c_char,
+    envp: *const *mut core::ffi::c_char,
+) -> core::ffi::c_int {
+    // SAFETY: forwarding the caller's arguments, with the caller's guarantees.
+    unsafe { spawn(real::Func::PosixSpawn, pid, path, actions, attr, argv, envp) }
+}
+
+/// Exported `posix_spawnp`: as [`posix_spawn`], the program found on `PATH`.
+///
+/// # Safety
+///
+/// As for C `posix_spawnp`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn posix_spawnp(
+    pid: *mut libc::pid_t,
+    file: *const core::ffi::c_char,
+    actions: *const libc::posix_spawn_file_actions_t,
+    attr: *const libc::posix_spawnattr_t,
+    argv: *const *mut core::ffi::c_char,
+    envp: *const *mut core::ffi::c_char,
+) -> core::ffi::c_int {
+    // SAFETY: as above.
+    unsafe {
+        spawn(
+            real::Func::PosixSpawnp,
+            pid,
+            file,
+            actions,
+            attr,
+            argv,
+            envp,
+        )
+    }
+}
+
+/// The body of [`posix_spawn`] and [`posix_spawnp`].
+///
+/// # Safety
+///
+/// As for C `posix_spawn`.
+unsafe fn spawn(
+    which: real::Func,
+    pid: *mut libc::pid_t,
+    path: *const core::ffi::c_char,
+    actions: *const libc::posix_spawn_file_actions_t,
+    attr: *const libc::posix_spawnattr_t,
+    argv: *const *mut core::ffi::c_char,
+    envp: *const *mut core::ffi::c_char,
+) -> core::ffi::c_int {
+    let Some(real) = real::posix_spawn_fn(which) else {
+        return libc::ENOSYS;
+    };
+    // The caller may pass no pid; the child's is needed here.
+    let mut child: libc::pid_t = 0;
+    let out = if pid.is_null() { &mut child } else { pid };
+    // SAFETY: forwarding the caller's arguments (and a valid pid pointer).
+    let r = unsafe { real(out, path, actions, attr, argv, envp) };
+    if r == 0 && matches!(state(), State::Ready) && !path.is_null() {
+        // SAFETY: `out` was written by the successful call; `path` is the caller's
+        // NUL-terminated string (checked non-null).
+        let (child, path) = unsafe { (*out, core::ffi::CStr::from_ptr(path)) };
+        if let Ok(child) = u32::try_from(child) {
+            session::SESSION.note_spawned(child, path);
+        }
+    }
+    r
 }
 
 /// Exported `_Exit`: the same as [`_exit`].

@@ -63,9 +63,13 @@ pub enum Func {
     Dlclose,
     /// `pthread_create`
     PthreadCreate,
+    /// `posix_spawn`
+    PosixSpawn,
+    /// `posix_spawnp`
+    PosixSpawnp,
 }
 
-const NAMES: [&CStr; 12] = [
+const NAMES: [&CStr; 14] = [
     c"malloc",
     c"free",
     c"calloc",
@@ -78,9 +82,11 @@ const NAMES: [&CStr; 12] = [
     c"pvalloc",
     c"dlclose",
     c"pthread_create",
+    c"posix_spawn",
+    c"posix_spawnp",
 ];
 
-static TABLE: [AtomicUsize; 12] = [const { AtomicUsize::new(0) }; 12];
+static TABLE: [AtomicUsize; 14] = [const { AtomicUsize::new(0) }; 14];
 
 /// Resolves every real function. Returns false if `malloc`, `free`, `calloc` or `realloc`
 /// cannot be found (the agent then cannot work at all).
@@ -275,6 +281,29 @@ pub unsafe fn pthread_create(
     }
     // SAFETY: `f` is the real pthread_create.
     unsafe { core::mem::transmute::<usize, PthreadCreateFn>(f)(out, attr, start, arg) }
+}
+
+/// `posix_spawn` and `posix_spawnp`
+pub type PosixSpawnFn = unsafe extern "C" fn(
+    *mut libc::pid_t,
+    *const core::ffi::c_char,
+    *const libc::posix_spawn_file_actions_t,
+    *const libc::posix_spawnattr_t,
+    *const *mut core::ffi::c_char,
+    *const *mut core::ffi::c_char,
+) -> c_int;
+
+/// The real `posix_spawn` (`Func::PosixSpawn`) or `posix_spawnp`, looked up now if the
+/// agent has not resolved its functions yet; `None` if it cannot be found.
+pub fn posix_spawn_fn(f: Func) -> Option<PosixSpawnFn> {
+    let mut p = get(f);
+    if p == 0 {
+        p = sys::dlsym_next(NAMES[f as usize]) as usize;
+        TABLE[f as usize].store(p, Ordering::Release);
+    }
+    // SAFETY: a non-zero entry is the address of the real function of that name, whose
+    // type is `PosixSpawnFn`.
+    (p != 0).then(|| unsafe { core::mem::transmute::<usize, PosixSpawnFn>(p) })
 }
 
 const ARENA_SIZE: usize = 256 * 1024;

@@ -127,6 +127,24 @@ impl Session {
         }
     }
 
+    /// Tells the collector that this process started `child` running `path` with
+    /// `posix_spawn`: a child that never runs the agent (statically linked, set-uid) is
+    /// then listed as unrecorded, not forgotten. Nothing is sent without a session.
+    pub fn note_spawned(&self, child: u32, path: &core::ffi::CStr) {
+        let private = self.private.load(Ordering::Relaxed);
+        if !self.is_active() || private < 0 {
+            return;
+        }
+        let mut message = [0u8; Hello::SIZE + tansa_wire::control::SPAWNED_PATH_MAX];
+        message[..Hello::SIZE].copy_from_slice(&Hello::spawned(sys::getpid(), child).to_bytes());
+        let path = path.to_bytes();
+        let n = path.len().min(tansa_wire::control::SPAWNED_PATH_MAX);
+        message[Hello::SIZE..Hello::SIZE + n].copy_from_slice(&path[..n]);
+        // Lost only with the collector (the private socket is gone): the session's
+        // losses say so then.
+        let _ = sys::send_with_fds(private, &message[..Hello::SIZE + n], &[]);
+    }
+
     /// Whether events can be recorded.
     #[inline]
     pub fn is_active(&self) -> bool {

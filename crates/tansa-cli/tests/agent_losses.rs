@@ -391,6 +391,61 @@ fn a_static_program_started_by_the_tree_is_listed_as_unrecorded() {
     );
 }
 
+/// Children started without `pthread_atfork` handlers (dash's `vfork`, glibc's
+/// `posix_spawn`) that run a program without the agent are listed as unrecorded. Before,
+/// the collector never heard of them: `sh -c` running a static program gave a recording of
+/// the shell alone, without a word.
+#[test]
+fn static_programs_started_by_sh_or_posix_spawn_are_listed_as_unrecorded() {
+    let (_, _, stat) = fdreuse_programs();
+    let spawner = program("spawner", "spawner.c", &["-g", "-O1"]);
+    let stat = stat.to_str().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let unrecorded_static = |r: &Value, how: &str| -> usize {
+        let all = r["unrecorded"].as_array().unwrap();
+        for u in all {
+            assert!(
+                u["exe"].as_str().unwrap().ends_with("allocer-static")
+                    && u["reason"].as_str().unwrap().contains(how)
+                    && u["reason"]
+                        .as_str()
+                        .unwrap()
+                        .contains("did not run the agent"),
+                "{all:?}"
+            );
+        }
+        all.len()
+    };
+
+    // /bin/sh is dash on Debian: it starts commands with vfork.
+    let file = dir.path().join("sh.tansa");
+    let script = format!("{stat}; {stat}; true");
+    let out = record(&file, &[], &["/bin/sh", "-c", &script]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r = report_json(&file, &[]);
+    assert_eq!(unrecorded_static(&r, "execve"), 2);
+
+    // posix_spawn: a static program and a dynamic one; the latter is recorded.
+    let file = dir.path().join("spawn.tansa");
+    let out = record(&file, &[], &[spawner.to_str().unwrap(), stat, "/bin/true"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "spawned 2");
+    let r = report_json(&file, &[]);
+    assert_eq!(unrecorded_static(&r, "posix_spawn"), 1);
+    let procs = processes(&r);
+    assert!(
+        procs.iter().any(|p| p.1 == "true" && p.2 == "exited"),
+        "{procs:?}"
+    );
+    assert!(
+        warnings(&r)
+            .iter()
+            .any(|w| w.starts_with("1 process(es) ran without being recorded")),
+        "{:?}",
+        warnings(&r)
+    );
+}
+
 /// A library constructor that creates a thread before the agent's own constructor ran:
 /// the thread is created (no EAGAIN) and recorded, under `tansa record` and under the
 /// agent's CPU sampling.

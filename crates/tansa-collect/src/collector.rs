@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use tansa_format::memory::{Losses, SessionEnd, SessionLosses, Unrecorded, VolatileSegment};
 use tansa_format::meta::{CalibrationPoint, ExitStatus};
-use tansa_wire::control::{HELLO_SEGMENT, HELLO_SESSION, Hello};
+use tansa_wire::control::{HELLO_SEGMENT, HELLO_SESSION, HELLO_SPAWNED, Hello, SPAWNED_PATH_MAX};
 use tansa_wire::layout::Geometry;
 
 use crate::session::Session;
@@ -47,9 +47,13 @@ enum Source {
 #[derive(Debug)]
 struct PendingExec {
     since: Instant,
-    /// The executable it runs now, read when its old image ended.
+    /// The executable it runs now, read when its old image ended (or named by the parent
+    /// that spawned it).
     exe: String,
     ppid: u32,
+    /// Started by a recorded parent with `posix_spawn`, rather than an image that
+    /// replaced itself.
+    spawned: bool,
 }
 
 /// The collector's state; see the module documentation.
@@ -301,6 +305,22 @@ impl Collector {
                     sink.volatile_segment(&v)?;
                 }
             }
+            (HELLO_SPAWNED, Source::Private(i)) => {
+                // A child the session's process started with posix_spawn: it runs the agent
+                // and announces itself within the grace period, or it runs unrecorded.
+                let child = hello.segment_index;
+                if child != 0 && !self.recorded_pids.contains(&child) {
+                    let path = &bytes[Hello::SIZE..bytes.len().min(Hello::SIZE + SPAWNED_PATH_MAX)];
+                    let path = String::from_utf8_lossy(path);
+                    let exe = path.rsplit('/').next().unwrap_or_default().to_string();
+                    self.pending_exec.entry(child).or_insert(PendingExec {
+                        since: Instant::now(),
+                        exe,
+                        ppid: self.sessions[i].pid,
+                        spawned: true,
+                    });
+                }
+            }
             _ => return Err(CollectError::Protocol("unexpected control message".into())),
         }
         Ok(())
@@ -353,6 +373,7 @@ impl Collector {
                         since: Instant::now(),
                         exe,
                         ppid: tansa_proc::read_stat(pid).map_or(0, |s| s.ppid),
+                        spawned: false,
                     },
                 );
             }
@@ -454,13 +475,19 @@ impl Collector {
             .collect();
         for pid in expired {
             if let Some(p) = self.pending_exec.remove(&pid) {
+                let how = if p.spawned {
+                    "its parent started it (posix_spawn) with"
+                } else {
+                    "it replaced itself (execve) with"
+                };
                 self.unrecorded.push(Unrecorded {
                     pid,
                     ppid: p.ppid,
                     exe: p.exe,
-                    reason: "it replaced itself (execve) with a program that did not run the \
-                             agent: statically linked, set-uid, or started without LD_PRELOAD"
-                        .into(),
+                    reason: format!(
+                        "{how} a program that did not run the agent: statically linked, \
+                         set-uid, or started without LD_PRELOAD"
+                    ),
                 });
             }
         }

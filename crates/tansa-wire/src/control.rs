@@ -24,6 +24,13 @@ pub const HELLO_MAGIC: u32 = u32::from_le_bytes(*b"TNSA");
 pub const HELLO_SESSION: u32 = 1;
 /// A further segment of an existing session: its memfd.
 pub const HELLO_SEGMENT: u32 = 2;
+/// A child the session's process started with `posix_spawn` (on the private socket): the
+/// collector hears of the child although it may never run the agent. `segment_index`
+/// holds the child's pid; the program's path (at most [`SPAWNED_PATH_MAX`] bytes) follows
+/// the message.
+pub const HELLO_SPAWNED: u32 = 3;
+/// Longest program path a [`HELLO_SPAWNED`] message carries (longer ones are cut).
+pub const SPAWNED_PATH_MAX: usize = 256;
 
 /// Name of the environment variable holding the control socket's descriptor number.
 pub const ENV_FD: &str = "TANSA_FD";
@@ -102,6 +109,20 @@ impl Hello {
             chunk.copy_from_slice(&v.to_le_bytes());
         }
         out
+    }
+
+    /// A [`HELLO_SPAWNED`] message from `sender` about its child `child`.
+    pub fn spawned(sender: u32, child: u32) -> Hello {
+        Hello {
+            magic: HELLO_MAGIC,
+            version: crate::PROTOCOL_VERSION,
+            kind: HELLO_SPAWNED,
+            pid: sender,
+            segment_index: child,
+            ring_count: 0,
+            ring_data_size: 0,
+            reserved: 0,
+        }
     }
 
     /// Parses a message; `None` if it is too short or its magic is wrong.
