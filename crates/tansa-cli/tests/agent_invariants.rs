@@ -193,7 +193,7 @@ fn malloc_from_a_signal_handler() {
         .map(|u| u["calls"]["malloc"].as_u64().unwrap())
         .sum();
     assert_eq!(all_mallocs, looped + handled + 2, "{}", r["units"]);
-    assert!(exe_unit["calls"]["malloc"].as_u64().unwrap() >= looped + 1);
+    assert!(exe_unit["calls"]["malloc"].as_u64().unwrap() > looped);
     assert!(
         stackless < handled,
         "handlers that find the thread idle record their stack"
