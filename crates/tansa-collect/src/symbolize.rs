@@ -6,8 +6,10 @@
 //! each stack of the recording as it is defined, on its own thread and only while the CPUs
 //! have time to spare ([`crate::contention`]), reading each file with its first addresses
 //! (`tansa_symbols::ModuleResolution`), so that the end of the recording only looks up the
-//! addresses that came last. Each address resolves on its own, so the table is the one
-//! resolving everything at the end gives. The thread keeps the normal priority: work at
+//! addresses that came last. Each file is opened as soon as a stack names it, whatever the
+//! CPUs' load, so that a file rebuilt or deleted later is still the one resolved. Each
+//! address resolves on its own, so the table is the one resolving everything at the end
+//! gives. The thread keeps the normal priority: work at
 //! idle priority would hold up the final lookups for as long as the program keeps the CPUs
 //! busy (work under way, or queued, runs before them), and a process without
 //! `CAP_SYS_NICE` cannot raise a lowered priority again.
@@ -128,7 +130,7 @@ enum Request {
 /// What the resolver thread reports while resolving.
 enum Progress {
     File(usize, usize, String),
-    /// The table, and how many files were begun ahead.
+    /// The table, and how many files had addresses looked up ahead.
     Done(SymbolTable, usize),
 }
 
@@ -216,7 +218,7 @@ impl BackgroundResolver {
         self.resolve_counting(addresses, progress).0
     }
 
-    /// [`Self::resolve`], and how many files the thread had begun ahead.
+    /// [`Self::resolve`], and how many files the thread had looked addresses up in ahead.
     fn resolve_counting(
         mut self,
         addresses: AddressSet,
@@ -259,6 +261,8 @@ fn serve(requests: &Receiver<Request>) {
     let mut contention = CpuContention::start();
     let mut waiting: VecDeque<(ModuleFile, Vec<u64>)> = VecDeque::new();
     let mut started: HashMap<ModuleFile, ModuleResolution> = HashMap::new();
+    // The files whose addresses were looked up ahead (opening one reads little).
+    let mut read_ahead: HashSet<ModuleFile> = HashSet::new();
     loop {
         let request = if waiting.is_empty() {
             requests.recv().map_err(|_| RecvTimeoutError::Disconnected)
@@ -272,11 +276,19 @@ fn serve(requests: &Receiver<Request>) {
             requests.recv_timeout(wait)
         };
         match request {
-            Ok(Request::Ahead(file, offsets)) => waiting.push_back((file, offsets)),
+            Ok(Request::Ahead(file, offsets)) => {
+                // The file is opened (mapped, its build id checked) at once, busy CPUs or
+                // not: it costs little, and a program rebuilt or deleted while it runs is
+                // then still resolved from the file that ran. Its lookups wait for idle time.
+                started
+                    .entry(file.clone())
+                    .or_insert_with_key(|f| ModuleResolution::open(&f.path, &f.build_id));
+                waiting.push_back((file, offsets));
+            }
             Ok(Request::Resolve(addresses, progress)) => {
                 #[cfg(test)]
                 tests::panic_if_marked(&addresses);
-                let begun = started.len();
+                let begun = read_ahead.len();
                 let table = addresses.resolve_with(&resolver, &mut started, &mut |i, n, path| {
                     let _ = progress.send(Progress::File(i, n, path.to_string()));
                 });
@@ -287,6 +299,7 @@ fn serve(requests: &Receiver<Request>) {
                 if !contention.cpus_busy()
                     && let Some((file, offsets)) = waiting.pop_front()
                 {
+                    read_ahead.insert(file.clone());
                     started
                         .entry(file)
                         .or_insert_with_key(|f| ModuleResolution::open(&f.path, &f.build_id))
