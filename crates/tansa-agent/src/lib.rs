@@ -31,9 +31,10 @@
 //!    continuously during an allocation loop: every call is recorded.)
 //! 4. **`fork` is safe in any state.** `pthread_atfork` handlers hold every agent lock across
 //!    `fork`; the child starts its own session (its own stream) and re-announces the module
-//!    map. `vfork` is a `fork` ([`vfork`]), so no child goes unheard of. (Tests: `fork`
-//!    while other threads allocate, child records its own events; `sh -c` running a static
-//!    program.)
+//!    map. The children of `vfork` and `posix_spawn`, which run no such handler, are named
+//!    to the collector by the parent ([`vfork`], [`posix_spawn`]). (Tests: `fork` while
+//!    other threads allocate, child records its own events; `sh -c` and `posix_spawn`
+//!    running a static program.)
 //! 5. **Modules may come and go.** The module map follows `dlopen`/`dlclose`; unwind data of
 //!    libraries that can be unloaded is copied, so unwinding never reads unmapped memory.
 //!    (Test: a `dlopen`/`dlclose` storm while other threads allocate inside the library.)
@@ -314,20 +315,68 @@ pub extern "C" fn _exit(code: c_int) -> ! {
     sys::exit_group(code)
 }
 
-/// Exported `vfork`: a `fork`. The child of `vfork` shares the parent's memory until it
-/// calls `execve` or `_exit`, so it cannot start a session of its own, and runs none of the
-/// `pthread_atfork` handlers: the collector would never hear of it, nor of the program it
-/// runs. When that program does not run the agent (statically linked, set-uid), it ran
-/// unrecorded without a word (`sh -c` runs its commands so: dash uses `vfork`). As a
-/// `fork`, the child announces itself like any forked child, and its `execve` is followed
-/// (the program it runs announces itself, or is listed as unrecorded). A child of `vfork`
-/// may only call `execve` or `_exit`, which a child of `fork` may too; only the parent's
-/// wait for the child to do so, and the copy's cost, differ.
+use tansa_wire::control::Spawn;
+
+/// Exported `vfork`: the real `vfork`, and then, in the parent, a word to the collector
+/// about the child ([`session::Session::note_spawned`]), as for [`posix_spawn`]. The child
+/// of `vfork` shares the parent's memory until it calls `execve` or `_exit` and runs no
+/// `pthread_atfork` handler: the collector hears of it only when the program it runs loads
+/// the agent. A static or set-uid program it ran went unrecorded without a word (`sh -c`
+/// runs its commands so: dash uses `vfork`); named here, it is listed as unrecorded.
+///
+/// A function that calls `vfork` cannot return normally: the child returns first, through
+/// the same stack, and overwrites the frame the parent returns through later. So this is a
+/// stub without a frame, as sanitizers do it: it keeps the caller's return address in the
+/// thread's static TLS (which the child shares but leaves alone: it may only call `execve`
+/// or `_exit`), calls the real `vfork` with the caller's stack, and jumps back to the
+/// caller. The parent resumes only once the child executed another program or ended, so
+/// by then the child's program can be read from `/proc`.
 #[unsafe(no_mangle)]
-pub extern "C" fn vfork() -> libc::pid_t {
-    // SAFETY: fork has no preconditions; the handlers the agent registered make it safe in
-    // any state of the agent (invariant 4).
-    unsafe { libc::fork() }
+#[unsafe(naked)]
+pub extern "C" fn vfork() {
+    core::arch::naked_asm!(
+        // Keep the return address; the stack is then as the caller left it (16-byte
+        // aligned), so calls made from here see the usual alignment.
+        "pop rdi",
+        "call {keep}",
+        "call {real}",
+        "call rax",
+        // rax: the child's pid in the parent, 0 in the child, -1 on failure.
+        "push rax",
+        "sub rsp, 8",
+        "mov rdi, rax",
+        "call {after}",
+        "add rsp, 8",
+        "pop rdx",
+        "mov rcx, rax",
+        "mov rax, rdx",
+        "jmp rcx",
+        keep = sym vfork_keep_return,
+        real = sym vfork_real,
+        after = sym vfork_after,
+    );
+}
+
+/// [`vfork`]: keeps the caller's return address.
+extern "C" fn vfork_keep_return(ra: u64) {
+    thread::current().vfork_return.set(ra);
+}
+
+/// [`vfork`]: the address of the real `vfork` (or of `fork`, if it cannot be found).
+extern "C" fn vfork_real() -> usize {
+    real::vfork_address().unwrap_or(libc::fork as *const () as usize)
+}
+
+/// [`vfork`]: returns the caller's return address; in the parent, first tells the collector
+/// of the child.
+extern "C" fn vfork_after(pid: libc::pid_t) -> u64 {
+    let ra = thread::current().vfork_return.get();
+    if pid > 0 && matches!(state(), State::Ready) {
+        let mut program = [0u8; 256];
+        let program = sys::proc_program(pid as u32, &mut program);
+        session::SESSION.note_spawned(pid as u32, program, Spawn::Vfork);
+    }
+    ra
 }
 
 /// Exported `posix_spawn`: the real one, then, for a child started, a word to the collector
@@ -406,7 +455,7 @@ unsafe fn spawn(
         // NUL-terminated string (checked non-null).
         let (child, path) = unsafe { (*out, core::ffi::CStr::from_ptr(path)) };
         if let Ok(child) = u32::try_from(child) {
-            session::SESSION.note_spawned(child, path);
+            session::SESSION.note_spawned(child, path, Spawn::PosixSpawn);
         }
     }
     r

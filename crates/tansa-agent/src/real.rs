@@ -306,6 +306,17 @@ pub fn posix_spawn_fn(f: Func) -> Option<PosixSpawnFn> {
     (p != 0).then(|| unsafe { core::mem::transmute::<usize, PosixSpawnFn>(p) })
 }
 
+/// The address of the real `vfork`, looked up on first use.
+pub fn vfork_address() -> Option<usize> {
+    static VFORK: AtomicUsize = AtomicUsize::new(0);
+    let mut p = VFORK.load(Ordering::Acquire);
+    if p == 0 {
+        p = sys::dlsym_next(c"vfork") as usize;
+        VFORK.store(p, Ordering::Release);
+    }
+    (p != 0).then_some(p)
+}
+
 const ARENA_SIZE: usize = 256 * 1024;
 
 #[repr(C, align(4096))]

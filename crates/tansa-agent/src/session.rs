@@ -128,15 +128,21 @@ impl Session {
     }
 
     /// Tells the collector that this process started `child` running `path` with
-    /// `posix_spawn`: a child that never runs the agent (statically linked, set-uid) is
+    /// `posix_spawn` or `vfork` (`how`): a child that never runs the agent (statically linked, set-uid) is
     /// then listed as unrecorded, not forgotten. Nothing is sent without a session.
-    pub fn note_spawned(&self, child: u32, path: &core::ffi::CStr) {
+    pub fn note_spawned(
+        &self,
+        child: u32,
+        path: &core::ffi::CStr,
+        how: tansa_wire::control::Spawn,
+    ) {
         let private = self.private.load(Ordering::Relaxed);
         if !self.is_active() || private < 0 {
             return;
         }
         let mut message = [0u8; Hello::SIZE + tansa_wire::control::SPAWNED_PATH_MAX];
-        message[..Hello::SIZE].copy_from_slice(&Hello::spawned(sys::getpid(), child).to_bytes());
+        message[..Hello::SIZE]
+            .copy_from_slice(&Hello::spawned(sys::getpid(), child, how).to_bytes());
         let path = path.to_bytes();
         let n = path.len().min(tansa_wire::control::SPAWNED_PATH_MAX);
         message[Hello::SIZE..Hello::SIZE + n].copy_from_slice(&path[..n]);

@@ -466,6 +466,56 @@ pub fn readlink(path: &CStr, buf: &mut [u8]) -> usize {
     if n < 0 { 0 } else { n as usize }
 }
 
+/// `/proc/PID/NAME` as a C string in `out`.
+fn proc_path<'a>(pid: u32, name: &[u8], out: &'a mut [u8; 48]) -> &'a CStr {
+    let mut digits = [0u8; 10];
+    let mut n = 0;
+    let mut v = pid;
+    loop {
+        digits[n] = b'0' + (v % 10) as u8;
+        n += 1;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    *out = [0; 48];
+    let parts: [&[u8]; 4] = [b"/proc/", &[], b"/", name];
+    let mut at = 0;
+    for (k, part) in parts.iter().enumerate() {
+        if k == 1 {
+            for d in digits[..n].iter().rev() {
+                out[at] = *d;
+                at += 1;
+            }
+        }
+        for &b in part.iter().take(47 - at) {
+            out[at] = b;
+            at += 1;
+        }
+    }
+    CStr::from_bytes_until_nul(&out[..]).unwrap_or(c"")
+}
+
+/// The program process `pid` runs, read into `buf`: the path of its executable, or, when
+/// that cannot be read (a process that already ended, or not ours to read), its command
+/// name; empty when neither can.
+pub fn proc_program(pid: u32, buf: &mut [u8]) -> &CStr {
+    let Some(room) = buf.len().checked_sub(1) else {
+        return c"";
+    };
+    let mut path = [0u8; 48];
+    let mut len = readlink(proc_path(pid, b"exe", &mut path), &mut buf[..room]);
+    if len == 0 {
+        len = read_file(proc_path(pid, b"comm", &mut path), &mut buf[..room]);
+        while len > 0 && buf[len - 1] == b'\n' {
+            len -= 1;
+        }
+    }
+    buf[len] = 0;
+    CStr::from_bytes_until_nul(&buf[..=len]).unwrap_or(c"")
+}
+
 /// Writes a message to standard error (best effort).
 pub fn write_stderr(msg: &[u8]) {
     // SAFETY: `msg` is a valid buffer; a failed write is ignored.

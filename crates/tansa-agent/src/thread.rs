@@ -70,6 +70,8 @@ pub struct ThreadState {
     pub sample_left: Cell<i64>,
     /// Sampled heap mode: the thread's random state (0 until first used).
     pub sample_rng: Cell<u64>,
+    /// The return address of the thread's `vfork` call in progress (see `crate::vfork`).
+    pub vfork_return: Cell<u64>,
 }
 
 thread_local! {
@@ -87,6 +89,7 @@ thread_local! {
             periods: Cell::new(0),
             sample_left: Cell::new(0),
             sample_rng: Cell::new(0),
+            vfork_return: Cell::new(0),
         }
     };
 }

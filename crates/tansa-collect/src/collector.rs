@@ -21,7 +21,9 @@ use std::time::{Duration, Instant};
 
 use tansa_format::memory::{Losses, SessionEnd, SessionLosses, Unrecorded, VolatileSegment};
 use tansa_format::meta::{CalibrationPoint, ExitStatus};
-use tansa_wire::control::{HELLO_SEGMENT, HELLO_SESSION, HELLO_SPAWNED, Hello, SPAWNED_PATH_MAX};
+use tansa_wire::control::{
+    HELLO_SEGMENT, HELLO_SESSION, HELLO_SPAWNED, Hello, SPAWNED_PATH_MAX, Spawn,
+};
 use tansa_wire::layout::Geometry;
 
 use crate::session::Session;
@@ -51,9 +53,9 @@ struct PendingExec {
     /// that spawned it).
     exe: String,
     ppid: u32,
-    /// Started by a recorded parent with `posix_spawn`, rather than an image that
-    /// replaced itself.
-    spawned: bool,
+    /// Started by a recorded parent with `posix_spawn` or `vfork`, rather than an image
+    /// that replaced itself.
+    spawned: Option<Spawn>,
 }
 
 /// The collector's state; see the module documentation.
@@ -311,13 +313,14 @@ impl Collector {
                 let child = hello.segment_index;
                 if child != 0 && !self.recorded_pids.contains(&child) {
                     let path = &bytes[Hello::SIZE..bytes.len().min(Hello::SIZE + SPAWNED_PATH_MAX)];
-                    let path = String::from_utf8_lossy(path);
-                    let exe = path.rsplit('/').next().unwrap_or_default().to_string();
+                    // The program as the parent named it (posix_spawnp: maybe found on PATH;
+                    // vfork: as /proc said when the parent resumed).
+                    let exe = String::from_utf8_lossy(path).into_owned();
                     self.pending_exec.entry(child).or_insert(PendingExec {
                         since: Instant::now(),
                         exe,
                         ppid: self.sessions[i].pid,
-                        spawned: true,
+                        spawned: Some(Spawn::from_u32(hello.reserved)),
                     });
                 }
             }
@@ -373,7 +376,7 @@ impl Collector {
                         since: Instant::now(),
                         exe,
                         ppid: tansa_proc::read_stat(pid).map_or(0, |s| s.ppid),
-                        spawned: false,
+                        spawned: None,
                     },
                 );
             }
@@ -475,10 +478,9 @@ impl Collector {
             .collect();
         for pid in expired {
             if let Some(p) = self.pending_exec.remove(&pid) {
-                let how = if p.spawned {
-                    "its parent started it (posix_spawn) with"
-                } else {
-                    "it replaced itself (execve) with"
+                let how = match p.spawned {
+                    Some(how) => format!("its parent started it ({}) with", how.name()),
+                    None => "it replaced itself (execve) with".to_string(),
                 };
                 self.unrecorded.push(Unrecorded {
                     pid,

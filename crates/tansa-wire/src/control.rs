@@ -7,7 +7,9 @@
 //! whose other end the agent keeps (close-on-exec). The collector learns that the process
 //! image is gone when that private socket reports end-of-file. Later segments are
 //! announced on the private socket with a [`Hello`] of kind [`HELLO_SEGMENT`] carrying the
-//! segment's memfd.
+//! segment's memfd. A child the process started with `posix_spawn` or `vfork` (which run no
+//! `pthread_atfork` handler, so the child's agent, if any, is the only other word of it) is
+//! named on the private socket with a [`HELLO_SPAWNED`].
 //!
 //! A program may close the inherited descriptor and reuse its number (or a launcher may
 //! close every descriptor before `exec`), so an agent never trusts the number alone: it
@@ -24,11 +26,40 @@ pub const HELLO_MAGIC: u32 = u32::from_le_bytes(*b"TNSA");
 pub const HELLO_SESSION: u32 = 1;
 /// A further segment of an existing session: its memfd.
 pub const HELLO_SEGMENT: u32 = 2;
-/// A child the session's process started with `posix_spawn` (on the private socket): the
-/// collector hears of the child although it may never run the agent. `segment_index`
-/// holds the child's pid; the program's path (at most [`SPAWNED_PATH_MAX`] bytes) follows
-/// the message.
+/// A child the session's process started with `posix_spawn` or `vfork` (on the private
+/// socket): the collector hears of the child although it may never run the agent.
+/// `segment_index` holds the child's pid, `reserved` how it was started ([`Spawn`]); the
+/// program (at most [`SPAWNED_PATH_MAX`] bytes) follows the message.
 pub const HELLO_SPAWNED: u32 = 3;
+
+/// How a [`HELLO_SPAWNED`] child was started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub enum Spawn {
+    /// `posix_spawn` or `posix_spawnp`.
+    PosixSpawn = 0,
+    /// `vfork`.
+    Vfork = 1,
+}
+
+impl Spawn {
+    /// The function's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Spawn::PosixSpawn => "posix_spawn",
+            Spawn::Vfork => "vfork",
+        }
+    }
+
+    /// From a message's field (unknown values read as `posix_spawn`).
+    pub fn from_u32(v: u32) -> Spawn {
+        if v == Spawn::Vfork as u32 {
+            Spawn::Vfork
+        } else {
+            Spawn::PosixSpawn
+        }
+    }
+}
 /// Longest program path a [`HELLO_SPAWNED`] message carries (longer ones are cut).
 pub const SPAWNED_PATH_MAX: usize = 256;
 
@@ -74,17 +105,17 @@ pub struct Hello {
     pub magic: u32,
     /// [`crate::PROTOCOL_VERSION`].
     pub version: u32,
-    /// [`HELLO_SESSION`] or [`HELLO_SEGMENT`].
+    /// [`HELLO_SESSION`], [`HELLO_SEGMENT`] or [`HELLO_SPAWNED`].
     pub kind: u32,
     /// Process id of the sender.
     pub pid: u32,
-    /// Index of the segment being announced.
+    /// Index of the segment being announced ([`HELLO_SPAWNED`]: the child's pid).
     pub segment_index: u32,
     /// Rings in the segment.
     pub ring_count: u32,
     /// Ring data size of the segment.
     pub ring_data_size: u32,
-    /// Reserved, zero.
+    /// Reserved, zero ([`HELLO_SPAWNED`]: how the child was started, [`Spawn`]).
     pub reserved: u32,
 }
 
@@ -112,7 +143,7 @@ impl Hello {
     }
 
     /// A [`HELLO_SPAWNED`] message from `sender` about its child `child`.
-    pub fn spawned(sender: u32, child: u32) -> Hello {
+    pub fn spawned(sender: u32, child: u32, how: Spawn) -> Hello {
         Hello {
             magic: HELLO_MAGIC,
             version: crate::PROTOCOL_VERSION,
@@ -121,7 +152,7 @@ impl Hello {
             segment_index: child,
             ring_count: 0,
             ring_data_size: 0,
-            reserved: 0,
+            reserved: how as u32,
         }
     }
 
