@@ -197,5 +197,17 @@ mod tests {
         let mut bad = h.to_bytes();
         bad[0] ^= 1;
         assert_eq!(Hello::from_bytes(&bad), None);
+        // A spawned child's message, followed by its program: the fixed part parses alone.
+        for how in [Spawn::PosixSpawn, Spawn::Vfork] {
+            let s = Hello::spawned(10, 11, how);
+            let mut bytes = s.to_bytes().to_vec();
+            bytes.extend_from_slice(b"/bin/true");
+            let back = Hello::from_bytes(&bytes).unwrap();
+            assert_eq!(
+                (back.kind, back.pid, back.segment_index),
+                (HELLO_SPAWNED, 10, 11)
+            );
+            assert_eq!(Spawn::from_u32(back.reserved), how);
+        }
     }
 }
