@@ -10,7 +10,8 @@ use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use common::{
-    build_dir, compile, ensure_agent, output_within, require, share_tolerance, stderr, tansa,
+    FileChange, build_dir, change_program_later, compile, ensure_agent, output_within, require,
+    share_tolerance, stderr, tansa,
 };
 use serde_json::Value;
 
@@ -1206,9 +1207,9 @@ fn a_program_rebuilt_or_deleted_while_sampled_keeps_its_names() {
     compile(&other, &[cpu_source("spinner.c")], &["-g", "-O1"]);
     ensure_agent();
     for (change, source) in [
-        ("rebuilt", "perf"),
-        ("deleted", "perf"),
-        ("rebuilt", "agent"),
+        (FileChange::Rebuilt, "perf"),
+        (FileChange::Deleted, "perf"),
+        (FileChange::Rebuilt, "agent"),
     ] {
         let t = tmp();
         let exe = t.path().join("phases");
@@ -1216,20 +1217,7 @@ fn a_program_rebuilt_or_deleted_while_sampled_keeps_its_names() {
         let file = t.path().join("phases.tansa");
         // The program spins 1 s in first_phase, sleeps 1 s, then spins 1 s in
         // second_phase; its file changes half a second in.
-        let changer = {
-            let (exe, other) = (exe.clone(), other.clone());
-            std::thread::spawn(move || {
-                std::thread::sleep(Duration::from_millis(500));
-                if change == "rebuilt" {
-                    // As a build does: a new file (a new inode) at the program's path.
-                    let next = exe.with_extension("next");
-                    std::fs::copy(&other, &next).unwrap();
-                    std::fs::rename(&next, &exe).unwrap();
-                } else {
-                    std::fs::remove_file(&exe).unwrap();
-                }
-            })
-        };
+        let changer = change_program_later(&exe, &other, change, Duration::from_millis(500));
         sample(&file, &["--source", source], &[exe.to_str().unwrap(), "1"]);
         changer.join().unwrap();
         let r = report(&file, "function");
@@ -1249,7 +1237,7 @@ fn a_program_rebuilt_or_deleted_while_sampled_keeps_its_names() {
             // Each phase spins for a second of wall time: on a loaded machine it may get
             // less of the CPU, so only a tenth of the samples is asked of each.
             first * 10 > total && second * 10 > total,
-            "{change}, {source}: first_phase {first} and second_phase {second} of {total} samples; units {names:?}"
+            "{change:?}, {source}: first_phase {first} and second_phase {second} of {total} samples; units {names:?}"
         );
         // Every function of the program sampled is one of its own: none of the other
         // file's, nor the start-up glue that the other file has at those addresses.
@@ -1263,7 +1251,7 @@ fn a_program_rebuilt_or_deleted_while_sampled_keeps_its_names() {
             .collect();
         assert!(
             foreign.is_empty(),
-            "{change}, {source}: functions the program does not have: {foreign:?} (units {names:?})"
+            "{change:?}, {source}: functions the program does not have: {foreign:?} (units {names:?})"
         );
     }
 }

@@ -580,30 +580,19 @@ fn a_fifo_left_where_a_library_was_does_not_hang_the_recorders() {
 #[test]
 fn a_program_rebuilt_or_deleted_while_recorded_keeps_its_names() {
     let other = program("rebuilt-other", "allocer.c", &["-g", "-O1"]);
-    for change in ["rebuilt", "deleted"] {
+    for change in [FileChange::Rebuilt, FileChange::Deleted] {
         let dir = tempfile::tempdir().unwrap();
         let exe = dir.path().join("rebuilt");
         compile(&exe, &[source("rebuilt.c")], &["-g", "-O1"]);
         let file = dir.path().join("rebuilt.tansa");
-        let changer = {
-            let (exe, other) = (exe.clone(), other.clone());
-            std::thread::spawn(move || {
-                std::thread::sleep(std::time::Duration::from_millis(500));
-                if change == "rebuilt" {
-                    let next = exe.with_extension("next");
-                    std::fs::copy(&other, &next).unwrap();
-                    std::fs::rename(&next, &exe).unwrap();
-                } else {
-                    std::fs::remove_file(&exe).unwrap();
-                }
-            })
-        };
+        let changer =
+            change_program_later(&exe, &other, change, std::time::Duration::from_millis(500));
         let out = record(&file, &[], &[exe.to_str().unwrap(), "1000"]);
         changer.join().unwrap();
         assert!(out.status.success(), "{}", stderr(&out));
         let r = report_json(&file, &["--by", "function"]);
-        assert_eq!(bytes(unit(&r, "rebuilt!alloc_early")).0, 1000, "{change}");
-        assert_eq!(bytes(unit(&r, "rebuilt!alloc_late")).0, 2000, "{change}");
+        assert_eq!(bytes(unit(&r, "rebuilt!alloc_early")).0, 1000, "{change:?}");
+        assert_eq!(bytes(unit(&r, "rebuilt!alloc_late")).0, 2000, "{change:?}");
         let warnings: Vec<&str> = r["warnings"]
             .as_array()
             .unwrap()
@@ -612,7 +601,7 @@ fn a_program_rebuilt_or_deleted_while_recorded_keeps_its_names() {
             .collect();
         assert!(
             !warnings.iter().any(|w| w.contains("no function names")),
-            "{change}: {warnings:?}"
+            "{change:?}: {warnings:?}"
         );
     }
 }

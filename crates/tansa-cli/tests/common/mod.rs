@@ -534,3 +534,35 @@ pub fn assert_still_recording(file: &Path, recorder: u32) {
         stderr(&busy)
     );
 }
+
+/// How [`change_program_later`] changes a program's file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileChange {
+    /// A new file put in its place, as a build does (copied beside it, renamed over it: a
+    /// new inode at the same path).
+    Rebuilt,
+    /// The file removed.
+    Deleted,
+}
+
+/// After `delay`, on another thread, changes the file `exe` (`other` is the program put in
+/// its place when it is rebuilt).
+pub fn change_program_later(
+    exe: &Path,
+    other: &Path,
+    change: FileChange,
+    delay: std::time::Duration,
+) -> std::thread::JoinHandle<()> {
+    let (exe, other) = (exe.to_path_buf(), other.to_path_buf());
+    std::thread::spawn(move || {
+        std::thread::sleep(delay);
+        match change {
+            FileChange::Rebuilt => {
+                let next = exe.with_extension("next");
+                std::fs::copy(&other, &next).unwrap();
+                std::fs::rename(&next, &exe).unwrap();
+            }
+            FileChange::Deleted => std::fs::remove_file(&exe).unwrap(),
+        }
+    })
+}
