@@ -55,12 +55,16 @@ fn next_gap(st: &ThreadState, rate: u64) -> i64 {
 
 /// Whether an allocation of `size` bytes by this thread is sampled (always true outside
 /// sampled mode).
-#[inline]
+#[inline(always)]
 pub fn take(size: usize) -> bool {
+    // Outside sampled mode (the default) one load and a branch, inline in the hook.
     let rate = rate();
-    if rate == 0 {
-        return true;
-    }
+    rate == 0 || take_sampled(size, rate)
+}
+
+/// [`take`] in sampled mode.
+#[inline(never)]
+fn take_sampled(size: usize, rate: u64) -> bool {
     let st = current();
     if st.sample_rng.get() == 0 {
         let first = next_gap(st, rate);

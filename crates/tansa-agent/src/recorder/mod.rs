@@ -74,7 +74,7 @@ pub struct Active {
 }
 
 /// Decides how the current hook behaves.
-#[inline]
+#[inline(always)]
 pub fn enter() -> Mode {
     match state() {
         State::Ready => {}
@@ -85,19 +85,7 @@ pub fn enter() -> Mode {
         return Mode::Pass;
     }
     if crate::sampler::is_sampling() {
-        // Sampling records no heap events; an ordinary call is the safe place to bring the
-        // module map up to date when a sample met unknown code.
-        if st.depth.get() == 0 && crate::sampler::take_rescan_request() {
-            st.depth.set(1);
-            if MODULES
-                .try_read_for(1000)
-                .is_some_and(|m| m.loader_changed())
-            {
-                rescan();
-            }
-            st.depth.set(0);
-        }
-        return Mode::Pass;
+        return enter_while_sampling(st);
     }
     if st.depth.get() != 0 {
         return Mode::Nested(st);
@@ -116,6 +104,25 @@ pub fn enter() -> Mode {
             Mode::Lost(st)
         }
     }
+}
+
+/// [`enter`] while the agent samples the CPU: sampling records no heap events; an
+/// ordinary call is the safe place to bring the module map up to date when a sample met
+/// unknown code.
+#[cold]
+#[inline(never)]
+fn enter_while_sampling(st: &'static ThreadState) -> Mode {
+    if st.depth.get() == 0 && crate::sampler::take_rescan_request() {
+        st.depth.set(1);
+        if MODULES
+            .try_read_for(1000)
+            .is_some_and(|m| m.loader_changed())
+        {
+            rescan();
+        }
+        st.depth.set(0);
+    }
+    Mode::Pass
 }
 
 /// Whether the session runs online.
@@ -314,7 +321,7 @@ impl Active {
 
     /// Checks a pointer about to be released or reallocated in online mode; a pointer the
     /// program never got from the allocator is recorded as improper use.
-    #[inline]
+    #[inline(always)]
     pub fn check_live(
         &mut self,
         op: ImproperOp,
@@ -322,9 +329,23 @@ impl Active {
         size: usize,
         regs: CallerRegs,
     ) -> Live {
+        // Offline (the default) one load and a branch, inline in the hook.
         if !self.online() || ptr.is_null() {
             return Live::Recorded;
         }
+        self.check_live_online(op, ptr, size, regs)
+    }
+
+    /// [`Active::check_live`] in online mode.
+    #[cold]
+    #[inline(never)]
+    fn check_live_online(
+        &mut self,
+        op: ImproperOp,
+        ptr: *mut c_void,
+        size: usize,
+        regs: CallerRegs,
+    ) -> Live {
         let found = {
             let _busy = Busy::enter(self.st);
             if LIVE.contains(ptr as u64) {
