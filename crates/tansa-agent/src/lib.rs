@@ -95,7 +95,7 @@ use core::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 
 use tansa_wire::control::{
     ENV_CLOCK, ENV_FD, ENV_FREE_STACKS, ENV_LEAK_CAUSE, ENV_MAX_FRAMES, ENV_ONLINE, ENV_RING_KB,
-    ENV_SAMPLE_HZ, ENV_SAMPLE_RATE, ENV_SEGMENT_DIR,
+    ENV_SAMPLE_HZ, ENV_SAMPLE_RATE, ENV_SEGMENT_DIR, Spawn,
 };
 use tansa_wire::layout::{
     EXIT_IMMEDIATE, EXIT_NORMAL, FLAG_FREE_STACKS, FLAG_LEAK_CAUSE, FLAG_ONLINE, FLAG_SAMPLING,
@@ -315,8 +315,6 @@ pub extern "C" fn _exit(code: c_int) -> ! {
     sys::exit_group(code)
 }
 
-use tansa_wire::control::Spawn;
-
 /// Exported `vfork`: the real `vfork`, and then, in the parent, a word to the collector
 /// about the child ([`session::Session::note_spawned`]), as for [`posix_spawn`]. The child
 /// of `vfork` shares the parent's memory until it calls `execve` or `_exit` and runs no
@@ -364,7 +362,7 @@ extern "C" fn vfork_keep_return(ra: u64) {
 
 /// [`vfork`]: the address of the real `vfork` (or of `fork`, if it cannot be found).
 extern "C" fn vfork_real() -> usize {
-    real::vfork_address().unwrap_or(libc::fork as *const () as usize)
+    real::address(real::Func::Vfork).unwrap_or(libc::fork as *const () as usize)
 }
 
 /// [`vfork`]: returns the caller's return address; in the parent, first tells the collector

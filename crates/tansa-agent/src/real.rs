@@ -67,9 +67,11 @@ pub enum Func {
     PosixSpawn,
     /// `posix_spawnp`
     PosixSpawnp,
+    /// `vfork`
+    Vfork,
 }
 
-const NAMES: [&CStr; 14] = [
+const NAMES: [&CStr; 15] = [
     c"malloc",
     c"free",
     c"calloc",
@@ -84,9 +86,10 @@ const NAMES: [&CStr; 14] = [
     c"pthread_create",
     c"posix_spawn",
     c"posix_spawnp",
+    c"vfork",
 ];
 
-static TABLE: [AtomicUsize; 14] = [const { AtomicUsize::new(0) }; 14];
+static TABLE: [AtomicUsize; 15] = [const { AtomicUsize::new(0) }; 15];
 
 /// Resolves every real function. Returns false if `malloc`, `free`, `calloc` or `realloc`
 /// cannot be found (the agent then cannot work at all).
@@ -107,6 +110,18 @@ pub fn resolved() -> bool {
 
 fn get(f: Func) -> usize {
     TABLE[f as usize].load(Ordering::Acquire)
+}
+
+/// The address of real function `f`, looked up now if the agent has not resolved its
+/// functions yet (a library constructor that runs before the agent's own); `None` if it
+/// cannot be found.
+pub fn address(f: Func) -> Option<usize> {
+    let mut p = get(f);
+    if p == 0 {
+        p = sys::dlsym_next(NAMES[f as usize]) as usize;
+        TABLE[f as usize].store(p, Ordering::Release);
+    }
+    (p != 0).then_some(p)
 }
 
 /// Calls the real `malloc` (or the bootstrap arena before resolution).
@@ -269,16 +284,9 @@ pub unsafe fn pthread_create(
     start: StartFn,
     arg: *mut c_void,
 ) -> c_int {
-    let mut f = get(Func::PthreadCreate);
-    if f == 0 {
-        // Called before the agent resolved its functions (a library constructor that runs
-        // before the agent's own, on the thread that is initializing it): look it up now.
-        f = sys::dlsym_next(c"pthread_create") as usize;
-        if f == 0 {
-            return libc::EAGAIN;
-        }
-        TABLE[Func::PthreadCreate as usize].store(f, Ordering::Release);
-    }
+    let Some(f) = address(Func::PthreadCreate) else {
+        return libc::EAGAIN;
+    };
     // SAFETY: `f` is the real pthread_create.
     unsafe { core::mem::transmute::<usize, PthreadCreateFn>(f)(out, attr, start, arg) }
 }
@@ -293,28 +301,11 @@ pub type PosixSpawnFn = unsafe extern "C" fn(
     *const *mut core::ffi::c_char,
 ) -> c_int;
 
-/// The real `posix_spawn` (`Func::PosixSpawn`) or `posix_spawnp`, looked up now if the
-/// agent has not resolved its functions yet; `None` if it cannot be found.
+/// The real `posix_spawn` (`Func::PosixSpawn`) or `posix_spawnp`; `None` if it cannot be
+/// found.
 pub fn posix_spawn_fn(f: Func) -> Option<PosixSpawnFn> {
-    let mut p = get(f);
-    if p == 0 {
-        p = sys::dlsym_next(NAMES[f as usize]) as usize;
-        TABLE[f as usize].store(p, Ordering::Release);
-    }
-    // SAFETY: a non-zero entry is the address of the real function of that name, whose
-    // type is `PosixSpawnFn`.
-    (p != 0).then(|| unsafe { core::mem::transmute::<usize, PosixSpawnFn>(p) })
-}
-
-/// The address of the real `vfork`, looked up on first use.
-pub fn vfork_address() -> Option<usize> {
-    static VFORK: AtomicUsize = AtomicUsize::new(0);
-    let mut p = VFORK.load(Ordering::Acquire);
-    if p == 0 {
-        p = sys::dlsym_next(c"vfork") as usize;
-        VFORK.store(p, Ordering::Release);
-    }
-    (p != 0).then_some(p)
+    // SAFETY: the address of the real function of that name, whose type is `PosixSpawnFn`.
+    address(f).map(|p| unsafe { core::mem::transmute::<usize, PosixSpawnFn>(p) })
 }
 
 const ARENA_SIZE: usize = 256 * 1024;
