@@ -394,9 +394,9 @@ fn a_static_program_started_by_the_tree_is_listed_as_unrecorded() {
 /// Children started without `pthread_atfork` handlers (dash's `vfork`, glibc's
 /// `posix_spawn`) that run a program without the agent are listed as unrecorded. Before,
 /// the collector never heard of them: `sh -c` running a static program gave a recording of
-/// the shell alone, without a word.
+/// the shell alone, without a word. `system()` and `popen()` reach them through the shell.
 #[test]
-fn static_programs_started_by_sh_or_posix_spawn_are_listed_as_unrecorded() {
+fn static_programs_started_by_sh_posix_spawn_system_or_popen_are_listed_as_unrecorded() {
     let (_, _, stat) = fdreuse_programs();
     let spawner = program("spawner", "spawner.c", &["-g", "-O1"]);
     let stat = stat.to_str().unwrap();
@@ -446,6 +446,24 @@ fn static_programs_started_by_sh_or_posix_spawn_are_listed_as_unrecorded() {
         "{:?}",
         warnings(&r)
     );
+
+    // system() and popen() start /bin/sh through glibc's internal spawn, which the agent
+    // does not see; the shell runs the agent, and it starts the static program with vfork.
+    let shellout = program("shellout", "shellout.c", &["-g", "-O1"]);
+    let file = dir.path().join("shellout.tansa");
+    let out = record(&file, &[], &[shellout.to_str().unwrap(), stat]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "system 0 popen 0"
+    );
+    let r = report_json(&file, &[]);
+    assert_eq!(unrecorded_static(&r, "(vfork)"), 2);
+    let shells = processes(&r)
+        .into_iter()
+        .filter(|p| p.1 == "dash" || p.1 == "sh")
+        .count();
+    assert_eq!(shells, 2, "{:?}", processes(&r));
 }
 
 /// A library constructor that creates a thread before the agent's own constructor ran:
