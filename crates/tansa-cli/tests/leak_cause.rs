@@ -356,6 +356,44 @@ fn a_short_recording_read_with_a_longer_later_one_is_judged_over_its_own_run() {
     );
 }
 
+/// A pause between the leaking work and the end (here a sleep before the program's last
+/// allocation; on a busy machine, the process descheduled) is not growth that stopped: the
+/// moments of the judgement are spread over the process's allocations and releases, not
+/// its time. Spread over time, the site's 20,000 requests fell in the first of the eight
+/// checkpoints and it came out `not-growing`.
+#[test]
+fn a_pause_before_the_end_does_not_hide_a_leak() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = leakcause("O0");
+    let file = dir.path().join("pause.tansa");
+    let out = record(
+        &file,
+        &[],
+        &[exe.to_str().unwrap(), "20000", "1", "0", "400"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let o = run_tansa(&["leaks", file.to_str().unwrap(), "--format", "json", "--all"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let s = site(&r, "!funcA");
+    assert_eq!(s["judgement"], "leaking", "{s:#}");
+    let outstanding: Vec<u64> = s["outstanding"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    // Evenly spread over the work: each eighth of the requests leaks about an eighth of
+    // the blocks (20 % of 70 % of 2,500 requests, 350, give or take chance).
+    assert_eq!(outstanding.len(), 8);
+    for w in outstanding.windows(2) {
+        assert!(
+            (200..=500).contains(&(w[1] as i64 - w[0] as i64)),
+            "{outstanding:?}"
+        );
+    }
+}
+
 /// `--traces N` traces at most N allocations of a site: a trace in flight when more are
 /// granted counts against the limit (it traced N + 1).
 #[test]

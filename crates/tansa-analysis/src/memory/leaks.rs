@@ -2,8 +2,8 @@
 //!
 //! Every recording: per allocation site (one allocation stack of one process image), its
 //! allocations, frees, the blocks and bytes still allocated at the end, and its judgement
-//! ([`tansa_leakcause::judge`]) from the outstanding blocks at [`CHECKPOINTS`] evenly spaced
-//! moments of its process's run. A `--leak-cause` recording adds, for the sites it traced,
+//! ([`tansa_leakcause::judge`]) from the outstanding blocks at [`CHECKPOINTS`] moments evenly
+//! spread over its process's allocations and releases. A `--leak-cause` recording adds, for the sites it traced,
 //! the range end, the distinct freed (F) and not-freed (E) paths and their grammar, and the
 //! cause functions and branches ([`tansa_leakcause::identify`]). Several recordings of a job
 //! read as one keep their processes apart, and each recording's leak-cause tracing.
@@ -23,7 +23,8 @@ use super::merge::EventKind;
 use super::model::Registry;
 use super::recording::MemoryRecording;
 
-/// Moments of the run at which each site's outstanding blocks are counted for the judgement.
+/// Moments of the process's work at which each site's outstanding blocks are counted for the
+/// judgement.
 pub const CHECKPOINTS: usize = 8;
 /// Moments at which outstanding blocks are counted while reading (the checkpoints are
 /// chosen among them).
@@ -123,8 +124,8 @@ pub struct SiteReport {
     pub leaked_blocks: u64,
     /// Bytes still allocated at the end.
     pub leaked_bytes: u64,
-    /// Blocks allocated at the checkpoints of the judgement (evenly spread over the part
-    /// of the run with events; the last is the end).
+    /// Blocks allocated at the checkpoints of the judgement (evenly spread over the
+    /// process's allocations and releases; the last is its end).
     pub outstanding: Vec<u64>,
     /// The function whose exit ends each trace (leak-cause recordings).
     pub range_end: Option<String>,
@@ -146,21 +147,26 @@ pub struct SiteReport {
     pub cause_branches: Vec<BranchReport>,
 }
 
-/// The moments at which one process image's sites are counted: SLOTS of its span.
+/// The moments at which one process image's sites are counted: after every `stride` of its
+/// allocations and releases. When [`SLOTS`] moments are taken, every other one is dropped
+/// and the stride doubles, so that the moments stay evenly spread over its work, however
+/// much of it there is.
 #[derive(Debug)]
 struct Grid {
-    start: u64,
-    span: u64,
-    /// The next slot to count.
-    next: usize,
-    /// The first and last slot in which the image had events.
-    first: Option<usize>,
-    last: usize,
+    /// Allocations and releases of the image so far.
+    events: u64,
+    stride: u64,
+    /// Moments counted so far (fewer than SLOTS).
+    taken: usize,
 }
 
-impl Grid {
-    fn slot_at(&self, k: usize) -> u64 {
-        self.start + (u128::from(self.span) * k as u128 / SLOTS as u128) as u64
+impl Default for Grid {
+    fn default() -> Self {
+        Grid {
+            events: 0,
+            stride: 1,
+            taken: 0,
+        }
     }
 }
 
@@ -175,66 +181,25 @@ struct SiteStats {
 
 /// Builds the leak report of `rec` (pass two: reads every event).
 pub fn report<R: Read + Seek>(rec: &MemoryRecording<R>) -> LeaksReport {
-    let start = rec
-        .sessions
-        .iter()
-        .map(|s| s.start_ticks)
-        .min()
-        .unwrap_or(0);
-    let end = rec
-        .ends
-        .iter()
-        .map(|e| e.end_ticks)
-        .max()
-        .unwrap_or(start)
-        .max(start);
-    // Outstanding blocks per site at SLOTS moments of its own process image's span (from
-    // its start to its last event, or to the end of the recording if it has no end):
-    // each site is judged over its own process's life, so that a process that ran for
-    // part of the recording (a child, or one recording of a job read with others, made
-    // minutes apart) is not judged flat over the time it did not run. The judgement then
-    // takes CHECKPOINTS of them, evenly spread over the part where its events happened.
+    // Outstanding blocks per site at up to SLOTS moments of its own process image's work,
+    // spread evenly over the image's allocations and releases, and at its end. Moments of
+    // work rather than of time: a pause (the process descheduled on a busy machine, a
+    // server idle after its load, a sleep before exit) does not look like growth that
+    // stopped, and a process that ran for part of the recording (a child, or one recording
+    // of a job read with others, made minutes apart) is judged over its own run. The
+    // judgement then takes CHECKPOINTS of them, evenly spread.
     let mut grids: FxHashMap<SessionId, Grid> = FxHashMap::default();
-    // Each image's start and end, looked up once per image (the first of a number given
-    // twice in a damaged file, as a search would find).
-    let mut starts: FxHashMap<u32, u64> = FxHashMap::default();
-    for s in &rec.sessions {
-        starts.entry(s.session).or_insert(s.start_ticks);
-    }
-    let mut ends: FxHashMap<u32, u64> = FxHashMap::default();
-    for e in &rec.ends {
-        ends.entry(e.session).or_insert(e.end_ticks);
-    }
-    let grid_of = |session: SessionId, ts: u64| {
-        let from = starts.get(&session.0).map_or(ts, |&t| t).min(ts);
-        let to = ends.get(&session.0).map_or(end, |&t| t).max(ts);
-        Grid {
-            start: from,
-            span: (to - from).max(1),
-            next: 1,
-            first: None,
-            last: 0,
-        }
-    };
     let mut sites: BTreeMap<(SessionId, StackId), SiteStats> = BTreeMap::new();
     let mut live: FxHashMap<(SessionId, u64), (StackId, u64)> = FxHashMap::default();
+    let session_sites = |session: SessionId| (session, StackId(0))..=(session, StackId(u32::MAX));
     let snapshot =
         |sites: &mut BTreeMap<(SessionId, StackId), SiteStats>, session: SessionId, k: usize| {
-            for (_, s) in sites.range_mut((session, StackId(0))..=(session, StackId(u32::MAX))) {
+            for (_, s) in sites.range_mut(session_sites(session)) {
                 s.history.resize(k, 0);
                 s.history.push(s.live_blocks);
             }
         };
     rec.for_each_event(|e| {
-        let g = grids
-            .entry(e.session)
-            .or_insert_with(|| grid_of(e.session, e.ts));
-        while g.next < SLOTS && e.ts >= g.slot_at(g.next) {
-            snapshot(&mut sites, e.session, g.next - 1);
-            g.next += 1;
-        }
-        g.first.get_or_insert(g.next - 1);
-        g.last = g.next - 1;
         let mut alloc = |ptr: u64, size: u64, stack: StackId| {
             live.insert((e.session, ptr), (stack, size));
             let s = sites.entry((e.session, stack)).or_default();
@@ -256,32 +221,40 @@ pub fn report<R: Read + Seek>(rec: &MemoryRecording<R>) -> LeaksReport {
                     s.live_bytes = s.live_bytes.saturating_sub(size);
                 }
             }
-            _ => {}
+            _ => return,
+        }
+        let g = grids.entry(e.session).or_default();
+        g.events += 1;
+        if g.events.is_multiple_of(g.stride) {
+            snapshot(&mut sites, e.session, g.taken);
+            g.taken += 1;
+            if g.taken == SLOTS {
+                // Keep the moments at even multiples of the stride (every site of the
+                // image has all SLOTS of them: each moment counts every site).
+                for (_, s) in sites.range_mut(session_sites(e.session)) {
+                    s.history = s.history.iter().skip(1).step_by(2).copied().collect();
+                }
+                g.taken = SLOTS / 2;
+                g.stride *= 2;
+            }
         }
     });
-    for (&session, g) in grids.iter_mut() {
-        while g.next <= SLOTS {
-            snapshot(&mut sites, session, g.next - 1);
-            g.next += 1;
-        }
+    // The last moment: each image's end.
+    let mut moments: FxHashMap<SessionId, usize> = FxHashMap::default();
+    for (&session, g) in &grids {
+        snapshot(&mut sites, session, g.taken);
+        moments.insert(session, g.taken + 1);
     }
-    // The checkpoints of a process: CHECKPOINTS slots from the first one with its events
-    // to the end of its last one (its state at its end).
-    let checkpoints = |(first, last): (usize, usize)| -> Vec<usize> {
-        let slots = (last + 1).saturating_sub(first).max(1);
+    // The checkpoints of an image of `n` moments: CHECKPOINTS of them evenly spread, the
+    // last its end.
+    let checkpoints = |n: usize| -> Vec<usize> {
         (1..=CHECKPOINTS)
-            .map(|k| {
-                (first + slots * k / CHECKPOINTS)
-                    .saturating_sub(1)
-                    .clamp(first, SLOTS - 1)
-            })
+            .map(|k| (n * k / CHECKPOINTS).saturating_sub(1))
             .collect()
     };
     for (&(session, _), s) in sites.iter_mut() {
-        let life = grids
-            .get(&session)
-            .map_or((0, 0), |g| (g.first.unwrap_or(0), g.last));
-        let h: Vec<u64> = checkpoints(life)
+        let n = moments.get(&session).copied().unwrap_or(1);
+        let h: Vec<u64> = checkpoints(n)
             .iter()
             .map(|&k| s.history.get(k).copied().unwrap_or(s.live_blocks))
             .collect();

@@ -3,13 +3,16 @@
  * when error_condition_1 holds. Beside it, a site whose blocks are always freed (scratch)
  * and one whose blocks are never freed (registry).
  *
- * Usage: leakcause [REQUESTS] [THREADS] [WORK] (default 2000 requests, 1 thread, no work);
- * WORK is a busy loop of that many iterations per request (for benchmarks). With THREADS > 1
+ * Usage: leakcause [REQUESTS] [THREADS] [WORK] [PAUSE_MS] (default 2000 requests, 1 thread,
+ * no work, no pause); WORK is a busy loop of that many iterations per request (for
+ * benchmarks); PAUSE_MS a sleep after the requests, before the program's last allocation
+ * (printf's buffer). With THREADS > 1
  * THREADS worker threads run the requests (the main thread only waits), so allocations at
  * the site happen while one is traced. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #define N 64
 #define NOINLINE __attribute__((noinline))
@@ -90,6 +93,11 @@ int main(int argc, char **argv) {
         for (int i = 0; i < threads && i < 16; i++)
             pthread_create(&t[i], NULL, work, (void *)(long)i);
         for (int i = 0; i < threads && i < 16; i++) pthread_join(t[i], NULL);
+    }
+    if (argc > 4) {
+        long ms = atol(argv[4]);
+        struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
     }
     printf("done %ld\n", requests);
     return 0;
