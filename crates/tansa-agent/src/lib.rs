@@ -302,6 +302,7 @@ unsafe extern "C" fn thread_exit(value: *mut c_void) {
 
 extern "C" fn on_exit_handler(code: c_int, _arg: *mut c_void) {
     sampler::account_unsampled();
+    sampler::account_running_threads();
     session::SESSION.note_exit(EXIT_NORMAL, code);
 }
 
@@ -309,7 +310,13 @@ extern "C" fn on_exit_handler(code: c_int, _arg: *mut c_void) {
 /// the agent's only chance to see it), then ends the process as glibc's `_exit` does.
 #[unsafe(no_mangle)]
 pub extern "C" fn _exit(code: c_int) -> ! {
+    // The child of `vfork` (whose `exec` failed) shares its parent's memory and this
+    // thread's static TLS: what it noted would be the parent's.
+    if thread::current().vfork_return.get() != 0 {
+        sys::exit_group(code)
+    }
     sampler::account_unsampled();
+    sampler::account_running_threads();
     session::SESSION.note_exit(EXIT_IMMEDIATE, code);
     session::SESSION.warn_if_orphaned();
     sys::exit_group(code)
@@ -368,7 +375,12 @@ extern "C" fn vfork_real() -> usize {
 /// [`vfork`]: returns the caller's return address; in the parent, first tells the collector
 /// of the child.
 extern "C" fn vfork_after(pid: libc::pid_t) -> u64 {
-    let ra = thread::current().vfork_return.get();
+    let st = thread::current();
+    let ra = st.vfork_return.get();
+    // Set while the child runs (see `_exit`); the parent clears it once resumed.
+    if pid != 0 {
+        st.vfork_return.set(0);
+    }
     if pid > 0 && matches!(state(), State::Ready) {
         let mut program = [0u8; 256];
         let program = sys::proc_program(pid as u32, &mut program);

@@ -13,6 +13,10 @@
 //! shorter than a tick may get no sample at all). That time is not dropped silently: each
 //! thread counts the periods signalled to it, and when it ends (or the process exits) the
 //! CPU time beyond them is added to the session's `unsampled_ns`, which reports state.
+//! Threads still running when the process exits never end by themselves: each also keeps
+//! its CPU time at arming and its periods in a slot of a process-wide table, and the exit
+//! reads their CPU clocks and counts them. Whoever empties a slot (the thread ending, or
+//! the exit) counts that thread, so none is counted twice.
 //!
 //! The handler takes no lock that the interrupted code could hold: when the interrupted
 //! thread is inside the agent (depth, busy or internal), the sample is counted as lost. It
@@ -20,13 +24,60 @@
 //! module the map does not know yet asks the next ordinary hook call to rescan.
 
 use core::ffi::{c_int, c_void};
-use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use crate::{sys, thread};
 
 static SAMPLING: AtomicBool = AtomicBool::new(false);
 static PERIOD_NS: AtomicU64 = AtomicU64::new(0);
 static RESCAN_WANTED: AtomicBool = AtomicBool::new(false);
+
+/// Threads with a timer whose unsampled time the exit can count. Beyond this many at once,
+/// a thread still running at the exit is not counted (each one's loss is less than a
+/// period). Zeroed memory: pages are touched only where threads take slots.
+const SLOTS: usize = 8192;
+/// A slot's `tid` while its thread fills it in.
+const CLAIMING: u32 = u32::MAX;
+
+/// A running thread's sampling state, for the exit.
+struct Slot {
+    /// Its thread id; 0 for a free slot.
+    tid: AtomicU32,
+    /// Its CPU time when its timer was armed.
+    armed: AtomicU64,
+    /// The periods signalled to it since.
+    periods: AtomicU64,
+}
+
+static TABLE: [Slot; SLOTS] = [const {
+    Slot {
+        tid: AtomicU32::new(0),
+        armed: AtomicU64::new(0),
+        periods: AtomicU64::new(0),
+    }
+}; SLOTS];
+
+/// Takes a slot for the calling thread `tid`, armed at CPU time `armed`: its index plus
+/// one, or 0 when every slot is taken.
+fn take_slot(tid: u32, armed: u64) -> usize {
+    let start = tid as usize % SLOTS;
+    for k in 0..SLOTS {
+        let i = (start + k) % SLOTS;
+        let slot = &TABLE[i];
+        if slot.tid.load(Ordering::Relaxed) == 0
+            && slot
+                .tid
+                .compare_exchange(0, CLAIMING, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+        {
+            slot.armed.store(armed, Ordering::Relaxed);
+            slot.periods.store(0, Ordering::Relaxed);
+            slot.tid.store(tid, Ordering::Release);
+            return i + 1;
+        }
+    }
+    0
+}
 
 /// Whether the agent samples (and records no heap events).
 #[inline]
@@ -93,10 +144,13 @@ pub fn arm_current_thread() {
                 tv_nsec: period % 1_000_000_000,
             },
         };
-        st.cpu_armed.set(sys::thread_cpu_ns());
+        let armed = sys::thread_cpu_ns();
+        st.cpu_armed.set(armed);
         st.periods.set(0);
+        st.timer_slot.set(take_slot(sys::gettid(), armed));
         libc::timer_settime(id, 0, &spec, core::ptr::null_mut());
-        st.timer.set(id as usize);
+        // Plus one: the first timer of a process has the id 0.
+        st.timer.set((id as usize).wrapping_add(1));
     }
     crate::register_thread_exit(core::ptr::null_mut());
 }
@@ -108,6 +162,16 @@ pub fn account_unsampled() {
     let st = thread::current();
     if st.timer.get() == 0 {
         return;
+    }
+    // The thread's slot goes: whoever empties it counts the thread. If the exit emptied it
+    // first (this thread ran on while another one exited the process), it was counted.
+    if let Some(i) = st.timer_slot.replace(0).checked_sub(1) {
+        let tid = TABLE[i].tid.swap(0, Ordering::AcqRel);
+        if tid == 0 || tid == CLAIMING {
+            st.cpu_armed.set(sys::thread_cpu_ns());
+            st.periods.set(0);
+            return;
+        }
     }
     let now = sys::thread_cpu_ns();
     let period = PERIOD_NS.load(Ordering::Relaxed);
@@ -127,14 +191,57 @@ pub fn disarm_current_thread() {
     let st = thread::current();
     let id = st.timer.replace(0);
     if id != 0 {
-        // SAFETY: `id` is a timer this thread created and has not deleted.
-        unsafe { libc::timer_delete(id as libc::timer_t) };
+        // SAFETY: `id - 1` is a timer this thread created and has not deleted.
+        unsafe { libc::timer_delete((id - 1) as libc::timer_t) };
     }
 }
 
-/// Forgets a timer inherited by a forked child (timers are not inherited; the id is stale).
+/// At the process's exit (from the exiting thread): counts the unsampled CPU time of every
+/// other thread that still runs (what [`account_unsampled`] counts for a thread that ends).
+pub fn account_running_threads() {
+    if !is_sampling() {
+        return;
+    }
+    let me = sys::gettid();
+    let period = PERIOD_NS.load(Ordering::Relaxed);
+    for slot in &TABLE {
+        let tid = slot.tid.load(Ordering::Acquire);
+        if tid == 0
+            || tid == CLAIMING
+            || tid == me
+            || slot
+                .tid
+                .compare_exchange(tid, 0, Ordering::AcqRel, Ordering::Relaxed)
+                .is_err()
+        {
+            continue;
+        }
+        // A thread that is gone (it ended without running its key destructors) has no
+        // clock left to read.
+        let Some(now) = sys::thread_cpu_ns_of(tid) else {
+            continue;
+        };
+        let spent = now.saturating_sub(slot.armed.load(Ordering::Relaxed));
+        let covered = slot.periods.load(Ordering::Relaxed).saturating_mul(period);
+        let unsampled = spent.saturating_sub(covered);
+        if unsampled > 0 {
+            crate::session::SESSION.add_unsampled(unsampled);
+        }
+    }
+}
+
+/// Forgets a timer inherited by a forked child (timers are not inherited; the id is stale),
+/// and the slots of the parent's threads, which do not run in the child.
 pub fn forget_inherited_timer() {
-    thread::current().timer.set(0);
+    let st = thread::current();
+    st.timer.set(0);
+    st.timer_slot.set(0);
+    for slot in &TABLE {
+        // Only slots in use: a store to an untouched page would make it resident.
+        if slot.tid.load(Ordering::Relaxed) != 0 {
+            slot.tid.store(0, Ordering::Relaxed);
+        }
+    }
 }
 
 extern "C" fn on_sigprof(_sig: c_int, info: *mut libc::siginfo_t, uctx: *mut c_void) {
@@ -151,6 +258,11 @@ extern "C" fn on_sigprof(_sig: c_int, info: *mut libc::siginfo_t, uctx: *mut c_v
                 weight += overrun.max(0) as u32;
                 let st = thread::current();
                 st.periods.set(st.periods.get() + u64::from(weight));
+                if let Some(i) = st.timer_slot.get().checked_sub(1) {
+                    TABLE[i]
+                        .periods
+                        .fetch_add(u64::from(weight), Ordering::Relaxed);
+                }
             }
         }
     }

@@ -59,8 +59,12 @@ pub struct ThreadState {
     /// Non-zero while this thread is in a section a signal handler must not enter: writing a
     /// record, draining the queue, holding a lock of the live-block table.
     pub busy: Cell<u32>,
-    /// The thread's CPU-sampling timer (`timer_t`), or 0.
+    /// The thread's CPU-sampling timer (`timer_t`) plus one, or 0 for none (the first timer
+    /// of a process has the id 0).
     pub timer: Cell<usize>,
+    /// The index plus one of the thread's slot among the running threads whose unsampled
+    /// time the exit counts (`sampler`), or 0.
+    pub timer_slot: Cell<usize>,
     /// CPU sampling: the thread's CPU time when its timer was armed (or its time last
     /// accounted), in nanoseconds.
     pub cpu_armed: Cell<u64>,
@@ -85,6 +89,7 @@ thread_local! {
             nested_tail: Cell::new(0),
             busy: Cell::new(0),
             timer: Cell::new(0),
+            timer_slot: Cell::new(0),
             cpu_armed: Cell::new(0),
             periods: Cell::new(0),
             sample_left: Cell::new(0),

@@ -922,6 +922,76 @@ fn cpu_time_of_short_threads_in_no_sample_is_stated() {
     );
 }
 
+/// Threads still running when their process exits, under the in-process sampler: their
+/// last partial period is counted as unsampled by the exit (they never end by themselves),
+/// and so is the main thread's (its timer, the first of the process, has the id 0, which
+/// was taken for "no timer"). Before, both were lost without a word: 40 threads of 2.5 ms
+/// each came out as 19 samples and 0 unsampled against 104 ms used, and a program whose
+/// main thread alone ran 2.5 ms as 0 samples and 0 unsampled.
+#[test]
+fn cpu_time_of_threads_running_at_exit_in_no_sample_is_stated() {
+    let exe = threaded_program("liveatexit");
+    let tmp = tmp();
+    for threads in ["0", "40"] {
+        let file = tmp.path().join(format!("live{threads}.tansa"));
+        let out = sample(
+            &file,
+            &["--source", "agent"],
+            &[exe.to_str().unwrap(), threads, "2500"],
+        );
+        let said = String::from_utf8_lossy(&out.stdout);
+        let measured: u64 = said
+            .lines()
+            .find_map(|l| l.strip_prefix("cpu "))
+            .unwrap_or_else(|| panic!("{said}"))
+            .parse()
+            .unwrap();
+        let r = report(&file, "process");
+        let sampled = n(&r, "total_samples") * n(&r, "period_ns");
+        let unsampled = n(&r, "unsampled_ns");
+        assert!(unsampled > 0, "{threads} threads: {r}");
+        let both = sampled + unsampled;
+        let slack = measured / 10 + 1_000_000;
+        assert!(
+            both.abs_diff(measured) <= slack,
+            "{threads} threads: sampled {sampled} ns + unsampled {unsampled} ns against \
+             {measured} ns measured"
+        );
+    }
+}
+
+/// The child of `vfork` shares its parent's memory and thread-local state until it executes
+/// a program or ends: a child whose `exec` failed and that called `_exit` counted its
+/// parent's thread as ended (and, before, reset the CPU time its parent's count starts
+/// from, so that the parent's sampled time was counted again as unsampled).
+#[test]
+fn a_vfork_child_that_fails_to_execute_leaves_its_parents_count_alone() {
+    let exe = threaded_program("vforkfail");
+    let tmp = tmp();
+    let file = tmp.path().join("vfork.tansa");
+    let out = sample(
+        &file,
+        &["--source", "agent"],
+        &[exe.to_str().unwrap(), "20500"],
+    );
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("child 127"), "{said}");
+    let measured: u64 = said
+        .lines()
+        .find_map(|l| l.strip_prefix("cpu "))
+        .unwrap_or_else(|| panic!("{said}"))
+        .parse()
+        .unwrap();
+    let r = report(&file, "process");
+    let sampled = n(&r, "total_samples") * n(&r, "period_ns");
+    let unsampled = n(&r, "unsampled_ns");
+    let both = sampled + unsampled;
+    assert!(
+        both.abs_diff(measured) <= measured / 10 + 1_000_000,
+        "sampled {sampled} ns + unsampled {unsampled} ns against {measured} ns measured"
+    );
+}
+
 /// `--by thread`: each thread by the name it took, with its share, from perf and from the
 /// agent. Two threads run at once, one for twice the other's CPU time. (With perf, the
 /// threads' renames, recorded on other CPUs than their process's exec, were applied before
