@@ -271,6 +271,67 @@ fn heap_deltas_per_library_and_function_are_exact_and_gate_on_them() {
     );
 }
 
+/// A side may be a directory: its heap recordings are read as one (a job's per-rank files,
+/// `mpiexec ... tansa record -o run1/job-%r.tansa`), and the additive figures are the sums
+/// of its recordings. A directory of nothing, or of a CPU recording beside heap ones, is a
+/// usage error.
+#[test]
+fn a_directory_of_recordings_is_one_side() {
+    let dir = tempfile::tempdir().unwrap();
+    let (side_a, side_b) = (dir.path().join("run1"), dir.path().join("run2"));
+    for (side, n) in [(&side_a, LEAK_A), (&side_b, LEAK_B)] {
+        std::fs::create_dir(side).unwrap();
+        for rank in 0..2 {
+            record_leak(side, &format!("job-{rank}.tansa"), n);
+        }
+    }
+    let d = diff_json(&side_a, &side_b, &["--metric", "net"]);
+    let lib = row(&d, "libdiffleak.so");
+    let additive = |f: &Value| {
+        (
+            i(&f["net_bytes"]),
+            i(&f["allocated_bytes"]),
+            i(&f["total_calls"]),
+        )
+    };
+    assert_eq!(
+        additive(&lib["a"]),
+        (
+            2 * LEAK_A * BLOCK,
+            2 * (LEAK_A * BLOCK + 4096),
+            2 * (LEAK_A + 2)
+        )
+    );
+    assert_eq!(
+        additive(&lib["delta"]),
+        (
+            2 * (LEAK_B - LEAK_A) * BLOCK,
+            2 * (LEAK_B - LEAK_A) * BLOCK,
+            2 * (LEAK_B - LEAK_A)
+        )
+    );
+    assert_eq!(d["a"]["file"], side_a.to_str().unwrap(), "{d:#}");
+
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let out = diff(&empty, &side_b, &[]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("is a directory without recordings (*.tansa) in it"),
+        "{}",
+        stderr(&out)
+    );
+    let cpu = sample(&side_a, "cpu.tansa", "20");
+    assert!(cpu.starts_with(&side_a));
+    let out = diff(&side_a, &side_b, &[]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("holds heap and CPU recordings"),
+        "{}",
+        stderr(&out)
+    );
+}
+
 /// The built `cpu_share` program of tests/programs/cpu (as tests/cpu_sample.rs builds it).
 fn cpu_share() -> &'static PathBuf {
     static EXE: OnceLock<PathBuf> = OnceLock::new();

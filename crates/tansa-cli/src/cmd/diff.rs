@@ -25,7 +25,10 @@ Examples:
   tansa diff cpu-a.tansa cpu-b.tansa --by function         two `tansa sample` recordings
 
 Both recordings must be of the same kind (two heap recordings from `tansa record`, or two
-CPU recordings from `tansa sample`); each is reported on with the same options, then units
+CPU recordings from `tansa sample`). A or B may be a directory: every heap recording in it
+(*.tansa) is read as one, as `tansa report` reads a job's per-rank files:
+  tansa diff run1/ run2/          mpiexec ... tansa record -o run1/job-%r.tansa -- ./prog
+Each side is reported on with the same options, then units
 are matched: by name (libraries, functions, lines, instructions), by name and index (--by
 call, --by interval), and by name and rank for threads and processes (the first `worker`
 thread of A with the first of B, by process and thread id), since ids change between runs. A
@@ -52,11 +55,12 @@ recordings of different kinds, an option that does not apply); 3 when a recordin
 truncated or damaged (the comparison then covers what was recorded before the damage; 3
 wins over 1, since the figures are partial).")]
 pub struct Args {
-    /// The baseline recording.
+    /// The baseline recording, or a directory of heap recordings read as one (a job's
+    /// per-rank files).
     #[arg(value_name = "A")]
     a: PathBuf,
 
-    /// The recording compared with it.
+    /// The recording compared with it, or a directory of heap recordings.
     #[arg(value_name = "B")]
     b: PathBuf,
 
@@ -213,6 +217,50 @@ fn open(path: &Path) -> anyhow::Result<(File, bool)> {
     Ok((file, kind == tansa_format::container::Kind::Cpu))
 }
 
+/// One side of the comparison: a recording, or every recording (`*.tansa`) in a directory,
+/// in name order; the first one opened, saying whether the side is CPU recordings.
+fn side(path: &Path) -> anyhow::Result<(Vec<PathBuf>, File, bool)> {
+    if !path.is_dir() {
+        let (file, cpu) = open(path)?;
+        return Ok((vec![path.to_path_buf()], file, cpu));
+    }
+    let entries = std::fs::read_dir(path)
+        .map_err(|e| anyhow::anyhow!("{}: cannot list the directory: {e}", path.display()))?;
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "tansa") && p.is_file())
+        .collect();
+    files.sort();
+    let Some(first) = files.first() else {
+        return Err(exit::usage(format!(
+            "{} is a directory without recordings (*.tansa) in it",
+            path.display()
+        )));
+    };
+    let (file, cpu) = open(first)?;
+    for other in &files[1..] {
+        if open(other)?.1 != cpu {
+            return Err(exit::usage(format!(
+                "{} holds heap and CPU recordings ({} and {}): a side of `tansa diff` is \
+                 heap recordings or one CPU recording",
+                path.display(),
+                first.display(),
+                other.display()
+            )));
+        }
+    }
+    if cpu && files.len() > 1 {
+        return Err(exit::usage(format!(
+            "{} holds {} CPU recordings: CPU recordings are compared one with another; give \
+             the files",
+            path.display(),
+            files.len()
+        )));
+    }
+    Ok((files, file, cpu))
+}
+
 fn kind_name(cpu: bool) -> &'static str {
     if cpu { "CPU" } else { "heap" }
 }
@@ -224,8 +272,8 @@ fn usage_of(e: DiffError) -> anyhow::Error {
 
 /// Runs `tansa diff`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let (file_a, cpu_a) = open(&args.a)?;
-    let (file_b, cpu_b) = open(&args.b)?;
+    let (files_a, file_a, cpu_a) = side(&args.a)?;
+    let (files_b, file_b, cpu_b) = side(&args.b)?;
     if cpu_a != cpu_b {
         return Err(exit::usage(format!(
             "{} is a {} recording and {} a {} recording: `tansa diff` compares two heap \
@@ -271,8 +319,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         };
         // A wrong option is told before the recordings are read.
         options.check().map_err(usage_of)?;
-        let (ra, damaged_a) = report_cpu::cpu_report(&args.a, file_a, by, pid_a)?;
-        let (rb, damaged_b) = report_cpu::cpu_report(&args.b, file_b, by, pid_b)?;
+        let (ra, damaged_a) = report_cpu::cpu_report(&files_a[0], file_a, by, pid_a)?;
+        let (rb, damaged_b) = report_cpu::cpu_report(&files_b[0], file_b, by, pid_b)?;
         exit::print_warnings(&args.a, &ra.warnings);
         exit::print_warnings(&args.b, &rb.warnings);
         let d = diff::cpu::diff((&label_a, &ra), (&label_b, &rb), &options).map_err(usage_of)?;
@@ -297,14 +345,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         };
         options.check().map_err(usage_of)?;
         let with_pid = |pid| tansa_analysis::memory::Config { pid, ..config };
-        let (ra, damaged_a) =
-            report::memory_report(std::slice::from_ref(&args.a), with_pid(pid_a), "tansa diff")?;
-        let (rb, damaged_b) =
-            report::memory_report(std::slice::from_ref(&args.b), with_pid(pid_b), "tansa diff")?;
+        drop((file_a, file_b));
+        let (ra, damaged_a) = report::memory_report(&files_a, with_pid(pid_a), "tansa diff")?;
+        let (rb, damaged_b) = report::memory_report(&files_b, with_pid(pid_b), "tansa diff")?;
         exit::print_warnings(&args.a, &ra.warnings);
         exit::print_warnings(&args.b, &rb.warnings);
         let d = diff::memory::diff((&label_a, &ra), (&label_b, &rb), &options).map_err(usage_of)?;
-        out = crate::output::open(args.output.as_deref(), &[&args.a, &args.b])?;
+        let inputs: Vec<&Path> = files_a
+            .iter()
+            .chain(&files_b)
+            .map(PathBuf::as_path)
+            .collect();
+        out = crate::output::open(args.output.as_deref(), &inputs)?;
         tansa_render::diff::write_heap(&d, args.format.into(), &mut out)?;
         (damaged_a || damaged_b, d.gate)
     };
