@@ -446,6 +446,20 @@ fn static_programs_started_by_sh_posix_spawn_system_or_popen_are_listed_as_unrec
         "{:?}",
         warnings(&r)
     );
+    // A flame graph passed on says it too.
+    let svg = dir.path().join("spawn.svg");
+    let out = run_tansa(&[
+        "flamegraph",
+        file.to_str().unwrap(),
+        "-o",
+        svg.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        svg.contains("Warning: 1 process(es) ran without being recorded"),
+        "{svg}"
+    );
 
     // system() and popen() start /bin/sh through glibc's internal spawn, which the agent
     // does not see; the shell runs the agent, and it starts the static program with vfork.

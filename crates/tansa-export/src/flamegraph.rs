@@ -29,6 +29,32 @@ pub struct Options {
     pub by_process: bool,
     /// Start each stack with its MPI rank.
     pub by_rank: bool,
+    /// The recording's warnings (lost events, processes not recorded, estimates, ...):
+    /// the first is shown under the subtitle, with how many more there are, so that a
+    /// flame graph passed on does not hide that its figures are incomplete.
+    pub warnings: Vec<String>,
+}
+
+/// Longest warning text shown in a flame graph (the line is as wide as the graph).
+const WARNING_CHARS: usize = 100;
+
+/// The subtitle, with the first warning, if any.
+fn subtitle(options: &Options) -> Option<String> {
+    let Some(first) = options.warnings.first() else {
+        return options.subtitle.clone();
+    };
+    let mut shown: String = first.chars().take(WARNING_CHARS).collect();
+    if shown.len() < first.len() {
+        shown.push('…');
+    }
+    let more = match options.warnings.len() - 1 {
+        0 => String::new(),
+        n => format!(" (and {n} more warning(s): see `tansa report`)"),
+    };
+    Some(match &options.subtitle {
+        Some(s) => format!("{s}. Warning: {shown}{more}"),
+        None => format!("Warning: {shown}{more}"),
+    })
 }
 
 /// Hues that stay apart from each other, for libraries (degrees).
@@ -77,7 +103,7 @@ fn hsl(h: f64, s: f64, l: f64) -> Color {
 fn inferno_options<'a>(options: &Options, count_name: &str) -> InfernoOptions<'a> {
     let mut o = InfernoOptions::default();
     o.title = options.title.clone();
-    o.subtitle = options.subtitle.clone();
+    o.subtitle = subtitle(options);
     o.count_name = count_name.to_string();
     o.name_type = "Function:".to_string();
     o.deterministic = true;
@@ -171,7 +197,7 @@ pub fn write(profile: &Profile, options: &Options, out: &mut dyn Write) -> Resul
 /// nothing to draw. inferno refuses an empty input.
 fn write_empty(options: &Options, out: &mut dyn Write) -> Result<(), ExportError> {
     let text = |s: &str| quick_xml::escape::escape(s).into_owned();
-    let subtitle = options.subtitle.as_deref().map(text).unwrap_or_default();
+    let subtitle = subtitle(options).as_deref().map(text).unwrap_or_default();
     write!(
         out,
         "<?xml version=\"1.0\" standalone=\"no\"?>\n\

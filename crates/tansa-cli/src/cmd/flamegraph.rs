@@ -141,6 +141,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         reverse: args.reverse,
         by_process: args.by_process,
         by_rank: args.by_rank,
+        warnings: before
+            .warnings
+            .iter()
+            .chain(after.iter().flat_map(|(_, a)| &a.warnings))
+            .cloned()
+            .collect(),
     };
     let default = match &after {
         Some(_) => crate::output::default_name(file, "diff.svg"),
