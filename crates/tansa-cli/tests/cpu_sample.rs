@@ -951,7 +951,9 @@ fn cpu_time_of_threads_running_at_exit_in_no_sample_is_stated() {
         let unsampled = n(&r, "unsampled_ns");
         assert!(unsampled > 0, "{threads} threads: {r}");
         let both = sampled + unsampled;
-        let slack = measured / 10 + 1_000_000;
+        // The program measures from `main`; the agent's own start after the timer was
+        // armed is sampled too (up to 2 ms in a debug build).
+        let slack = measured / 10 + 4_000_000;
         assert!(
             both.abs_diff(measured) <= slack,
             "{threads} threads: sampled {sampled} ns + unsampled {unsampled} ns against \
@@ -986,8 +988,9 @@ fn a_vfork_child_that_fails_to_execute_leaves_its_parents_count_alone() {
     let sampled = n(&r, "total_samples") * n(&r, "period_ns");
     let unsampled = n(&r, "unsampled_ns");
     let both = sampled + unsampled;
+    // As above: the agent's start after the timer was armed is sampled, not measured.
     assert!(
-        both.abs_diff(measured) <= measured / 10 + 1_000_000,
+        both.abs_diff(measured) <= measured / 10 + 3_000_000,
         "sampled {sampled} ns + unsampled {unsampled} ns against {measured} ns measured"
     );
 }
