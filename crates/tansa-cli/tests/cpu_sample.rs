@@ -873,6 +873,53 @@ fn threaded_program(name: &str) -> PathBuf {
     exe
 }
 
+/// A program run under `tansa sample --source agent` that prints "cpu NS", the CPU time it
+/// measured itself: what it printed, `tansa sample`'s standard error, that time, the report
+/// by process, and the sampled and unsampled time of the report.
+struct Accounted {
+    said: String,
+    stderr: String,
+    measured: u64,
+    report: Value,
+    sampled: u64,
+    unsampled: u64,
+}
+
+impl Accounted {
+    fn of(file: &Path, exe: &Path, args: &[&str]) -> Accounted {
+        let mut command = vec![exe.to_str().unwrap()];
+        command.extend(args);
+        let out = sample(file, &["--source", "agent"], &command);
+        let said = String::from_utf8_lossy(&out.stdout).into_owned();
+        let measured: u64 = said
+            .lines()
+            .find_map(|l| l.strip_prefix("cpu "))
+            .unwrap_or_else(|| panic!("{said}"))
+            .parse()
+            .unwrap();
+        let report = report(file, "process");
+        Accounted {
+            said,
+            stderr: stderr(&out),
+            measured,
+            sampled: n(&report, "total_samples") * n(&report, "period_ns"),
+            unsampled: n(&report, "unsampled_ns"),
+            report,
+        }
+    }
+
+    /// Checks that the sampled and the unsampled time add up to the time measured, within
+    /// `slack` ns.
+    fn adds_up(&self, what: &str, slack: u64) {
+        let (sampled, unsampled, measured) = (self.sampled, self.unsampled, self.measured);
+        assert!(
+            (sampled + unsampled).abs_diff(measured) <= slack,
+            "{what}: sampled {sampled} ns + unsampled {unsampled} ns against {measured} ns \
+             measured"
+        );
+    }
+}
+
 /// Short-lived threads under the in-process sampler: the part of each thread's last period
 /// that had not ended when the thread ended is in no sample (and the kernel checks CPU-time
 /// timers at its tick, so a 3 ms thread may get no sample at all). That time is counted
@@ -882,43 +929,23 @@ fn threaded_program(name: &str) -> PathBuf {
 fn cpu_time_of_short_threads_in_no_sample_is_stated() {
     let exe = threaded_program("shortthreads");
     let tmp = tmp();
-    let file = tmp.path().join("short.tansa");
-    let out = sample(
-        &file,
-        &["--source", "agent"],
-        &[exe.to_str().unwrap(), "60", "3000"],
-    );
-    let said = String::from_utf8_lossy(&out.stdout);
-    let measured: u64 = said
-        .lines()
-        .find_map(|l| l.strip_prefix("cpu "))
-        .unwrap_or_else(|| panic!("{said}"))
-        .parse()
-        .unwrap();
+    let a = Accounted::of(&tmp.path().join("short.tansa"), &exe, &["60", "3000"]);
     assert!(
-        stderr(&out).contains("ms of CPU time is in no sample"),
+        a.stderr.contains("ms of CPU time is in no sample"),
         "{}",
-        stderr(&out)
+        a.stderr
     );
-    let r = report(&file, "process");
-    let sampled = n(&r, "total_samples") * n(&r, "period_ns");
-    let unsampled = n(&r, "unsampled_ns");
-    assert!(unsampled > 0, "{r}");
-    let both = sampled + unsampled;
-    let slack = measured / 10 + 3_000_000;
+    assert!(a.unsampled > 0, "{}", a.report);
+    a.adds_up("short threads", a.measured / 10 + 3_000_000);
+    let warning = format!("{:.1} ms of CPU time (", a.unsampled as f64 / 1e6);
     assert!(
-        both.abs_diff(measured) <= slack,
-        "sampled {sampled} ns + unsampled {unsampled} ns against {measured} ns measured"
-    );
-    let warning = format!("{:.1} ms of CPU time (", unsampled as f64 / 1e6);
-    assert!(
-        r["warnings"]
+        a.report["warnings"]
             .as_array()
             .unwrap()
             .iter()
             .any(|w| w.as_str().unwrap().starts_with(&warning)),
         "{}",
-        r["warnings"]
+        a.report["warnings"]
     );
 }
 
@@ -934,31 +961,11 @@ fn cpu_time_of_threads_running_at_exit_in_no_sample_is_stated() {
     let tmp = tmp();
     for threads in ["0", "40"] {
         let file = tmp.path().join(format!("live{threads}.tansa"));
-        let out = sample(
-            &file,
-            &["--source", "agent"],
-            &[exe.to_str().unwrap(), threads, "2500"],
-        );
-        let said = String::from_utf8_lossy(&out.stdout);
-        let measured: u64 = said
-            .lines()
-            .find_map(|l| l.strip_prefix("cpu "))
-            .unwrap_or_else(|| panic!("{said}"))
-            .parse()
-            .unwrap();
-        let r = report(&file, "process");
-        let sampled = n(&r, "total_samples") * n(&r, "period_ns");
-        let unsampled = n(&r, "unsampled_ns");
-        assert!(unsampled > 0, "{threads} threads: {r}");
-        let both = sampled + unsampled;
+        let a = Accounted::of(&file, &exe, &[threads, "2500"]);
+        assert!(a.unsampled > 0, "{threads} threads: {}", a.report);
         // The program measures from `main`; the agent's own start after the timer was
         // armed is sampled too (up to 2 ms in a debug build).
-        let slack = measured / 10 + 4_000_000;
-        assert!(
-            both.abs_diff(measured) <= slack,
-            "{threads} threads: sampled {sampled} ns + unsampled {unsampled} ns against \
-             {measured} ns measured"
-        );
+        a.adds_up(&format!("{threads} threads"), a.measured / 10 + 4_000_000);
     }
 }
 
@@ -970,29 +977,10 @@ fn cpu_time_of_threads_running_at_exit_in_no_sample_is_stated() {
 fn a_vfork_child_that_fails_to_execute_leaves_its_parents_count_alone() {
     let exe = threaded_program("vforkfail");
     let tmp = tmp();
-    let file = tmp.path().join("vfork.tansa");
-    let out = sample(
-        &file,
-        &["--source", "agent"],
-        &[exe.to_str().unwrap(), "20500"],
-    );
-    let said = String::from_utf8_lossy(&out.stdout);
-    assert!(said.contains("child 127"), "{said}");
-    let measured: u64 = said
-        .lines()
-        .find_map(|l| l.strip_prefix("cpu "))
-        .unwrap_or_else(|| panic!("{said}"))
-        .parse()
-        .unwrap();
-    let r = report(&file, "process");
-    let sampled = n(&r, "total_samples") * n(&r, "period_ns");
-    let unsampled = n(&r, "unsampled_ns");
-    let both = sampled + unsampled;
+    let a = Accounted::of(&tmp.path().join("vfork.tansa"), &exe, &["20500"]);
+    assert!(a.said.contains("child 127"), "{}", a.said);
     // As above: the agent's start after the timer was armed is sampled, not measured.
-    assert!(
-        both.abs_diff(measured) <= measured / 10 + 3_000_000,
-        "sampled {sampled} ns + unsampled {unsampled} ns against {measured} ns measured"
-    );
+    a.adds_up("vfork", a.measured / 10 + 3_000_000);
 }
 
 /// `--by thread`: each thread by the name it took, with its share, from perf and from the
