@@ -236,6 +236,9 @@ pub fn forget_inherited_timer() {
     let st = thread::current();
     st.timer.set(0);
     st.timer_slot.set(0);
+    if !is_sampling() {
+        return;
+    }
     for slot in &TABLE {
         // Only slots in use: a store to an untouched page would make it resident.
         if slot.tid.load(Ordering::Relaxed) != 0 {
