@@ -3,9 +3,9 @@
 //! Every recording: per allocation site (one allocation stack of one process image), its
 //! allocations, frees, the blocks and bytes still allocated at the end, and its judgement
 //! ([`tansa_leakcause::judge`]) from the outstanding blocks at [`CHECKPOINTS`] moments evenly
-//! spread over its process's allocations and releases. A `--leak-cause` recording adds, for the sites it traced,
-//! the range end, the distinct freed (F) and not-freed (E) paths and their grammar, and the
-//! cause functions and branches ([`tansa_leakcause::identify`]). Several recordings of a job
+//! spread over its process's allocations and releases. A `--leak-cause` recording adds, for
+//! the sites it traced, the range end, the distinct freed (F) and not-freed (E) paths and
+//! their grammar, and the cause functions and branches ([`tansa_leakcause::identify`]). Several recordings of a job
 //! read as one keep their processes apart, and each recording's leak-cause tracing.
 
 use std::collections::BTreeMap;
