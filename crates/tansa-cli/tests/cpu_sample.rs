@@ -969,6 +969,46 @@ fn cpu_time_of_threads_running_at_exit_in_no_sample_is_stated() {
     }
 }
 
+/// A command that `--duration` ends (with SIGTERM, as perf does) under the agent's timers
+/// runs none of the agent's exit code, so its threads' last partial periods cannot be
+/// counted as unsampled: the report says so, naming the process and the signal.
+#[test]
+fn a_command_ended_by_a_signal_under_the_agent_is_said_to_miss_its_last_periods() {
+    let p = programs();
+    let tmp = tmp();
+    let file = tmp.path().join("ended.tansa");
+    let out = run(&[
+        "sample",
+        "-o",
+        file.to_str().unwrap(),
+        "--source",
+        "agent",
+        "--duration",
+        "0.5",
+        "--",
+        p.child.to_str().unwrap(),
+        "20000",
+    ]);
+    // The command's status: SIGTERM.
+    assert_eq!(out.status.code(), Some(128 + 15), "{}", stderr(&out));
+    let r = report(&file, "process");
+    let pid = units(&r)
+        .iter()
+        .find(|u| u["command"] == "cpu_child")
+        .and_then(|u| u["pid"].as_u64())
+        .unwrap_or_else(|| panic!("no cpu_child in {r}"));
+    let warning = format!("1 process(es) ended by a signal ({pid} (SIGTERM)): ");
+    assert!(
+        r["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w.as_str().unwrap().starts_with(&warning)),
+        "{}",
+        r["warnings"]
+    );
+}
+
 /// The child of `vfork` shares its parent's memory and thread-local state until it executes
 /// a program or ends: a child whose `exec` failed and that called `_exit` counted its
 /// parent's thread as ended (and, before, reset the CPU time its parent's count starts

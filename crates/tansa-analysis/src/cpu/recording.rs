@@ -9,7 +9,7 @@ use tansa_format::cpu::{
     self, AddressCount, Checkpoint, Completed, CpuInfo, CpuSummary, Module, Process, SourceFile,
     Stack, StackCount, TimelineEntry, Unsampled,
 };
-use tansa_format::meta::RecordingMeta;
+use tansa_format::meta::{ExitStatus, RecordingMeta, signal_name};
 use tansa_format::symtab::SymbolTable;
 
 /// Errors opening a CPU recording.
@@ -345,6 +345,36 @@ impl CpuRecording {
                 (sampled.saturating_add(u.cpu_ns)) as f64 / 1e6,
                 u.threads
             ));
+        }
+        if rec.info.source == cpu::SampleSource::Agent {
+            // A process killed by a signal runs none of the agent's exit code: its running
+            // threads' last partial periods are in no sample and not counted above.
+            let killed: Vec<String> = rec
+                .processes
+                .iter()
+                .filter_map(|p| match p.exit {
+                    Some(ExitStatus::Signaled { signal, .. }) => {
+                        Some(format!("{} ({})", p.pid, signal_name(signal)))
+                    }
+                    _ => None,
+                })
+                .collect();
+            if !killed.is_empty() {
+                let shown: Vec<&str> = killed.iter().take(10).map(String::as_str).collect();
+                rec.warnings.push(format!(
+                    "{} process(es) ended by a signal ({}{}): what their threads still running \
+                     then had used since their last sample (up to a sampling period, {:.1} ms, \
+                     each, or a kernel tick if longer) is in no sample and not counted as such",
+                    killed.len(),
+                    shown.join(", "),
+                    if killed.len() > shown.len() {
+                        ", ..."
+                    } else {
+                        ""
+                    },
+                    rec.info.period_ns as f64 / 1e6
+                ));
+            }
         }
         rec.warnings.extend(rec.symbols.unresolved_notes());
         if rec.symbols.modules.is_empty() && !rec.modules.is_empty() {
