@@ -44,18 +44,9 @@ pub fn set(path: Option<&[u8]>) {
 
 /// Writes `n` in decimal at `out[at..]`; returns the position after it (`None` if it
 /// does not fit).
-fn put_decimal(out: &mut [u8], at: usize, mut n: u64) -> Option<usize> {
+fn put_decimal(out: &mut [u8], at: usize, n: u64) -> Option<usize> {
     let mut digits = [0u8; 20];
-    let mut k = digits.len();
-    loop {
-        k -= 1;
-        digits[k] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    let d = &digits[k..];
+    let d = crate::sys::fmt_u64(n, &mut digits);
     out.get_mut(at..at + d.len())?.copy_from_slice(d);
     Some(at + d.len())
 }

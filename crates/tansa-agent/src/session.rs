@@ -128,8 +128,9 @@ impl Session {
     }
 
     /// Tells the collector that this process started `child` running `path` with
-    /// `posix_spawn` or `vfork` (`how`): a child that never runs the agent (statically linked, set-uid) is
-    /// then listed as unrecorded, not forgotten. Nothing is sent without a session.
+    /// `posix_spawn` or `vfork` (`how`): a child that never runs the agent (statically
+    /// linked, set-uid) is then listed as unrecorded, not forgotten. Nothing is sent without
+    /// a session.
     pub fn note_spawned(
         &self,
         child: u32,

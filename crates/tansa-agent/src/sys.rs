@@ -484,27 +484,11 @@ pub fn readlink(path: &CStr, buf: &mut [u8]) -> usize {
 
 /// `/proc/PID/NAME` as a C string in `out`.
 fn proc_path<'a>(pid: u32, name: &[u8], out: &'a mut [u8; 48]) -> &'a CStr {
-    let mut digits = [0u8; 10];
-    let mut n = 0;
-    let mut v = pid;
-    loop {
-        digits[n] = b'0' + (v % 10) as u8;
-        n += 1;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
+    let mut digits = [0u8; 20];
+    let pid = fmt_u64(u64::from(pid), &mut digits);
     *out = [0; 48];
-    let parts: [&[u8]; 4] = [b"/proc/", &[], b"/", name];
     let mut at = 0;
-    for (k, part) in parts.iter().enumerate() {
-        if k == 1 {
-            for d in digits[..n].iter().rev() {
-                out[at] = *d;
-                at += 1;
-            }
-        }
+    for part in [b"/proc/".as_slice(), pid, b"/", name] {
         for &b in part.iter().take(47 - at) {
             out[at] = b;
             at += 1;

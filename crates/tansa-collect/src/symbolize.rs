@@ -9,10 +9,10 @@
 //! addresses that came last. Each file is opened as soon as a stack names it, whatever the
 //! CPUs' load, so that a file rebuilt or deleted later is still the one resolved. Each
 //! address resolves on its own, so the table is the one resolving everything at the end
-//! gives. The thread keeps the normal priority: work at
-//! idle priority would hold up the final lookups for as long as the program keeps the CPUs
-//! busy (work under way, or queued, runs before them), and a process without
-//! `CAP_SYS_NICE` cannot raise a lowered priority again.
+//! gives. The thread keeps the normal priority: work at idle priority would hold up the
+//! final lookups for as long as the program keeps the CPUs busy (work under way, or queued,
+//! runs before them), and a process without `CAP_SYS_NICE` cannot raise a lowered priority
+//! again.
 //!
 //! The meta streams name the modules of each session (`ModuleLoad`) and the frames of each
 //! stack (`StackDef`, as module id and offset). Addresses are grouped by file (path and

@@ -60,6 +60,7 @@ impl Spawn {
         }
     }
 }
+
 /// Longest program path a [`HELLO_SPAWNED`] message carries (longer ones are cut).
 pub const SPAWNED_PATH_MAX: usize = 256;
 
