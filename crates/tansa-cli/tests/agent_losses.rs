@@ -13,15 +13,6 @@ use std::time::{Duration, Instant};
 use common::*;
 use serde_json::Value;
 
-fn warnings(r: &Value) -> Vec<String> {
-    r["warnings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|w| w.as_str().unwrap().to_string())
-        .collect()
-}
-
 /// Allocator calls recorded in `file`, by thread id and by function (`malloc`, `free`,
 /// `realloc`, ...).
 fn calls_by_thread(file: &std::path::Path) -> HashMap<u64, HashMap<String, u64>> {

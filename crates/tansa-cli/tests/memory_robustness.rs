@@ -593,12 +593,7 @@ fn a_program_rebuilt_or_deleted_while_recorded_keeps_its_names() {
         let r = report_json(&file, &["--by", "function"]);
         assert_eq!(bytes(unit(&r, "rebuilt!alloc_early")).0, 1000, "{change:?}");
         assert_eq!(bytes(unit(&r, "rebuilt!alloc_late")).0, 2000, "{change:?}");
-        let warnings: Vec<&str> = r["warnings"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter_map(|w| w.as_str())
-            .collect();
+        let warnings = warnings(&r);
         assert!(
             !warnings.iter().any(|w| w.contains("no function names")),
             "{change:?}: {warnings:?}"

@@ -269,6 +269,16 @@ pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// The `warnings` of a JSON report.
+pub fn warnings(report: &Value) -> Vec<String> {
+    report["warnings"]
+        .as_array()
+        .expect("a report's warnings")
+        .iter()
+        .map(|w| w.as_str().expect("a warning is text").to_string())
+        .collect()
+}
+
 /// Every record of `file`'s streams, from `tansa dump --events --format jsonl`
 /// (docs/json/dump-events.v1.md).
 pub fn dumped_records(file: &Path) -> Vec<serde_json::Value> {
