@@ -30,7 +30,8 @@ enum Command {
     /// Compare two heap recordings or two CPU recordings per unit; with --fail-if-growth, a
     /// CI gate for memory regressions.
     Diff(cmd::diff::Args),
-    /// Print a recording's raw contents (sessions, modules, stacks, events).
+    /// Print a recording's raw contents: heap (sessions, modules, stacks, events) or CPU
+    /// (each frame's processes, modules, counts, checkpoints and totals).
     Dump(cmd::dump::Args),
     /// The leaking allocation sites of a heap recording and, for `record --leak-cause`,
     /// the function and branch where their leaking paths part from the freeing ones.

@@ -9,6 +9,7 @@ use std::process::ExitCode;
 
 use serde_json::{Value, json};
 use tansa_format::container::{FrameType, Reader};
+use tansa_format::cpu;
 use tansa_format::memory::{self, split_meta_chunk, split_thread_chunk};
 use tansa_wire::event::{DecodeError, Decoder, ImproperOp, Record, StreamState};
 
@@ -397,6 +398,78 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                     for f in &lc.failures {
                         writeln!(out, "    failure: {f}")?;
                     }
+                }
+                cpu::INFO => writeln!(out, " info {:?}", frame.decode::<cpu::CpuInfo>()?)?,
+                cpu::PROCESSES => {
+                    let processes: Vec<cpu::Process> = frame.decode()?;
+                    writeln!(out, " processes: {}", processes.len())?;
+                    for p in &processes {
+                        writeln!(
+                            out,
+                            "    process {}: pid {} ({}) {:?}, {} thread(s), exit {:?}",
+                            p.id,
+                            p.pid,
+                            p.comm,
+                            p.cmdline,
+                            p.threads.len(),
+                            p.exit
+                        )?;
+                    }
+                }
+                cpu::MODULES => {
+                    let modules: Vec<cpu::Module> = frame.decode()?;
+                    writeln!(out, " modules: {}", modules.len())?;
+                    for m in &modules {
+                        writeln!(
+                            out,
+                            "    module {}: {} {:?} build-id {}",
+                            m.id,
+                            m.path,
+                            m.kind,
+                            hex(&m.build_id)
+                        )?;
+                    }
+                }
+                cpu::ADDRESSES => {
+                    let counts: Vec<cpu::AddressCount> = frame.decode()?;
+                    let samples: u64 = counts.iter().map(|c| c.count).sum();
+                    writeln!(
+                        out,
+                        " addresses: {} counts, {samples} samples",
+                        counts.len()
+                    )?;
+                }
+                cpu::STACKS => {
+                    writeln!(out, " stacks: {}", frame.decode::<Vec<cpu::Stack>>()?.len())?
+                }
+                cpu::STACK_COUNTS => {
+                    let counts: Vec<cpu::StackCount> = frame.decode()?;
+                    let samples: u64 = counts.iter().map(|c| c.count).sum();
+                    writeln!(
+                        out,
+                        " stack counts: {} counts, {samples} samples",
+                        counts.len()
+                    )?;
+                }
+                cpu::TIMELINE => writeln!(
+                    out,
+                    " timeline: {} samples",
+                    frame.decode::<Vec<cpu::TimelineEntry>>()?.len()
+                )?,
+                cpu::SOURCES => writeln!(
+                    out,
+                    " sources: {} files",
+                    frame.decode::<Vec<cpu::SourceFile>>()?.len()
+                )?,
+                cpu::SUMMARY => writeln!(out, " summary {:?}", frame.decode::<cpu::CpuSummary>()?)?,
+                cpu::UNSAMPLED => {
+                    writeln!(out, " unsampled {:?}", frame.decode::<cpu::Unsampled>()?)?
+                }
+                cpu::CHECKPOINT => {
+                    writeln!(out, " checkpoint {:?}", frame.decode::<cpu::Checkpoint>()?)?
+                }
+                cpu::COMPLETED => {
+                    writeln!(out, " completed {:?}", frame.decode::<cpu::Completed>()?)?
                 }
                 memory::UNRECORDED => writeln!(
                     out,
