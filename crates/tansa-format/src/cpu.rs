@@ -8,8 +8,9 @@
 //!          CHECKPOINT
 //! ```
 //!
-//! While it runs, the recorder appends a checkpoint group now and then (2 s into the run,
-//! then whenever a tenth of the time elapsed has passed since the last): what changed
+//! While it runs, the recorder appends a checkpoint group now and then (half a second into
+//! the run, then whenever the time elapsed has doubled, up to 2 s apart, then whenever a
+//! tenth of the time elapsed has passed since the last): what changed
 //! since the group before, ended by a [`CHECKPOINT`] frame. Counts in a group are the
 //! increase since the last group (a reader adds up the counts of equal keys), stacks are
 //! the new ones, and the info, process and module lists replace the earlier ones. The end

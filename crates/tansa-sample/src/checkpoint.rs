@@ -6,10 +6,12 @@
 //! A group holds only what changed since the group before: the counts' increases (kept
 //! here, per key, as what was written so far), the stacks and timeline entries added, and
 //! the info, process and module lists in full (they replace the earlier ones). The first
-//! group is written [`FIRST`] into the run, each later one once a tenth of the time
-//! elapsed has passed since the last, and at least [`MIN_GAP`] apart: a long run writes
-//! about ten groups per tenfold of its length, so its hot addresses are repeated a few
-//! dozen times at most, and a kill loses at most a tenth of the run.
+//! group is written [`FIRST`] into the run; until [`MIN_GAP`] into it, each later one when
+//! the time elapsed has doubled (a kill loses at most the last half of a short run), then
+//! each once a tenth of the time elapsed has passed since the last, and at least
+//! [`MIN_GAP`] apart: a long run writes some 25 groups per tenfold of its length, so its
+//! hot addresses are repeated a few dozen times at most, and a kill loses at most a tenth
+//! of the run.
 
 use std::io::{self, Write};
 use std::time::{Duration, Instant};
@@ -24,13 +26,19 @@ use tansa_format::meta::RecordingMeta;
 use crate::builder::{CpuRecordingBuilder, split_stack};
 
 /// When the first checkpoint is written.
-pub const FIRST: Duration = Duration::from_secs(2);
-/// The shortest time between two checkpoints.
+pub const FIRST: Duration = Duration::from_millis(500);
+/// The longest time between two checkpoints at the start, and the shortest later.
 pub const MIN_GAP: Duration = Duration::from_secs(2);
 /// Entries per counts frame.
 pub(crate) const CHUNK: usize = 1 << 16;
 
 type AddressKey = (u32, Loc, Option<Loc>, Mode);
+
+/// The time from a checkpoint written `elapsed` into sampling to the next: the time
+/// elapsed (doubling it) up to [`MIN_GAP`], then a tenth of it, at least [`MIN_GAP`].
+fn next_gap(elapsed: Duration) -> Duration {
+    (elapsed / 10).max(elapsed.min(MIN_GAP))
+}
 
 /// A CPU recording being written: the file header and description at once, checkpoint
 /// groups while sampling ([`RecordingOut::checkpoint_if_due`]), the rest when it is
@@ -88,7 +96,7 @@ impl<W: Write> RecordingOut<W> {
         match self.checkpoint(b) {
             Ok(()) => {
                 let elapsed = now.duration_since(self.started);
-                self.next = Some(now + (elapsed / 10).max(MIN_GAP));
+                self.next = Some(now + next_gap(elapsed));
             }
             Err(e) => {
                 self.next = None;
@@ -248,6 +256,30 @@ mod tests {
     use super::*;
     use crate::builder::tests::test_builder;
     use crate::{ProcessInfo, SampleInput};
+
+    /// The schedule: half a second in, then doubling up to 2 s apart, then a tenth of the
+    /// time elapsed.
+    #[test]
+    fn checkpoints_come_at_half_a_second_then_doubling_then_a_tenth_of_the_run() {
+        let mut at = FIRST;
+        let mut times = vec![at];
+        while at < Duration::from_secs(60) {
+            at += next_gap(at);
+            times.push(at);
+        }
+        let ms: Vec<u128> = times.iter().map(Duration::as_millis).collect();
+        assert_eq!(ms[..6], [500, 1000, 2000, 4000, 6000, 8000]);
+        assert!(ms.contains(&20_000) && ms.contains(&22_000), "{ms:?}");
+        assert!(ms.contains(&24_200), "{ms:?}");
+        // A long run: about ten groups per tenfold of its length.
+        let mut n = 0;
+        let mut at = Duration::from_secs(100);
+        while at < Duration::from_secs(1000) {
+            at += next_gap(at);
+            n += 1;
+        }
+        assert!((20..=30).contains(&n), "{n} groups from 100 s to 1000 s");
+    }
     use tansa_analysis::cpu::CpuRecording;
 
     type Totals = (

@@ -55,7 +55,7 @@ pub fn complete_leftover(
         SalvageError::Io(io::Error::other(format!(
             "its recorder was killed before its first checkpoint ({} s into sampling): \
              nothing it sampled was written",
-            crate::checkpoint::FIRST.as_secs()
+            crate::checkpoint::FIRST.as_secs_f64()
         )))
     };
     let rec = match CpuRecording::open(BufReader::new(&file)) {
