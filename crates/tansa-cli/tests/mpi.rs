@@ -16,26 +16,7 @@ use serde_json::Value;
 const MIB: i64 = 1 << 20;
 
 fn report(files: &[PathBuf], args: &[&str]) -> Value {
-    let mut a: Vec<String> = vec!["report".into()];
-    a.extend(files.iter().map(|f| f.display().to_string()));
-    a.extend(["--format", "json"].map(String::from));
-    a.extend(args.iter().map(|s| s.to_string()));
-    let a: Vec<&str> = a.iter().map(String::as_str).collect();
-    // mpiexec may return before a killed rank's recorder has finished its file (it then
-    // still holds the file's lock), or before a rank has let go of its segment files: the
-    // report says so, and is tried again.
-    let waited = std::time::Instant::now();
-    let o = loop {
-        let o = run_tansa(&a);
-        let busy = stderr(&o).contains("still being recorded")
-            || stderr(&o).contains("still runs and writes");
-        if o.status.success() || !busy || waited.elapsed() > std::time::Duration::from_secs(30) {
-            break o;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    };
-    assert!(o.status.success(), "tansa report: {}", stderr(&o));
-    serde_json::from_slice(&o.stdout).expect("report JSON")
+    job_report_json(files, args)
 }
 
 /// The whole job in one recording.

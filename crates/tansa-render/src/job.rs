@@ -63,10 +63,16 @@ pub(crate) fn lines(r: &MemoryReport, h: &mut Header) {
         .first_ended
         .and_then(|f| job.ranks.iter().find(|x| x.rank == f));
     if let Some(f) = first_end {
-        let how = if job.first_ended_by == Some("exit-status") {
-            " (the first to fail by itself: the recording does not tell when each rank ended)"
-        } else {
-            ""
+        let how = match (job.first_ended_by, f.exit.kind) {
+            (Some("exit-status"), "unknown") => {
+                " (no rank was seen to fail, and this one's end was not seen: the recording \
+                 does not tell when each rank ended)"
+            }
+            (Some("exit-status"), _) => {
+                " (the first to fail by itself: the recording does not tell when each rank \
+                 ended)"
+            }
+            _ => "",
         };
         h.line(format!(
             "rank {} (pid {} on {}) ended first{how}: {}",

@@ -336,7 +336,8 @@ pub struct JobReport {
     /// one recording per rank), or `exit-status` (a recording of the whole job stamps
     /// every process with the recording's end: the rank that failed by itself, with an
     /// exit code other than 0 or a signal other than those launchers end ranks with,
-    /// SIGTERM, SIGKILL, SIGINT, SIGHUP; the lowest such rank).
+    /// SIGTERM, SIGKILL, SIGINT, SIGHUP; the lowest such rank; without one, the lowest rank
+    /// whose end the agent did not see).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub first_ended_by: Option<&'static str>,
     /// The launcher (`mpiexec`, `srun`) when it was recorded too: the parent of the ranks,

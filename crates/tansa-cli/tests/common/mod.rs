@@ -356,6 +356,30 @@ pub fn have(tool: &str) -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
+/// `tansa report FILES... --format json ARGS...` over a job's recordings. A launcher may
+/// return before a killed rank's recorder has finished its file (it then still holds the
+/// file's lock), or before a rank has let go of its segment files: the report says so, and
+/// is tried again (for up to 30 s).
+pub fn job_report_json(files: &[PathBuf], args: &[&str]) -> Value {
+    let mut a: Vec<String> = vec!["report".into()];
+    a.extend(files.iter().map(|f| f.display().to_string()));
+    a.extend(["--format", "json"].map(String::from));
+    a.extend(args.iter().map(|s| s.to_string()));
+    let a: Vec<&str> = a.iter().map(String::as_str).collect();
+    let waited = Instant::now();
+    let o = loop {
+        let o = run_tansa(&a);
+        let busy = stderr(&o).contains("still being recorded")
+            || stderr(&o).contains("still runs and writes");
+        if o.status.success() || !busy || waited.elapsed() > Duration::from_secs(30) {
+            break o;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(o.status.success(), "tansa report: {}", stderr(&o));
+    serde_json::from_slice(&o.stdout).expect("report JSON")
+}
+
 /// `mpi_ranks`, built once with mpicc, or `None` (outside CI) without Open MPI.
 pub fn mpi_program() -> Option<PathBuf> {
     if !require(

@@ -165,10 +165,15 @@ impl Aggregator {
                 .filter_map(|r| r.end_ns.map(|e| (e, r.rank)))
                 .min()
                 .map(|(_, r)| r);
-            let by_status = ranks
-                .iter()
-                .find(|r| failed_by_itself(&r.exit))
-                .map(|r| r.rank);
+            // A failure seen (a code, a signal) before an end not seen: under MPICH's
+            // Hydra, ranks its proxy killed and reaped end unseen, beside the one that
+            // aborted.
+            let by_status = [Seen::Yes, Seen::No].into_iter().find_map(|seen| {
+                ranks
+                    .iter()
+                    .find(|r| failed_by_itself(&r.exit) == Some(seen))
+                    .map(|r| r.rank)
+            });
             let (first_ended, first_ended_by) = match (by_time, by_status) {
                 (Some(r), _) => (Some(r), Some("end-time")),
                 (None, Some(r)) => (Some(r), Some("exit-status")),
@@ -367,17 +372,25 @@ impl Aggregator {
 /// Whether a rank ended by itself in failure: an exit code other than 0, a signal other
 /// than those launchers end the other ranks with, or an end the agent could not see that
 /// was not a normal exit.
-fn failed_by_itself(exit: &crate::memory::report::ExitReport) -> bool {
+/// Whether a failure was seen or is only possible (an end the agent did not see).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Seen {
+    Yes,
+    No,
+}
+
+fn failed_by_itself(exit: &crate::memory::report::ExitReport) -> Option<Seen> {
     const LAUNCHER_SIGNALS: [&str; 4] = ["SIGTERM", "SIGKILL", "SIGINT", "SIGHUP"];
-    match exit.kind {
+    let failed = match exit.kind {
         "exited" => exit.code != Some(0),
         "signaled" => !exit
             .signal_name
             .as_deref()
             .is_some_and(|n| LAUNCHER_SIGNALS.contains(&n)),
-        "unknown" => exit.normal_exit == Some(false),
+        "unknown" => return (exit.normal_exit == Some(false)).then_some(Seen::No),
         _ => false,
-    }
+    };
+    failed.then_some(Seen::Yes)
 }
 
 /// A stack for printing.

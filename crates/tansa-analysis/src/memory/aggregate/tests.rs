@@ -867,3 +867,62 @@ fn without_end_times_the_rank_that_failed_by_itself_ended_first() {
         (Some(1), Some("exit-status"))
     );
 }
+
+/// A failure seen comes before an end not seen: MPICH's Hydra kills the other ranks with
+/// SIGKILL and reaps them itself, so their ends are unknown to the recording, while the
+/// rank that aborted is known to have (rank 2 here, after an unseen rank 1).
+#[test]
+fn without_end_times_a_failure_seen_comes_before_an_end_not_seen() {
+    use super::{JobSetup, Origin};
+    use crate::memory::report::JobClock;
+    use tansa_format::meta::ExitStatus;
+    let (reg, _) = fixture(&[0, 1, 2, 3]);
+    let mut agg = Aggregator::new(Config::default(), Calibration::monotonic());
+    agg.set_job(JobSetup {
+        id: None,
+        size: None,
+        recordings: Vec::new(),
+        clock: JobClock::Shared,
+    });
+    for (i, s) in [
+        session(0, 20, 1, 0),
+        session(1, 21, 1, 1),
+        session(2, 22, 1, 2),
+        session(3, 23, 1, 3),
+    ]
+    .iter()
+    .enumerate()
+    {
+        agg.add_session_from(
+            s,
+            Origin {
+                rank: Some(i as u32),
+                ..Origin::default()
+            },
+        );
+    }
+    let unseen = ExitStatus::Unknown { normal_exit: false };
+    agg.end_session(
+        SessionId(0),
+        ExitStatus::Signaled {
+            signal: 9,
+            core_dumped: false,
+        },
+        0,
+    );
+    agg.end_session(SessionId(1), unseen, 0);
+    agg.end_session(
+        SessionId(2),
+        ExitStatus::Signaled {
+            signal: 6,
+            core_dumped: false,
+        },
+        0,
+    );
+    agg.end_session(SessionId(3), unseen, 0);
+    let job = agg.finish(&reg).job.expect("a job");
+    assert_eq!(
+        (job.first_ended, job.first_ended_by),
+        (Some(2), Some("exit-status"))
+    );
+}

@@ -535,10 +535,13 @@ impl<R: Read + Seek> MemoryRecording<R> {
         for e in &self.ends {
             *shared.entry((part_of(e.session), e.end_ticks)).or_default() += 1;
         }
+        // Nor is the end of a session whose recorder was killed: the salvage stamps it
+        // with its own moment, which may come long after.
         let ends: rustc_hash::FxHashMap<u32, u64> = self
             .ends
             .iter()
             .filter(|e| shared[&(part_of(e.session), e.end_ticks)] == 1)
+            .filter(|e| e.exit != tansa_format::meta::ExitStatus::RecorderKilled)
             .map(|e| (e.session, e.end_ticks))
             .collect();
         let hosts: Vec<std::sync::Arc<str>> = self
