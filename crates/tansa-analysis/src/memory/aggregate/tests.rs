@@ -823,14 +823,15 @@ fn ranks_are_units_with_their_own_heaps() {
     assert_eq!(r0.job.expect("a job").ranks.len(), 1);
 }
 
-/// Without end times (a whole-job recording), the first rank to end is the one that
-/// failed by itself, not those the launcher killed.
-#[test]
-fn without_end_times_the_rank_that_failed_by_itself_ended_first() {
+/// The rank a whole-job report names as the first to end, and how, when ranks 0.. ended
+/// with `exits` (a recording of the whole job: no end times).
+fn first_ended_without_end_times(
+    exits: &[tansa_format::meta::ExitStatus],
+) -> (Option<u32>, Option<&'static str>) {
     use super::{JobSetup, Origin};
     use crate::memory::report::JobClock;
-    use tansa_format::meta::ExitStatus;
-    let (reg, _) = fixture(&[0, 1, 2]);
+    let ids: Vec<u32> = (0..exits.len() as u32).collect();
+    let (reg, _) = fixture(&ids);
     let mut agg = Aggregator::new(Config::default(), Calibration::monotonic());
     agg.set_job(JobSetup {
         id: None,
@@ -838,32 +839,34 @@ fn without_end_times_the_rank_that_failed_by_itself_ended_first() {
         recordings: Vec::new(),
         clock: JobClock::Shared,
     });
-    for (i, s) in [
-        session(0, 20, 1, 0),
-        session(1, 21, 1, 1),
-        session(2, 22, 1, 2),
-    ]
-    .iter()
-    .enumerate()
-    {
+    for &i in &ids {
         agg.add_session_from(
-            s,
+            &session(i, 20 + i, 1, u64::from(i)),
             Origin {
-                rank: Some(i as u32),
+                rank: Some(i),
                 ..Origin::default()
             },
         );
     }
+    for (&i, &exit) in ids.iter().zip(exits) {
+        agg.end_session(SessionId(i), exit, 0);
+    }
+    let job = agg.finish(&reg).job.expect("a job");
+    (job.first_ended, job.first_ended_by)
+}
+
+/// Without end times (a whole-job recording), the first rank to end is the one that
+/// failed by itself, not those the launcher killed.
+#[test]
+fn without_end_times_the_rank_that_failed_by_itself_ended_first() {
+    use tansa_format::meta::ExitStatus;
     let term = ExitStatus::Signaled {
         signal: 15,
         core_dumped: false,
     };
-    agg.end_session(SessionId(0), term, 0);
-    agg.end_session(SessionId(1), ExitStatus::Unknown { normal_exit: false }, 0);
-    agg.end_session(SessionId(2), term, 0);
-    let job = agg.finish(&reg).job.expect("a job");
+    let unseen = ExitStatus::Unknown { normal_exit: false };
     assert_eq!(
-        (job.first_ended, job.first_ended_by),
+        first_ended_without_end_times(&[term, unseen, term]),
         (Some(1), Some("exit-status"))
     );
 }
@@ -873,56 +876,14 @@ fn without_end_times_the_rank_that_failed_by_itself_ended_first() {
 /// rank that aborted is known to have (rank 2 here, after an unseen rank 1).
 #[test]
 fn without_end_times_a_failure_seen_comes_before_an_end_not_seen() {
-    use super::{JobSetup, Origin};
-    use crate::memory::report::JobClock;
     use tansa_format::meta::ExitStatus;
-    let (reg, _) = fixture(&[0, 1, 2, 3]);
-    let mut agg = Aggregator::new(Config::default(), Calibration::monotonic());
-    agg.set_job(JobSetup {
-        id: None,
-        size: None,
-        recordings: Vec::new(),
-        clock: JobClock::Shared,
-    });
-    for (i, s) in [
-        session(0, 20, 1, 0),
-        session(1, 21, 1, 1),
-        session(2, 22, 1, 2),
-        session(3, 23, 1, 3),
-    ]
-    .iter()
-    .enumerate()
-    {
-        agg.add_session_from(
-            s,
-            Origin {
-                rank: Some(i as u32),
-                ..Origin::default()
-            },
-        );
-    }
+    let signal = |signal| ExitStatus::Signaled {
+        signal,
+        core_dumped: false,
+    };
     let unseen = ExitStatus::Unknown { normal_exit: false };
-    agg.end_session(
-        SessionId(0),
-        ExitStatus::Signaled {
-            signal: 9,
-            core_dumped: false,
-        },
-        0,
-    );
-    agg.end_session(SessionId(1), unseen, 0);
-    agg.end_session(
-        SessionId(2),
-        ExitStatus::Signaled {
-            signal: 6,
-            core_dumped: false,
-        },
-        0,
-    );
-    agg.end_session(SessionId(3), unseen, 0);
-    let job = agg.finish(&reg).job.expect("a job");
     assert_eq!(
-        (job.first_ended, job.first_ended_by),
+        first_ended_without_end_times(&[signal(9), unseen, signal(6), unseen]),
         (Some(2), Some("exit-status"))
     );
 }
