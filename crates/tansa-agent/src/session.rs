@@ -235,8 +235,13 @@ impl Session {
             ring_data_size: geometry.ring_data_size,
             reserved: 0,
         };
+        // A pidfd of this process, with which the collector learns how it ended even when
+        // its parent collects it first (and however soon that comes).
+        let pidfd = sys::pidfd_of_self();
+        let fds = [fd, theirs, pidfd];
+        let fds = if pidfd >= 0 { &fds[..] } else { &fds[..2] };
         let sent = match CONTACT.socket(parent_private) {
-            Ok(control) => sys::send_with_fds(control, &hello.to_bytes(), &[fd, theirs]),
+            Ok(control) => sys::send_with_fds(control, &hello.to_bytes(), fds),
             Err(why) => {
                 // SAFETY: `base` maps the header page, filled above.
                 let h = unsafe { &*(base as *const SegmentHeader) };
@@ -246,6 +251,9 @@ impl Session {
         };
         sys::close(fd);
         sys::close(theirs);
+        if pidfd >= 0 {
+            sys::close(pidfd);
+        }
         if !sent {
             sys::close(mine);
             // SAFETY: the collector never received this mapping; nobody else uses it.

@@ -21,6 +21,13 @@ pub fn getpid() -> u32 {
     unsafe { libc::getpid() as u32 }
 }
 
+/// A pidfd of this process (close-on-exec), or -1 (a kernel before 5.3).
+pub fn pidfd_of_self() -> c_int {
+    // SAFETY: pidfd_open takes a pid and flags, touches no memory, and returns a new
+    // descriptor or -1.
+    unsafe { libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0) as c_int }
+}
+
 /// Parent process id.
 #[inline]
 pub fn getppid() -> u32 {
@@ -370,8 +377,8 @@ pub fn connect_abstract(name: &[u8]) -> Option<c_int> {
 
 /// Sends `bytes` with up to two descriptors attached (`SCM_RIGHTS`).
 pub fn send_with_fds(sock: c_int, bytes: &[u8], fds: &[c_int]) -> bool {
-    debug_assert!(fds.len() <= 2);
-    // Room for a cmsghdr plus two ints, 8-byte aligned.
+    debug_assert!(fds.len() <= 3);
+    // Room for a cmsghdr plus three ints, 8-byte aligned.
     let mut control = [0u64; 4];
     let mut iov = libc::iovec {
         iov_base: bytes.as_ptr() as *mut c_void,

@@ -600,3 +600,63 @@ fn a_program_rebuilt_or_deleted_while_recorded_keeps_its_names() {
         );
     }
 }
+
+/// Children whose parent collects them at once end by signals the agent cannot see: the
+/// kernel keeps each one's status for the pidfd the collector holds (Linux 6.15 and
+/// later), so the report says how each ended, as their parent saw it, instead of "ended
+/// without the agent seeing how".
+#[test]
+fn children_collected_by_their_parent_end_as_their_parent_saw() {
+    if !require(
+        kernel_at_least(6, 15),
+        "Linux 6.15 or later (a pidfd keeps its process's exit status)",
+    ) {
+        return;
+    }
+    let exe = program("reapedchildren", "reapedchildren.c", &["-O1", "-g"]);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("r.tansa");
+    let o = record(&file, &[], &[exe.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // What the parent collected: "PID STATUS" per child, in order A, B, C.
+    let seen: Vec<(u64, u32)> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| {
+            let (pid, status) = l.split_once(' ').expect("PID STATUS");
+            (
+                pid.parse().unwrap(),
+                u32::from_str_radix(status, 16).unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen.iter().map(|s| s.1).collect::<Vec<_>>(),
+        [0x6, 0x9, 0x700],
+        "{seen:?}"
+    );
+    let r = report_json(&file, &[]);
+    let processes = r["processes"].as_array().unwrap();
+    let exit_of = |pid: u64| -> &Value {
+        &processes
+            .iter()
+            .find(|p| p["pid"] == pid)
+            .unwrap_or_else(|| panic!("no process {pid}: {processes:?}"))["exit"]
+    };
+    let (a, b, c) = (exit_of(seen[0].0), exit_of(seen[1].0), exit_of(seen[2].0));
+    assert_eq!(
+        (&a["kind"], &a["signal_name"]),
+        (&"signaled".into(), &"SIGABRT".into()),
+        "{a}"
+    );
+    assert_eq!(
+        (&b["kind"], &b["signal_name"]),
+        (&"signaled".into(), &"SIGKILL".into()),
+        "{b}"
+    );
+    assert_eq!(
+        (&c["kind"], &c["code"]),
+        (&"exited".into(), &7.into()),
+        "{c}"
+    );
+    assert_eq!(r["process"]["exit"]["code"], 0, "the parent");
+}

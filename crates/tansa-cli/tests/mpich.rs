@@ -152,13 +152,21 @@ fn per_rank_recordings_survive_hydra_killing_their_recorders() {
     assert!(whole["job"]["ranks"][2]["end_ns"].is_u64());
 }
 
-/// The whole job in one recording: the proxy reaps the ranks it killed, so the agent sees
-/// their ends only as ends it did not see; the rank that aborted is still the one named.
+/// The whole job in one recording: the proxy collects every rank, the one that aborted
+/// and those it killed, so the agent sees none of their ends; the kernel keeps each one's
+/// status for the collector's pidfd, and the rank that aborted is the one named.
 #[test]
 fn a_job_recorded_whole_under_hydra_names_the_rank_that_aborted() {
     let Some(mpich) = mpich() else {
         return;
     };
+    // How a rank the proxy collected ended is known only from its pidfd.
+    if !require(
+        kernel_at_least(6, 15),
+        "Linux 6.15 or later (a pidfd keeps its process's exit status)",
+    ) {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("whole.tansa");
     let launcher = mpich.mpiexec();
@@ -174,6 +182,11 @@ fn a_job_recorded_whole_under_hydra_names_the_rank_that_aborted() {
     let out = output_within(cmd, RUN_DEADLINE);
     assert!(file.is_file(), "no recording: {}", stderr(&out));
     let whole = check_aborted_job(std::slice::from_ref(&file), "whole job", "exit-status");
+    // The proxy collected every rank; the kernel told how each ended.
+    for r in [0, 1, 3] {
+        let exit = &whole["job"]["ranks"][r]["exit"];
+        assert_eq!(exit["signal_name"], "SIGKILL", "rank {r}: {exit}");
+    }
     // mpiexec.hydra and its proxy were recorded too, without a rank.
     assert!(
         whole["processes"]

@@ -79,6 +79,8 @@ pub struct Collector {
     recorded_pids: HashSet<u32>,
     /// Processes reaped without a session yet: their announcement may still be queued.
     reaped_unknown: Vec<(Instant, Unrecorded)>,
+    /// Sessions whose image ended before it was collected, whose pidfd will tell how.
+    awaiting_status: Vec<usize>,
     /// How full the fullest ring was at the last drain.
     fullest_permille: u64,
     /// Bytes drained so far.
@@ -108,6 +110,7 @@ impl Collector {
             pending_exec: HashMap::new(),
             recorded_pids: HashSet::new(),
             reaped_unknown: Vec::new(),
+            awaiting_status: Vec::new(),
             fullest_permille: 0,
             total_bytes: 0,
             lost_events: 0,
@@ -271,6 +274,9 @@ impl Collector {
                 let header = crate::SharedHeader::map(&memfd).ok();
                 let mut s = Session::open(id, memfd, private, geometry)?;
                 s.durable = self.durable;
+                if let Some(pidfd) = fds.next() {
+                    s.keep_exit_fd(pidfd);
+                }
                 // An earlier image of this pid still counted as running has replaced itself.
                 // (Announcements travel on different sockets, so a later image may be heard
                 // of first: the images' start times order them.)
@@ -278,6 +284,7 @@ impl Collector {
                     o.pid == s.pid && !o.ended && o.info.start_ticks < s.info.start_ticks
                 }) {
                     old.ended = true;
+                    old.drop_exit_fd();
                 }
                 self.pending_exec.remove(&s.pid);
                 self.recorded_pids.insert(s.pid);
@@ -349,11 +356,17 @@ impl Collector {
         {
             self.sessions[i].ended = true;
             self.sessions[i].zombie_status = Some(status);
+            self.sessions[i].drop_exit_fd();
             return;
         }
         let Some(exe) = tansa_proc::exe_of(pid) else {
-            // Gone (collected already by its parent).
+            // Gone: collected already by its parent, or still ending (its memory and files
+            // go before it is a zombie). Its pidfd tells how it ended once it is collected.
             self.sessions[i].ended = true;
+            self.sessions[i].zombie_status = self.sessions[i].collected_status();
+            if self.sessions[i].awaits_status() {
+                self.awaiting_status.push(i);
+            }
             return;
         };
         let was_detached = self.sessions[i].is_detached();
@@ -362,6 +375,7 @@ impl Collector {
             // within the grace period, or it runs unrecorded.
             self.sessions[i].ended = true;
             self.sessions[i].replaced = true;
+            self.sessions[i].drop_exit_fd();
             // Its new image may have announced itself already (announcements and hang-ups
             // travel on different sockets): then nothing is pending.
             let started = self.sessions[i].info.start_ticks;
@@ -448,6 +462,19 @@ impl Collector {
         root
     }
 
+    /// Asks the pidfds of the images that ended before they were collected how they ended
+    /// (now and then, and at the end); each one that answers is let go.
+    pub(crate) fn settle_statuses(&mut self) {
+        let sessions = &mut self.sessions;
+        self.awaiting_status.retain(|&i| {
+            let s = &mut sessions[i];
+            if let Some(status) = s.collected_status() {
+                s.zombie_status = Some(status);
+            }
+            s.awaits_status()
+        });
+    }
+
     /// Processes reaped without a session are unrecorded once their announcement could no
     /// longer be in flight (or at the end, with `all`).
     fn settle_reaped(&mut self, all: bool) {
@@ -510,6 +537,7 @@ impl Collector {
             s.close_streams(sink)?;
         }
         sink.watermark(u64::MAX)?;
+        self.settle_statuses();
         let end_ticks = crate::clock_now(self.tsc);
         for s in &self.sessions {
             let exec_later = self

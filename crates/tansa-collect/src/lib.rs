@@ -511,6 +511,7 @@ impl Run<'_> {
     /// Every 100 ms: a calibration point, and a check that the root still exists.
     fn periodic(&mut self, sink: &mut dyn Sink) -> Result<(), CollectError> {
         self.last_tick = Instant::now();
+        self.collector.settle_statuses();
         // The command was reaped by someone else (it cannot be by design, but a loop
         // waiting for a status that never comes would hang the recording).
         if self.root_status.is_none() && !Path::new(&format!("/proc/{}", self.root)).exists() {

@@ -2,7 +2,7 @@
 //! rings.
 
 use std::os::fd::{AsFd, OwnedFd};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tansa_format::memory::Losses;
 use tansa_format::memory::{SessionInfo, SessionPlace};
@@ -50,8 +50,11 @@ pub struct Session {
     /// Whether the image was seen to replace itself with another program (`execve`).
     pub replaced: bool,
     /// The exit status read from `/proc` while the process was a zombie, if it was seen
-    /// as one when its image ended.
+    /// as one when its image ended, or from its pidfd once another process collected it.
     pub zombie_status: Option<tansa_format::meta::ExitStatus>,
+    /// A pidfd of the process from its announcement on, to learn how it ended when its
+    /// parent collects it (see [`Session::collected_status`]).
+    exit_fd: Option<ExitFd>,
     /// Each segment's mapping and geometry, by index.
     segments: Vec<Option<(Mapping, Geometry)>>,
     /// Consumer state of each thread ring, by segment and ring.
@@ -107,6 +110,31 @@ pub(crate) fn session_info(h: &SegmentHeader, id: u32) -> SessionInfo {
     }
 }
 
+/// Pidfds kept for processes' ends, at most (the collector's other descriptors, one socket
+/// per live process and each recording's files, must still fit its open-file limit: 1024
+/// by default). Processes announced beyond that many at once end as before, from `/proc`
+/// or the agent, or not known.
+const MAX_EXIT_FDS: usize = 256;
+/// Pidfds kept for processes' ends now, in this process.
+static EXIT_FDS: AtomicUsize = AtomicUsize::new(0);
+
+/// A pidfd kept for a process's end, counted in [`EXIT_FDS`] while it is open.
+#[derive(Debug)]
+struct ExitFd(OwnedFd);
+
+impl ExitFd {
+    fn new(fd: OwnedFd) -> ExitFd {
+        EXIT_FDS.fetch_add(1, Ordering::Relaxed);
+        ExitFd(fd)
+    }
+}
+
+impl Drop for ExitFd {
+    fn drop(&mut self) {
+        EXIT_FDS.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 impl Session {
     /// Maps segment 0 and reads the session description from its header.
     pub fn open(
@@ -146,6 +174,7 @@ impl Session {
             ended: false,
             finalized: false,
             zombie_status: None,
+            exit_fd: None,
             replaced: false,
             segments: vec![Some((map, geometry))],
             tracks: Vec::new(),
@@ -236,6 +265,47 @@ impl Session {
     pub fn detach(&mut self) -> bool {
         self.watch = tansa_proc::os::pidfd_open(self.pid);
         self.watch.is_some()
+    }
+
+    /// Keeps `pidfd`, the process's own (sent with its announcement), to learn later how
+    /// it ended. Refused if it names another process while that one still runs (once
+    /// collected, a pidfd no longer tells whose it is); kept only where the kernel can tell
+    /// an end, and not beyond [`MAX_EXIT_FDS`] at once.
+    pub fn keep_exit_fd(&mut self, pidfd: OwnedFd) {
+        if EXIT_FDS.load(Ordering::Relaxed) >= MAX_EXIT_FDS {
+            return;
+        }
+        let ours = match tansa_proc::os::pidfd_pid(pidfd.as_fd()) {
+            Ok(pid) => pid == self.pid,
+            Err(e) => e.raw_os_error() == Some(libc::ESRCH),
+        };
+        if ours && tansa_proc::os::pidfd_exit_status(pidfd.as_fd()).is_ok() {
+            self.exit_fd = Some(ExitFd::new(pidfd));
+        }
+    }
+
+    /// How the process ended, once another process (its parent) collected it: the kernel
+    /// keeps the status for its pidfds (Linux 6.15 and later). The pidfd is let go once it
+    /// answers: its answer cannot change.
+    pub fn collected_status(&mut self) -> Option<tansa_format::meta::ExitStatus> {
+        let fd = self.exit_fd.as_ref()?;
+        // Not collected yet: asked again later.
+        let raw = tansa_proc::os::pidfd_exit_status(fd.0.as_fd())
+            .ok()
+            .flatten()?;
+        self.exit_fd = None;
+        Some(tansa_format::meta::ExitStatus::from_wait_status(raw))
+    }
+
+    /// Whether a pidfd is still kept to learn how the process ended.
+    pub fn awaits_status(&self) -> bool {
+        self.exit_fd.is_some()
+    }
+
+    /// Lets go of the pidfd kept for the end (the image replaced itself: the next image's
+    /// session has its own).
+    pub fn drop_exit_fd(&mut self) {
+        self.exit_fd = None;
     }
 
     /// Bumps the heartbeat the agent watches when it waits for ring space.

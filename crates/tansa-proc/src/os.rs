@@ -141,6 +141,66 @@ pub fn pidfd_open(pid: u32) -> Option<std::os::fd::OwnedFd> {
     rustix::process::pidfd_open(pid_of(pid).ok()?, rustix::process::PidfdFlags::empty()).ok()
 }
 
+/// `struct pidfd_info` of `<linux/pidfd.h>` (its first version, 64 bytes), for
+/// `PIDFD_GET_INFO`.
+#[repr(C)]
+#[derive(Default)]
+struct PidfdInfo {
+    mask: u64,
+    cgroupid: u64,
+    /// pid, tgid, ppid, then the real, effective, saved and file-system user and group ids.
+    ids: [u32; 11],
+    exit_code: i32,
+    coredump_mask: u32,
+    spare: u32,
+}
+
+/// `PIDFD_INFO_PID`: the ids (the first of them is the process id).
+const PIDFD_INFO_PID: u64 = 1;
+/// `PIDFD_INFO_EXIT`: ask for (and, back, holds) the exit status.
+const PIDFD_INFO_EXIT: u64 = 1 << 3;
+/// `PIDFD_GET_INFO`: `_IOWR(PIDFS_IOCTL_MAGIC, 11, struct pidfd_info)`.
+const PIDFD_GET_INFO: rustix::ioctl::Opcode =
+    rustix::ioctl::opcode::read_write::<PidfdInfo>(0xFF, 11);
+
+/// The process id `pidfd` refers to, while that process exists (Linux 6.13 and later).
+///
+/// # Errors
+///
+/// `ESRCH` once the process has been collected; the kernel has no `PIDFD_GET_INFO`; not a
+/// pidfd.
+pub fn pidfd_pid(pidfd: std::os::fd::BorrowedFd<'_>) -> io::Result<u32> {
+    let mut info = PidfdInfo {
+        mask: PIDFD_INFO_PID,
+        ..PidfdInfo::default()
+    };
+    // SAFETY: as in `pidfd_exit_status`.
+    let ioctl = unsafe { rustix::ioctl::Updater::<PIDFD_GET_INFO, PidfdInfo>::new(&mut info) };
+    // SAFETY: as above; `pidfd` is a descriptor the caller holds.
+    unsafe { rustix::ioctl::ioctl(pidfd, ioctl) }?;
+    Ok(info.ids[0])
+}
+
+/// The raw wait status of the process `pidfd` refers to, once it has ended and been
+/// collected, by whichever process collected it (Linux 6.15 and later: `PIDFD_INFO_EXIT`);
+/// `Ok(None)` while it runs or is a zombie.
+///
+/// # Errors
+///
+/// The kernel has no `PIDFD_GET_INFO` (before 6.13), or `pidfd` is not a pidfd.
+pub fn pidfd_exit_status(pidfd: std::os::fd::BorrowedFd<'_>) -> io::Result<Option<i32>> {
+    let mut info = PidfdInfo {
+        mask: PIDFD_INFO_EXIT,
+        ..PidfdInfo::default()
+    };
+    // SAFETY: PIDFD_GET_INFO reads and writes a `struct pidfd_info`; `PidfdInfo` has its
+    // layout and size (64 bytes, the size the opcode carries).
+    let ioctl = unsafe { rustix::ioctl::Updater::<PIDFD_GET_INFO, PidfdInfo>::new(&mut info) };
+    // SAFETY: as above; `pidfd` is a descriptor the caller holds.
+    unsafe { rustix::ioctl::ioctl(pidfd, ioctl) }?;
+    Ok((info.mask & PIDFD_INFO_EXIT != 0).then_some(info.exit_code))
+}
+
 /// Collects child `pid` if it has ended, without blocking: its raw wait status.
 pub fn try_wait(pid: u32) -> Option<i32> {
     let (_, status) = rustix::process::waitpid(Some(pid_of(pid).ok()?), WaitOptions::NOHANG)
@@ -252,4 +312,46 @@ mod tests {
         assert!(kill(1, 4096).is_err(), "not a signal");
         std::mem::forget(child);
     }
+
+    /// Whether this kernel keeps a process's exit status for its pidfds (6.15 and later).
+    fn kernel_keeps_exit_status() -> bool {
+        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+        let mut v = release
+            .split(|c: char| !c.is_ascii_digit())
+            .map(|n| n.parse::<u32>().unwrap_or(0));
+        (v.next().unwrap_or(0), v.next().unwrap_or(0)) >= (6, 15)
+    }
+
+    #[test]
+    fn a_pidfd_tells_how_its_process_ended_once_collected() {
+        let child = std::process::Command::new("sleep")
+            .arg("10")
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let fd = pidfd_open(pid).unwrap();
+        if kernel_keeps_exit_status() {
+            assert_eq!(pidfd_pid(fd.as_fd()).unwrap(), pid);
+        }
+        assert!(
+            !matches!(pidfd_exit_status(fd.as_fd()), Ok(Some(_))),
+            "still running"
+        );
+        kill(pid, SIGABRT).unwrap();
+        let raw = wait(pid).unwrap();
+        assert_eq!(raw & 0x7f, SIGABRT);
+        let after = pidfd_exit_status(fd.as_fd());
+        if kernel_keeps_exit_status() {
+            assert_eq!(after.unwrap(), Some(raw));
+            // Whose pidfd it is, it can no longer tell.
+            let gone = pidfd_pid(fd.as_fd()).unwrap_err();
+            assert_eq!(gone.raw_os_error(), Some(3), "ESRCH: {gone}");
+        } else {
+            assert!(!matches!(after, Ok(Some(_))));
+        }
+        std::mem::forget(child);
+    }
+
+    /// SIGABRT's number on Linux.
+    const SIGABRT: i32 = 6;
 }
