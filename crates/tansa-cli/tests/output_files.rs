@@ -358,6 +358,20 @@ fn a_cpu_recording_checkpoints_from_half_a_second_into_sampling() {
         assert!(o.status.success(), "{source}: {}", stderr(&o));
         let dump = run_tansa(&["dump", f]);
         assert!(dump.status.success(), "{source}: {}", stderr(&dump));
+        // JSON lines are a heap recording's streams: asked of this file, a usage error
+        // says so, where it printed nothing and succeeded.
+        let jsonl = run_tansa(&["dump", f, "--format", "jsonl"]);
+        assert_eq!(jsonl.status.code(), Some(2), "{source}: {}", stderr(&jsonl));
+        assert!(
+            jsonl.stdout.is_empty()
+                && stderr(&jsonl).contains(
+                    "--format jsonl prints the event streams of a heap \
+                     recording"
+                )
+                && stderr(&jsonl).contains("this is a CPU recording"),
+            "{source}: {}",
+            stderr(&jsonl)
+        );
         let text = String::from_utf8_lossy(&dump.stdout).into_owned();
         // (samples, wall_ns) of each checkpoint, in order.
         let field = |line: &str, name: &str| -> u64 {

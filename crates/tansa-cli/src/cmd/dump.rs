@@ -239,8 +239,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let path = &args.file;
     let file = File::open(path).map_err(|e| exit::cannot_open(path, e))?;
     let mut reader = Reader::new(BufReader::new(file)).map_err(|e| exit::unreadable(path, &e))?;
-    let mut out = crate::output::open(None, &[])?;
     let jsonl = args.format == Format::Jsonl;
+    // The JSON lines are a heap recording's stream records; other kinds have none.
+    if jsonl && reader.kind() != tansa_format::container::Kind::Memory {
+        return Err(exit::usage(format!(
+            "{}: --format jsonl prints the event streams of a heap recording (`tansa \
+             record`), and this is a {}: leave --format out to print its frames",
+            path.display(),
+            reader.kind().describe()
+        )));
+    }
+    let mut out = crate::output::open(None, &[])?;
     if !jsonl {
         writeln!(
             out,
