@@ -375,7 +375,7 @@ pub fn connect_abstract(name: &[u8]) -> Option<c_int> {
     }
 }
 
-/// Sends `bytes` with up to two descriptors attached (`SCM_RIGHTS`).
+/// Sends `bytes` with up to three descriptors attached (`SCM_RIGHTS`).
 pub fn send_with_fds(sock: c_int, bytes: &[u8], fds: &[c_int]) -> bool {
     debug_assert!(fds.len() <= 3);
     // Room for a cmsghdr plus three ints, 8-byte aligned.

@@ -315,11 +315,7 @@ mod tests {
 
     /// Whether this kernel keeps a process's exit status for its pidfds (6.15 and later).
     fn kernel_keeps_exit_status() -> bool {
-        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
-        let mut v = release
-            .split(|c: char| !c.is_ascii_digit())
-            .map(|n| n.parse::<u32>().unwrap_or(0));
-        (v.next().unwrap_or(0), v.next().unwrap_or(0)) >= (6, 15)
+        tansa_testkit::kernel_at_least(6, 15)
     }
 
     #[test]

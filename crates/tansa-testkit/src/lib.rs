@@ -102,3 +102,12 @@ impl Drop for BusyCpus {
         }
     }
 }
+
+/// Whether the running kernel is version `major`.`minor` or later.
+pub fn kernel_at_least(major: u32, minor: u32) -> bool {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let mut v = release
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|n| n.parse::<u32>().unwrap_or(0));
+    (v.next().unwrap_or(0), v.next().unwrap_or(0)) >= (major, minor)
+}
