@@ -163,6 +163,20 @@ const PIDFD_INFO_EXIT: u64 = 1 << 3;
 const PIDFD_GET_INFO: rustix::ioctl::Opcode =
     rustix::ioctl::opcode::read_write::<PidfdInfo>(0xFF, 11);
 
+/// `PIDFD_GET_INFO` with `mask`: what the kernel tells of the process `pidfd` refers to.
+fn pidfd_info(pidfd: std::os::fd::BorrowedFd<'_>, mask: u64) -> io::Result<PidfdInfo> {
+    let mut info = PidfdInfo {
+        mask,
+        ..PidfdInfo::default()
+    };
+    // SAFETY: PIDFD_GET_INFO reads and writes a `struct pidfd_info`; `PidfdInfo` has its
+    // layout and size (64 bytes, the size the opcode carries).
+    let ioctl = unsafe { rustix::ioctl::Updater::<PIDFD_GET_INFO, PidfdInfo>::new(&mut info) };
+    // SAFETY: as above; `pidfd` is a descriptor the caller holds.
+    unsafe { rustix::ioctl::ioctl(pidfd, ioctl) }?;
+    Ok(info)
+}
+
 /// The process id `pidfd` refers to, while that process exists (Linux 6.13 and later).
 ///
 /// # Errors
@@ -170,15 +184,7 @@ const PIDFD_GET_INFO: rustix::ioctl::Opcode =
 /// `ESRCH` once the process has been collected; the kernel has no `PIDFD_GET_INFO`; not a
 /// pidfd.
 pub fn pidfd_pid(pidfd: std::os::fd::BorrowedFd<'_>) -> io::Result<u32> {
-    let mut info = PidfdInfo {
-        mask: PIDFD_INFO_PID,
-        ..PidfdInfo::default()
-    };
-    // SAFETY: as in `pidfd_exit_status`.
-    let ioctl = unsafe { rustix::ioctl::Updater::<PIDFD_GET_INFO, PidfdInfo>::new(&mut info) };
-    // SAFETY: as above; `pidfd` is a descriptor the caller holds.
-    unsafe { rustix::ioctl::ioctl(pidfd, ioctl) }?;
-    Ok(info.ids[0])
+    Ok(pidfd_info(pidfd, PIDFD_INFO_PID)?.ids[0])
 }
 
 /// The raw wait status of the process `pidfd` refers to, once it has ended and been
@@ -189,15 +195,7 @@ pub fn pidfd_pid(pidfd: std::os::fd::BorrowedFd<'_>) -> io::Result<u32> {
 ///
 /// The kernel has no `PIDFD_GET_INFO` (before 6.13), or `pidfd` is not a pidfd.
 pub fn pidfd_exit_status(pidfd: std::os::fd::BorrowedFd<'_>) -> io::Result<Option<i32>> {
-    let mut info = PidfdInfo {
-        mask: PIDFD_INFO_EXIT,
-        ..PidfdInfo::default()
-    };
-    // SAFETY: PIDFD_GET_INFO reads and writes a `struct pidfd_info`; `PidfdInfo` has its
-    // layout and size (64 bytes, the size the opcode carries).
-    let ioctl = unsafe { rustix::ioctl::Updater::<PIDFD_GET_INFO, PidfdInfo>::new(&mut info) };
-    // SAFETY: as above; `pidfd` is a descriptor the caller holds.
-    unsafe { rustix::ioctl::ioctl(pidfd, ioctl) }?;
+    let info = pidfd_info(pidfd, PIDFD_INFO_EXIT)?;
     Ok((info.mask & PIDFD_INFO_EXIT != 0).then_some(info.exit_code))
 }
 
