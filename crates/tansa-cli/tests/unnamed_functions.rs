@@ -144,10 +144,12 @@ fn cpu_reports_give_each_unnamed_function_its_row() {
             })
     };
     let (a, bb) = (self_of(&name(b.spin_a)), self_of(&name(b.spin_b)));
-    // spin_b runs three times as long as spin_a (the same loop, three times the iterations):
-    // about 50 and 150 samples (with 60 M iterations, about 20 and 60, and a CI run once
-    // gave spin_a exactly 20).
-    assert!(a > 20 && bb > 2 * a, "spin_a {a}, spin_b {bb} samples");
+    // spin_b runs the same loop three times as many iterations as spin_a: about 50 and 150
+    // samples of CPU time on an idle machine (with 60 M iterations, about 20 and 60, and a
+    // CI run once gave spin_a exactly 20). Time per iteration is not constant on a loaded
+    // machine, whose other CPU may share this one's core: a CI run, with other tests
+    // beside it, gave 79 and 126. Rows swapped or merged would give spin_a the most.
+    assert!(a > 20 && bb > a, "spin_a {a}, spin_b {bb} samples");
     // The library's code without unwind information is crtstuff's (frame_dummy,
     // __do_global_dtors_aux, ... run as it loads and unloads, a few microseconds): a sample
     // that lands there (once in a CI run) has no function to go to. Nothing else may.
