@@ -256,6 +256,7 @@ mod tests {
     use super::*;
     use crate::builder::tests::test_builder;
     use crate::{ProcessInfo, SampleInput};
+    use tansa_analysis::cpu::CpuRecording;
 
     /// The schedule: half a second in, then doubling up to 2 s apart, then a tenth of the
     /// time elapsed.
@@ -271,7 +272,7 @@ mod tests {
         assert_eq!(ms[..6], [500, 1000, 2000, 4000, 6000, 8000]);
         assert!(ms.contains(&20_000) && ms.contains(&22_000), "{ms:?}");
         assert!(ms.contains(&24_200), "{ms:?}");
-        // A long run: about ten groups per tenfold of its length.
+        // A long run: some 25 groups per tenfold of its length.
         let mut n = 0;
         let mut at = Duration::from_secs(100);
         while at < Duration::from_secs(1000) {
@@ -280,7 +281,6 @@ mod tests {
         }
         assert!((20..=30).contains(&n), "{n} groups from 100 s to 1000 s");
     }
-    use tansa_analysis::cpu::CpuRecording;
 
     type Totals = (
         BTreeMap<(u32, u64, Option<u64>), u64>,

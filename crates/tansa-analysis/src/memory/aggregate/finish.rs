@@ -369,9 +369,6 @@ impl Aggregator {
     }
 }
 
-/// Whether a rank ended by itself in failure: an exit code other than 0, a signal other
-/// than those launchers end the other ranks with, or an end the agent could not see that
-/// was not a normal exit.
 /// Whether a failure was seen or is only possible (an end the agent did not see).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Seen {
@@ -379,6 +376,9 @@ enum Seen {
     No,
 }
 
+/// Whether a rank ended by itself in failure: seen, with an exit code other than 0 or a
+/// signal other than those launchers end the other ranks with; or possibly, with an end the
+/// agent could not see that was not a normal exit.
 fn failed_by_itself(exit: &crate::memory::report::ExitReport) -> Option<Seen> {
     const LAUNCHER_SIGNALS: [&str; 4] = ["SIGTERM", "SIGKILL", "SIGINT", "SIGHUP"];
     let failed = match exit.kind {
