@@ -24,7 +24,7 @@
 //! module the map does not know yet asks the next ordinary hook call to rescan.
 
 use core::ffi::{c_int, c_void};
-use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
 use crate::{sys, thread};
 
@@ -32,10 +32,18 @@ static SAMPLING: AtomicBool = AtomicBool::new(false);
 static PERIOD_NS: AtomicU64 = AtomicU64::new(0);
 static RESCAN_WANTED: AtomicBool = AtomicBool::new(false);
 
-/// Threads with a timer whose unsampled time the exit can count. Beyond this many at once,
-/// a thread still running at the exit is not counted (each one's loss is less than a
-/// period). Zeroed memory: pages are touched only where threads take slots.
-const SLOTS: usize = 8192;
+/// Every running thread with a timer has a slot (see [`slot_of`]) where the exit finds
+/// its CPU time at arming and its periods: the slot of thread id `tid` is `tid` itself,
+/// since no two running threads of a process share an id and ids stay below the kernel's
+/// `PID_MAX_LIMIT` (2^22 on 64-bit). Slots come in chunks mapped when a thread first needs
+/// one, so a process pays only for the ranges of ids its threads have: no thread count
+/// leaves a thread out (an earlier fixed table of 8192 slots left the unsampled time of
+/// every further thread running at the exit uncounted, and unsaid).
+const TID_LIMIT: usize = 1 << 22;
+/// Slots per chunk (24 KiB).
+const CHUNK_SLOTS: usize = 1024;
+const CHUNKS: usize = TID_LIMIT / CHUNK_SLOTS;
+const CHUNK_BYTES: usize = CHUNK_SLOTS * core::mem::size_of::<Slot>();
 /// A slot's `tid` while its thread fills it in.
 const CLAIMING: u32 = u32::MAX;
 
@@ -49,34 +57,72 @@ struct Slot {
     periods: AtomicU64,
 }
 
-static TABLE: [Slot; SLOTS] = [const {
-    Slot {
-        tid: AtomicU32::new(0),
-        armed: AtomicU64::new(0),
-        periods: AtomicU64::new(0),
-    }
-}; SLOTS];
+/// The mapped chunks (null where no thread has had a slot yet).
+static CHUNK: [AtomicPtr<Slot>; CHUNKS] = [const { AtomicPtr::new(core::ptr::null_mut()) }; CHUNKS];
+/// Threads that got no slot (a chunk could not be mapped): at the exit, those still
+/// running are not counted, and the exit says how many there may be.
+static SLOTLESS: AtomicU64 = AtomicU64::new(0);
 
-/// Takes a slot for the calling thread `tid`, armed at CPU time `armed`: its index plus
-/// one, or 0 when every slot is taken.
-fn take_slot(tid: u32, armed: u64) -> usize {
-    let start = tid as usize % SLOTS;
-    for k in 0..SLOTS {
-        let i = (start + k) % SLOTS;
-        let slot = &TABLE[i];
-        if slot.tid.load(Ordering::Relaxed) == 0
-            && slot
-                .tid
-                .compare_exchange(0, CLAIMING, Ordering::Acquire, Ordering::Relaxed)
-                .is_ok()
-        {
-            slot.armed.store(armed, Ordering::Relaxed);
-            slot.periods.store(0, Ordering::Relaxed);
-            slot.tid.store(tid, Ordering::Release);
-            return i + 1;
+/// The slot of thread id `tid` (mapping its chunk if `map`), if there is one.
+fn slot_of(tid: u32, map: bool) -> Option<&'static Slot> {
+    let (chunk, at) = (tid as usize / CHUNK_SLOTS, tid as usize % CHUNK_SLOTS);
+    let cell = CHUNK.get(chunk)?;
+    let mut base = cell.load(Ordering::Acquire);
+    if base.is_null() {
+        if !map {
+            return None;
         }
+        let fresh = sys::map_anonymous(CHUNK_BYTES)? as *mut Slot;
+        base = match cell.compare_exchange(
+            core::ptr::null_mut(),
+            fresh,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => fresh,
+            Err(theirs) => {
+                // SAFETY: `fresh` was mapped above and never published.
+                unsafe { sys::unmap(fresh as *mut u8, CHUNK_BYTES) };
+                theirs
+            }
+        };
     }
-    0
+    // SAFETY: a published chunk is a mapping of CHUNK_SLOTS zero-initialised slots (all
+    // zeros is a valid `Slot`), never unmapped; `at < CHUNK_SLOTS`.
+    Some(unsafe { &*base.add(at) })
+}
+
+/// The slots of every mapped chunk.
+fn slots() -> impl Iterator<Item = &'static Slot> {
+    CHUNK.iter().flat_map(|cell| {
+        let base = cell.load(Ordering::Acquire);
+        let chunk: &'static [Slot] = if base.is_null() {
+            &[]
+        } else {
+            // SAFETY: as in `slot_of`.
+            unsafe { core::slice::from_raw_parts(base, CHUNK_SLOTS) }
+        };
+        chunk.iter()
+    })
+}
+
+/// A thread's `timer_slot` when it has a timer but no slot.
+const NO_SLOT: usize = usize::MAX;
+
+/// Takes the slot of the calling thread `tid`, armed at CPU time `armed`: `tid` plus one,
+/// or [`NO_SLOT`]. A slot still holding `tid` belonged to an earlier thread with
+/// this id that ended without its key destructors (nothing counts it any more): it is
+/// taken over.
+fn take_slot(tid: u32, armed: u64) -> usize {
+    let Some(slot) = slot_of(tid, true) else {
+        SLOTLESS.fetch_add(1, Ordering::Relaxed);
+        return NO_SLOT;
+    };
+    slot.tid.store(CLAIMING, Ordering::Release);
+    slot.armed.store(armed, Ordering::Relaxed);
+    slot.periods.store(0, Ordering::Relaxed);
+    slot.tid.store(tid, Ordering::Release);
+    tid as usize + 1
 }
 
 /// Whether the agent samples (and records no heap events).
@@ -165,8 +211,14 @@ pub fn account_unsampled() {
     }
     // The thread's slot goes: whoever empties it counts the thread. If the exit emptied it
     // first (this thread ran on while another one exited the process), it was counted.
-    if let Some(i) = st.timer_slot.replace(0).checked_sub(1) {
-        let tid = TABLE[i].tid.swap(0, Ordering::AcqRel);
+    let taken = st.timer_slot.replace(0);
+    if taken == NO_SLOT {
+        SLOTLESS.fetch_sub(1, Ordering::Relaxed);
+    } else if let Some(slot) = taken
+        .checked_sub(1)
+        .and_then(|tid| slot_of(tid as u32, false))
+    {
+        let tid = slot.tid.swap(0, Ordering::AcqRel);
         if tid == 0 || tid == CLAIMING {
             st.cpu_armed.set(sys::thread_cpu_ns());
             st.periods.set(0);
@@ -204,7 +256,7 @@ pub fn account_running_threads() {
     }
     let me = sys::gettid();
     let period = PERIOD_NS.load(Ordering::Relaxed);
-    for slot in &TABLE {
+    for slot in slots() {
         let tid = slot.tid.load(Ordering::Acquire);
         if tid == 0
             || tid == CLAIMING
@@ -228,6 +280,14 @@ pub fn account_running_threads() {
             crate::session::SESSION.add_unsampled(unsampled);
         }
     }
+    let slotless = SLOTLESS.load(Ordering::Relaxed);
+    if slotless > 0 {
+        sys::Line::new()
+            .text(b"tansa: ")
+            .num(slotless)
+            .text(b" thread(s) still running at the exit had no sampling slot (memory could not be mapped): their last partial periods, less than a period each, are not counted as unsampled")
+            .write_stderr();
+    }
 }
 
 /// Forgets a timer inherited by a forked child (timers are not inherited; the id is stale),
@@ -239,7 +299,8 @@ pub fn forget_inherited_timer() {
     if !is_sampling() {
         return;
     }
-    for slot in &TABLE {
+    SLOTLESS.store(0, Ordering::Relaxed);
+    for slot in slots() {
         // Only slots in use: a store to an untouched page would make it resident.
         if slot.tid.load(Ordering::Relaxed) != 0 {
             slot.tid.store(0, Ordering::Relaxed);
@@ -261,10 +322,12 @@ extern "C" fn on_sigprof(_sig: c_int, info: *mut libc::siginfo_t, uctx: *mut c_v
                 weight += overrun.max(0) as u32;
                 let st = thread::current();
                 st.periods.set(st.periods.get() + u64::from(weight));
-                if let Some(i) = st.timer_slot.get().checked_sub(1) {
-                    TABLE[i]
-                        .periods
-                        .fetch_add(u64::from(weight), Ordering::Relaxed);
+                if let Some(slot) = Some(st.timer_slot.get())
+                    .filter(|&s| s != NO_SLOT)
+                    .and_then(|s| s.checked_sub(1))
+                    .and_then(|tid| slot_of(tid as u32, false))
+                {
+                    slot.periods.fetch_add(u64::from(weight), Ordering::Relaxed);
                 }
             }
         }

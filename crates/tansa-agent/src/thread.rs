@@ -62,8 +62,9 @@ pub struct ThreadState {
     /// The thread's CPU-sampling timer (`timer_t`) plus one, or 0 for none (the first timer
     /// of a process has the id 0).
     pub timer: Cell<usize>,
-    /// The index plus one of the thread's slot among the running threads whose unsampled
-    /// time the exit counts (`sampler`), or 0.
+    /// CPU sampling: the thread's id plus one while it holds its slot among the running
+    /// threads whose unsampled time the exit counts (`sampler`), `usize::MAX` when it has a
+    /// timer but could get no slot, or 0.
     pub timer_slot: Cell<usize>,
     /// CPU sampling: the thread's CPU time when its timer was armed (or its time last
     /// accounted), in nanoseconds.
