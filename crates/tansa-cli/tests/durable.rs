@@ -143,6 +143,76 @@ fn sigkill_of_the_recorder_loses_nothing_handed_over() {
     );
 }
 
+/// A process that ended before the recorder was killed keeps how and when it ended in the
+/// salvaged recording: the collector writes that into the process's segment as soon as it
+/// learns it (here from the zombie, which its parent leaves uncollected), not only into
+/// the recording's last frames, which a killed recorder never writes. Before, the child
+/// came out as "recorder_killed", with no end: a launcher that kills every rank's recorder
+/// at once when one rank fails (Slurm's PMIx abort does) took the failing rank's status
+/// along.
+#[test]
+fn a_salvage_keeps_how_a_process_ended_before_the_recorder_was_killed() {
+    ensure_agent();
+    let exe = program("zombiechild", "zombiechild.c", &["-g", "-O1"]);
+    let dir = temp_dir("durable-ended");
+    // The collector learns of the child's end when it sees the child's socket close; on a
+    // loaded machine that may take a while: later attempts wait longer.
+    let mut last = String::new();
+    for (attempt, wait_ms) in [500u64, 2000, 5000].into_iter().enumerate() {
+        let file = dir.join(format!("ended{attempt}.tansa"));
+        let mut recorder = Command::new(tansa())
+            .args(["record", "--durable", "always", "-o"])
+            .arg(&file)
+            .arg("--")
+            .arg(&exe)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("run tansa");
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(recorder.stdout.take().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        let pids: Vec<u32> = line
+            .strip_prefix("ready ")
+            .map(|l| {
+                l.split_whitespace()
+                    .filter_map(|p| p.parse().ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        assert_eq!(pids.len(), 2, "unexpected output: {line:?}");
+        std::thread::sleep(Duration::from_millis(wait_ms));
+        kill_both(&mut recorder, pids[0]);
+        std::thread::sleep(Duration::from_millis(100));
+        let out = report_by_function_json(&file);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(stderr(&out).contains("salvaged it"), "{}", stderr(&out));
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        let processes = report["processes"].as_array().unwrap();
+        let of = |pid: u32| {
+            processes
+                .iter()
+                .find(|p| p["pid"] == pid)
+                .unwrap_or_else(|| panic!("no process {pid} in {processes:?}"))
+        };
+        // The parent was running when the recorder was killed: its end is not known.
+        assert_eq!(of(pids[0])["exit"]["kind"], "recorder_killed");
+        let child = of(pids[1]);
+        if child["exit"]["kind"] == "signaled" {
+            assert_eq!(child["exit"]["signal_name"], "SIGABRT", "{child}");
+            // The child's 1000 bytes, never freed, are in the recording.
+            assert_eq!(bytes(unit(&report, "zombiechild!main")).0, 1000);
+            return;
+        }
+        last = format!("waited {wait_ms} ms: {child}");
+        eprintln!("attempt {attempt}: {last}");
+    }
+    panic!("the child's end was lost with the recorder: {last}");
+}
+
 /// SIGTERM ends the recording while the program (which ignores it) goes on: the recorder
 /// does not wait for the program. How fast it finishes (within a second on an idle
 /// machine) is measured by bench/durable.sh, not here: a loaded machine stretches it.

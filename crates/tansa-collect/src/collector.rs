@@ -77,6 +77,8 @@ pub struct Collector {
     pending_exec: HashMap<u32, PendingExec>,
     /// Process ids that had at least one session.
     recorded_pids: HashSet<u32>,
+    /// Each process id's latest session (by start time), for [`Collector::publish_end`].
+    latest: HashMap<u32, usize>,
     /// Processes reaped without a session yet: their announcement may still be queued.
     reaped_unknown: Vec<(Instant, Unrecorded)>,
     /// Sessions whose image ended before it was collected, whose pidfd will tell how.
@@ -109,6 +111,7 @@ impl Collector {
             unrecorded: Vec::new(),
             pending_exec: HashMap::new(),
             recorded_pids: HashSet::new(),
+            latest: HashMap::new(),
             reaped_unknown: Vec::new(),
             awaiting_status: Vec::new(),
             fullest_permille: 0,
@@ -300,6 +303,14 @@ impl Collector {
                 {
                     sink.session_header(id, s.pid, h);
                 }
+                let latest = self.latest.entry(s.pid).or_insert(self.sessions.len());
+                if self
+                    .sessions
+                    .get(*latest)
+                    .is_some_and(|l| l.info.start_ticks <= s.info.start_ticks)
+                {
+                    *latest = self.sessions.len();
+                }
                 self.sessions.push(s);
             }
             (HELLO_SEGMENT, Source::Private(i)) => {
@@ -357,6 +368,7 @@ impl Collector {
             self.sessions[i].ended = true;
             self.sessions[i].zombie_status = Some(status);
             self.sessions[i].drop_exit_fd();
+            self.publish_end(i);
             return;
         }
         let Some(exe) = tansa_proc::exe_of(pid) else {
@@ -364,6 +376,7 @@ impl Collector {
             // go before it is a zombie). Its pidfd tells how it ended once it is collected.
             self.sessions[i].ended = true;
             self.sessions[i].zombie_status = self.sessions[i].collected_status();
+            self.publish_end(i);
             if self.sessions[i].awaits_status() {
                 self.awaiting_status.push(i);
             }
@@ -438,6 +451,9 @@ impl Collector {
         while let Some((pid, raw, comm)) = sys::reap_any() {
             let status = tansa_format::meta::ExitStatus::from_wait_status(raw);
             self.statuses.insert(pid, status);
+            if let Some(&i) = self.latest.get(&pid) {
+                self.publish_end(i);
+            }
             if pid == self.root {
                 root = Some(status);
             }
@@ -466,13 +482,18 @@ impl Collector {
     /// (now and then, and at the end); each one that answers is let go.
     pub(crate) fn settle_statuses(&mut self) {
         let sessions = &mut self.sessions;
+        let mut known = Vec::new();
         self.awaiting_status.retain(|&i| {
             let s = &mut sessions[i];
             if let Some(status) = s.collected_status() {
                 s.zombie_status = Some(status);
+                known.push(i);
             }
             s.awaits_status()
         });
+        for i in known {
+            self.publish_end(i);
+        }
     }
 
     /// Processes reaped without a session are unrecorded once their announcement could no
@@ -522,6 +543,34 @@ impl Collector {
         }
     }
 
+    /// Whether a later session of the same process replaced `s` (an `execve`).
+    fn exec_later(&self, s: &Session) -> bool {
+        self.sessions
+            .iter()
+            .any(|t| t.pid == s.pid && t.info.start_ticks > s.info.start_ticks)
+    }
+
+    /// How `s`'s process ended, from a wait status (ours as its parent, its zombie's, or
+    /// its pidfd's), once known.
+    fn status_of(&self, s: &Session) -> Option<ExitStatus> {
+        self.statuses.get(&s.pid).copied().or(s.zombie_status)
+    }
+
+    /// Writes into session `i`'s shared header how its process ended, as soon as that is
+    /// known (and when), so that a recording whose recorder is killed before it writes the
+    /// sessions' ends still tells them after its salvage: a launcher that kills every
+    /// rank's recorder at once when one rank fails must not take that rank's status along.
+    fn publish_end(&mut self, i: usize) {
+        let s = &self.sessions[i];
+        if s.end_published || s.replaced {
+            return;
+        }
+        if let Some(raw) = self.status_of(s).and_then(|st| st.wait_status()) {
+            let now = crate::clock_now(self.tsc);
+            self.sessions[i].publish_end(raw, now);
+        }
+    }
+
     /// Ends the recording: drains everything left, closes every stream and writes each
     /// session's end with the best exit status known, its losses, and the processes that ran
     /// unrecorded.
@@ -540,20 +589,14 @@ impl Collector {
         self.settle_statuses();
         let end_ticks = crate::clock_now(self.tsc);
         for s in &self.sessions {
-            let exec_later = self
-                .sessions
-                .iter()
-                .any(|t| t.pid == s.pid && t.info.start_ticks > s.info.start_ticks);
-            let exit = if exec_later || s.replaced {
+            let exit = if self.exec_later(s) || s.replaced {
                 ExitStatus::Exec
             } else if !s.ended {
                 match self.stopped_by {
                     Some(signal) => ExitStatus::Stopped { signal },
                     None => ExitStatus::Running,
                 }
-            } else if let Some(st) = self.statuses.get(&s.pid) {
-                *st
-            } else if let Some(st) = s.zombie_status {
+            } else if let Some(st) = self.status_of(s) {
                 st
             } else if let Some((code, _)) = s.agent_exit() {
                 ExitStatus::Exited { code }

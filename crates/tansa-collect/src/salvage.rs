@@ -34,9 +34,9 @@ use tansa_format::memory::{
 use tansa_format::meta::{Calibration, CalibrationPoint, ClockSource, ExitStatus, RecordingMeta};
 use tansa_wire::event::Decoder;
 use tansa_wire::layout::{
-    ClockKind, EXIT_IMMEDIATE, EXIT_NORMAL, Geometry, LossCause, MAX_RINGS_PER_SEGMENT, RING_FREE,
-    RING_HEADER_SIZE, RingHeader, SEGMENT_HEADER_SIZE, SEGMENT_MAGIC, SegmentHeader,
-    segment_ring_count,
+    ClockKind, ENDED_KNOWN, EXIT_IMMEDIATE, EXIT_NORMAL, Geometry, LossCause,
+    MAX_RINGS_PER_SEGMENT, RING_FREE, RING_HEADER_SIZE, RingHeader, SEGMENT_HEADER_SIZE,
+    SEGMENT_MAGIC, SegmentHeader, segment_ring_count,
 };
 
 use crate::symbolize::{AddressSet, BackgroundResolver};
@@ -274,6 +274,9 @@ pub struct Recovered {
     pub clock: Option<ClockKind>,
     /// How the agent saw the process end: exit code, if it saw an `exit` or `_exit`.
     pub exit_code: Option<i32>,
+    /// How the process ended as the collector learned it (a wait status), and when (the
+    /// session's clock), if it wrote that before it was killed.
+    pub ended: Option<(ExitStatus, u64)>,
     /// What the agent could not record.
     pub losses: Losses,
     /// All causes of loss together.
@@ -284,6 +287,15 @@ pub struct Recovered {
     pub streams: Vec<RecoveredStream>,
     /// What could not be recovered.
     pub notes: Vec<String>,
+}
+
+/// What a salvage knows of how a session ended ([`Recovered`]'s fields).
+#[derive(Debug, Clone, Copy, Default)]
+struct Ending {
+    code: Option<i32>,
+    ended: Option<(ExitStatus, u64)>,
+    losses: Losses,
+    lost: u64,
 }
 
 /// Bytes `[from, head)` of the ring whose header is at `offset` in `src` (data after the
@@ -334,6 +346,13 @@ pub fn recover(
     let how = h0.exit_how.load(std::sync::atomic::Ordering::Relaxed);
     let exit_code = matches!(how, EXIT_NORMAL | EXIT_IMMEDIATE)
         .then(|| h0.exit_code.load(std::sync::atomic::Ordering::Relaxed));
+    let ended_status = h0.ended_status.load(std::sync::atomic::Ordering::Relaxed);
+    let ended = (ended_status & ENDED_KNOWN != 0).then(|| {
+        (
+            ExitStatus::from_wait_status((ended_status & 0xffff) as i32),
+            h0.ended_ticks.load(std::sync::atomic::Ordering::Relaxed),
+        )
+    });
     let lost = |c: LossCause| h0.lost[c as usize].load(std::sync::atomic::Ordering::Relaxed);
     let losses = Losses {
         no_ring: lost(LossCause::NoRing),
@@ -348,6 +367,7 @@ pub fn recover(
         collector_session,
         clock: ClockKind::from_raw(h0.clock),
         exit_code,
+        ended,
         losses,
         lost_events: h0.lost_total(),
         meta: Vec::new(),
@@ -783,7 +803,7 @@ fn complete(
     let mut sessions = st.sessions.clone();
     let mut metas = st.metas.clone();
     let mut clock = None;
-    let mut exits: HashMap<u32, (Option<i32>, Losses, u64)> = HashMap::new();
+    let mut exits: HashMap<u32, Ending> = HashMap::new();
     let groups = segments.map(segment_groups).unwrap_or_default();
     for ((pid, _), group) in groups {
         let segments: Vec<(u32, &dyn ReadAt)> =
@@ -824,7 +844,15 @@ fn complete(
             }
             v.insert(info);
         }
-        exits.insert(id, (rec.exit_code, rec.losses, rec.lost_events));
+        exits.insert(
+            id,
+            Ending {
+                code: rec.exit_code,
+                ended: rec.ended,
+                losses: rec.losses,
+                lost: rec.lost_events,
+            },
+        );
         for chunk in rec.meta.chunks(CHUNK) {
             let mut payload = meta_chunk_prefix(id).to_vec();
             payload.extend_from_slice(chunk);
@@ -854,24 +882,33 @@ fn complete(
             }
         }
     }
-    // Every image whose end was not recorded ended with the recorder, as far as anyone
-    // knows (the agent may have seen its exit code).
+    // Every image whose end was not recorded ended as the collector had learned (it
+    // writes that into the segment as soon as it knows), or as the agent saw it exit, or
+    // else with the recorder, as far as anyone knows.
     let calibration = extend_calibration(st.calibration.clone(), clock);
     let end_ticks = calibration.points.last().map_or(0, |p| p.ticks);
     for (&id, info) in &sessions {
         if st.ended.contains(&id) {
             continue;
         }
-        let (code, losses, lost) = exits.get(&id).copied().unwrap_or_default();
+        let Ending {
+            code,
+            ended,
+            losses,
+            lost,
+        } = exits.get(&id).copied().unwrap_or_default();
+        let (exit, ticks) = match (ended, code) {
+            (Some((status, ticks)), _) => (status, ticks.min(end_ticks)),
+            (None, Some(code)) => (ExitStatus::Exited { code }, end_ticks),
+            (None, None) => (ExitStatus::RecorderKilled, end_ticks),
+        };
         w.value(
             memory::SESSION_END,
             &SessionEnd {
                 session: id,
-                exit: code.map_or(ExitStatus::RecorderKilled, |code| ExitStatus::Exited {
-                    code,
-                }),
+                exit,
                 lost_events: lost,
-                end_ticks: end_ticks.max(info.start_ticks),
+                end_ticks: ticks.max(info.start_ticks),
             },
         )?;
         if losses != Losses::default() && !st.with_losses.contains(&id) {

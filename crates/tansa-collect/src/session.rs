@@ -7,8 +7,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use tansa_format::memory::Losses;
 use tansa_format::memory::{SessionInfo, SessionPlace};
 use tansa_wire::layout::{
-    ClockKind, EXIT_IMMEDIATE, EXIT_NONE, EXIT_NORMAL, FLAG_FREE_STACKS, FLAG_ONLINE, Geometry,
-    LossCause, MAX_RINGS_PER_SEGMENT, RING_CLOSED, RING_FREE, Ring, SEGMENT_MAGIC, SegmentHeader,
+    ClockKind, ENDED_KNOWN, EXIT_IMMEDIATE, EXIT_NONE, EXIT_NORMAL, FLAG_FREE_STACKS, FLAG_ONLINE,
+    Geometry, LossCause, MAX_RINGS_PER_SEGMENT, RING_CLOSED, RING_FREE, Ring, SEGMENT_MAGIC,
+    SegmentHeader,
 };
 
 use crate::{CollectError, Sink};
@@ -52,6 +53,8 @@ pub struct Session {
     /// The exit status read from `/proc` while the process was a zombie, if it was seen
     /// as one when its image ended, or from its pidfd once another process collected it.
     pub zombie_status: Option<tansa_format::meta::ExitStatus>,
+    /// Whether how the process ended is in the shared header ([`Session::publish_end`]).
+    pub end_published: bool,
     /// A pidfd of the process from its announcement on, to learn how it ended when its
     /// parent collects it (see [`Session::collected_status`]).
     exit_fd: Option<ExitFd>,
@@ -174,6 +177,7 @@ impl Session {
             ended: false,
             finalized: false,
             zombie_status: None,
+            end_published: false,
             exit_fd: None,
             replaced: false,
             segments: vec![Some((map, geometry))],
@@ -319,6 +323,19 @@ impl Session {
     pub fn exited_normally(&self) -> bool {
         self.header()
             .is_some_and(|h| h.exited_normally.load(Ordering::Acquire) != 0)
+    }
+
+    /// Writes how the process ended (a raw wait status) and when the collector learned it
+    /// (`ticks`) into the shared header, for a salvage ([`SegmentHeader::ended_status`]).
+    pub fn publish_end(&mut self, wait_status: i32, ticks: u64) {
+        if let Some(h) = self.header() {
+            h.ended_ticks.store(ticks, Ordering::Relaxed);
+            h.ended_status.store(
+                ENDED_KNOWN | (wait_status as u32 & 0xffff),
+                Ordering::Release,
+            );
+            self.end_published = true;
+        }
     }
 
     /// CPU sampling in the agent: the session's unsampled CPU time (ns) and its threads.

@@ -133,6 +133,19 @@ impl ExitStatus {
         }
     }
 
+    /// The raw `wait` status of an ended process ([`ExitStatus::from_wait_status`] undone);
+    /// `None` for the statuses that are not an end (`Exec`, `Running`, ...).
+    pub fn wait_status(&self) -> Option<i32> {
+        match *self {
+            ExitStatus::Exited { code } => Some((code & 0xff) << 8),
+            ExitStatus::Signaled {
+                signal,
+                core_dumped,
+            } => Some((signal & 0x7f) | if core_dumped { 0x80 } else { 0 }),
+            _ => None,
+        }
+    }
+
     /// A short human description, e.g. `exited with code 0` or `killed by SIGKILL`.
     pub fn describe(&self) -> String {
         match *self {
@@ -192,6 +205,20 @@ mod wait_status_tests {
         assert_eq!(
             ExitStatus::from_wait_status((19 << 8) | 0x7f),
             ExitStatus::Unknown { normal_exit: false }
+        );
+    }
+
+    #[test]
+    fn an_end_goes_back_to_its_wait_status() {
+        for raw in [0, 3 << 8, 255 << 8, 9, 15, 11 | 0x80, 6 | 0x80, 64] {
+            let status = ExitStatus::from_wait_status(raw);
+            assert_eq!(status.wait_status(), Some(raw), "{status:?}");
+        }
+        assert_eq!(ExitStatus::Exec.wait_status(), None);
+        assert_eq!(ExitStatus::RecorderKilled.wait_status(), None);
+        assert_eq!(
+            ExitStatus::Unknown { normal_exit: true }.wait_status(),
+            None
         );
     }
 }

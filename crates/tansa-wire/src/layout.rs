@@ -262,7 +262,17 @@ pub struct SegmentHeader {
     pub unsampled_ns: AtomicU64,
     /// CPU sampling in the agent: the threads whose unsampled time is in `unsampled_ns`.
     pub unsampled_threads: AtomicU64,
+    /// How the process ended, as its collector learned it (from `waitpid`, its zombie or
+    /// its pidfd), written as soon as it is known: [`ENDED_KNOWN`] plus the raw wait
+    /// status in the low 16 bits; 0 while not known. A recording whose recorder is killed
+    /// before it writes the session's end keeps it here, for the salvage.
+    pub ended_status: AtomicU32,
+    /// When the collector learned `ended_status` (the session's clock; valid with it).
+    pub ended_ticks: AtomicU64,
 }
+
+/// [`SegmentHeader::ended_status`]: set once the collector knows how the process ended.
+pub const ENDED_KNOWN: u32 = 1 << 31;
 
 const _: () = assert!(core::mem::size_of::<SegmentHeader>() <= SEGMENT_HEADER_SIZE);
 
