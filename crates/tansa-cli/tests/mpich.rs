@@ -16,9 +16,6 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 use common::*;
-use serde_json::Value;
-
-const MIB: i64 = 1 << 20;
 
 /// MPICH's unpacked tree and `mpi_ranks` built against it.
 struct Mpich {
@@ -76,40 +73,6 @@ fn mpich() -> Option<&'static Mpich> {
     }))
 }
 
-/// Checks the job's ranks: each keeps exactly (r + 1) MiB in the program's own unit, and
-/// rank 2 aborted and is named as the rank that ended first (`by`: how that was found).
-fn check_aborted_job(files: &[PathBuf], mode: &str, by: &str) -> Value {
-    let whole = job_report_json(files, &[]);
-    let job = &whole["job"];
-    assert_eq!(job["ranks"].as_array().unwrap().len(), 4, "{mode}: {job}");
-    assert_eq!(job["size"], 4, "{mode}");
-    for r in 0..4i64 {
-        let one = job_report_json(files, &["--rank", &r.to_string()]);
-        assert_eq!(
-            unit(&one, "mpi_ranks_mpich")["net_bytes"],
-            (r + 1) * MIB,
-            "{mode}: rank {r}"
-        );
-    }
-    assert_eq!(
-        unit(&whole, "mpi_ranks_mpich")["net_bytes"],
-        10 * MIB,
-        "{mode}: 1 + 2 + 3 + 4 MiB"
-    );
-    let aborted = &job["ranks"][2];
-    assert_eq!(aborted["exit"]["kind"], "signaled", "{mode}: {aborted}");
-    assert_eq!(
-        aborted["exit"]["signal_name"], "SIGABRT",
-        "{mode}: {aborted}"
-    );
-    assert_eq!(
-        (&job["first_ended"], &job["first_ended_by"]),
-        (&Value::from(2), &Value::from(by)),
-        "{mode}: {job}"
-    );
-    whole
-}
-
 /// One recording per rank: Hydra kills every rank's recorder outright when rank 2
 /// aborts; each recording is salvaged whole by the next report, and says so.
 #[test]
@@ -134,7 +97,7 @@ fn per_rank_recordings_survive_hydra_killing_their_recorders() {
     for f in &files {
         assert!(f.is_file(), "no {}: {}", f.display(), stderr(&out));
     }
-    let whole = check_aborted_job(&files, "per rank", "end-time");
+    let whole = check_aborted_job(&files, "mpi_ranks_mpich", "per rank", "end-time");
     // The other ranks' recorders were killed: their recordings were salvaged, and the
     // report says so for each.
     let salvaged = warnings(&whole)
@@ -181,7 +144,12 @@ fn a_job_recorded_whole_under_hydra_names_the_rank_that_aborted() {
         .arg("abort");
     let out = output_within(cmd, RUN_DEADLINE);
     assert!(file.is_file(), "no recording: {}", stderr(&out));
-    let whole = check_aborted_job(std::slice::from_ref(&file), "whole job", "exit-status");
+    let whole = check_aborted_job(
+        std::slice::from_ref(&file),
+        "mpi_ranks_mpich",
+        "whole job",
+        "exit-status",
+    );
     // The proxy collected every rank; the kernel told how each ended.
     for r in [0, 1, 3] {
         let exit = &whole["job"]["ranks"][r]["exit"];

@@ -380,6 +380,42 @@ pub fn job_report_json(files: &[PathBuf], args: &[&str]) -> Value {
     serde_json::from_slice(&o.stdout).expect("report JSON")
 }
 
+/// Checks a 4-rank job of `mpi_ranks.c` run with "abort" (its program's unit `prog`): each
+/// rank r keeps exactly (r + 1) MiB in the program's own unit, and rank 2 aborted and is
+/// named as the rank that ended first (`by`: how that was found). Returns the job's report.
+pub fn check_aborted_job(files: &[PathBuf], prog: &str, mode: &str, by: &str) -> Value {
+    const MIB: i64 = 1 << 20;
+    let whole = job_report_json(files, &[]);
+    let job = &whole["job"];
+    assert_eq!(job["ranks"].as_array().unwrap().len(), 4, "{mode}: {job}");
+    assert_eq!(job["size"], 4, "{mode}");
+    for r in 0..4i64 {
+        let one = job_report_json(files, &["--rank", &r.to_string()]);
+        assert_eq!(
+            unit(&one, prog)["net_bytes"],
+            (r + 1) * MIB,
+            "{mode}: rank {r}"
+        );
+    }
+    assert_eq!(
+        unit(&whole, prog)["net_bytes"],
+        10 * MIB,
+        "{mode}: 1 + 2 + 3 + 4 MiB"
+    );
+    let aborted = &job["ranks"][2];
+    assert_eq!(aborted["exit"]["kind"], "signaled", "{mode}: {aborted}");
+    assert_eq!(
+        aborted["exit"]["signal_name"], "SIGABRT",
+        "{mode}: {aborted}"
+    );
+    assert_eq!(
+        (&job["first_ended"], &job["first_ended_by"]),
+        (&Value::from(2), &Value::from(by)),
+        "{mode}: {job}"
+    );
+    whole
+}
+
 /// `mpi_ranks`, built once with mpicc, or `None` (outside CI) without Open MPI.
 pub fn mpi_program() -> Option<PathBuf> {
     if !require(
