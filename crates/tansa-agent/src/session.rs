@@ -748,6 +748,8 @@ impl Session {
                 )
                 .is_ok()
         {
+            h.exit_ticks
+                .store(crate::clock::ordered(), Ordering::Relaxed);
             h.exit_code.store(code, Ordering::Release);
         }
     }

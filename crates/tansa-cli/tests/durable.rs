@@ -213,6 +213,49 @@ fn a_salvage_keeps_how_a_process_ended_before_the_recorder_was_killed() {
     panic!("the child's end was lost with the recorder: {last}");
 }
 
+/// A process that exits after its recorder was killed: the agent saw the exit, and notes
+/// when, so the salvaged recording gives the rank its real end, not the salvage's moment.
+/// Before, the exit code was kept but the end was stamped with the salvage's moment, here
+/// 3 s after the exit.
+#[test]
+fn a_salvage_ends_a_process_when_its_agent_saw_it_exit() {
+    let dir = temp_dir("durable-exit-time");
+    let file = dir.join("exited.tansa");
+    let start = Instant::now();
+    let (mut recorder, pid) = start_with(
+        &file,
+        &["1", "100", "0", "exit-on-signal"],
+        &[("OMPI_COMM_WORLD_RANK", "0"), ("OMPI_COMM_WORLD_SIZE", "1")],
+    );
+    recorder.kill().unwrap();
+    recorder.wait().unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    kill(pid, libc::SIGTERM);
+    // It exits (with 100 + 15) by itself: the agent notes it; nobody else is there.
+    let gone = Instant::now();
+    while Path::new(&format!("/proc/{pid}/exe")).exists() {
+        assert!(gone.elapsed() < Duration::from_secs(10), "{pid} still runs");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let exited = start.elapsed();
+    std::thread::sleep(Duration::from_millis(3000));
+    let r = job_report_json(std::slice::from_ref(&file), &[]);
+    let rank = &r["job"]["ranks"][0];
+    assert_eq!(rank["exit"]["kind"], "exited", "{rank}");
+    assert_eq!(rank["exit"]["code"], 115, "{rank}");
+    // Its end, from the report's start (the recording's, after the recorder started),
+    // came before the process was seen gone (plus a margin for a loaded machine), not
+    // with the salvage 3 s later.
+    let end_ns = rank["end_ns"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no end: {rank}"));
+    let bound = exited + Duration::from_millis(1000);
+    assert!(
+        Duration::from_nanos(end_ns) < bound,
+        "ended {end_ns} ns in, later than {bound:?}: {rank}"
+    );
+}
+
 /// SIGTERM ends the recording while the program (which ignores it) goes on: the recorder
 /// does not wait for the program. How fast it finishes (within a second on an idle
 /// machine) is measured by bench/durable.sh, not here: a loaded machine stretches it.

@@ -274,6 +274,8 @@ pub struct Recovered {
     pub clock: Option<ClockKind>,
     /// How the agent saw the process end: exit code, if it saw an `exit` or `_exit`.
     pub exit_code: Option<i32>,
+    /// When the agent saw that exit (the session's clock), if it says.
+    pub exit_ticks: Option<u64>,
     /// How the process ended as the collector learned it (a wait status), and when (the
     /// session's clock), if it wrote that before it was killed.
     pub ended: Option<(ExitStatus, u64)>,
@@ -293,6 +295,7 @@ pub struct Recovered {
 #[derive(Debug, Clone, Copy, Default)]
 struct Ending {
     code: Option<i32>,
+    code_ticks: Option<u64>,
     ended: Option<(ExitStatus, u64)>,
     losses: Losses,
     lost: u64,
@@ -346,6 +349,9 @@ pub fn recover(
     let how = h0.exit_how.load(std::sync::atomic::Ordering::Relaxed);
     let exit_code = matches!(how, EXIT_NORMAL | EXIT_IMMEDIATE)
         .then(|| h0.exit_code.load(std::sync::atomic::Ordering::Relaxed));
+    let exit_ticks = exit_code
+        .map(|_| h0.exit_ticks.load(std::sync::atomic::Ordering::Relaxed))
+        .filter(|&t| t != 0);
     let ended_status = h0.ended_status.load(std::sync::atomic::Ordering::Relaxed);
     let ended = (ended_status & ENDED_KNOWN != 0).then(|| {
         (
@@ -367,6 +373,7 @@ pub fn recover(
         collector_session,
         clock: ClockKind::from_raw(h0.clock),
         exit_code,
+        exit_ticks,
         ended,
         losses,
         lost_events: h0.lost_total(),
@@ -848,6 +855,7 @@ fn complete(
             id,
             Ending {
                 code: rec.exit_code,
+                code_ticks: rec.exit_ticks,
                 ended: rec.ended,
                 losses: rec.losses,
                 lost: rec.lost_events,
@@ -884,7 +892,9 @@ fn complete(
     }
     // Every image whose end was not recorded ended as the collector had learned (it
     // writes that into the segment as soon as it knows), or as the agent saw it exit, or
-    // else with the recorder, as far as anyone knows.
+    // else with the recorder, as far as anyone knows; at the moment the collector learned
+    // it, or the agent saw it, or else this one (which a job report does not take for the
+    // image's end: `MemoryRecording::origins`).
     let calibration = extend_calibration(st.calibration.clone(), clock);
     let end_ticks = calibration.points.last().map_or(0, |p| p.ticks);
     for (&id, info) in &sessions {
@@ -893,13 +903,17 @@ fn complete(
         }
         let Ending {
             code,
+            code_ticks,
             ended,
             losses,
             lost,
         } = exits.get(&id).copied().unwrap_or_default();
         let (exit, ticks) = match (ended, code) {
             (Some((status, ticks)), _) => (status, ticks.min(end_ticks)),
-            (None, Some(code)) => (ExitStatus::Exited { code }, end_ticks),
+            (None, Some(code)) => (
+                ExitStatus::Exited { code },
+                code_ticks.unwrap_or(end_ticks).min(end_ticks),
+            ),
             (None, None) => (ExitStatus::RecorderKilled, end_ticks),
         };
         w.value(

@@ -269,6 +269,9 @@ pub struct SegmentHeader {
     pub ended_status: AtomicU32,
     /// When the collector learned `ended_status` (the session's clock; valid with it).
     pub ended_ticks: AtomicU64,
+    /// When the agent saw the exit in `exit_how` (the session's clock), written before
+    /// `exit_code`; 0 when not known.
+    pub exit_ticks: AtomicU64,
 }
 
 /// [`SegmentHeader::ended_status`]: set once the collector knows how the process ended.
