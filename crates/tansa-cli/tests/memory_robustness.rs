@@ -2,6 +2,8 @@
 
 mod common;
 
+use std::process::{Command, Output};
+
 use common::*;
 use serde_json::Value;
 
@@ -659,4 +661,102 @@ fn children_collected_by_their_parent_end_as_their_parent_saw() {
         "{c}"
     );
     assert_eq!(r["process"]["exit"]["code"], 0, "the parent");
+}
+
+/// Runs `tansa record -o FILE -- manyprocs N` with the open-file limits `soft` and `hard`
+/// set for tansa; returns tansa's output and its report in JSON.
+fn record_many_processes(file: &std::path::Path, n: u32, soft: u64, hard: u64) -> (Output, Value) {
+    use std::os::unix::process::CommandExt;
+    ensure_agent();
+    let exe = program("manyprocs", "manyprocs.c", &["-g", "-O1"]);
+    let mut cmd = Command::new(tansa());
+    cmd.args(["record", "-o"])
+        .arg(file)
+        .arg("--")
+        .arg(&exe)
+        .arg(n.to_string());
+    let limit = libc::rlimit {
+        rlim_cur: soft,
+        rlim_max: hard,
+    };
+    // SAFETY: setrlimit is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let out = output_within(cmd, RUN_DEADLINE);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("done 0"), "{said}");
+    (out, report_json(file, &["--by", "function"]))
+}
+
+/// 1,500 processes alive at once under the usual soft limit of 1,024 open files: the
+/// recorder, which keeps a socket per live process, raises its own soft limit to the hard
+/// one, and every process is recorded; the program still gets the limit it was started
+/// with. Before, the recording failed outright ("agent protocol error: session
+/// announcement without descriptors", the kernel having dropped the descriptors it had no
+/// room for), leaving only a partial file.
+#[test]
+fn fifteen_hundred_processes_at_once_under_a_soft_limit_of_1024_files_are_all_recorded() {
+    let hard = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+        .maximum
+        .unwrap_or(1 << 20);
+    if !require(hard >= 4096, "a hard open-file limit of at least 4096") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("many.tansa");
+    let n = 1500u32;
+    let (out, r) = record_many_processes(&file, n, 1024, hard);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("limit 1024\n"),
+        "the program's limit: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert_eq!(r["processes"].as_array().unwrap().len(), n as usize + 1);
+    assert!(
+        r["unrecorded"].as_array().is_none_or(Vec::is_empty),
+        "{}",
+        r["unrecorded"]
+    );
+    // Child i kept 1000 + i bytes.
+    let kept: i64 = (0..i64::from(n)).map(|i| 1000 + i).sum();
+    assert_eq!(bytes(unit(&r, "manyprocs!main")).0, kept);
+}
+
+/// The same where the hard limit is 1,024 too: the processes the recorder has no
+/// descriptor left for run unrecorded, and the report says which and why; the others are
+/// recorded, and the recording is finished.
+#[test]
+fn processes_beyond_the_recorders_open_file_limit_are_named_as_unrecorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("capped.tansa");
+    let n = 1500u32;
+    let (out, r) = record_many_processes(&file, n, 1024, 1024);
+    let recorded = r["processes"].as_array().unwrap().len();
+    let unrecorded = r["unrecorded"].as_array().unwrap();
+    assert!(!unrecorded.is_empty() && recorded > 500, "{}", stderr(&out));
+    assert_eq!(recorded + unrecorded.len(), n as usize + 1);
+    for u in unrecorded {
+        assert!(
+            u["reason"]
+                .as_str()
+                .is_some_and(|w| w.contains("no file descriptor left")),
+            "{u}"
+        );
+    }
+    let said = format!(
+        "{} process(es) ran without being recorded",
+        unrecorded.len()
+    );
+    assert!(
+        warnings(&r).iter().any(|w| w.starts_with(&said)),
+        "{:?}",
+        warnings(&r)
+    );
 }

@@ -77,6 +77,9 @@ pub struct Collector {
     pending_exec: HashMap<u32, PendingExec>,
     /// Process ids that had at least one session.
     recorded_pids: HashSet<u32>,
+    /// Processes whose announcement could not be taken (no descriptor left for it): not
+    /// said again to be unrecorded when they are reaped.
+    refused_pids: HashSet<u32>,
     /// Each process id's latest session (by start time), for [`Collector::publish_end`].
     latest: HashMap<u32, usize>,
     /// Processes reaped without a session yet: their announcement may still be queued.
@@ -112,6 +115,7 @@ impl Collector {
             pending_exec: HashMap::new(),
             recorded_pids: HashSet::new(),
             latest: HashMap::new(),
+            refused_pids: HashSet::new(),
             reaped_unknown: Vec::new(),
             awaiting_status: Vec::new(),
             fullest_permille: 0,
@@ -201,8 +205,8 @@ impl Collector {
     ) -> Result<bool, CollectError> {
         loop {
             match sys::recv_with_fds(fd)? {
-                sys::Received::Message(bytes, received) => {
-                    self.handle_hello(&bytes, received, from, sink)?;
+                sys::Received::Message(bytes, received, truncated) => {
+                    self.handle_hello(&bytes, received, truncated, from, sink)?;
                 }
                 sys::Received::WouldBlock => return Ok(false),
                 sys::Received::Eof => return Ok(true),
@@ -245,6 +249,7 @@ impl Collector {
         &mut self,
         bytes: &[u8],
         fds: Vec<OwnedFd>,
+        truncated: bool,
         from: Source,
         sink: &mut dyn Sink,
     ) -> Result<(), CollectError> {
@@ -266,9 +271,27 @@ impl Collector {
         match (hello.kind, from) {
             (HELLO_SESSION, _) => {
                 let (Some(memfd), Some(private)) = (fds.next(), fds.next()) else {
-                    return Err(CollectError::Protocol(
-                        "session announcement without descriptors".into(),
-                    ));
+                    if !truncated {
+                        return Err(CollectError::Protocol(
+                            "session announcement without descriptors".into(),
+                        ));
+                    }
+                    // The kernel dropped its descriptors: this process had none left. The
+                    // process runs on unrecorded (its agent sees the recorder let go of
+                    // it), and the recording says so; the others are recorded.
+                    self.refused_pids.insert(hello.pid);
+                    self.unrecorded.push(Unrecorded {
+                        pid: hello.pid,
+                        ppid: tansa_proc::read_stat(hello.pid).map_or(0, |s| s.ppid),
+                        exe: tansa_proc::exe_of(hello.pid).unwrap_or_default(),
+                        reason: format!(
+                            "the recorder had no file descriptor left to take it (its \
+                             open-file limit is {}; raise the hard limit, `ulimit -Hn`)",
+                            tansa_proc::os::ensure_open_files(0)
+                                .map_or("unlimited".to_string(), |n| n.to_string())
+                        ),
+                    });
+                    return Ok(());
                 };
                 let id = self.sessions.len() as u32;
                 let volatile = self.volatile(&memfd, id, 0);
@@ -457,7 +480,10 @@ impl Collector {
             if pid == self.root {
                 root = Some(status);
             }
-            if !self.recorded_pids.contains(&pid) && !self.pending_exec.contains_key(&pid) {
+            if !self.recorded_pids.contains(&pid)
+                && !self.refused_pids.contains(&pid)
+                && !self.pending_exec.contains_key(&pid)
+            {
                 self.reaped_unknown.push((
                     Instant::now(),
                     Unrecorded {

@@ -338,12 +338,18 @@ pub fn record(config: &Config, sink: &mut dyn Sink) -> Result<Outcome, CollectEr
         Err(_) => (None, None),
     };
     sys::become_subreaper();
+    // A socket per live process (and a pidfd per process, for its end): as many files as
+    // the hard limit allows, not the usual soft limit of 1024, which a program with a
+    // thousand processes at once would exhaust. The command gets the limit it would have
+    // had (`spawn`).
+    let open_files = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+    session::set_exit_fd_limit(tansa_proc::os::ensure_open_files(1 << 20));
     let signals = Signals::install();
     sink.tick(CalibrationPoint {
         ticks: clock_now(tsc),
         ns: sys::monotonic_ns(),
     })?;
-    let root = spawn(config, tsc, theirs, endpoint_name.as_deref())?;
+    let root = spawn(config, tsc, theirs, endpoint_name.as_deref(), open_files)?;
     let mut run = Run {
         collector: Collector::new(listener, endpoint, root, tsc),
         config,
@@ -389,6 +395,7 @@ fn spawn(
     tsc: bool,
     theirs: std::os::fd::OwnedFd,
     endpoint_name: Option<&str>,
+    open_files: rustix::process::Rlimit,
 ) -> Result<u32, CollectError> {
     let fd_id = sys::socket_identity(theirs.as_fd())?;
     let mut preload = OsString::from(&config.agent);
@@ -436,13 +443,20 @@ fn spawn(
         Some(dir) => cmd.env(ENV_SEGMENT_DIR, std::path::absolute(dir)?),
         None => cmd.env_remove(ENV_SEGMENT_DIR),
     };
-    // The child gets default dispositions for the signals the collector handles.
-    // SAFETY: the closure only calls async-signal-safe functions (signal).
+    // The child gets default dispositions for the signals the collector handles, and the
+    // open-file limit the collector had before it raised its own.
+    let unlimited = |v: Option<u64>| v.unwrap_or(libc::RLIM_INFINITY);
+    let limit = libc::rlimit {
+        rlim_cur: unlimited(open_files.current),
+        rlim_max: unlimited(open_files.maximum),
+    };
+    // SAFETY: the closure only calls async-signal-safe functions (signal, setrlimit).
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
             for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
                 libc::signal(sig, libc::SIG_DFL);
             }
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
             Ok(())
         });
     }

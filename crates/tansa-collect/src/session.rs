@@ -113,13 +113,21 @@ pub(crate) fn session_info(h: &SegmentHeader, id: u32) -> SessionInfo {
     }
 }
 
-/// Pidfds kept for processes' ends, at most (the collector's other descriptors, one socket
-/// per live process and each recording's files, must still fit its open-file limit: 1024
-/// by default). Processes announced beyond that many at once end as before, from `/proc`
-/// or the agent, or not known.
-const MAX_EXIT_FDS: usize = 256;
+/// Pidfds kept for processes' ends, at most: a quarter of the collector's open-file limit
+/// (its other descriptors, one socket per live process and each recording's files, must
+/// still fit), set by [`set_exit_fd_limit`]; 256 until then (a quarter of the usual 1024).
+/// Processes announced beyond that many at once end as before, from `/proc` or the
+/// agent, or not known.
+static MAX_EXIT_FDS: AtomicUsize = AtomicUsize::new(256);
 /// Pidfds kept for processes' ends now, in this process.
 static EXIT_FDS: AtomicUsize = AtomicUsize::new(0);
+
+/// Sets how many pidfds may be kept for processes' ends from the collector's open-file
+/// limit (`None`: unlimited): a quarter of it, at least 256 and at most 65,536.
+pub fn set_exit_fd_limit(open_files: Option<u64>) {
+    let quarter = open_files.map_or(1 << 16, |n| n / 4);
+    MAX_EXIT_FDS.store(quarter.clamp(256, 1 << 16) as usize, Ordering::Relaxed);
+}
 
 /// A pidfd kept for a process's end, counted in [`EXIT_FDS`] while it is open.
 #[derive(Debug)]
@@ -276,7 +284,7 @@ impl Session {
     /// collected, a pidfd no longer tells whose it is); kept only where the kernel can tell
     /// an end, and not beyond [`MAX_EXIT_FDS`] at once.
     pub fn keep_exit_fd(&mut self, pidfd: OwnedFd) {
-        if EXIT_FDS.load(Ordering::Relaxed) >= MAX_EXIT_FDS {
+        if EXIT_FDS.load(Ordering::Relaxed) >= MAX_EXIT_FDS.load(Ordering::Relaxed) {
             return;
         }
         let ours = match tansa_proc::os::pidfd_pid(pidfd.as_fd()) {

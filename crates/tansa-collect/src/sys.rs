@@ -32,8 +32,9 @@ pub fn control_pair() -> io::Result<(OwnedFd, OwnedFd)> {
 /// Result of receiving one message.
 #[derive(Debug)]
 pub enum Received {
-    /// A message with its attached descriptors.
-    Message(Vec<u8>, Vec<OwnedFd>),
+    /// A message with its attached descriptors, and whether some of those were dropped
+    /// (`MSG_CTRUNC`: this process had no descriptor left for them).
+    Message(Vec<u8>, Vec<OwnedFd>, bool),
     /// Nothing to read right now.
     WouldBlock,
     /// The peer closed its end.
@@ -83,7 +84,12 @@ pub fn recv_with_fds(fd: RawFd) -> io::Result<Received> {
     if n == 0 && fds.is_empty() {
         return Ok(Received::Eof);
     }
-    Ok(Received::Message(buf[..n as usize].to_vec(), fds))
+    let truncated = msg.msg_flags & libc::MSG_CTRUNC != 0;
+    Ok(Received::Message(
+        buf[..n as usize].to_vec(),
+        fds,
+        truncated,
+    ))
 }
 
 /// The time-stamp counter (the agent reads the same counter).
@@ -240,6 +246,9 @@ pub fn accept(listener: RawFd) -> io::Result<Option<OwnedFd>> {
         let e = io::Error::last_os_error();
         return match e.raw_os_error() {
             Some(libc::EAGAIN) | Some(libc::EINTR) | Some(libc::ECONNABORTED) => Ok(None),
+            // No descriptor left: the connection waits in the backlog until one is freed
+            // (a process ends), rather than the recording failing.
+            Some(libc::EMFILE) | Some(libc::ENFILE) => Ok(None),
             _ => Err(e),
         };
     }
