@@ -3,6 +3,7 @@
 mod common;
 
 use std::process::{Command, Output};
+use std::time::Duration;
 
 use common::*;
 use serde_json::Value;
@@ -245,6 +246,35 @@ fn garbage_empty_and_missing_recordings() {
         let err = stderr(&out);
         assert!(err.contains(expect), "{}: {err}", path.display());
         assert!(!err.contains("panicked"), "{err}");
+    }
+    // A FIFO is refused at once by every command that reads recordings; opening it to read
+    // used to wait for a writer for ever.
+    let fifo = dir.path().join("fifo.tansa");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let f = fifo.to_str().unwrap();
+    let out_file = dir.path().join("out");
+    let o = out_file.to_str().unwrap();
+    for args in [
+        &["report", f][..],
+        &["dump", f],
+        &["annotate", f, "main"],
+        &["leaks", f],
+        &["diff", f, f],
+        &["export", f, "--format", "pprof", "-o", o],
+        &["flamegraph", f, "-o", o],
+        &["html", f, "-o", o],
+    ] {
+        let mut cmd = Command::new(tansa());
+        cmd.args(args);
+        let out = output_within(cmd, Duration::from_secs(60));
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert!(
+            stderr(&out).contains("cannot open it: it is a FIFO, not a recording file"),
+            "{args:?}: {}",
+            stderr(&out)
+        );
     }
 }
 

@@ -14,6 +14,7 @@
 
 pub mod container;
 pub mod cpu;
+pub mod input;
 pub mod memory;
 pub mod meta;
 pub mod output;

@@ -2,7 +2,6 @@
 //! events rather than reports.
 
 use std::collections::HashMap;
-use std::fs::File;
 use std::io::{BufReader, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -237,7 +236,7 @@ fn dump_stream(
 /// Runs `tansa dump`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let path = &args.file;
-    let file = File::open(path).map_err(|e| exit::cannot_open(path, e))?;
+    let file = tansa_format::input::open(path).map_err(|e| exit::cannot_open(path, e))?;
     let mut reader = Reader::new(BufReader::new(file)).map_err(|e| exit::unreadable(path, &e))?;
     let jsonl = args.format == Format::Jsonl;
     // The JSON lines are a heap recording's stream records; other kinds have none.

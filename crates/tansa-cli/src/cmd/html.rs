@@ -1,7 +1,6 @@
 //! `tansa html FILE`: a self-contained HTML report of a heap recording, a CPU recording or
 //! a leak-test report (JSON).
 
-use std::fs::File;
 use std::io::{Read, Seek as _};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -192,7 +191,7 @@ fn heap(args: &Args, source: &str, limits: &Limits) -> anyhow::Result<(Page, Exi
     // The leak report reads the events again, with a prefetcher of its own.
     if paths.len() <= super::report::MAX_PREFETCHED {
         for (i, path) in paths.iter().enumerate() {
-            if let Ok(second) = File::open(path) {
+            if let Ok(second) = tansa_format::input::open(path) {
                 recording.prefetch_part(i, second);
             }
         }

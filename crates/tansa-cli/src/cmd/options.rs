@@ -438,7 +438,7 @@ pub fn complete_leftover(
     progress: &mut dyn FnMut(usize, usize, &str),
 ) -> Result<Completion, tansa_collect::salvage::SalvageError> {
     use tansa_format::container::{Kind, Reader};
-    let kind = Reader::new(std::fs::File::open(path)?)?.kind();
+    let kind = Reader::new(tansa_format::input::open(path)?)?.kind();
     Ok(match kind {
         Kind::Cpu => Completion::Cpu(tansa_sample::complete_leftover(path, progress)?),
         _ => Completion::Heap(tansa_collect::salvage::complete_leftover(path, progress)?),
@@ -502,7 +502,7 @@ pub fn tell_completion(done: &Completion) {
 /// written, or one that cannot be completed, is a clear error.
 pub fn open_recording(path: &Path) -> anyhow::Result<std::fs::File> {
     use tansa_collect::salvage::{Recovery, recover_leftover_with};
-    let err = match std::fs::File::open(path) {
+    let err = match tansa_format::input::open(path) {
         Ok(f) => return Ok(f),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => e,
         Err(e) => return Err(crate::exit::cannot_open(path, e)),
@@ -570,7 +570,7 @@ pub fn open_recording(path: &Path) -> anyhow::Result<std::fs::File> {
                     other.display()
                 );
             }
-            std::fs::File::open(path).map_err(|e| crate::exit::cannot_open(path, e))
+            tansa_format::input::open(path).map_err(|e| crate::exit::cannot_open(path, e))
         }
     }
 }

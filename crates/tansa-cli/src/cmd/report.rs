@@ -238,7 +238,7 @@ pub fn open_memory_job(
         }
         if paths.len() <= MAX_PREFETCHED {
             for (i, path) in paths.iter().enumerate() {
-                if let Ok(second) = File::open(path) {
+                if let Ok(second) = tansa_format::input::open(path) {
                     recording.prefetch_part(i, second);
                 }
             }
@@ -302,7 +302,7 @@ pub fn open_memory(
         ));
     }
     // Decompress event chunks on a second thread while this one aggregates.
-    if let Ok(second) = File::open(path) {
+    if let Ok(second) = tansa_format::input::open(path) {
         // Unbuffered: it reads chunks at scattered offsets, each with exactly the reads it
         // needs (a buffer would refill itself in full at every seek).
         recording.prefetch_from(second);
@@ -335,7 +335,7 @@ fn salvage_if_unfinished(path: &Path, file: File) -> anyhow::Result<File> {
             for note in &done.notes {
                 eprintln!("tansa: warning: salvage: {note}");
             }
-            File::open(path).map_err(|e| exit::cannot_open(path, e))
+            tansa_format::input::open(path).map_err(|e| exit::cannot_open(path, e))
         }
         Err(e @ SalvageError::StillWritten { .. }) => anyhow::bail!(
             "{} is unfinished: its recorder was killed, and {e}; report on it once that \
@@ -377,7 +377,7 @@ fn complete_if_abandoned(path: &Path, file: File) -> anyhow::Result<File> {
                     moved.display()
                 );
                 options::tell_completion(&done);
-                return File::open(&moved).map_err(|e| exit::cannot_open(&moved, e));
+                return tansa_format::input::open(&moved).map_err(|e| exit::cannot_open(&moved, e));
             }
             Err(e) => {
                 eprintln!(
@@ -395,7 +395,7 @@ fn complete_if_abandoned(path: &Path, file: File) -> anyhow::Result<File> {
             path.display()
         ),
     }
-    File::open(path).map_err(|e| exit::cannot_open(path, e))
+    tansa_format::input::open(path).map_err(|e| exit::cannot_open(path, e))
 }
 
 /// Reads the heap recordings at `paths` (one, or a job's) and reports on them with
