@@ -5,7 +5,7 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
@@ -520,6 +520,76 @@ fn a_process_named_twice_with_dash_p_is_sampled_once() {
         .filter(|u| u["pid"].as_u64().is_some())
         .collect();
     assert_eq!(rows.len(), 1, "{r}");
+}
+
+/// `tansa sample -p PID ...` with limits `soft` and `hard` on open files, for `seconds`.
+fn sample_pid_with_open_files(pid: u32, file: &Path, soft: u64, hard: u64) -> Output {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new(tansa());
+    cmd.args(["sample", "-p", &pid.to_string(), "--duration", "0.5", "-o"])
+        .arg(file);
+    let limit = libc::rlimit {
+        rlim_cur: soft,
+        rlim_max: hard,
+    };
+    // SAFETY: setrlimit is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    cmd.output().expect("run tansa")
+}
+
+/// `-p` on a process of 1,500 threads, under the usual soft limit of 1,024 open files:
+/// perf needs an event per thread per CPU, so tansa raises its soft limit to the hard one
+/// (before, it failed: "perf_event_open(cpu-clock) failed: Too many open files"). Where
+/// the hard limit is too low, the error says how many files are needed and why.
+#[test]
+fn a_process_of_fifteen_hundred_threads_is_sampled_under_a_soft_limit_of_1024_files() {
+    let hard = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+        .maximum
+        .unwrap_or(1 << 20);
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
+    if !require(
+        hard >= 1600 * cpus + 512,
+        "a hard open-file limit of 1,600 per CPU",
+    ) {
+        return;
+    }
+    let exe = threaded_program("manythreads");
+    let mut child = Command::new(&exe)
+        .arg("1500")
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start manythreads");
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert_eq!(line, "ready\n");
+    let dir = tmp();
+    let file = dir.path().join("threads.tansa");
+    let raised = sample_pid_with_open_files(child.id(), &file, 1024, hard);
+    let capped_file = dir.path().join("capped.tansa");
+    let capped = sample_pid_with_open_files(child.id(), &capped_file, 1024, 1024);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(raised.status.success(), "{}", stderr(&raised));
+    let r = report(&file, "process");
+    assert!(n(&r, "total_samples") > 50, "{r}");
+    assert!(!capped.status.success());
+    let expect = format!(
+        "sampling 1501 thread(s) on {cpus} CPU(s) needs {} open files (an event per thread \
+         per CPU), beyond the open-file limit of 1024",
+        1501 * cpus + 256
+    );
+    assert!(stderr(&capped).contains(&expect), "{}", stderr(&capped));
 }
 
 #[test]

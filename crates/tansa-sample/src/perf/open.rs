@@ -173,6 +173,13 @@ fn ring_within_limits(event: &Event, pages: usize) -> Result<Ring, PerfError> {
 /// `enable_on_exec` when `exec` (a command not yet started).
 pub fn open(config: &Config, who: &Who, exec: bool) -> Result<Opened, SampleError> {
     let cpus = online_cpus();
+    // An event per thread per CPU: a process of a thousand threads needs more than the
+    // usual soft limit of 1024 open files.
+    let need = match who {
+        Who::Threads(tids) => (tids.len() * cpus.len()) as u64 + 256,
+        Who::System => cpus.len() as u64 + 256,
+    };
+    let limit = tansa_proc::os::ensure_open_files(need);
     let inherit = matches!(who, Who::Threads(_));
     let mut notes = Vec::new();
     let mut kind = match config.event {
@@ -213,6 +220,22 @@ pub fn open(config: &Config, who: &Who, exec: bool) -> Result<Opened, SampleErro
                         .into(),
                 );
                 kind = EventKind::Software(SoftwareEvent::CpuClock);
+            }
+            Err(PerfError::Open { error, .. }) if error.raw_os_error() == Some(libc::EMFILE) => {
+                let threads = match who {
+                    Who::Threads(tids) => tids.len(),
+                    Who::System => 0,
+                };
+                return Err(SampleError::Io {
+                    what: format!(
+                        "sampling {threads} thread(s) on {} CPU(s) needs {need} open files (an \
+                         event per thread per CPU), beyond the open-file limit of {} (raise \
+                         the hard limit: `ulimit -Hn`)",
+                        cpus.len(),
+                        limit.map_or("unlimited".into(), |n| n.to_string())
+                    ),
+                    source: error,
+                });
             }
             Err(e) if is_permission(&e) => match who {
                 Who::System => {
