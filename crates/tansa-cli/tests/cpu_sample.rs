@@ -10,8 +10,8 @@ use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use common::{
-    FileChange, build_dir, change_program_later, compile, ensure_agent, output_within, require,
-    share_tolerance, stderr, tansa, warnings,
+    FileChange, build_dir, change_program_later, compile, ensure_agent, limit_open_files,
+    output_within, require, share_tolerance, stderr, tansa, warnings,
 };
 use serde_json::Value;
 
@@ -522,25 +522,12 @@ fn a_process_named_twice_with_dash_p_is_sampled_once() {
     assert_eq!(rows.len(), 1, "{r}");
 }
 
-/// `tansa sample -p PID ...` with limits `soft` and `hard` on open files, for `seconds`.
+/// `tansa sample -p PID --duration 0.5` with limits `soft` and `hard` on open files.
 fn sample_pid_with_open_files(pid: u32, file: &Path, soft: u64, hard: u64) -> Output {
-    use std::os::unix::process::CommandExt;
     let mut cmd = Command::new(tansa());
     cmd.args(["sample", "-p", &pid.to_string(), "--duration", "0.5", "-o"])
         .arg(file);
-    let limit = libc::rlimit {
-        rlim_cur: soft,
-        rlim_max: hard,
-    };
-    // SAFETY: setrlimit is async-signal-safe.
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    limit_open_files(&mut cmd, soft, hard);
     cmd.output().expect("run tansa")
 }
 

@@ -696,7 +696,6 @@ fn children_collected_by_their_parent_end_as_their_parent_saw() {
 /// Runs `tansa record -o FILE -- manyprocs N` with the open-file limits `soft` and `hard`
 /// set for tansa; returns tansa's output and its report in JSON.
 fn record_many_processes(file: &std::path::Path, n: u32, soft: u64, hard: u64) -> (Output, Value) {
-    use std::os::unix::process::CommandExt;
     ensure_agent();
     let exe = program("manyprocs", "manyprocs.c", &["-g", "-O1"]);
     let mut cmd = Command::new(tansa());
@@ -705,19 +704,7 @@ fn record_many_processes(file: &std::path::Path, n: u32, soft: u64, hard: u64) -
         .arg("--")
         .arg(&exe)
         .arg(n.to_string());
-    let limit = libc::rlimit {
-        rlim_cur: soft,
-        rlim_max: hard,
-    };
-    // SAFETY: setrlimit is async-signal-safe.
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    limit_open_files(&mut cmd, soft, hard);
     let out = output_within(cmd, RUN_DEADLINE);
     assert!(out.status.success(), "{}", stderr(&out));
     let said = String::from_utf8_lossy(&out.stdout);

@@ -380,6 +380,24 @@ pub fn job_report_json(files: &[PathBuf], args: &[&str]) -> Value {
     serde_json::from_slice(&o.stdout).expect("report JSON")
 }
 
+/// Starts `cmd` with the open-file limits `soft` and `hard` (`RLIMIT_NOFILE`).
+pub fn limit_open_files(cmd: &mut Command, soft: u64, hard: u64) {
+    use std::os::unix::process::CommandExt;
+    let limit = libc::rlimit {
+        rlim_cur: soft,
+        rlim_max: hard,
+    };
+    // SAFETY: setrlimit is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
 /// Checks a 4-rank job of `mpi_ranks.c` run with "abort" (its program's unit `prog`): each
 /// rank r keeps exactly (r + 1) MiB in the program's own unit, and rank 2 aborted and is
 /// named as the rank that ended first (`by`: how that was found). Returns the job's report.
