@@ -557,8 +557,12 @@ impl Session {
                     let beat = self
                         .header()
                         .map_or(0, |h| h.heartbeat.load(Ordering::Relaxed));
+                    // The collector is gone, or it let go of this process: its end of
+                    // our private socket is closed (it could not take our announcement,
+                    // having no descriptor left for it, so it never drains this ring).
                     if beat == last_beat
-                        && !sys::process_alive(self.collector_pid.load(Ordering::Relaxed))
+                        && (!sys::process_alive(self.collector_pid.load(Ordering::Relaxed))
+                            || sys::peer_closed(self.private.load(Ordering::Relaxed)))
                     {
                         self.disable();
                         return false;
@@ -688,14 +692,22 @@ impl Session {
         if h.pid != sys::getpid() || collector == 0 {
             return;
         }
-        if self.is_active() && sys::process_alive(collector) {
+        let alive = sys::process_alive(collector);
+        if self.is_active() && alive {
             return;
         }
         let lost = h.lost[LossCause::CollectorGone as usize].load(Ordering::Relaxed);
+        // A recorder still running let go of this process (it had no descriptor left to
+        // take it): the recording names it, and says why.
+        let what: &[u8] = if alive {
+            b") let go of process "
+        } else {
+            b") ended before process "
+        };
         sys::Line::new()
             .text(b"tansa: the recorder (pid ")
             .num(u64::from(collector))
-            .text(b") ended before process ")
+            .text(what)
             .num(u64::from(h.pid))
             .text(b": ")
             .num(lost)

@@ -565,6 +565,21 @@ pub fn process_alive(pid: u32) -> bool {
     r == 0 || errno() != libc::ESRCH
 }
 
+/// Whether the other end of socket `fd` is closed (a hang-up, without waiting).
+pub fn peer_closed(fd: c_int) -> bool {
+    if fd < 0 {
+        return false;
+    }
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLRDHUP,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, no timeout.
+    let n = unsafe { libc::poll(&mut p, 1, 0) };
+    n == 1 && p.revents & (libc::POLLHUP | libc::POLLRDHUP | libc::POLLERR) != 0
+}
+
 /// Whether thread `tid` of process `pid` still exists. `tgkill` with signal 0 fails with
 /// `ESRCH` only once the thread has finished for good (a reused id belongs to a new thread
 /// and reads as alive, which only delays reclaiming).

@@ -576,10 +576,11 @@ impl Collector {
             .any(|t| t.pid == s.pid && t.info.start_ticks > s.info.start_ticks)
     }
 
-    /// How `s`'s process ended, from a wait status (ours as its parent, its zombie's, or
-    /// its pidfd's), once known.
+    /// How `s`'s process ended, from a wait status (its zombie's or its pidfd's, which are
+    /// its own, else ours as the parent of its pid), once known.
     fn status_of(&self, s: &Session) -> Option<ExitStatus> {
-        self.statuses.get(&s.pid).copied().or(s.zombie_status)
+        s.zombie_status
+            .or_else(|| self.statuses.get(&s.pid).copied())
     }
 
     /// Writes into session `i`'s shared header how its process ended, as soon as that is

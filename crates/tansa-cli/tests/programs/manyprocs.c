@@ -1,7 +1,9 @@
-/* Many processes alive at once: manyprocs N prints "limit SOFT" (its open-file soft limit),
- * forks N children that each allocate 1000 + i bytes (kept) and wait until the parent
- * closes a pipe, then exit 0; the parent closes the pipe once all N are started, collects
- * them and prints "done FAILED" (how many did not exit 0).
+/* Many processes alive at once: manyprocs N [HEAVY] prints "limit SOFT" (its open-file soft
+ * limit), forks N children that each allocate 1000 + i bytes (kept) and wait until the
+ * parent closes a pipe, then exit 0; the parent closes the pipe once all N are started,
+ * collects them and prints "done FAILED" (how many did not exit 0). The last HEAVY children
+ * (0 by default) also allocate and free 32 bytes 400,000 times once the pipe is closed,
+ * more than a recording ring holds.
  * Built with: cc -g -O1 manyprocs.c -o manyprocs
  */
 #include <stdio.h>
@@ -12,6 +14,7 @@
 
 int main(int argc, char **argv) {
     int n = argc > 1 ? atoi(argv[1]) : 100;
+    int heavy = argc > 2 ? atoi(argv[2]) : 0;
     struct rlimit rl;
     getrlimit(RLIMIT_NOFILE, &rl);
     printf("limit %llu\n", (unsigned long long)rl.rlim_cur);
@@ -29,6 +32,13 @@ int main(int argc, char **argv) {
             char b = 1;
             if (write(ready[1], &b, 1) != 1) _exit(2);
             if (read(gate[0], &b, 1) != 0) _exit(3);
+            if (i >= n - heavy) {
+                for (int k = 0; k < 400000; k++) {
+                    volatile char *q = malloc(32);
+                    q[0] = 1;
+                    free((void *)q);
+                }
+            }
             _exit(0);
         }
     }
