@@ -803,3 +803,36 @@ fn processes_beyond_the_recorders_open_file_limit_are_named_as_unrecorded() {
     }
     assert!(!err.contains("ended before process"), "{err}");
 }
+
+/// 3,000 processes one after another, with a hard limit of 1,024 open files: the recorder
+/// closes each process's socket once the process is gone, so every one is recorded. It
+/// kept them all open: only 1,012 of the 3,001 were recorded (and before a refused
+/// announcement was told apart, the whole recording failed: "session announcement without
+/// descriptors").
+#[test]
+fn three_thousand_processes_one_after_another_under_1024_files_are_all_recorded() {
+    ensure_agent();
+    let exe = program("serialprocs", "serialprocs.c", &["-g", "-O1"]);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("serial.tansa");
+    let n = 3000i64;
+    let mut cmd = Command::new(tansa());
+    cmd.args(["record", "-o"])
+        .arg(&file)
+        .arg("--")
+        .arg(&exe)
+        .arg(n.to_string());
+    limit_open_files(&mut cmd, 1024, 1024);
+    let out = output_within(cmd, RUN_DEADLINE);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("done 0"));
+    let r = report_json(&file, &["--by", "function"]);
+    assert_eq!(r["processes"].as_array().unwrap().len(), n as usize + 1);
+    assert!(
+        r["unrecorded"].as_array().is_none_or(Vec::is_empty),
+        "{}",
+        r["unrecorded"]
+    );
+    let kept: i64 = (0..n).map(|i| 1000 + i).sum();
+    assert_eq!(bytes(unit(&r, "serialprocs!main")).0, kept);
+}

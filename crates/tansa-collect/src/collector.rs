@@ -143,9 +143,9 @@ impl Collector {
         fds.extend(self.accepted.iter().map(AsFd::as_fd));
         let sessions_at = fds.len();
         let live: Vec<usize> = (0..self.sessions.len())
-            .filter(|&i| !self.sessions[i].ended)
+            .filter(|&i| !self.sessions[i].ended && self.sessions[i].watched_fd().is_some())
             .collect();
-        fds.extend(live.iter().map(|&i| self.sessions[i].watched_fd()));
+        fds.extend(live.iter().filter_map(|&i| self.sessions[i].watched_fd()));
         // Drain again at once only while some ring is filling up; otherwise wait a
         // millisecond (new sessions and hang-ups wake the poll early). Polling the rings
         // back to back would take a CPU from the target and pull the rings' head words
@@ -188,8 +188,12 @@ impl Collector {
                 self.image_gone(i);
                 continue;
             }
-            let fd = self.sessions[i].private.as_raw_fd();
+            let Some(fd) = self.sessions[i].private.as_ref().map(AsRawFd::as_raw_fd) else {
+                continue;
+            };
             if self.receive(fd, Source::Private(i), sink)? {
+                // Its other end is closed: the socket has nothing more to say.
+                self.sessions[i].private = None;
                 self.image_gone(i);
             }
         }

@@ -40,8 +40,10 @@ pub struct Session {
     pub info: SessionInfo,
     /// Where the process ran in a parallel job, when its launcher said.
     pub place: Option<SessionPlace>,
-    /// Private socket: end-of-file means the process image is gone.
-    pub private: OwnedFd,
+    /// Private socket: end-of-file means the process image is gone. Closed then (a
+    /// recording of a hundred thousand processes one after another must not hold a
+    /// descriptor for each).
+    pub private: Option<OwnedFd>,
     /// A pidfd of the process, once it closed its private socket but went on running.
     watch: Option<OwnedFd>,
     /// Whether the private socket reported end-of-file.
@@ -180,7 +182,7 @@ impl Session {
             pid: h.pid,
             info,
             place,
-            private,
+            private: Some(private),
             watch: None,
             ended: false,
             finalized: false,
@@ -263,9 +265,12 @@ impl Session {
 
     /// The descriptor to poll for the end of the image: the private socket, or the pidfd
     /// after the program closed that socket.
-    pub fn watched_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+    pub fn watched_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
         use std::os::fd::AsFd;
-        self.watch.as_ref().unwrap_or(&self.private).as_fd()
+        self.watch
+            .as_ref()
+            .or(self.private.as_ref())
+            .map(AsFd::as_fd)
     }
 
     /// Whether the program closed the private socket and the process itself is watched.

@@ -1,0 +1,28 @@
+/* Processes one after another: serialprocs N forks N children in turn; child i allocates
+ * 1000 + i bytes (kept) and exits 0, and is collected before the next one starts. Prints
+ * "done FAILED" (how many did not exit 0).
+ * Built with: cc -g -O1 serialprocs.c -o serialprocs
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+int main(int argc, char **argv) {
+    int n = argc > 1 ? atoi(argv[1]) : 100;
+    int failed = 0;
+    for (int i = 0; i < n; i++) {
+        pid_t c = fork();
+        if (c < 0) return 1;
+        if (c == 0) {
+            volatile char *m = malloc(1000 + (size_t)i);
+            m[0] = 1;
+            _exit(0);
+        }
+        int status = 0;
+        waitpid(c, &status, 0);
+        failed += !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+    printf("done %d\n", failed);
+    return 0;
+}
