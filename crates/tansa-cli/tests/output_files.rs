@@ -393,8 +393,8 @@ fn a_cpu_recording_checkpoints_from_half_a_second_into_sampling() {
             (500_000_000..2_000_000_000).contains(&wall_ns),
             "{source}: the first checkpoint at {wall_ns} ns: {checkpoints:?}"
         );
-        // Half a second of one busy thread, at about 1 kHz (coarse ticks in a VM).
-        assert!(samples > 100, "{source}: {checkpoints:?}");
+        // Samples of the first half second (how many depends on the CPU the program had).
+        assert!(samples > 0, "{source}: {checkpoints:?}");
         for w in checkpoints.windows(2) {
             assert!(
                 w[1].0 >= w[0].0 && w[1].1 > w[0].1 * 3 / 2,
@@ -413,12 +413,30 @@ fn a_cpu_recording_checkpoints_from_half_a_second_into_sampling() {
     }
 }
 
+/// The samples of the last checkpoint in the CPU recording at `path` (`tansa dump`), 0
+/// when there is none yet.
+fn last_checkpoint_samples(path: &Path) -> u64 {
+    let dump = run_tansa(&["dump", path.to_str().unwrap()]);
+    String::from_utf8_lossy(&dump.stdout)
+        .lines()
+        .filter(|l| l.contains(" checkpoint Checkpoint {"))
+        .filter_map(|l| {
+            l.split("samples: ")
+                .nth(1)?
+                .split([',', ' '])
+                .next()?
+                .parse()
+                .ok()
+        })
+        .next_back()
+        .unwrap_or(0)
+}
+
 /// `tansa sample` (with perf, then with the agent) writes checkpoints while it samples:
 /// killed outright after the first, it leaves a file that the next report completes from
 /// that checkpoint, with the functions named, and moves into place.
 #[test]
 fn a_cpu_recording_whose_recorder_was_killed_is_completed_from_its_last_checkpoint() {
-    use tansa_format::cpu::CHECKPOINT;
     let spin = program("spin", "spin.c", &["-g", "-O1", "-pthread"]);
     for source in ["perf", "agent"] {
         let dir = tempfile::tempdir().unwrap();
@@ -440,11 +458,13 @@ fn a_cpu_recording_whose_recorder_was_killed_is_completed_from_its_last_checkpoi
             .spawn()
             .expect("run tansa");
         let temp = temporary(&file, recorder.id());
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while !frame_types(&temp).contains(&CHECKPOINT) {
+        // Until a checkpoint holds 150 samples: the first comes half a second in, and on a
+        // loaded machine the program may have had a tenth of a CPU by then (51 samples once).
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while last_checkpoint_samples(&temp) < 150 {
             assert!(
                 Instant::now() < deadline,
-                "{source}: no checkpoint in {}: {:?}",
+                "{source}: no checkpoint of 150 samples in {}: {:?}",
                 temp.display(),
                 frame_types(&temp)
             );
@@ -470,9 +490,7 @@ fn a_cpu_recording_whose_recorder_was_killed_is_completed_from_its_last_checkpoi
             .unwrap_or_else(|| panic!("{source}: no count of samples kept: {err}"));
         let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
         assert_eq!(report["total_samples"], kept, "{source}");
-        // At least half a second of one busy thread at about 1 kHz (timer ticks are coarse
-        // in a VM).
-        assert!(kept > 100, "{source}: {kept} samples");
+        assert!(kept >= 150, "{source}: {kept} samples");
         // Named from the files on disk: hot_a takes about 70 % of the samples.
         let self_of = |name: &str| -> u64 {
             report["units"]
