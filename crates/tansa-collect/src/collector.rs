@@ -466,6 +466,11 @@ impl Collector {
                 self.total_bytes += s.drain(sink)?.bytes;
                 s.close_streams(sink)?;
                 s.finalized = true;
+                // A durable recording's segments stay mapped: how the process ended is
+                // written into its header once known, for a salvage.
+                if !self.durable {
+                    s.release();
+                }
             }
         }
         Ok(watermark)

@@ -60,8 +60,10 @@ pub struct Session {
     /// A pidfd of the process from its announcement on, to learn how it ended when its
     /// parent collects it (see [`Session::collected_status`]).
     exit_fd: Option<ExitFd>,
-    /// Each segment's mapping and geometry, by index.
+    /// Each segment's mapping and geometry, by index (none once released).
     segments: Vec<Option<(Mapping, Geometry)>>,
+    /// What the header said when the segments were released ([`Session::release`]).
+    kept: Option<Kept>,
     /// Consumer state of each thread ring, by segment and ring.
     tracks: Vec<Vec<Option<Track>>>,
     next_stream: u32,
@@ -131,6 +133,16 @@ pub fn set_exit_fd_limit(open_files: Option<u64>) {
     MAX_EXIT_FDS.store(quarter.clamp(256, 1 << 16) as usize, Ordering::Relaxed);
 }
 
+/// What a released session's header said ([`Session::release`]).
+#[derive(Debug, Clone, Copy)]
+struct Kept {
+    agent_exit: Option<(i32, bool)>,
+    exited_normally: bool,
+    losses: Losses,
+    lost_events: u64,
+    unsampled: (u64, u64),
+}
+
 /// A pidfd kept for a process's end, counted in [`EXIT_FDS`] while it is open.
 #[derive(Debug)]
 struct ExitFd(OwnedFd);
@@ -191,6 +203,7 @@ impl Session {
             exit_fd: None,
             replaced: false,
             segments: vec![Some((map, geometry))],
+            kept: None,
             tracks: Vec::new(),
             next_stream: 0,
             meta_tail: 0,
@@ -228,6 +241,25 @@ impl Session {
         Ok(())
     }
 
+    /// Unmaps the session's segments once its image is gone and its rings are drained for
+    /// the last time, keeping what the header says about its end: a recording of a hundred
+    /// thousand processes (a build) must not keep a mapping of each (the kernel allows some
+    /// 65,000 per process, `vm.max_map_count`, and each held about 12 KiB of memory).
+    pub fn release(&mut self) {
+        if self.kept.is_some() {
+            return;
+        }
+        self.kept = Some(Kept {
+            agent_exit: self.agent_exit(),
+            exited_normally: self.exited_normally(),
+            losses: self.losses(),
+            lost_events: self.lost_events(),
+            unsampled: self.unsampled(),
+        });
+        self.segments.clear();
+        self.tracks.clear();
+    }
+
     fn header(&self) -> Option<&SegmentHeader> {
         let (m, _) = self.segments.first()?.as_ref()?;
         // SAFETY: segment 0 maps the header page.
@@ -237,6 +269,9 @@ impl Session {
     /// How the agent saw the process end: the exit code passed to `exit` (or returned from
     /// `main`) or to `_exit`, and whether exit handlers ran.
     pub fn agent_exit(&self) -> Option<(i32, bool)> {
+        if let Some(k) = &self.kept {
+            return k.agent_exit;
+        }
         let h = self.header()?;
         let how = h.exit_how.load(Ordering::Acquire);
         let code = h.exit_code.load(Ordering::Acquire);
@@ -250,6 +285,9 @@ impl Session {
 
     /// What the agent could not record, by cause, and how many events lack their stack.
     pub fn losses(&self) -> Losses {
+        if let Some(k) = &self.kept {
+            return k.losses;
+        }
         let Some(h) = self.header() else {
             return Losses::default();
         };
@@ -334,6 +372,9 @@ impl Session {
 
     /// Whether the agent saw the process run its exit handlers.
     pub fn exited_normally(&self) -> bool {
+        if let Some(k) = &self.kept {
+            return k.exited_normally;
+        }
         self.header()
             .is_some_and(|h| h.exited_normally.load(Ordering::Acquire) != 0)
     }
@@ -353,6 +394,9 @@ impl Session {
 
     /// CPU sampling in the agent: the session's unsampled CPU time (ns) and its threads.
     pub fn unsampled(&self) -> (u64, u64) {
+        if let Some(k) = &self.kept {
+            return k.unsampled;
+        }
         self.header().map_or((0, 0), |h| {
             (
                 h.unsampled_ns.load(Ordering::Relaxed),
@@ -363,6 +407,9 @@ impl Session {
 
     /// Events the agent reported lost, all causes together.
     pub fn lost_events(&self) -> u64 {
+        if let Some(k) = &self.kept {
+            return k.lost_events;
+        }
         self.header().map_or(0, SegmentHeader::lost_total)
     }
 

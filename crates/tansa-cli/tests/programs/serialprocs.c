@@ -1,6 +1,7 @@
-/* Processes one after another: serialprocs N forks N children in turn; child i allocates
- * 1000 + i bytes (kept) and exits 0, and is collected before the next one starts. Prints
- * "done FAILED" (how many did not exit 0).
+/* Processes one after another: serialprocs N [wait] forks N children in turn; child i
+ * allocates 1000 + i bytes (kept) and exits 0, and is collected before the next one starts.
+ * Prints "done FAILED" (how many did not exit 0); with "wait", then reads its standard
+ * input to its end before it exits.
  * Built with: cc -g -O1 serialprocs.c -o serialprocs
  */
 #include <stdio.h>
@@ -24,5 +25,11 @@ int main(int argc, char **argv) {
         failed += !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     }
     printf("done %d\n", failed);
+    fflush(stdout);
+    if (argc > 2) {
+        char buf[64];
+        while (read(0, buf, sizeof buf) > 0) {
+        }
+    }
     return 0;
 }
