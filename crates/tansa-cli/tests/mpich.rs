@@ -132,16 +132,7 @@ fn a_job_recorded_whole_under_hydra_names_the_rank_that_aborted() {
     }
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("whole.tansa");
-    let launcher = mpich.mpiexec();
-    let mut cmd = Command::new(tansa());
-    cmd.envs(launcher.get_envs().filter_map(|(k, v)| Some((k, v?))))
-        .args(["record", "-o"])
-        .arg(&file)
-        .arg("--")
-        .arg(launcher.get_program())
-        .args(launcher.get_args())
-        .arg(&mpich.prog)
-        .arg("abort");
+    let cmd = record_whole_job(&mpich.mpiexec(), &file, &mpich.prog);
     let out = output_within(cmd, RUN_DEADLINE);
     assert!(file.is_file(), "no recording: {}", stderr(&out));
     let whole = check_aborted_job(

@@ -286,16 +286,7 @@ fn a_job_recorded_whole_through_srun_holds_ranks_it_did_not_start() {
     };
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("whole.tansa");
-    let srun = cluster.srun();
-    let mut cmd = Command::new(tansa());
-    cmd.envs(srun.get_envs().filter_map(|(k, v)| Some((k, v?))))
-        .args(["record", "-o"])
-        .arg(&file)
-        .arg("--")
-        .arg(srun.get_program())
-        .args(srun.get_args())
-        .arg(&prog)
-        .arg("abort");
+    let cmd = record_whole_job(&cluster.srun(), &file, &prog);
     let out = run_job(&cluster, cmd);
     assert!(file.is_file(), "no recording: {}", stderr(&out));
     let whole = check_aborted_job(

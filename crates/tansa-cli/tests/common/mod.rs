@@ -380,6 +380,21 @@ pub fn job_report_json(files: &[PathBuf], args: &[&str]) -> Value {
     serde_json::from_slice(&o.stdout).expect("report JSON")
 }
 
+/// `tansa record -o FILE -- LAUNCHER ARGS... PROG abort`: a whole MPI job under one
+/// recorder, with the launcher's environment.
+pub fn record_whole_job(launcher: &Command, file: &Path, prog: &Path) -> Command {
+    let mut cmd = Command::new(tansa());
+    cmd.envs(launcher.get_envs().filter_map(|(k, v)| Some((k, v?))))
+        .args(["record", "-o"])
+        .arg(file)
+        .arg("--")
+        .arg(launcher.get_program())
+        .args(launcher.get_args())
+        .arg(prog)
+        .arg("abort");
+    cmd
+}
+
 /// Starts `cmd` with the open-file limits `soft` and `hard` (`RLIMIT_NOFILE`).
 pub fn limit_open_files(cmd: &mut Command, soft: u64, hard: u64) {
     use std::os::unix::process::CommandExt;
