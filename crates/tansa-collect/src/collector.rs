@@ -75,13 +75,11 @@ pub struct Collector {
     /// Processes that ran without being recorded.
     pub unrecorded: Vec<Unrecorded>,
     pending_exec: HashMap<u32, PendingExec>,
-    /// Process ids that had at least one session.
-    recorded_pids: HashSet<u32>,
+    /// The sessions of each process id that had one, in order of announcement.
+    by_pid: HashMap<u32, Vec<usize>>,
     /// Processes whose announcement could not be taken (no descriptor left for it): not
     /// said again to be unrecorded when they are reaped.
     refused_pids: HashSet<u32>,
-    /// Each process id's latest session (by start time), for [`Collector::publish_end`].
-    latest: HashMap<u32, usize>,
     /// Processes reaped without a session yet: their announcement may still be queued.
     reaped_unknown: Vec<(Instant, Unrecorded)>,
     /// Sessions whose image ended before it was collected, whose pidfd will tell how.
@@ -113,8 +111,7 @@ impl Collector {
             statuses: HashMap::new(),
             unrecorded: Vec::new(),
             pending_exec: HashMap::new(),
-            recorded_pids: HashSet::new(),
-            latest: HashMap::new(),
+            by_pid: HashMap::new(),
             refused_pids: HashSet::new(),
             reaped_unknown: Vec::new(),
             awaiting_status: Vec::new(),
@@ -291,7 +288,8 @@ impl Collector {
                         reason: format!(
                             "the recorder had no file descriptor left to take it (its \
                              open-file limit is {}; raise the hard limit, `ulimit -Hn`)",
-                            tansa_proc::os::ensure_open_files(0)
+                            rustix::process::getrlimit(rustix::process::Resource::Nofile)
+                                .current
                                 .map_or("unlimited".to_string(), |n| n.to_string())
                         ),
                     });
@@ -310,14 +308,16 @@ impl Collector {
                 // An earlier image of this pid still counted as running has replaced itself.
                 // (Announcements travel on different sockets, so a later image may be heard
                 // of first: the images' start times order them.)
-                for old in self.sessions.iter_mut().filter(|o| {
-                    o.pid == s.pid && !o.ended && o.info.start_ticks < s.info.start_ticks
-                }) {
-                    old.ended = true;
-                    old.drop_exit_fd();
+                let images = self.by_pid.entry(s.pid).or_default();
+                for &o in images.iter() {
+                    let old = &mut self.sessions[o];
+                    if !old.ended && old.info.start_ticks < s.info.start_ticks {
+                        old.ended = true;
+                        old.drop_exit_fd();
+                    }
                 }
+                images.push(self.sessions.len());
                 self.pending_exec.remove(&s.pid);
-                self.recorded_pids.insert(s.pid);
                 sink.session_started(&s.info)?;
                 if let Some(place) = &s.place {
                     sink.session_place(place)?;
@@ -329,14 +329,6 @@ impl Collector {
                     && let Some(h) = header
                 {
                     sink.session_header(id, s.pid, h);
-                }
-                let latest = self.latest.entry(s.pid).or_insert(self.sessions.len());
-                if self
-                    .sessions
-                    .get(*latest)
-                    .is_some_and(|l| l.info.start_ticks <= s.info.start_ticks)
-                {
-                    *latest = self.sessions.len();
                 }
                 self.sessions.push(s);
             }
@@ -356,7 +348,7 @@ impl Collector {
                 // A child the session's process started with posix_spawn: it runs the agent
                 // and announces itself within the grace period, or it runs unrecorded.
                 let child = hello.segment_index;
-                if child != 0 && !self.recorded_pids.contains(&child) {
+                if child != 0 && !self.by_pid.contains_key(&child) {
                     let path = &bytes[Hello::SIZE..bytes.len().min(Hello::SIZE + SPAWNED_PATH_MAX)];
                     // The program as the parent named it (posix_spawnp: maybe found on PATH;
                     // vfork: as /proc said when the parent resumed).
@@ -483,13 +475,13 @@ impl Collector {
         while let Some((pid, raw, comm)) = sys::reap_any() {
             let status = tansa_format::meta::ExitStatus::from_wait_status(raw);
             self.statuses.insert(pid, status);
-            if let Some(&i) = self.latest.get(&pid) {
+            if let Some(i) = self.latest(pid) {
                 self.publish_end(i);
             }
             if pid == self.root {
                 root = Some(status);
             }
-            if !self.recorded_pids.contains(&pid)
+            if !self.by_pid.contains_key(&pid)
                 && !self.refused_pids.contains(&pid)
                 && !self.pending_exec.contains_key(&pid)
             {
@@ -534,10 +526,10 @@ impl Collector {
     /// Processes reaped without a session are unrecorded once their announcement could no
     /// longer be in flight (or at the end, with `all`).
     fn settle_reaped(&mut self, all: bool) {
-        let recorded = &self.recorded_pids;
+        let recorded = &self.by_pid;
         let unrecorded = &mut self.unrecorded;
         self.reaped_unknown.retain(|(when, u)| {
-            if recorded.contains(&u.pid) {
+            if recorded.contains_key(&u.pid) {
                 return false;
             }
             // Its announcement, sent before it exited, may still be queued behind others
@@ -580,9 +572,17 @@ impl Collector {
 
     /// Whether a later session of the same process replaced `s` (an `execve`).
     fn exec_later(&self, s: &Session) -> bool {
-        self.sessions
+        self.latest(s.pid)
+            .is_some_and(|l| self.sessions[l].info.start_ticks > s.info.start_ticks)
+    }
+
+    /// The latest session (by start time) of process `pid`, if it had one.
+    fn latest(&self, pid: u32) -> Option<usize> {
+        self.by_pid
+            .get(&pid)?
             .iter()
-            .any(|t| t.pid == s.pid && t.info.start_ticks > s.info.start_ticks)
+            .copied()
+            .max_by_key(|&i| self.sessions[i].info.start_ticks)
     }
 
     /// How `s`'s process ended, from a wait status (its zombie's or its pidfd's, which are
