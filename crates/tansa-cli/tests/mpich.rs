@@ -82,13 +82,7 @@ fn per_rank_recordings_survive_hydra_killing_their_recorders() {
     };
     ensure_agent();
     let dir = tempfile::tempdir().unwrap();
-    let mut cmd = mpich.mpiexec();
-    cmd.arg(tansa())
-        .args(["record", "-o"])
-        .arg(dir.path().join("job-%r.tansa"))
-        .arg("--")
-        .arg(&mpich.prog)
-        .arg("abort");
+    let cmd = record_each_rank(mpich.mpiexec(), dir.path(), &mpich.prog);
     let out = output_within(cmd, RUN_DEADLINE);
     assert!(!out.status.success(), "rank 2 aborts, so the job fails");
     let files: Vec<PathBuf> = (0..4)

@@ -219,13 +219,7 @@ fn per_rank_recordings_of_a_job_srun_ends() {
     };
     ensure_agent();
     let dir = tempfile::tempdir().unwrap();
-    let mut cmd = cluster.srun();
-    cmd.arg(tansa())
-        .args(["record", "-o"])
-        .arg(dir.path().join("job-%r.tansa"))
-        .arg("--")
-        .arg(&prog)
-        .arg("abort");
+    let cmd = record_each_rank(cluster.srun(), dir.path(), &prog);
     let out = run_job(&cluster, cmd);
     let files: Vec<PathBuf> = (0..4)
         .map(|r| dir.path().join(format!("job-{r}.tansa")))

@@ -380,6 +380,19 @@ pub fn job_report_json(files: &[PathBuf], args: &[&str]) -> Value {
     serde_json::from_slice(&o.stdout).expect("report JSON")
 }
 
+/// `LAUNCHER ARGS... tansa record -o DIR/job-%r.tansa -- PROG abort`: each rank of an MPI
+/// job under its own recorder.
+pub fn record_each_rank(mut launcher: Command, dir: &Path, prog: &Path) -> Command {
+    launcher
+        .arg(tansa())
+        .args(["record", "-o"])
+        .arg(dir.join("job-%r.tansa"))
+        .arg("--")
+        .arg(prog)
+        .arg("abort");
+    launcher
+}
+
 /// `tansa record -o FILE -- LAUNCHER ARGS... PROG abort`: a whole MPI job under one
 /// recorder, with the launcher's environment.
 pub fn record_whole_job(launcher: &Command, file: &Path, prog: &Path) -> Command {
