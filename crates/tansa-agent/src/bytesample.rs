@@ -49,7 +49,8 @@ fn uniform(st: &ThreadState) -> f64 {
 
 /// Bytes until the next sample: exponential with mean `rate`.
 fn next_gap(st: &ThreadState, rate: u64) -> i64 {
-    let gap = -uniform(st).ln() * rate as f64;
+    // libm's `log`, not `f64::ln`: the agent links no libm.so (see its Cargo.toml).
+    let gap = -libm::log(uniform(st)) * rate as f64;
     gap.min(i64::MAX as f64 / 2.0) as i64
 }
 

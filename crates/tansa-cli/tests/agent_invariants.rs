@@ -278,6 +278,55 @@ fn threads_exiting_mid_stream() {
     );
 }
 
+/// Invariant 11: the agent brings no library of its own. A program under the agent maps
+/// no shared library but libc, the dynamic loader and the agent (it mapped `libgcc_s.so.1`
+/// and `libm.so.6` too), and the agent exports its hooks only: none of the unwinder it
+/// carries, which would take the place of the program's own.
+#[test]
+fn the_agent_brings_no_library_of_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("maps.tansa");
+    let out = record_with_env(&file, &["cat", "/proc/self/maps"], &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let maps = String::from_utf8_lossy(&out.stdout);
+    let libraries: std::collections::BTreeSet<&str> = maps
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .filter_map(|path| path.rsplit('/').next())
+        .filter(|name| name.contains(".so"))
+        .collect();
+    assert!(
+        libraries.contains("libtansa_agent.so"),
+        "the agent is not loaded: {libraries:?}\n{maps}"
+    );
+    let others: Vec<&&str> = libraries
+        .iter()
+        .filter(|n| !n.starts_with("libc.so") && !n.starts_with("ld-linux"))
+        .filter(|n| **n != "libtansa_agent.so")
+        .collect();
+    assert!(others.is_empty(), "the agent brought {others:?}:\n{maps}");
+
+    use object::{Object, ObjectSymbol};
+    let agent = tansa().with_file_name("libtansa_agent.so");
+    let data = std::fs::read(&agent).unwrap();
+    let elf = object::File::parse(&*data).unwrap();
+    let exported: Vec<String> = elf
+        .dynamic_symbols()
+        .filter(|s| s.is_definition() && s.is_global())
+        .filter_map(|s| s.name().ok().map(str::to_string))
+        .collect();
+    assert!(exported.iter().any(|n| n == "malloc"), "{exported:?}");
+    let foreign: Vec<&String> = exported
+        .iter()
+        .filter(|n| {
+            n.starts_with("_Unwind")
+                || n.starts_with("__register_frame")
+                || n.starts_with("__emutls")
+        })
+        .collect();
+    assert!(foreign.is_empty(), "the agent exports {foreign:?}");
+}
+
 /// Invariant 10: time order is causal order. The main thread first allocates alone (its
 /// allocations then take an unordered timestamp), then passes each block it allocates to a
 /// second thread that frees it; with glibc's per-thread cache off, the main thread's
