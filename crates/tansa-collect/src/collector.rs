@@ -70,6 +70,11 @@ pub struct Collector {
     tsc: bool,
     /// Every session, in order of announcement.
     pub sessions: Vec<Session>,
+    /// The sessions not yet finalized (drained to their end), in order of announcement:
+    /// what each round of polling and draining looks at. A recording of a build or a test
+    /// suite has thousands of sessions that ended long ago; walking every one of them on
+    /// every round made each new process cost more than the last.
+    active: Vec<usize>,
     /// Exit statuses of the processes this collector reaped (its children and orphans).
     pub statuses: HashMap<u32, ExitStatus>,
     /// Processes that ran without being recorded.
@@ -108,6 +113,7 @@ impl Collector {
             root,
             tsc,
             sessions: Vec::new(),
+            active: Vec::new(),
             statuses: HashMap::new(),
             unrecorded: Vec::new(),
             pending_exec: HashMap::new(),
@@ -125,7 +131,10 @@ impl Collector {
 
     /// Sessions whose process image is still running.
     pub fn live_sessions(&self) -> impl Iterator<Item = &Session> {
-        self.sessions.iter().filter(|s| !s.ended)
+        self.active
+            .iter()
+            .map(|&i| &self.sessions[i])
+            .filter(|s| !s.ended)
     }
 
     /// Waits (at most a millisecond, not at all while a ring fills up) for control messages
@@ -139,7 +148,10 @@ impl Collector {
         let accepted_at = fds.len();
         fds.extend(self.accepted.iter().map(AsFd::as_fd));
         let sessions_at = fds.len();
-        let live: Vec<usize> = (0..self.sessions.len())
+        let live: Vec<usize> = self
+            .active
+            .iter()
+            .copied()
             .filter(|&i| !self.sessions[i].ended && self.sessions[i].watched_fd().is_some())
             .collect();
         fds.extend(live.iter().filter_map(|&i| self.sessions[i].watched_fd()));
@@ -297,10 +309,16 @@ impl Collector {
                 };
                 let id = self.sessions.len() as u32;
                 let volatile = self.volatile(&memfd, id, 0);
-                // Leak-cause mode: the header mapped on its own for the sink (mapped
-                // before Session::open takes the descriptor, checked by it after).
-                let header = crate::SharedHeader::map(&memfd).ok();
-                let mut s = Session::open(id, memfd, private, geometry)?;
+                let mut s = Session::open(id, memfd.as_fd(), private, geometry)?;
+                // Leak-cause mode: the header mapped on its own for the sink (checked by
+                // Session::open). Only then: a recording of thousands of processes would
+                // map and unmap it for each.
+                let header = if s.info_flags & tansa_wire::layout::FLAG_LEAK_CAUSE != 0 {
+                    crate::SharedHeader::map(&memfd).ok()
+                } else {
+                    None
+                };
+                drop(memfd);
                 s.durable = self.durable;
                 if let Some(pidfd) = fds.next() {
                     s.keep_exit_fd(pidfd);
@@ -325,11 +343,10 @@ impl Collector {
                 if let Some(v) = volatile {
                     sink.volatile_segment(&v)?;
                 }
-                if s.info_flags & tansa_wire::layout::FLAG_LEAK_CAUSE != 0
-                    && let Some(h) = header
-                {
+                if let Some(h) = header {
                     sink.session_header(id, s.pid, h);
                 }
+                self.active.push(self.sessions.len());
                 self.sessions.push(s);
             }
             (HELLO_SEGMENT, Source::Private(i)) => {
@@ -441,7 +458,8 @@ impl Collector {
         let mut watermark = now_ticks;
         let mut moved = 0;
         self.fullest_permille = 0;
-        for s in self.sessions.iter_mut() {
+        for &i in &self.active {
+            let s = &mut self.sessions[i];
             let d = s.drain(sink)?;
             moved += d.bytes;
             self.fullest_permille = self.fullest_permille.max(d.fullest_permille);
@@ -453,17 +471,24 @@ impl Collector {
         self.total_bytes += moved;
         // Sessions whose process image is gone: drain what is left and close their streams.
         // (Their end records are written last, when every exit status is known.)
-        for s in self.sessions.iter_mut() {
+        let mut finalized = false;
+        for &i in &self.active {
+            let s = &mut self.sessions[i];
             if s.ended && !s.finalized {
                 self.total_bytes += s.drain(sink)?.bytes;
                 s.close_streams(sink)?;
                 s.finalized = true;
+                finalized = true;
                 // A durable recording's segments stay mapped: how the process ended is
                 // written into its header once known, for a salvage.
                 if !self.durable {
                     s.release();
                 }
             }
+        }
+        if finalized {
+            let sessions = &self.sessions;
+            self.active.retain(|&i| !sessions[i].finalized);
         }
         Ok(watermark)
     }

@@ -1,7 +1,7 @@
 //! One agent session as seen by the collector: its mapped segments and the draining of its
 //! rings.
 
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tansa_format::memory::Losses;
@@ -164,14 +164,14 @@ impl Session {
     /// Maps segment 0 and reads the session description from its header.
     pub fn open(
         id: u32,
-        memfd: OwnedFd,
+        memfd: BorrowedFd<'_>,
         private: OwnedFd,
         geometry: Geometry,
     ) -> Result<Session, CollectError> {
         if !geometry.is_valid() {
             return Err(CollectError::Protocol("invalid segment geometry".into()));
         }
-        let map = Mapping::map(memfd.as_fd(), geometry.segment_size(), true)?;
+        let map = Mapping::map(memfd, geometry.segment_size(), true)?;
         // SAFETY: the mapping covers the header page.
         let h = unsafe { &*(map.base() as *const SegmentHeader) };
         if h.magic != SEGMENT_MAGIC || h.version != tansa_wire::PROTOCOL_VERSION {
