@@ -246,7 +246,10 @@ unsafe extern "C" fn scan_callback(
         let name: Vec<u8> = if first && raw_name.is_empty() {
             flags |= MODULE_MAIN;
             let mut buf = [0u8; 1024];
-            let n = sys::readlink(c"/proc/self/exe", &mut buf);
+            // The session read the path when it started: one `readlink` fewer per program.
+            let n = crate::session::SESSION
+                .exe(&mut buf)
+                .unwrap_or_else(|| sys::readlink(c"/proc/self/exe", &mut buf));
             buf[..n].to_vec()
         } else {
             if raw_name.starts_with(b"linux-vdso") || raw_name.starts_with(b"linux-gate") {
