@@ -827,7 +827,15 @@ fn three_thousand_processes_one_after_another_under_1024_files_are_all_recorded(
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(String::from_utf8_lossy(&out.stdout).contains("done 0"));
     let r = report_json(&file, &["--by", "function"]);
-    assert_eq!(r["processes"].as_array().unwrap().len(), n as usize + 1);
+    let processes = r["processes"].as_array().unwrap();
+    assert_eq!(processes.len(), n as usize + 1);
+    // Each forked child runs its parent's program with its arguments (taken from the
+    // parent's session rather than read from /proc again).
+    let command = serde_json::json!([exe.to_str().unwrap(), n.to_string()]);
+    for p in processes {
+        assert_eq!(p["exe"].as_str(), exe.to_str(), "{p}");
+        assert_eq!(p["command"], command, "{p}");
+    }
     assert!(
         r["unrecorded"].as_array().is_none_or(Vec::is_empty),
         "{}",
