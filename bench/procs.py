@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""The cost of each recorded process (issue 13): `tansa record` of programs that start many
+short processes one after another, as a build or a shell script does. Prints figures;
+asserts nothing.
+
+    python3 bench/procs.py [--runs N] [--count N] [--skip-build] [--extra PATH-TO-OTHER-TANSA]
+
+Workloads (bench/procs/spawn.c): `fork`, N children that each allocate once and exit; `exec`,
+N children that each run /bin/true. For each, in alternating order within every round: the
+plain run, `tansa record`, and with --extra another tansa binary (e.g. a build from before a
+change). Medians over --runs rounds of the whole run's wall time, the cost per process
+against the plain run, and the recorder's own CPU time (all its threads, read from
+/proc/PID/stat while it runs: the collector works beside the program on another CPU, and on a
+loaded machine that time is taken from the program).
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def timed(cmd):
+    """Runs cmd; returns (wall seconds, CPU seconds of the process itself, not its children)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    t0 = time.perf_counter()
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    cpu = 0.0
+    while p.poll() is None:
+        try:
+            with open(f"/proc/{p.pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            cpu = (int(fields[11]) + int(fields[12])) / tick
+        except (OSError, IndexError, ValueError):
+            pass
+        time.sleep(0.005)
+    wall = time.perf_counter() - t0
+    err = p.stderr.read()
+    if p.returncode != 0:
+        sys.exit(f"command failed ({p.returncode}): {' '.join(cmd)}\n{err[-2000:]}")
+    return wall, cpu
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--count", type=int, default=3000, help="processes per run")
+    ap.add_argument("--skip-build", action="store_true")
+    ap.add_argument("--extra", help="another tansa binary to time (its agent must lie beside it)")
+    args = ap.parse_args()
+    if not args.skip_build:
+        subprocess.run(["cargo", "build", "--release", "-q", "-p", "tansa-cli", "-p", "tansa-agent"],
+                       cwd=ROOT, check=True)
+    tansa = os.path.join(ROOT, "target", "release", "tansa")
+    work = tempfile.mkdtemp(prefix="tansa-procs-")
+    spawn = os.path.join(work, "spawn")
+    subprocess.run(["cc", "-O1", "-o", spawn, os.path.join(ROOT, "bench", "procs", "spawn.c")], check=True)
+    cases = {"plain": None, "tansa": tansa}
+    if args.extra:
+        cases["extra"] = args.extra
+    print(f"{args.count} processes one after another, medians of {args.runs} rounds")
+    print(f"{'workload':8} {'case':6} {'wall':>8} {'per process':>12} {'recorder CPU':>13}")
+    for mode in ["fork", "exec"]:
+        walls = {c: [] for c in cases}
+        cpus = {c: [] for c in cases}
+        for _ in range(args.runs):
+            for c, binary in cases.items():
+                cmd = [spawn, mode, str(args.count)]
+                if binary:
+                    out = os.path.join(work, f"{c}.tansa")
+                    cmd = [binary, "record", "-o", out, "--"] + cmd
+                wall, cpu = timed(cmd)
+                walls[c].append(wall)
+                cpus[c].append(cpu)
+        plain = statistics.median(walls["plain"])
+        for c in cases:
+            wall = statistics.median(walls[c])
+            extra = (wall - plain) / args.count * 1e6
+            per = "" if c == "plain" else f"+{extra:.0f} us"
+            cpu = "" if c == "plain" else f"{statistics.median(cpus[c]):.2f} s"
+            print(f"{mode:8} {c:6} {wall:7.3f}s {per:>12} {cpu:>13}")
+
+
+if __name__ == "__main__":
+    main()
