@@ -15,6 +15,7 @@ use std::sync::mpsc::{Receiver, Sender, SyncSender, channel, sync_channel};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use rustc_hash::FxHashMap;
 use tansa_format::container::{FrameEncoder, FrameType, Kind, Writer};
 use tansa_format::memory::{
     self, SessionEnd, SessionInfo, SessionLosses, SessionPlace, Unrecorded, VolatileSegment,
@@ -23,7 +24,8 @@ use tansa_format::memory::{
 use tansa_format::meta::{Calibration, CalibrationPoint, ClockSource, RecordingMeta};
 
 use crate::contention::CpuContention;
-use crate::symbolize::{AddressSet, BackgroundResolver, ModuleFile};
+
+use crate::symbolize::{AddressSet, BackgroundResolver, module_file};
 use crate::{CollectError, Sink};
 use tansa_wire::event::{DecodeError, Decoder, Record, StreamState};
 
@@ -68,8 +70,8 @@ pub struct FileSink {
     resolver: BackgroundResolver,
     /// How far each session's meta stream was scanned for modules and stacks.
     scanned: HashMap<u32, (usize, StreamState)>,
-    /// Path of each module, by session and module id.
-    module_files: HashMap<(u32, u32), ModuleFile>,
+    /// The file of each module (numbered by the resolver), by session and module id.
+    module_files: FxHashMap<(u32, u32), u32>,
     /// Durable recording: what the writer says is in the file, and per stream the bytes
     /// handed to it and those it has written.
     durable: Option<Durable>,
@@ -247,7 +249,7 @@ impl FileSink {
             raw_bytes: 0,
             resolver: BackgroundResolver::start(),
             scanned: HashMap::new(),
-            module_files: HashMap::new(),
+            module_files: FxHashMap::default(),
             durable: ack_rx.map(|acks| Durable {
                 acks,
                 sent: HashMap::new(),
@@ -312,18 +314,13 @@ impl FileSink {
         while let Some(r) = d.next() {
             match r {
                 Ok(Record::ModuleLoad(m)) => {
-                    self.module_files.insert(
-                        (session, m.id),
-                        ModuleFile {
-                            path: String::from_utf8_lossy(m.path).into_owned(),
-                            build_id: m.build_id.to_vec(),
-                        },
-                    );
+                    let file = self.resolver.file_id(module_file(&m));
+                    self.module_files.insert((session, m.id), file);
                 }
                 Ok(Record::StackDef { frames, .. }) => {
                     for f in frames.filter(|f| f.module != 0) {
-                        if let Some(file) = self.module_files.get(&(session, f.module)) {
-                            self.resolver.ahead(file, f.offset);
+                        if let Some(&file) = self.module_files.get(&(session, f.module)) {
+                            self.resolver.ahead_in(file, f.offset);
                         }
                     }
                 }
