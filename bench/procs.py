@@ -5,8 +5,10 @@ asserts nothing.
 
     python3 bench/procs.py [--runs N] [--count N] [--skip-build] [--extra PATH-TO-OTHER-TANSA]
 
-Workloads (bench/procs/spawn.c): `fork`, N children that each allocate once and exit; `exec`,
-N children that each run /bin/true. For each, in alternating order within every round: the
+Workloads: `fork`, N children that each allocate once and exit, and `exec`, N children that
+each run /bin/true (bench/procs/spawn.c); `build`, `make -s -j2` of --sources small C files
+(generated), whose compilers allocate on nearly every call through deep and varied stacks,
+as builds do. For each, in alternating order within every round: the
 plain run, `tansa record`, and with --extra another tansa binary (e.g. a build from before a
 change). Medians over --runs rounds of the whole run's wall time, the cost per process
 against the plain run, and the recorder's own CPU time (all its threads, read from
@@ -50,6 +52,7 @@ def main():
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--count", type=int, default=3000, help="processes per run")
     ap.add_argument("--skip-build", action="store_true")
+    ap.add_argument("--sources", type=int, default=60, help="C files of the build workload")
     ap.add_argument("--extra", help="another tansa binary to time (its agent must lie beside it)")
     args = ap.parse_args()
     if not args.skip_build:
@@ -59,17 +62,34 @@ def main():
     work = tempfile.mkdtemp(prefix="tansa-procs-")
     spawn = os.path.join(work, "spawn")
     subprocess.run(["cc", "-O1", "-o", spawn, os.path.join(ROOT, "bench", "procs", "spawn.c")], check=True)
+    build = os.path.join(work, "build")
+    os.mkdir(build)
+    for i in range(args.sources):
+        with open(os.path.join(build, f"f{i}.c"), "w") as f:
+            f.write("#include <stdio.h>\n#include <stdlib.h>\n"
+                    f"int f{i}(int n) {{ char *p = malloc(n); int s = 0;\n"
+                    "  for (int i = 0; i < n; i++) s += p[i] = i;\n"
+                    "  free(p); printf(\"%d\", s); return s; }\n")
+    with open(os.path.join(build, "Makefile"), "w") as f:
+        f.write("OBJS = $(patsubst %.c,%.o,$(wildcard *.c))\nall: $(OBJS)\n"
+                "%.o: %.c\n\tcc -O2 -c $< -o $@\nclean:\n\trm -f *.o\n")
     cases = {"plain": None, "tansa": tansa}
     if args.extra:
         cases["extra"] = args.extra
-    print(f"{args.count} processes one after another, medians of {args.runs} rounds")
+    print(f"{args.count} processes one after another (fork, exec), a build of {args.sources} "
+          f"files; medians of {args.runs} rounds")
     print(f"{'workload':8} {'case':6} {'wall':>8} {'per process':>12} {'recorder CPU':>13}")
-    for mode in ["fork", "exec"]:
+    print("(for the build, the ratio to the plain run in place of the cost per process)")
+    for mode in ["fork", "exec", "build"]:
         walls = {c: [] for c in cases}
         cpus = {c: [] for c in cases}
         for _ in range(args.runs):
             for c, binary in cases.items():
-                cmd = [spawn, mode, str(args.count)]
+                if mode == "build":
+                    subprocess.run(["make", "-s", "-C", build, "clean"], check=True)
+                    cmd = ["make", "-s", "-C", build, "-j2"]
+                else:
+                    cmd = [spawn, mode, str(args.count)]
                 if binary:
                     out = os.path.join(work, f"{c}.tansa")
                     cmd = [binary, "record", "-o", out, "--"] + cmd
@@ -79,8 +99,10 @@ def main():
         plain = statistics.median(walls["plain"])
         for c in cases:
             wall = statistics.median(walls[c])
-            extra = (wall - plain) / args.count * 1e6
-            per = "" if c == "plain" else f"+{extra:.0f} us"
+            if mode == "build":
+                per = "" if c == "plain" else f"{wall / plain:.2f}x"
+            else:
+                per = "" if c == "plain" else f"+{(wall - plain) / args.count * 1e6:.0f} us"
             cpu = "" if c == "plain" else f"{statistics.median(cpus[c]):.2f} s"
             print(f"{mode:8} {c:6} {wall:7.3f}s {per:>12} {cpu:>13}")
 
