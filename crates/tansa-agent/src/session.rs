@@ -295,8 +295,8 @@ impl Session {
         let parent_private = self.private.swap(-1, Ordering::Relaxed);
         // The child runs its parent's program with its arguments: taken from the parent's
         // header before that is unmapped, they save every forked child reading
-        // `/proc/self/exe` and `/proc/self/cmdline` (a third of the time a new session
-        // took in its system calls).
+        // `/proc/self/exe` and `/proc/self/cmdline` (measured in a C program making a new
+        // session's system calls in a fresh child: about 30 of 100 µs).
         let program = self.header().map(Program::of);
         let geometry = self.geometry();
         let count = self.seg_count.swap(0, Ordering::AcqRel) as usize;
