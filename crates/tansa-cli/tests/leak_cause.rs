@@ -215,6 +215,21 @@ fn the_text_view_reads_as_a_diagnosis() {
     ]);
     let one: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(one["sites"].as_array().unwrap().len(), 1);
+    // A site that is not leaking, chosen with --site, is shown with its place and stack.
+    let o = run_tansa(&["leaks", file.to_str().unwrap(), "--format", "json", "--all"]);
+    let all: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let other = all["sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["judgement"] != "leaking")
+        .expect("a site that is not leaking");
+    let place = other["site"]["function"].as_str().unwrap();
+    assert!(place.contains('!'), "{other}");
+    let index = other["index"].to_string();
+    let o = run_tansa(&["leaks", file.to_str().unwrap(), "--site", &index]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains(&format!(": {place}")), "{place} in {text}");
     let o = run_tansa(&["leaks", file.to_str().unwrap(), "--site", "99"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
 }

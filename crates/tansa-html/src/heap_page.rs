@@ -134,7 +134,9 @@ struct LeaksView<'a> {
     warnings: &'a [String],
 }
 
-fn leaks_view(r: &LeaksReport, max: usize) -> LeaksView<'_> {
+/// The sites the page shows: the `max` that hold the most bytes at the end (in the report's
+/// order among equals), largest first.
+fn shown_sites(r: &LeaksReport, max: usize) -> Vec<&SiteReport> {
     let mut sites: Vec<&SiteReport> = r.sites.iter().collect();
     sites.sort_by(|a, b| {
         b.leaked_bytes
@@ -142,6 +144,17 @@ fn leaks_view(r: &LeaksReport, max: usize) -> LeaksView<'_> {
             .then(a.index.cmp(&b.index))
     });
     sites.truncate(max);
+    sites
+}
+
+/// The numbers (`index`) of the leak sites a heap page of `r` shows with `max` sites at
+/// most: only their stacks need naming (`leaks::fill_stacks`).
+pub fn shown_leak_sites(r: &LeaksReport, max: usize) -> std::collections::BTreeSet<usize> {
+    shown_sites(r, max).iter().map(|s| s.index).collect()
+}
+
+fn leaks_view(r: &LeaksReport, max: usize) -> LeaksView<'_> {
+    let sites = shown_sites(r, max);
     LeaksView {
         leak_cause: r.leak_cause,
         sites,

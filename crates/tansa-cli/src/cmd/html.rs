@@ -196,10 +196,12 @@ fn heap(args: &Args, source: &str, limits: &Limits) -> anyhow::Result<(Page, Exi
             }
         }
     }
-    let mut leak_report = leaks::report(&recording);
+    let mut leak_report = leaks::report_without_stacks(&recording);
     if let Some(pid) = args.pid {
         leak_report.sites.retain(|s| s.pid == pid);
     }
+    let shown = tansa_html::shown_leak_sites(&leak_report, limits.leak_sites);
+    leaks::fill_stacks(&mut leak_report, &recording, |s| shown.contains(&s.index));
     if let Some(p) = progress {
         p.finish_and_clear();
     }

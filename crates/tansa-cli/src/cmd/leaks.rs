@@ -58,7 +58,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         None,
         "`tansa leaks` reads heap recordings (made by `tansa record`)",
     )?;
-    let mut report = leaks::report(&recording);
+    let mut report = leaks::report_without_stacks(&recording);
     if let Some(n) = args.site {
         if !(1..=report.sites.len()).contains(&n) {
             let what = match &args.files[..] {
@@ -72,6 +72,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         report.sites.retain(|s| s.index == n);
     }
+    // The stacks of the sites shown: every site in JSON, the leaking ones (or all) in text.
+    let every = args.all || args.site.is_some() || matches!(args.format, Format::Json);
+    leaks::fill_stacks(&mut report, &recording, |s| {
+        every || s.judgement == "leaking"
+    });
     let mut out = crate::output::open(None, &[])?;
     match args.format {
         Format::Json => tansa_render::leaks::json(&report, &mut out)?,
