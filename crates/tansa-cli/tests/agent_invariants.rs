@@ -281,7 +281,8 @@ fn threads_exiting_mid_stream() {
 /// Invariant 11: the agent brings no library of its own. A program under the agent maps
 /// no shared library but libc, the dynamic loader and the agent (it mapped `libgcc_s.so.1`
 /// and `libm.so.6` too), and the agent exports its hooks only: none of the unwinder it
-/// carries, which would take the place of the program's own.
+/// carries, which would take the place of the program's own. A C++ program's exceptions
+/// still unwind through frames that allocate.
 #[test]
 fn the_agent_brings_no_library_of_its_own() {
     let dir = tempfile::tempdir().unwrap();
@@ -325,6 +326,17 @@ fn the_agent_brings_no_library_of_its_own() {
         })
         .collect();
     assert!(foreign.is_empty(), "the agent exports {foreign:?}");
+
+    // The program's exceptions are thrown and caught by its own unwinder, through frames
+    // whose allocations are recorded, beside the agent's private copy.
+    let throws = program("throws", "throws.cpp", &["-g", "-O1"]);
+    let file = dir.path().join("throws.tansa");
+    let out = record_with_env(&file, &[throws.to_str().unwrap(), "2000"], &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "caught 2000");
+    let r = report_json(&file, &["--by", "function"]);
+    let thrown = unit(&r, "libstdc++.so.6!__cxa_allocate_exception");
+    assert_eq!(calls(thrown), (2000, 0, 0, 2000, 0), "{thrown}");
 }
 
 /// Invariant 10: time order is causal order. The main thread first allocates alone (its
