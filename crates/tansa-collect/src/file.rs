@@ -24,7 +24,6 @@ use tansa_format::memory::{
 use tansa_format::meta::{Calibration, CalibrationPoint, ClockSource, RecordingMeta};
 
 use crate::contention::CpuContention;
-
 use crate::symbolize::{AddressSet, BackgroundResolver, module_file};
 use crate::{CollectError, Sink};
 use tansa_wire::event::{DecodeError, Decoder, Record, StreamState};
