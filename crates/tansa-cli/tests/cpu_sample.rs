@@ -10,8 +10,8 @@ use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use common::{
-    FileChange, build_dir, change_program_later, compile, ensure_agent, limit_open_files,
-    output_within, require, share_tolerance, stderr, tansa, warnings,
+    FileChange, build_dir, change_program_later, compile, ensure_agent, first_line,
+    limit_open_files, output_within, require, share_tolerance, stderr, tansa, warnings,
 };
 use serde_json::Value;
 
@@ -553,13 +553,7 @@ fn a_process_of_fifteen_hundred_threads_is_sampled_under_a_soft_limit_of_1024_fi
         .stdout(Stdio::piped())
         .spawn()
         .expect("start manythreads");
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    assert_eq!(line, "ready\n");
+    assert_eq!(first_line(&mut child), "ready\n");
     let dir = tmp();
     let file = dir.path().join("threads.tansa");
     let raised = sample_pid_with_open_files(child.id(), &file, 1024, hard);

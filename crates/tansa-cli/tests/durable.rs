@@ -169,12 +169,7 @@ fn a_salvage_keeps_how_a_process_ended_before_the_recorder_was_killed() {
             .stderr(std::process::Stdio::piped())
             .spawn()
             .expect("run tansa");
-        let mut line = String::new();
-        std::io::BufRead::read_line(
-            &mut std::io::BufReader::new(recorder.stdout.take().unwrap()),
-            &mut line,
-        )
-        .unwrap();
+        let line = first_line(&mut recorder);
         let pids: Vec<u32> = line
             .strip_prefix("ready ")
             .map(|l| {

@@ -851,7 +851,6 @@ fn three_thousand_processes_one_after_another_under_1024_files_are_all_recorded(
 /// processes would have met the kernel's limit on mappings (`vm.max_map_count`).
 #[test]
 fn the_recorder_unmaps_the_memory_of_processes_that_are_gone() {
-    use std::io::{BufRead, BufReader};
     ensure_agent();
     let exe = program("serialprocs", "serialprocs.c", &["-g", "-O1"]);
     let dir = tempfile::tempdir().unwrap();
@@ -867,11 +866,7 @@ fn the_recorder_unmaps_the_memory_of_processes_that_are_gone() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .expect("run tansa");
-    let mut line = String::new();
-    BufReader::new(recorder.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert_eq!(line, "done 0\n");
+    assert_eq!(first_line(&mut recorder), "done 0\n");
     let maps = format!("/proc/{}/maps", recorder.id());
     let count = || std::fs::read_to_string(&maps).unwrap().lines().count();
     let start = std::time::Instant::now();

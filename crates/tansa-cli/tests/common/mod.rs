@@ -569,15 +569,22 @@ pub fn start_durable_program(
         .stderr(Stdio::piped())
         .spawn()
         .expect("run tansa");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("read the program's output");
+    let line = first_line(&mut child);
     let pid = line
         .strip_prefix("ready ")
         .and_then(|p| p.trim().parse().ok())
         .unwrap_or_else(|| panic!("unexpected output from the program: {line:?}"));
     (child, pid)
+}
+
+/// The first line `child` writes on its standard output (piped), with its newline: a
+/// program's "ready" or "done" line, which the test waits for.
+pub fn first_line(child: &mut Child) -> String {
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("the child's stdout is piped"))
+        .read_line(&mut line)
+        .expect("read the child's output");
+    line
 }
 
 /// Kills `recorder` (a tansa), then the program it records (`pid`), with SIGKILL.
