@@ -245,12 +245,15 @@ unsafe extern "C" fn scan_callback(
         let mut flags = 0;
         let name: Vec<u8> = if first && raw_name.is_empty() {
             flags |= MODULE_MAIN;
-            let mut buf = [0u8; 1024];
             // The session read the path when it started: one `readlink` fewer per program.
-            let n = crate::session::SESSION
-                .exe(&mut buf)
-                .unwrap_or_else(|| sys::readlink(c"/proc/self/exe", &mut buf));
-            buf[..n].to_vec()
+            match crate::session::SESSION.exe() {
+                Some(path) => path.to_vec(),
+                None => {
+                    let mut buf = [0u8; 1024];
+                    let n = sys::readlink(c"/proc/self/exe", &mut buf);
+                    buf[..n].to_vec()
+                }
+            }
         } else {
             if raw_name.starts_with(b"linux-vdso") || raw_name.starts_with(b"linux-gate") {
                 flags |= MODULE_VDSO;

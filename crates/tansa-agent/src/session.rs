@@ -188,13 +188,11 @@ impl Session {
         self.start_with(settings, -1, None)
     }
 
-    /// Copies the path of the program this session runs (as `/proc/self/exe` read when it
-    /// started) into `buf`; returns its length, or `None` without a session.
-    pub fn exe(&self, buf: &mut [u8]) -> Option<usize> {
+    /// The path of the program this session runs (as `/proc/self/exe` read when it
+    /// started), or `None` without a session.
+    pub fn exe(&self) -> Option<&[u8]> {
         let h = self.header()?;
-        let n = (h.exe_len as usize).min(EXE_CAPACITY).min(buf.len());
-        buf[..n].copy_from_slice(&h.exe[..n]);
-        Some(n)
+        Some(&h.exe[..(h.exe_len as usize).min(EXE_CAPACITY)])
     }
 
     /// [`Session::start`], for a forked child whose parent's private socket is

@@ -642,7 +642,9 @@ impl Collector {
         for _ in 0..4 {
             self.poll_control(sink)?;
         }
-        for s in self.sessions.iter_mut() {
+        // The finalized sessions were drained and closed when their images ended.
+        for &i in &self.active {
+            let s = &mut self.sessions[i];
             self.total_bytes += s.drain(sink)?.bytes;
             s.close_streams(sink)?;
         }
