@@ -178,7 +178,11 @@ fn comments(report: &MemoryReport) -> Vec<String> {
              {rate} bytes on average"
         ));
     }
-    let lost: u64 = report.processes.iter().map(|p| p.lost_events).sum();
+    // Counts come from the file: a damaged one can hold any.
+    let lost = report
+        .processes
+        .iter()
+        .fold(0u64, |sum, p| sum.saturating_add(p.lost_events));
     if lost > 0 {
         c.push(format!(
             "{lost} events were lost while recording: figures are a lower bound"
