@@ -476,3 +476,101 @@ fn a_segment_made_in_memory_is_named_after_a_kill() {
     // What was in the file-backed first segment is there: main's 50 kept blocks.
     assert_eq!(bytes(unit(&report, "durable!main")).1, 50 * 1000);
 }
+
+/// A durable recording lets go of a process's shared memory too, once the process is gone,
+/// how it ended written into its segment's header and all its bytes stored: after 3,000
+/// processes one after another the recorder maps a few hundred areas, not one per process
+/// (it kept them all, so a build of 65,000 processes would have met `vm.max_map_count`),
+/// and their segment files hold less than 64 KiB of disk each: the storage of their rings
+/// is given back (each reserved 16 MiB until the recording ended: 47 GB for 3,000).
+/// The recorder is then killed: the salvage still knows that each child was killed by
+/// SIGKILL, which only the headers it let go of say (the children's agents cannot see it).
+#[test]
+fn a_durable_recording_unmaps_processes_that_are_gone_and_keeps_how_they_ended() {
+    ensure_agent();
+    let exe = program("serialprocs", "serialprocs.c", &["-g", "-O1"]);
+    let dir = temp_dir("durable-unmapped");
+    let file = dir.join("unmapped.tansa");
+    let mut recorder = Command::new(tansa())
+        .args(["record", "--durable", "always", "-o"])
+        .arg(&file)
+        .arg("--")
+        .arg(&exe)
+        .args(["3000", "wait", "killed"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("run tansa");
+    assert_eq!(first_line(&mut recorder), "done 0\n");
+    let target: u32 = std::fs::read_dir(format!("/proc/{}/task", recorder.id()))
+        .unwrap()
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+        .flat_map(|c| {
+            c.split_whitespace()
+                .map(|p| p.parse::<u32>().unwrap())
+                .collect::<Vec<_>>()
+        })
+        .next()
+        .expect("the recorder's child");
+    // The children's segment files that the recorder still maps (the program's own stays).
+    let maps = format!("/proc/{}/maps", recorder.id());
+    let segments = segment_dir(&file).to_string_lossy().into_owned();
+    let own = format!("/{target}-");
+    let mapped = || -> (usize, usize) {
+        let text = std::fs::read_to_string(&maps).unwrap();
+        let children = text
+            .lines()
+            .filter(|l| l.contains(&segments) && !l.contains(&own))
+            .count();
+        (children, text.lines().count())
+    };
+    let start = Instant::now();
+    let (mut children, mut areas) = mapped();
+    while children > 0 && start.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(100));
+        (children, areas) = mapped();
+    }
+    // The disk space the children's segment files hold (each reserved 16 MiB).
+    let on_disk: u64 = std::fs::read_dir(segment_dir(&file))
+        .unwrap()
+        .flatten()
+        .filter(|e| !e.file_name().to_string_lossy().starts_with(&own[1..]))
+        .map(|e| std::os::unix::fs::MetadataExt::blocks(&e.metadata().unwrap()) * 512)
+        .sum();
+    drop(recorder.stdin.take());
+    kill_both(&mut recorder, target);
+    assert_eq!(
+        children, 0,
+        "the durable recorder still maps {children} children's segments ({areas} areas) \
+         after 3,000 processes"
+    );
+    assert!(areas < 1000, "the durable recorder maps {areas} areas");
+    assert!(
+        on_disk < 3000 << 16,
+        "the segment files of 3,000 ended processes hold {} MiB of disk",
+        on_disk >> 20
+    );
+    let out = report_by_function_json(&file);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let children: Vec<&serde_json::Value> = r["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["ppid"].as_u64() == Some(u64::from(target)))
+        .collect();
+    assert_eq!(children.len(), 3000);
+    let not_killed: Vec<&str> = children
+        .iter()
+        .map(|p| p["exit"]["description"].as_str().unwrap())
+        .filter(|d| *d != "killed by SIGKILL")
+        .collect();
+    assert!(
+        not_killed.is_empty(),
+        "{} children not known as killed, e.g. {:?}",
+        not_killed.len(),
+        &not_killed[..not_killed.len().min(3)]
+    );
+}

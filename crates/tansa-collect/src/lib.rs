@@ -526,6 +526,7 @@ impl Run<'_> {
     fn periodic(&mut self, sink: &mut dyn Sink) -> Result<(), CollectError> {
         self.last_tick = Instant::now();
         self.collector.settle_statuses();
+        self.collector.retire_durable(sink)?;
         // The command was reaped by someone else (it cannot be by design, but a loop
         // waiting for a status that never comes would hang the recording).
         if self.root_status.is_none() && !Path::new(&format!("/proc/{}", self.root)).exists() {

@@ -8,8 +8,8 @@ use tansa_format::memory::Losses;
 use tansa_format::memory::{SessionInfo, SessionPlace};
 use tansa_wire::layout::{
     ClockKind, ENDED_KNOWN, EXIT_IMMEDIATE, EXIT_NONE, EXIT_NORMAL, FLAG_FREE_STACKS, FLAG_ONLINE,
-    Geometry, LossCause, MAX_RINGS_PER_SEGMENT, RING_CLOSED, RING_FREE, Ring, SEGMENT_MAGIC,
-    SegmentHeader,
+    Geometry, LossCause, MAX_RINGS_PER_SEGMENT, RING_CLOSED, RING_FREE, RING_HEADER_SIZE, Ring,
+    SEGMENT_MAGIC, SegmentHeader,
 };
 
 use crate::{CollectError, Sink};
@@ -411,6 +411,71 @@ impl Session {
             return k.lost_events;
         }
         self.header().map_or(0, SegmentHeader::lost_total)
+    }
+
+    /// A durable session whose image is gone and whose rings were drained: publishes each
+    /// ring's tail up to what `sink` has stored, and says whether that is everything
+    /// delivered (then a salvage finds all of the session's bytes in the recording, and the
+    /// rings' data is no longer needed).
+    pub fn publish_stored(&mut self, sink: &mut dyn Sink) -> Result<bool, CollectError> {
+        let id = self.id;
+        let mut all = true;
+        for (seg_index, seg) in self.segments.iter().enumerate() {
+            let Some((seg, geometry)) = seg else {
+                continue;
+            };
+            if seg_index == 0 {
+                // SAFETY: the segment is mapped with this geometry; ring 0 is the meta ring.
+                let ring = unsafe { Ring::at(seg.base(), *geometry, 0) };
+                self.meta_published = publish(
+                    sink,
+                    self.durable,
+                    (id, None),
+                    &ring,
+                    0,
+                    self.meta_tail,
+                    self.meta_published,
+                )?;
+                all &= self.meta_published == self.meta_tail;
+            }
+            let Some(tracks) = self.tracks.get_mut(seg_index) else {
+                continue;
+            };
+            for (r, track) in tracks.iter_mut().enumerate() {
+                let Some(track) = track else {
+                    continue;
+                };
+                // SAFETY: tracks exist only for rings below the segment's ring count.
+                let ring = unsafe { Ring::at(seg.base(), *geometry, r as u32) };
+                track.published = publish(
+                    sink,
+                    self.durable,
+                    (id, Some(track.stream)),
+                    &ring,
+                    track.base,
+                    track.tail,
+                    track.published,
+                )?;
+                all &= track.published == track.tail;
+            }
+        }
+        Ok(all)
+    }
+
+    /// Gives the storage of every ring's data back to the file system (the headers stay,
+    /// with how the process ended, and each ring's positions). Only for a session whose
+    /// image is gone and whose bytes are all stored ([`Session::publish_stored`]): a
+    /// durable segment file reserves its whole size on disk (the agent must never meet a
+    /// full disk inside a mapping), some 16 MiB per process, until the recording ends.
+    pub fn discard_rings(&self) {
+        for (seg, geometry) in self.segments.iter().flatten() {
+            let rings = geometry.ring_count.min(MAX_RINGS_PER_SEGMENT);
+            for r in 0..rings {
+                let data = geometry.ring_offset(r) + RING_HEADER_SIZE;
+                // A file system that cannot punch holes keeps the space, as before.
+                let _ = seg.discard(data, geometry.ring_data_size as usize);
+            }
+        }
     }
 
     /// Moves everything published in the session's rings to `sink`. Only claimed rings

@@ -81,6 +81,40 @@ impl SharedMapping {
         self.len
     }
 
+    /// Gives the storage behind bytes `[offset, offset + len)` of the mapping back to the
+    /// file system (`MADV_REMOVE`, a hole punched in the file): the whole pages of that range
+    /// read as zeros afterwards, for every process that maps the file. The partial pages at
+    /// either end are kept. An out-of-range request is refused.
+    ///
+    /// # Errors
+    ///
+    /// The kernel's refusal (a file system that cannot punch holes).
+    pub fn discard(&self, offset: usize, len: usize) -> io::Result<()> {
+        let end = offset
+            .checked_add(len)
+            .filter(|&end| end <= self.len)
+            .ok_or_else(|| {
+                io::Error::new(io::ErrorKind::InvalidInput, "range out of the mapping")
+            })?;
+        let page = page_size();
+        let start = offset.next_multiple_of(page);
+        let end = end - end % page;
+        if start >= end {
+            return Ok(());
+        }
+        // SAFETY: `[start, end)` lies inside this mapping and is page-aligned; the pages are
+        // replaced by zeros, which no Rust reference into the mapping can observe wrongly
+        // (users read it through raw pointers and atomics; the caller no longer needs it).
+        unsafe {
+            rustix::mm::madvise(
+                self.base.add(start).cast(),
+                end - start,
+                rustix::mm::Advice::LinuxRemove,
+            )
+        }?;
+        Ok(())
+    }
+
     /// Whether the mapping is empty (never: empty mappings are refused).
     pub fn is_empty(&self) -> bool {
         self.len == 0
