@@ -214,12 +214,13 @@ impl Resolver {
                     // blazesym lists inlined functions outermost first and attaches to each
                     // the location inside it; `sym.code_info` is the location inside the
                     // physical function. We want innermost first.
-                    let mut frames: Vec<ResolvedFrame> = sym
-                        .inlined
-                        .iter()
-                        .rev()
-                        .map(|f| frame(&f.name, f.code_info.as_ref()))
-                        .collect();
+                    let mut frames = Vec::with_capacity(sym.inlined.len() + 1);
+                    frames.extend(
+                        sym.inlined
+                            .iter()
+                            .rev()
+                            .map(|f| frame(&f.name, f.code_info.as_ref())),
+                    );
                     frames.push(frame(&sym.name, sym.code_info.as_deref()));
                     Resolved {
                         frames,
@@ -299,12 +300,12 @@ impl Resolver {
             if r.frames.is_empty()
                 && let Some((name, start)) = extra.unnamed.get_or_init(|| Unnamed::new(elf)).name(a)
             {
-                r.frames.push(ResolvedFrame {
+                r.frames = vec![ResolvedFrame {
                     function: Some(name),
                     file: None,
                     line: 0,
                     column: 0,
-                });
+                }];
                 r.function_start = r.function_start.or(start);
             }
         }
@@ -618,7 +619,7 @@ impl Unnamed {
     /// extent is known.
     pub fn name(&self, addr: u64) -> Option<(String, Option<u64>)> {
         if let Some(f) = self.mini_at(addr) {
-            let name = demangle(&f.name).unwrap_or_else(|| f.name.clone());
+            let name = demangled(&f.name);
             return Some((name, Some(f.address)));
         }
         match extent_containing(&self.extents, addr) {
@@ -654,7 +655,7 @@ fn nearest_symbol(functions: &[crate::elf::FunctionSymbol], addr: u64) -> Option
     let f = &functions[i];
     let off = addr - f.address;
     (off < MAX_SYMBOL_DISTANCE).then(|| {
-        let name = demangle(&f.name).unwrap_or_else(|| f.name.clone());
+        let name = demangled(&f.name);
         format!("{name}+{off:#x}")
     })
 }
