@@ -4,11 +4,14 @@ short processes one after another, as a build or a shell script does. Prints fig
 asserts nothing.
 
     python3 bench/procs.py [--runs N] [--count N] [--skip-build] [--extra PATH-TO-OTHER-TANSA]
+                           [--modes fork,exec,build,sample]
 
 Workloads: `fork`, N children that each allocate once and exit, and `exec`, N children that
 each run /bin/true (bench/procs/spawn.c); `build`, `make -s -j2` of --sources small C files
 (generated), whose compilers allocate on nearly every call through deep and varied stacks,
-as builds do. For each, in alternating order within every round: the
+as builds do; `sample`, the same build under `tansa sample` (CPU sampling, which resolves
+the symbols of every compiler's code that it samples, and every instruction of each function
+sampled, for annotation). For each, in alternating order within every round: the
 plain run, `tansa record`, and with --extra another tansa binary (e.g. a build from before a
 change). Medians over --runs rounds of the whole run's wall time, the cost per process
 against the plain run, and the recorder's own CPU time (all its threads, read from
@@ -54,6 +57,8 @@ def main():
     ap.add_argument("--skip-build", action="store_true")
     ap.add_argument("--sources", type=int, default=60, help="C files of the build workload")
     ap.add_argument("--extra", help="another tansa binary to time (its agent must lie beside it)")
+    ap.add_argument("--modes", default="fork,exec,build,sample",
+                    help="workloads to run, comma-separated (fork, exec, build, sample)")
     args = ap.parse_args()
     if not args.skip_build:
         subprocess.run(["cargo", "build", "--release", "-q", "-p", "tansa-cli", "-p", "tansa-agent"],
@@ -79,27 +84,30 @@ def main():
     print(f"{args.count} processes one after another (fork, exec), a build of {args.sources} "
           f"files; medians of {args.runs} rounds")
     print(f"{'workload':8} {'case':6} {'wall':>8} {'per process':>12} {'recorder CPU':>13}")
-    print("(for the build, the ratio to the plain run in place of the cost per process)")
-    for mode in ["fork", "exec", "build"]:
+    print("(for the builds, the ratio to the plain run in place of the cost per process)")
+    for mode in args.modes.split(","):
         walls = {c: [] for c in cases}
         cpus = {c: [] for c in cases}
         for _ in range(args.runs):
             for c, binary in cases.items():
-                if mode == "build":
+                if mode in ("build", "sample"):
                     subprocess.run(["make", "-s", "-C", build, "clean"], check=True)
                     cmd = ["make", "-s", "-C", build, "-j2"]
                 else:
                     cmd = [spawn, mode, str(args.count)]
                 if binary:
                     out = os.path.join(work, f"{c}.tansa")
-                    cmd = [binary, "record", "-o", out, "--"] + cmd
+                    if os.path.exists(out):
+                        os.remove(out)
+                    how = "sample" if mode == "sample" else "record"
+                    cmd = [binary, how, "-o", out, "--"] + cmd
                 wall, cpu = timed(cmd)
                 walls[c].append(wall)
                 cpus[c].append(cpu)
         plain = statistics.median(walls["plain"])
         for c in cases:
             wall = statistics.median(walls[c])
-            if mode == "build":
+            if mode in ("build", "sample"):
                 per = "" if c == "plain" else f"{wall / plain:.2f}x"
             else:
                 per = "" if c == "plain" else f"+{(wall - plain) / args.count * 1e6:.0f} us"
