@@ -489,10 +489,7 @@ fn a_segment_made_in_memory_is_named_after_a_kill() {
 fn a_durable_recording_unmaps_processes_that_are_gone_and_keeps_how_they_ended() {
     // Each child's segments go once its status is known: its parent collects it at once,
     // so only its pidfd can tell the recorder.
-    if !require(
-        tansa_testkit::kernel_at_least(6, 15),
-        "Linux 6.15 or later (a pidfd keeps its process's exit status)",
-    ) {
+    if !require_pidfd_exit_status() {
         return;
     }
     ensure_agent();

@@ -639,10 +639,7 @@ fn a_program_rebuilt_or_deleted_while_recorded_keeps_its_names() {
 /// without the agent seeing how".
 #[test]
 fn children_collected_by_their_parent_end_as_their_parent_saw() {
-    if !require(
-        tansa_testkit::kernel_at_least(6, 15),
-        "Linux 6.15 or later (a pidfd keeps its process's exit status)",
-    ) {
+    if !require_pidfd_exit_status() {
         return;
     }
     let exe = program("reapedchildren", "reapedchildren.c", &["-O1", "-g"]);

@@ -118,10 +118,7 @@ fn a_job_recorded_whole_under_hydra_names_the_rank_that_aborted() {
         return;
     };
     // How a rank the proxy collected ended is known only from its pidfd.
-    if !require(
-        tansa_testkit::kernel_at_least(6, 15),
-        "Linux 6.15 or later (a pidfd keeps its process's exit status)",
-    ) {
+    if !require_pidfd_exit_status() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

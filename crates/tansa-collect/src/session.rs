@@ -413,53 +413,19 @@ impl Session {
         self.header().map_or(0, SegmentHeader::lost_total)
     }
 
-    /// A durable session whose image is gone and whose rings were drained: publishes each
-    /// ring's tail up to what `sink` has stored, and says whether that is everything
-    /// delivered (then a salvage finds all of the session's bytes in the recording, and the
-    /// rings' data is no longer needed).
+    /// A durable session whose image is gone and whose rings were drained: drains again,
+    /// which moves nothing new and publishes each ring's tail up to what `sink` has stored,
+    /// and says whether that is everything delivered (then a salvage finds all of the
+    /// session's bytes in the recording, and the rings' data is no longer needed).
     pub fn publish_stored(&mut self, sink: &mut dyn Sink) -> Result<bool, CollectError> {
-        let id = self.id;
-        let mut all = true;
-        for (seg_index, seg) in self.segments.iter().enumerate() {
-            let Some((seg, geometry)) = seg else {
-                continue;
-            };
-            if seg_index == 0 {
-                // SAFETY: the segment is mapped with this geometry; ring 0 is the meta ring.
-                let ring = unsafe { Ring::at(seg.base(), *geometry, 0) };
-                self.meta_published = publish(
-                    sink,
-                    self.durable,
-                    (id, None),
-                    &ring,
-                    0,
-                    self.meta_tail,
-                    self.meta_published,
-                )?;
-                all &= self.meta_published == self.meta_tail;
-            }
-            let Some(tracks) = self.tracks.get_mut(seg_index) else {
-                continue;
-            };
-            for (r, track) in tracks.iter_mut().enumerate() {
-                let Some(track) = track else {
-                    continue;
-                };
-                // SAFETY: tracks exist only for rings below the segment's ring count.
-                let ring = unsafe { Ring::at(seg.base(), *geometry, r as u32) };
-                track.published = publish(
-                    sink,
-                    self.durable,
-                    (id, Some(track.stream)),
-                    &ring,
-                    track.base,
-                    track.tail,
-                    track.published,
-                )?;
-                all &= track.published == track.tail;
-            }
-        }
-        Ok(all)
+        self.drain(sink)?;
+        Ok(self.meta_published == self.meta_tail
+            && self
+                .tracks
+                .iter()
+                .flatten()
+                .flatten()
+                .all(|t| t.published == t.tail))
     }
 
     /// Gives the storage of every ring's data back to the file system (the headers stay,

@@ -348,6 +348,15 @@ pub fn require(met: bool, what: &str) -> bool {
     false
 }
 
+/// [`require`]s Linux 6.15 or later, whose pidfds keep their process's exit status after
+/// its parent collected it: the only way the recorder learns how such a process ended.
+pub fn require_pidfd_exit_status() -> bool {
+    require(
+        tansa_testkit::kernel_at_least(6, 15),
+        "Linux 6.15 or later (a pidfd keeps its process's exit status)",
+    )
+}
+
 /// Whether `tool --version` runs and succeeds.
 pub fn have(tool: &str) -> bool {
     Command::new(tool)
