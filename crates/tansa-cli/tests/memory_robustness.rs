@@ -529,11 +529,12 @@ fn processes_left_behind_are_waited_for_and_named() {
 }
 
 /// A program that leaves a FIFO where its library was (`programs/swapped.c`) does not hang
-/// `tansa record` or `tansa sample` when they read the library's symbols (`tansa sample`
-/// does as soon as a sample hits the library, which the program runs only after the swap;
-/// `tansa record` at the end): the library is refused as not a regular file, its code keeps
-/// its address, and the recorder, as it ends, and the report say why it has no function
-/// names.
+/// `tansa record` or `tansa sample` when they read the library's symbols (each opens a file
+/// as soon as a stack or a sample names it; the program runs the library's code only after
+/// the swap, so that neither can read the library before it: once the allocation in it
+/// came before the swap, and a recorder that drained it within those microseconds named
+/// its functions): the library is refused as not a regular file, its code keeps its
+/// address, and the recorder, as it ends, and the report say why it has no function names.
 #[test]
 fn a_fifo_left_where_a_library_was_does_not_hang_the_recorders() {
     let exe = program("swapped", "swapped.c", &["-g", "-O1", "-ldl"]);

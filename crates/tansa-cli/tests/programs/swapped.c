@@ -1,8 +1,8 @@
 /* A program that leaves a FIFO where its library was: swapped LIB MOVED MS.
- * Loads LIB with dlopen and allocates 1000 bytes in it, renames LIB to MOVED and makes a
- * FIFO at LIB, then spins in the library for MS milliseconds of CPU time and exits. A
- * recorder that opened LIB to read its symbols, while the program runs or at the end,
- * would block in open(2) for good.
+ * Loads LIB with dlopen, renames LIB to MOVED and makes a FIFO at LIB, then allocates 1000
+ * bytes in the library, spins in it for MS milliseconds of CPU time and exits. The swap
+ * comes before the library's code runs: a recorder opens a file as soon as a stack names
+ * it, and one that opened LIB then, or at the end, would block in open(2) for good.
  * Built at test time with: cc -g -O1 -o swapped swapped.c -ldl */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -16,8 +16,8 @@ int main(int argc, char **argv) {
     void *(*alloc)(size_t) = (void *(*)(size_t))dlsym(h, "swapped_alloc");
     long (*spin)(long) = (long (*)(long))dlsym(h, "swapped_spin");
     if (!alloc || !spin) return 4;
-    void *p = alloc(1000);
     if (rename(argv[1], argv[2]) != 0 || mkfifo(argv[1], 0600) != 0) return 5;
+    void *p = alloc(1000);
     long x = spin(atol(argv[3]));
     printf("%ld\n", x & 1);
     return p == NULL;
