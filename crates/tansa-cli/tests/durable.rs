@@ -496,18 +496,12 @@ fn a_durable_recording_unmaps_processes_that_are_gone_and_keeps_how_they_ended()
     let exe = program("serialprocs", "serialprocs.c", &["-g", "-O1"]);
     let dir = temp_dir("durable-unmapped");
     let file = dir.join("unmapped.tansa");
-    let mut recorder = Command::new(tansa())
-        .args(["record", "--durable", "always", "-o"])
-        .arg(&file)
-        .arg("--")
-        .arg(&exe)
-        .args(["3000", "wait", "killed"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("run tansa");
-    assert_eq!(first_line(&mut recorder), "done 0\n");
+    let mut recorder = record_until_done(
+        &["--durable", "always"],
+        &file,
+        &exe,
+        &["3000", "wait", "killed"],
+    );
     let target: u32 = std::fs::read_dir(format!("/proc/{}/task", recorder.id()))
         .unwrap()
         .flatten()

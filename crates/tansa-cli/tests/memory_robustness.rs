@@ -853,18 +853,7 @@ fn the_recorder_unmaps_the_memory_of_processes_that_are_gone() {
     let exe = program("serialprocs", "serialprocs.c", &["-g", "-O1"]);
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("unmapped.tansa");
-    let mut recorder = Command::new(tansa())
-        .args(["record", "-o"])
-        .arg(&file)
-        .arg("--")
-        .arg(&exe)
-        .args(["3000", "wait"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("run tansa");
-    assert_eq!(first_line(&mut recorder), "done 0\n");
+    let mut recorder = record_until_done(&[], &file, &exe, &["3000", "wait"]);
     let maps = format!("/proc/{}/maps", recorder.id());
     let count = || std::fs::read_to_string(&maps).unwrap().lines().count();
     let start = std::time::Instant::now();

@@ -234,14 +234,11 @@ pub fn pidfd_pid(pidfd: std::os::fd::BorrowedFd<'_>) -> io::Result<u32> {
 ///
 /// The kernel has no `PIDFD_GET_INFO` (before 6.13), or `pidfd` is not a pidfd.
 pub fn pidfd_exit_status(pidfd: std::os::fd::BorrowedFd<'_>) -> io::Result<Option<i32>> {
-    const ATTEMPTS: usize = 4;
-    for attempt in 1..=ATTEMPTS {
+    for _ in 0..4 {
         match pidfd_info(pidfd, PIDFD_INFO_EXIT) {
             Ok(info) => return Ok((info.mask & PIDFD_INFO_EXIT != 0).then_some(info.exit_code)),
             Err(e) if e.raw_os_error() == Some(rustix::io::Errno::SRCH.raw_os_error()) => {
-                if attempt < ATTEMPTS {
-                    std::thread::yield_now();
-                }
+                std::thread::yield_now();
             }
             Err(e) => return Err(e),
         }
@@ -404,12 +401,14 @@ mod tests {
     /// how" (one child in tens of thousands, under load).
     #[test]
     fn a_pidfd_asked_while_its_parent_collects_it_answers() {
-        assert!(
+        if !tansa_testkit::require(
             kernel_keeps_exit_status(),
-            "Linux 6.15 or later: a pidfd keeps its process's exit status"
-        );
+            "Linux 6.15 or later (a pidfd keeps its process's exit status)",
+        ) {
+            return;
+        }
         let children = 300;
-        let mut met_collecting = 0;
+        let mut asked_early = 0;
         for _ in 0..children {
             let child = std::process::Command::new("sh")
                 .args(["-c", "kill -9 $$"])
@@ -432,13 +431,13 @@ mod tests {
                 assert_eq!(status, raw);
                 assert_eq!(raw & 0x7f, 9, "killed by SIGKILL");
                 if answers > 1 {
-                    met_collecting += 1;
+                    asked_early += 1;
                 }
             });
             std::mem::forget(child);
         }
-        // The queries did run while the children were being collected.
-        assert!(met_collecting > 0, "no query came before a status");
+        // Queries came before the statuses were there, not only once they were.
+        assert!(asked_early > 0, "every first query found the status");
     }
 
     /// SIGABRT's number on Linux.

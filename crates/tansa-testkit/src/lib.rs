@@ -103,6 +103,22 @@ impl Drop for BusyCpus {
     }
 }
 
+/// Whether a test's precondition (`met`) holds. In CI (`CI` set, as `.ci/run` does, which
+/// runs as root with every tool installed) a missing precondition fails the test; elsewhere
+/// the test says why it does not run and returns early (so a developer without root can
+/// still run the suite), which the message makes visible with `--nocapture`.
+pub fn require(met: bool, what: &str) -> bool {
+    if met {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{what}: this precondition must hold in CI"
+    );
+    eprintln!("not run here: {what}");
+    false
+}
+
 /// Whether the running kernel is version `major`.`minor` or later.
 pub fn kernel_at_least(major: u32, minor: u32) -> bool {
     let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();

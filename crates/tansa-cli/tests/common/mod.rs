@@ -331,22 +331,7 @@ pub fn share_tolerance(expected: f64, periods: u64) -> f64 {
     400.0 * (p * (1.0 - p) / n).sqrt() + 1.0
 }
 
-/// Whether a test's precondition (`met`) holds. In CI (`CI` set, as `.ci/run` does, which
-/// runs as root with every tool installed) a missing precondition fails the test; elsewhere
-/// the test says why it does not run and returns early (so a developer without root can
-/// still run the suite), which the message makes visible with `--nocapture`.
-#[allow(dead_code)]
-pub fn require(met: bool, what: &str) -> bool {
-    if met {
-        return true;
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "{what}: this precondition must hold in CI"
-    );
-    eprintln!("not run here: {what}");
-    false
-}
+pub use tansa_testkit::require;
 
 /// [`require`]s Linux 6.15 or later, whose pidfds keep their process's exit status after
 /// its parent collected it: the only way the recorder learns how such a process ended.
@@ -594,6 +579,28 @@ pub fn first_line(child: &mut Child) -> String {
         .read_line(&mut line)
         .expect("read the child's output");
     line
+}
+
+/// Starts `tansa record OPTIONS -o FILE -- PROGRAM ARGS`, the program's standard input and
+/// output piped to the test (the recorder's standard error dropped), and waits for the
+/// program's first line, `done 0`: `serialprocs N wait` says so once its children are done,
+/// then waits for its input to close.
+pub fn record_until_done(options: &[&str], file: &Path, program: &Path, args: &[&str]) -> Child {
+    let mut recorder = Command::new(tansa())
+        .arg("record")
+        .args(options)
+        .arg("-o")
+        .arg(file)
+        .arg("--")
+        .arg(program)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("run tansa");
+    assert_eq!(first_line(&mut recorder), "done 0\n");
+    recorder
 }
 
 /// Kills `recorder` (a tansa), then the program it records (`pid`), with SIGKILL.
