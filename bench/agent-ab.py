@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A/B of heap-recorder agents: the same `tansa record` with one agent or another.
 
-    python3 bench/agent-ab.py [--rounds N] [--workload sqlite|storm|churn] A.so B.so [...]
+    python3 bench/agent-ab.py [--rounds N] [--workload sqlite|storm|churn|build] A.so B.so [...]
 
 Each round runs the plain workload, then `tansa record` with each agent in turn
 (`TANSA_AGENT=X.so`, so the collector is the same), alternating so that a change of the
@@ -12,7 +12,9 @@ tansa-agent` on each commit and copy `target/release/libtansa_agent.so` away. Pr
 figures; asserts nothing.
 
 Workloads: sqlite (Debian's sqlite3 building bench/sqlite.sql's table in :memory:), storm
-(bench/storm.c, 2 threads x 2M iterations), churn (20,000 short threads, 8 at a time).
+(bench/storm.c, 2 threads x 2M iterations), churn (20,000 short threads, 8 at a time),
+build (`make -s -j2` of bench/procs.py's 60 small C files: 60 compilers, each a new process
+with deep, varied stacks; cleaned before every run).
 """
 import argparse
 import os
@@ -29,7 +31,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=9)
-    ap.add_argument("--workload", choices=["sqlite", "storm", "churn"], default="sqlite")
+    ap.add_argument("--workload", choices=["sqlite", "storm", "churn", "build"], default="sqlite")
     ap.add_argument("agents", nargs="+", help="libtansa_agent.so files to compare")
     args = ap.parse_args()
     tansa = os.path.join(ROOT, "target", "release", "tansa")
@@ -44,6 +46,11 @@ def main():
         exe = os.path.join(work, "storm")
         subprocess.run(["cc", "-O2", "-g", "-pthread", "-o", exe, os.path.join(ROOT, "bench", "storm.c")], check=True)
         cmd = [exe]
+    elif args.workload == "build":
+        sys.path.insert(0, os.path.join(ROOT, "bench"))
+        from procs import make_build
+        build = make_build(work, 60)
+        cmd = ["make", "-s", "-C", build, "-j2"]
     else:
         exe = os.path.join(work, "threadchurn")
         src = os.path.join(ROOT, "crates", "tansa-cli", "tests", "programs", "threadchurn.c")
@@ -61,6 +68,8 @@ def main():
                 full = [tansa, "record", "-o", out, "--"] + cmd
                 if os.path.exists(out):
                     os.remove(out)
+            if args.workload == "build":
+                subprocess.run(["make", "-s", "-C", build, "clean"], check=True)
             with open(stdin) if stdin else open(os.devnull) as inp:
                 t0 = time.perf_counter()
                 subprocess.run(full, stdin=inp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,

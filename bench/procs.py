@@ -29,6 +29,23 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def make_build(work, sources):
+    """Writes the build workload: `sources` small C files and a Makefile, in WORK/build.
+    Returns that directory (`make -s -C DIR -j2` builds it, `make -s -C DIR clean` undoes)."""
+    build = os.path.join(work, "build")
+    os.mkdir(build)
+    for i in range(sources):
+        with open(os.path.join(build, f"f{i}.c"), "w") as f:
+            f.write("#include <stdio.h>\n#include <stdlib.h>\n"
+                    f"int f{i}(int n) {{ char *p = malloc(n); int s = 0;\n"
+                    "  for (int i = 0; i < n; i++) s += p[i] = i;\n"
+                    "  free(p); printf(\"%d\", s); return s; }\n")
+    with open(os.path.join(build, "Makefile"), "w") as f:
+        f.write("OBJS = $(patsubst %.c,%.o,$(wildcard *.c))\nall: $(OBJS)\n"
+                "%.o: %.c\n\tcc -O2 -c $< -o $@\nclean:\n\trm -f *.o\n")
+    return build
+
+
 def timed(cmd):
     """Runs cmd; returns (wall seconds, CPU seconds of the process itself, not its children)."""
     tick = os.sysconf("SC_CLK_TCK")
@@ -67,17 +84,7 @@ def main():
     work = tempfile.mkdtemp(prefix="tansa-procs-")
     spawn = os.path.join(work, "spawn")
     subprocess.run(["cc", "-O1", "-o", spawn, os.path.join(ROOT, "bench", "procs", "spawn.c")], check=True)
-    build = os.path.join(work, "build")
-    os.mkdir(build)
-    for i in range(args.sources):
-        with open(os.path.join(build, f"f{i}.c"), "w") as f:
-            f.write("#include <stdio.h>\n#include <stdlib.h>\n"
-                    f"int f{i}(int n) {{ char *p = malloc(n); int s = 0;\n"
-                    "  for (int i = 0; i < n; i++) s += p[i] = i;\n"
-                    "  free(p); printf(\"%d\", s); return s; }\n")
-    with open(os.path.join(build, "Makefile"), "w") as f:
-        f.write("OBJS = $(patsubst %.c,%.o,$(wildcard *.c))\nall: $(OBJS)\n"
-                "%.o: %.c\n\tcc -O2 -c $< -o $@\nclean:\n\trm -f *.o\n")
+    build = make_build(work, args.sources)
     cases = {"plain": None, "tansa": tansa}
     if args.extra:
         cases["extra"] = args.extra

@@ -31,8 +31,122 @@ use framehop::{FrameAddress, MustNotAllocateDuringUnwind};
 
 use crate::modules::AgentUnwinder;
 
-/// The per-thread unwinder cache type.
-pub type UnwindCache = CacheX86_64<MustNotAllocateDuringUnwind>;
+/// framehop's unwinder cache: the rules of 509 addresses, direct-mapped by address.
+type RuleCache = CacheX86_64<MustNotAllocateDuringUnwind>;
+
+/// The number of rules one framehop cache holds (its slot is the lookup address modulo
+/// this). Should framehop change it, [`UnwindCache::for_address`] only spreads addresses
+/// less evenly.
+const RULES_PER_CACHE: u64 = 509;
+
+/// Extra framehop caches of a thread whose code is too large for one.
+const MORE_CACHES: usize = 7;
+
+/// Conflict misses (a slot held another address's rule) after which a thread gets its
+/// extra caches: by then it has spent about a millisecond evaluating CFI afresh.
+const WIDEN_AFTER_CONFLICTS: u64 = 1024;
+
+/// A thread's unwind-rule caches. One framehop cache holds the rules of 509 addresses,
+/// direct-mapped: a large program (a compiler, whose stacks differ from one allocation to
+/// the next) evicts rules all the time, and every miss evaluates the function's CFI from
+/// its start (about a microsecond). A thread that has had [`WIDEN_AFTER_CONFLICTS`]
+/// conflict misses gets [`MORE_CACHES`] more, and an address then goes to cache
+/// `(address / 509) % 8`: together one direct-mapped cache of 4,072 rules. Each framehop
+/// cache costs 33 KiB (its CFI evaluation context included), so threads that do not need
+/// them do not get them.
+pub struct UnwindCache {
+    first: RuleCache,
+    more: Option<Box<[RuleCache; MORE_CACHES]>>,
+}
+
+impl core::fmt::Debug for UnwindCache {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("UnwindCache")
+            .field("caches", &(1 + self.more.as_ref().map_or(0, |m| m.len())))
+            .finish()
+    }
+}
+
+impl UnwindCache {
+    /// One framehop cache.
+    pub fn new() -> UnwindCache {
+        UnwindCache {
+            first: RuleCache::new_in(),
+            more: None,
+        }
+    }
+
+    /// Adds the extra caches if the first one has thrashed (allocates: never call it from a
+    /// signal handler).
+    pub fn widen_if_thrashing(&mut self) {
+        if self.more.is_none()
+            && self.first.stats().miss_wrong_address_count >= WIDEN_AFTER_CONFLICTS
+        {
+            self.more = Some(Box::new(core::array::from_fn(|_| RuleCache::new_in())));
+        }
+    }
+
+    /// Whether the extra caches were added.
+    #[cfg(test)]
+    fn is_wide(&self) -> bool {
+        self.more.is_some()
+    }
+
+    /// Rule lookups that missed, in all caches.
+    #[cfg(test)]
+    fn misses(&self) -> u64 {
+        core::iter::once(&self.first)
+            .chain(self.more.iter().flat_map(|m| m.iter()))
+            .map(|c| {
+                let s = c.stats();
+                s.miss_empty_slot_count + s.miss_wrong_address_count + s.miss_wrong_modules_count
+            })
+            .sum()
+    }
+
+    /// The cache that holds the rule of `address`.
+    #[inline]
+    fn for_address(&mut self, address: FrameAddress) -> &mut RuleCache {
+        match &mut self.more {
+            None => &mut self.first,
+            Some(more) => {
+                let which =
+                    (address.address_for_lookup() / RULES_PER_CACHE) as usize % (MORE_CACHES + 1);
+                match which.checked_sub(1) {
+                    Some(i) => &mut more[i],
+                    None => &mut self.first,
+                }
+            }
+        }
+    }
+
+    /// Unwinds one frame with the cache for its address.
+    #[inline]
+    fn unwind_frame<F>(
+        &mut self,
+        unwinder: &AgentUnwinder,
+        address: FrameAddress,
+        regs: &mut UnwindRegsX86_64,
+        read_stack: &mut F,
+    ) -> Result<Option<u64>, framehop::Error>
+    where
+        F: FnMut(u64) -> Result<u64, ()>,
+    {
+        framehop::Unwinder::unwind_frame(
+            unwinder,
+            address,
+            regs,
+            self.for_address(address),
+            read_stack,
+        )
+    }
+}
+
+impl Default for UnwindCache {
+    fn default() -> Self {
+        UnwindCache::new()
+    }
+}
 
 /// Hard limit on frames per stack.
 pub const MAX_FRAMES: usize = 256;
@@ -459,13 +573,7 @@ impl StackCache {
                     if ok { Ok(value) } else { Err(()) }
                 };
                 let next = FrameAddress::from_return_address(state.ra).map(|address| {
-                    framehop::Unwinder::unwind_frame(
-                        unwinder,
-                        address,
-                        &mut regs_fh,
-                        cache,
-                        &mut read_stack,
-                    )
+                    cache.unwind_frame(unwinder, address, &mut regs_fh, &mut read_stack)
                 });
                 // Mark the reads: the return-address word (just below the caller's stack
                 // pointer) is always relevant; any other word restores `rbp` and is relevant
@@ -656,13 +764,7 @@ pub fn unwind_from_ip(
     let mut address = FrameAddress::from_instruction_pointer(regs.ra);
     while out.len() < out.capacity() {
         let sp_before = state.sp();
-        match framehop::Unwinder::unwind_frame(
-            unwinder,
-            address,
-            &mut state,
-            cache,
-            &mut read_stack,
-        ) {
+        match cache.unwind_frame(unwinder, address, &mut state, &mut read_stack) {
             Ok(Some(ra)) if ra != 0 && state.sp() > sp_before => {
                 out.push(ra);
                 match FrameAddress::from_return_address(ra) {
@@ -734,9 +836,21 @@ mod tests {
         ra: u64,
         new_id: u32,
     ) -> (Option<u32>, StackKey) {
-        let unwinder = AgentUnwinder::new();
+        capture_with(&AgentUnwinder::new(), cache, rules, stack, ra, new_id)
+    }
+
+    /// [`capture_at`] with a given unwinder (the caches keep rules only while the same
+    /// unwinder is used).
+    fn capture_with(
+        unwinder: &AgentUnwinder,
+        cache: &mut StackCache,
+        rules: &mut UnwindCache,
+        stack: &FpStack,
+        ra: u64,
+        new_id: u32,
+    ) -> (Option<u32>, StackKey) {
         let c = cache.capture(
-            &unwinder,
+            unwinder,
             rules,
             stack.regs(ra),
             stack.hi(),
@@ -752,6 +866,58 @@ mod tests {
     }
 
     #[test]
+    fn a_thread_whose_rules_thrash_gets_more_caches_and_the_same_stacks() {
+        let stack = FpStack::new(0x5000_1000);
+        let mut cache = StackCache::default();
+        let mut rules = UnwindCache::new();
+        let unwinder = AgentUnwinder::new();
+        // Return addresses whose lookup addresses (one byte before) all share one slot of a
+        // single framehop cache.
+        let ra = |k: u64| 0x4000_0001 + RULES_PER_CACHE * k;
+        let expected = |r: u64| {
+            [r, 0x5000_1000, 0x5000_2000]
+                .iter()
+                .rev()
+                .fold(key_seed(0), |k, &f| key_extend(k, f))
+        };
+        let mut k = 0;
+        loop {
+            // As `capture_inner` does before each slow capture.
+            rules.widen_if_thrashing();
+            if rules.is_wide() {
+                break;
+            }
+            assert!(k <= WIDEN_AFTER_CONFLICTS, "not widened after {k} captures");
+            let (_, key) = capture_with(&unwinder, &mut cache, &mut rules, &stack, ra(k), 1);
+            assert_eq!(key, expected(ra(k)), "stack at {:#x}", ra(k));
+            k += 1;
+        }
+        // The first capture filled the slot; each later one evicted the rule before it.
+        assert_eq!(k, WIDEN_AFTER_CONFLICTS + 1, "captures before widening");
+        // Widened: as many addresses as there are caches, all sharing that slot, each keep
+        // their rule (a second round misses nothing), and the stacks are the same. Each
+        // capture starts from an empty stack cache, so that every frame is unwound.
+        let wide: Vec<u64> = (0..=MORE_CACHES as u64).map(|i| ra(10_000 + i)).collect();
+        for round in 0..2 {
+            let before = rules.misses();
+            for &r in &wide {
+                let mut fresh = StackCache::default();
+                let (_, key) = capture_with(&unwinder, &mut fresh, &mut rules, &stack, r, 2);
+                assert_eq!(key, expected(r), "stack at {r:#x}");
+            }
+            let missed = rules.misses() - before;
+            if round == 0 {
+                assert!(
+                    missed >= wide.len() as u64,
+                    "only {missed} rules missed at first"
+                );
+            } else {
+                assert_eq!(missed, 0, "rules missed again");
+            }
+        }
+    }
+
+    #[test]
     fn call_sites_sharing_an_index_set_all_stay_on_the_fast_path() {
         let stack = FpStack::new(0x5000_1000);
         // WAYS + 1 return addresses whose innermost frames hash to the same set, as two
@@ -763,7 +929,7 @@ mod tests {
             .take(WAYS + 1)
             .collect();
         let mut cache = StackCache::default();
-        let mut rules = UnwindCache::new_in();
+        let mut rules = UnwindCache::new();
         let ids = |k: usize| k as u32 + 1;
         let mut keys = Vec::new();
         for (k, &ra) in sites[..WAYS].iter().enumerate() {
@@ -794,7 +960,7 @@ mod tests {
     fn a_frame_met_again_under_another_caller_is_unwound_and_both_stay_cached() {
         let mut stack = FpStack::new(0x5000_1000);
         let mut cache = StackCache::default();
-        let mut rules = UnwindCache::new_in();
+        let mut rules = UnwindCache::new();
         let ra = 0x4000_0000;
         let (known, first) = capture_at(&mut cache, &mut rules, &stack, ra, 1);
         assert_eq!(known, None);

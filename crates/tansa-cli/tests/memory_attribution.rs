@@ -665,3 +665,43 @@ fn online_and_offline_name_functions_alike() {
         stderr(&ignored)
     );
 }
+
+/// A program whose one thread allocates from 3,000 functions, each through its own call
+/// site: more return addresses than one of framehop's rule caches holds (509, direct-mapped),
+/// so that the thread's rules thrash and it is given its extra caches
+/// (`tansa_agent::unwind::UnwindCache`). Every function must still be its own unit, with
+/// exactly its bytes and calls, in each of the three rounds (the later rounds unwind with
+/// the widened caches).
+#[test]
+fn a_program_with_more_call_sites_than_a_rule_cache_holds_is_attributed_exactly() {
+    const FUNCTIONS: usize = 3000;
+    const ROUNDS: i64 = 3;
+    let dir = tempfile::tempdir().unwrap();
+    let mut src = String::from("#include <stdlib.h>\nvoid *volatile sink;\n");
+    for k in 0..FUNCTIONS {
+        src += &format!(
+            "__attribute__((noinline)) void f{k}(void) {{ sink = malloc({}); }}\n",
+            k + 1
+        );
+    }
+    src += &format!("int main(void) {{\n  for (int r = 0; r < {ROUNDS}; r++) {{\n");
+    for k in 0..FUNCTIONS {
+        src += &format!("    f{k}();\n");
+    }
+    src += "  }\n  return 0;\n}\n";
+    let c = dir.path().join("sites.c");
+    std::fs::write(&c, src).unwrap();
+    let exe = dir.path().join("sites");
+    compile(&exe, &[c], &["-O2", "-fomit-frame-pointer"]);
+    let file = dir.path().join("sites.tansa");
+    let out = record(&file, &[], &[exe.to_str().unwrap()]);
+    assert!(out.status.success(), "tansa record: {}", stderr(&out));
+    let r = report_json(&file, &["--by", "function"]);
+    for k in 0..FUNCTIONS {
+        let name = format!("sites!f{k}");
+        let size = (k as i64 + 1) * ROUNDS;
+        let u = unit(&r, &name);
+        assert_eq!(bytes(u), (size, size, size, 0), "bytes of {name}");
+        assert_eq!(calls(u), (ROUNDS as u64, 0, 0, 0, 0), "calls of {name}");
+    }
+}

@@ -31,6 +31,7 @@ pub(super) fn capture_inner(ctx: &mut ThreadCtx, regs: CallerRegs) -> u32 {
     if let Some(id) = ctx.stacks.lookup(regs, hi, crate::modules::generation()) {
         return id;
     }
+    ctx.cache.widen_if_thrashing();
     for attempt in 0..2 {
         let Some(map) = MODULES.try_read_for(20_000) else {
             return 0;

@@ -110,7 +110,7 @@ pub(super) fn context_setup(st: &'static ThreadState) -> Option<*mut ThreadCtx> 
             writer: None,
             no_ring_epoch: u32::MAX,
             stream: StreamState::default(),
-            cache: UnwindCache::new_in(),
+            cache: UnwindCache::new(),
             stack_lo: 0,
             stack_hi: 0,
             stacks: StackCache::default(),
