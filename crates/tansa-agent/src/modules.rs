@@ -490,7 +490,7 @@ fn announce(id: u32, bias: u64, flags: u32, build_id: &[u8], name: &[u8], loads:
     };
     let mut count = CountingSink::default();
     write(&mut count);
-    SESSION.write_meta(count.0, write);
+    SESSION.write_meta(count.0, |sink| write(sink));
 }
 
 fn announce_unload(id: u32) {

@@ -99,17 +99,85 @@ pub struct RingWriter {
     pub generation: u32,
 }
 
-struct RingSink<'a> {
+/// Bytes a [`RingSink`] gathers before copying them into the ring.
+const SINK_BUFFER: usize = 128;
+
+/// Streams a record into a ring range its writer reserved. Small pieces (a stack
+/// definition is two varints per frame) are gathered in a buffer and copied into the ring
+/// together: a copy per piece, each checking for the ring's wrap, cost as much as the
+/// encoding.
+pub struct RingSink<'a> {
     ring: &'a Ring,
+    /// Where the buffer's bytes go.
     pos: u64,
+    buf: [u8; SINK_BUFFER],
+    len: usize,
+}
+
+impl core::fmt::Debug for RingSink<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("RingSink")
+            .field("pos", &self.pos)
+            .field("buffered", &self.len)
+            .finish()
+    }
+}
+
+impl<'a> RingSink<'a> {
+    fn new(ring: &'a Ring, pos: u64) -> RingSink<'a> {
+        RingSink {
+            ring,
+            pos,
+            buf: [0; SINK_BUFFER],
+            len: 0,
+        }
+    }
+
+    /// Copies `bytes` into the ring at the current position.
+    fn write(&mut self, bytes: &[u8]) {
+        // SAFETY: the writer reserved `[pos, pos + len)` for the whole record before
+        // streaming into it and holds the ring (thread ring owner, or meta lock holder).
+        unsafe { self.ring.write_at(self.pos, bytes) };
+        self.pos += bytes.len() as u64;
+    }
+
+    /// Copies what the buffer holds into the ring; returns the position after the record's
+    /// bytes so far.
+    fn flush(&mut self) -> u64 {
+        let n = core::mem::take(&mut self.len);
+        if n > 0 {
+            // SAFETY: as in `write`.
+            unsafe { self.ring.write_at(self.pos, &self.buf[..n]) };
+            self.pos += n as u64;
+        }
+        self.pos
+    }
 }
 
 impl ByteSink for RingSink<'_> {
+    #[inline]
     fn put(&mut self, bytes: &[u8]) {
-        // SAFETY: the writer reserved `[pos, pos + len)` before streaming into it and holds
-        // the ring (thread ring owner, or meta lock holder).
-        unsafe { self.ring.write_at(self.pos, bytes) };
-        self.pos += bytes.len() as u64;
+        if self.len + bytes.len() > SINK_BUFFER {
+            self.flush();
+            if bytes.len() > SINK_BUFFER {
+                self.write(bytes);
+                return;
+            }
+        }
+        self.buf[self.len..self.len + bytes.len()].copy_from_slice(bytes);
+        self.len += bytes.len();
+    }
+
+    #[inline]
+    fn put_varint(&mut self, value: u64) {
+        if self.len + tansa_wire::varint::MAX_LEN > SINK_BUFFER {
+            self.flush();
+        }
+        let at: &mut [u8; tansa_wire::varint::MAX_LEN] = (&mut self.buf
+            [self.len..self.len + tansa_wire::varint::MAX_LEN])
+            .try_into()
+            .expect("a slice of MAX_LEN bytes");
+        self.len += tansa_wire::varint::encode(value, at);
     }
 }
 
@@ -658,25 +726,24 @@ impl Session {
         &self,
         w: &mut RingWriter,
         len: usize,
-        encode: impl FnOnce(&mut dyn ByteSink),
+        encode: impl FnOnce(&mut RingSink<'_>),
     ) -> bool {
         let len64 = len as u64;
         if !self.wait_for_space(&w.ring, w.head, len64) {
             return false;
         }
-        let mut sink = RingSink {
-            ring: &w.ring,
-            pos: w.head,
-        };
+        let mut sink = RingSink::new(&w.ring, w.head);
         encode(&mut sink);
-        debug_assert_eq!(sink.pos - w.head, len64);
+        let end = sink.flush();
+        debug_assert_eq!(end - w.head, len64);
         w.head += len64;
         w.ring.header().head.store(w.head, Ordering::Release);
         true
     }
 
-    /// Appends a record of `len` bytes, produced by `encode`, to the meta ring.
-    pub fn write_meta(&self, len: usize, encode: impl FnOnce(&mut dyn ByteSink)) -> bool {
+    /// Appends a record of at most `len` bytes, produced by `encode`, to the meta ring (a
+    /// bound rather than the exact length spares sizing a record in a pass of its own).
+    pub fn write_meta(&self, len: usize, encode: impl FnOnce(&mut RingSink<'_>)) -> bool {
         let base = self.seg_base[0].load(Ordering::Acquire);
         if base.is_null() || !self.is_active() {
             return false;
@@ -687,13 +754,10 @@ impl Session {
         let head = self.meta_head.load(Ordering::Relaxed);
         let ok = self.wait_for_space(&ring, head, len as u64);
         if ok {
-            let mut sink = RingSink {
-                ring: &ring,
-                pos: head,
-            };
+            let mut sink = RingSink::new(&ring, head);
             encode(&mut sink);
-            debug_assert_eq!(sink.pos - head, len as u64);
-            let new_head = head + len as u64;
+            let new_head = sink.flush();
+            debug_assert!(new_head - head <= len as u64, "a record beyond its bound");
             self.meta_head.store(new_head, Ordering::Relaxed);
             ring.header().head.store(new_head, Ordering::Release);
         }
@@ -887,5 +951,50 @@ unsafe fn init_header(
             h.place_job[..job.len()].copy_from_slice(job);
             h.place_job_len = job.len() as u32;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Memory for one segment, 64-byte aligned.
+    #[repr(C, align(64))]
+    #[derive(Clone, Copy)]
+    struct Line([u8; 64]);
+
+    #[test]
+    fn a_ring_sink_writes_pieces_of_every_size_across_the_wrap() {
+        let geometry = Geometry {
+            ring_count: 1,
+            ring_data_size: 4096,
+        };
+        let mut mem = vec![Line([0; 64]); geometry.segment_size().div_ceil(64)];
+        // SAFETY: `mem` covers the segment, is 64-byte aligned and outlives `ring`.
+        let ring = unsafe { Ring::at(mem.as_mut_ptr() as *mut u8, geometry, 0) };
+        let long: Vec<u8> = (0..=255u8).cycle().take(3 * SINK_BUFFER + 5).collect();
+        let mut expected = Vec::new();
+        // Starting 50 bytes before the wrap: the record ends beyond it.
+        let start = 4096 * 3 - 50;
+        let mut sink = RingSink::new(&ring, start);
+        for round in 0..40u64 {
+            let piece = &long[..(round as usize * 37) % long.len()];
+            sink.put(piece);
+            expected.extend_from_slice(piece);
+            let value = round.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (round % 64);
+            sink.put_varint(value);
+            let mut tmp = [0u8; tansa_wire::varint::MAX_LEN];
+            let n = tansa_wire::varint::encode(value, &mut tmp);
+            expected.extend_from_slice(&tmp[..n]);
+            if expected.len() > 3000 {
+                break;
+            }
+        }
+        let end = sink.flush();
+        assert_eq!(end - start, expected.len() as u64, "bytes written");
+        // SAFETY: nothing else uses the ring; the range was just written.
+        let (a, b) = unsafe { ring.readable(start, end) };
+        assert!(!b.is_empty(), "the record wraps");
+        assert_eq!([a, b].concat(), expected);
     }
 }

@@ -1,7 +1,7 @@
 //! Call stacks: unwinding the caller, interning the stack in the thread's and the
 //! process's caches, writing new stack definitions; and CPU samples of the SIGPROF timer.
 
-use tansa_wire::event::{CountingSink, StackFrame, encode_stack_def};
+use tansa_wire::event::{StackFrame, encode_stack_def, stack_def_max_len};
 use tansa_wire::layout::LossCause;
 
 use crate::modules::{MODULES, rescan};
@@ -141,7 +141,17 @@ pub(super) fn define_stack(
     frames: impl ExactSizeIterator<Item = u64> + Clone,
 ) -> Option<u32> {
     let id = STACKS.next_id();
-    let normalized = frames.map(|f| match map.find(f) {
+    // Neighbouring frames are mostly in one module: try the last one found first.
+    let last = core::cell::Cell::new(None::<&crate::modules::ModuleEntry>);
+    let find = |f: u64| match last.get() {
+        Some(m) if m.start <= f && f < m.end => Some(m),
+        _ => {
+            let m = map.find(f);
+            last.set(m.or(last.get()));
+            m
+        }
+    };
+    let normalized = frames.map(|f| match find(f) {
         Some(m) => StackFrame {
             module: m.id,
             offset: f - m.bias,
@@ -151,10 +161,10 @@ pub(super) fn define_stack(
             offset: f,
         },
     });
-    let mut count = CountingSink::default();
-    encode_stack_def(&mut count, id, normalized.clone());
     SESSION
-        .write_meta(count.0, |sink| encode_stack_def(sink, id, normalized))
+        .write_meta(stack_def_max_len(normalized.len()), |sink| {
+            encode_stack_def(sink, id, normalized)
+        })
         .then(|| {
             STACKS.insert(key, id);
             id

@@ -229,6 +229,10 @@ impl ByteSink for CountingSink {
     fn put(&mut self, bytes: &[u8]) {
         self.0 += bytes.len();
     }
+
+    fn put_varint(&mut self, value: u64) {
+        self.0 += varint::encoded_len(value);
+    }
 }
 
 /// Longest thread name kept (Linux `comm` is at most 15 bytes).
@@ -262,6 +266,13 @@ pub fn encode_thread_name(sink: &mut (impl ByteSink + ?Sized), name: &[u8]) {
     sink.put(&[Tag::ThreadName as u8]);
     sink.put_varint(name.len() as u64);
     sink.put(name);
+}
+
+/// The most bytes [`encode_stack_def`] writes for a stack of `frames` frames (a bound that
+/// needs no pass over the frames).
+pub const fn stack_def_max_len(frames: usize) -> usize {
+    // Tag, id and count, then per frame a module id and an offset.
+    1 + 5 + varint::MAX_LEN + frames * (5 + varint::MAX_LEN)
 }
 
 /// Streams a [`Tag::StackDef`] record.

@@ -223,3 +223,51 @@ fn meta_records_round_trip() {
     d.next();
     assert_eq!(counted.0, d.position(), "counting sink measures the record");
 }
+
+#[test]
+fn the_counting_sink_measures_varints_of_every_length() {
+    // The smallest and largest value of each length, 1 to 10 bytes.
+    let mut values = std::vec![0u64, u64::MAX];
+    for bits in (7..64).step_by(7) {
+        values.push((1u64 << bits) - 1);
+        values.push(1u64 << bits);
+    }
+    for &v in &values {
+        let mut counted = CountingSink::default();
+        counted.put_varint(v);
+        let mut sink = VecSink(Vec::new());
+        sink.put_varint(v);
+        assert_eq!(counted.0, sink.0.len(), "length of {v:#x}");
+    }
+    let frames: Vec<StackFrame> = values
+        .iter()
+        .enumerate()
+        .map(|(i, &offset)| StackFrame {
+            module: (i as u32).wrapping_mul(0x0101_0101),
+            offset,
+        })
+        .collect();
+    let mut counted = CountingSink::default();
+    encode_stack_def(&mut counted, u32::MAX, frames.iter().copied());
+    let mut sink = VecSink(Vec::new());
+    encode_stack_def(&mut sink, u32::MAX, frames.iter().copied());
+    assert_eq!(counted.0, sink.0.len(), "length of a stack definition");
+}
+
+#[test]
+fn a_stack_definition_never_exceeds_its_bound() {
+    for n in [0usize, 1, 2, 255, 256, 1000] {
+        let worst = (0..n).map(|_| StackFrame {
+            module: u32::MAX,
+            offset: u64::MAX,
+        });
+        let mut sink = VecSink(Vec::new());
+        encode_stack_def(&mut sink, u32::MAX, worst);
+        assert!(
+            sink.0.len() <= stack_def_max_len(n),
+            "{} bytes for {n} frames, bound {}",
+            sink.0.len(),
+            stack_def_max_len(n)
+        );
+    }
+}
