@@ -593,6 +593,37 @@ fn segment_groups(dir: &Path) -> BTreeMap<(u32, u64), Vec<(u32, SegFile)>> {
     groups
 }
 
+/// Removes the segments left next to the finished durable recording at `path`, if any.
+/// A recorder killed after it finished the file but before it removed its segments (a
+/// launcher's `SIGKILL` can land there) leaves them behind; every byte they hold is in the
+/// file. They go once nobody holds the file's lock (the recorder holds it until they are
+/// gone). Cheap when there is nothing to remove: one `stat`.
+pub fn tidy_finished(path: &Path) {
+    if !segment_dir(path).exists() {
+        return;
+    }
+    let Ok(file) = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+    else {
+        return;
+    };
+    if is_durable(&file) && is_finished(&file).unwrap_or(false) {
+        remove_finished_segments(path, &file);
+    }
+}
+
+/// [`tidy_finished`] for a file known to be a finished durable recording.
+fn remove_finished_segments(path: &Path, file: &File) {
+    if segment_dir(path).exists() && {
+        // SAFETY: flock on a descriptor we own (released when it closes).
+        unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
+    } {
+        remove_segment_dir(path);
+    }
+}
+
 /// Completes the durable recording at `path` if it is unfinished and nobody records it
 /// any more (see the module documentation). `Ok(None)`: nothing to do (finished, or not
 /// a durable recording). `progress` is called before each module is symbolized.
@@ -609,15 +640,7 @@ pub fn salvage(
             return Ok(None);
         }
         if is_finished(&file)? {
-            // A recorder killed after it finished the file but before it removed its
-            // segments leaves them behind; every byte they hold is in the file. They go
-            // once nobody holds the lock (the recorder holds it until they are gone).
-            if segment_dir(path).exists() && {
-                // SAFETY: flock on a descriptor we own.
-                unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
-            } {
-                remove_segment_dir(path);
-            }
+            remove_finished_segments(path, &file);
             return Ok(None);
         }
     }

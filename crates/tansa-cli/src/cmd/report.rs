@@ -312,10 +312,12 @@ pub fn open_memory(
 
 /// A durable recording whose recorder was killed (no end frame, lock free) is completed
 /// in place first (`tansa_collect::salvage`), with a warning; one still being recorded is
-/// an error. Returns the file to read (reopened after a salvage).
+/// an error; a finished one loses the segments its recorder, killed before it removed
+/// them, left next to it. Returns the file to read (reopened after a salvage).
 fn salvage_if_unfinished(path: &Path, file: File) -> anyhow::Result<File> {
-    use tansa_collect::salvage::{SalvageError, is_finished, salvage};
+    use tansa_collect::salvage::{SalvageError, is_finished, salvage, tidy_finished};
     if is_finished(&file).unwrap_or(true) {
+        tidy_finished(path);
         return Ok(file);
     }
     let salvaged =
