@@ -75,7 +75,7 @@ pub fn status_of(err: &anyhow::Error) -> u8 {
 /// what to do.
 pub fn unreadable(path: &Path, err: &FormatError) -> anyhow::Error {
     let advice = match err {
-        FormatError::Io(_) => "",
+        FormatError::Io(_) | FormatError::Empty => "",
         FormatError::NotARecording => {
             "; give a file written by `tansa record`, `tansa sample` or `tansa retrace record`"
         }

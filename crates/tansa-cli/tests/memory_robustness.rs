@@ -238,7 +238,7 @@ fn garbage_empty_and_missing_recordings() {
     std::fs::write(&empty, b"").unwrap();
     for (path, expect) in [
         (garbage.clone(), "not a tansa recording"),
-        (empty.clone(), "not a tansa recording"),
+        (empty.clone(), "not a tansa recording: the file is empty"),
         (dir.path().join("missing.tansa"), "cannot open"),
     ] {
         let out = run_tansa(&["report", path.to_str().unwrap()]);

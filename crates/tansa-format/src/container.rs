@@ -422,6 +422,9 @@ impl<R: Read> Reader<R> {
     pub fn new(mut input: R) -> Result<Self, FormatError> {
         let mut header = [0u8; HEADER_LEN];
         let n = read_full(&mut input, &mut header)?;
+        if n == 0 {
+            return Err(FormatError::Empty);
+        }
         if n < 8 || header[..8] != MAGIC {
             return Err(FormatError::NotARecording);
         }
@@ -1066,7 +1069,7 @@ mod tests {
         ));
         assert!(matches!(
             Reader::new(Cursor::new(Vec::new())),
-            Err(FormatError::NotARecording)
+            Err(FormatError::Empty)
         ));
     }
 }

@@ -102,6 +102,11 @@ pub enum FormatError {
     /// The file does not start with the recording magic.
     #[error("not a tansa recording (it does not start with the TANSAREC signature)")]
     NotARecording,
+    /// The file holds no byte at all.
+    #[error(
+        "not a tansa recording: the file is empty (nothing was ever written to it; a recorder killed as it started leaves such a file, having recorded nothing)"
+    )]
+    Empty,
     /// Written by a newer or older, incompatible tansa.
     #[error(
         "written in recording format {found}, which this tansa does not read (it reads format {supported})"
