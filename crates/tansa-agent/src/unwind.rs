@@ -827,20 +827,9 @@ mod tests {
         }
     }
 
-    /// Captures at `ra` and gives a stack met for the first time the id `new_id`; returns
-    /// the id the cache knew (None: the slow path) and the stack's key.
-    fn capture_at(
-        cache: &mut StackCache,
-        rules: &mut UnwindCache,
-        stack: &FpStack,
-        ra: u64,
-        new_id: u32,
-    ) -> (Option<u32>, StackKey) {
-        capture_with(&AgentUnwinder::new(), cache, rules, stack, ra, new_id)
-    }
-
-    /// [`capture_at`] with a given unwinder (the caches keep rules only while the same
-    /// unwinder is used).
+    /// Captures at `ra` with `unwinder` and gives a stack met for the first time the id
+    /// `new_id`; returns the id the cache knew (None: the slow path) and the stack's key.
+    /// The rule caches keep rules only while the same unwinder is used.
     fn capture_with(
         unwinder: &AgentUnwinder,
         cache: &mut StackCache,
@@ -930,28 +919,36 @@ mod tests {
             .collect();
         let mut cache = StackCache::default();
         let mut rules = UnwindCache::new();
+        let unwinder = AgentUnwinder::new();
         let ids = |k: usize| k as u32 + 1;
         let mut keys = Vec::new();
         for (k, &ra) in sites[..WAYS].iter().enumerate() {
-            let (known, key) = capture_at(&mut cache, &mut rules, &stack, ra, ids(k));
+            let (known, key) = capture_with(&unwinder, &mut cache, &mut rules, &stack, ra, ids(k));
             assert_eq!(known, None, "site {k} is new");
             keys.push(key);
         }
         for round in 0..3 {
             for (k, &ra) in sites[..WAYS].iter().enumerate() {
-                let (known, key) = capture_at(&mut cache, &mut rules, &stack, ra, 99);
+                let (known, key) = capture_with(&unwinder, &mut cache, &mut rules, &stack, ra, 99);
                 assert_eq!(known, Some(ids(k)), "round {round}, site {k}: cached");
                 assert_eq!(key, keys[k]);
             }
         }
         // One site more than the set holds: the least recently used one leaves the index,
         // and is unwound again when it comes back; no site is ever given another's id.
-        let (known, _) = capture_at(&mut cache, &mut rules, &stack, sites[WAYS], ids(WAYS));
+        let (known, _) = capture_with(
+            &unwinder,
+            &mut cache,
+            &mut rules,
+            &stack,
+            sites[WAYS],
+            ids(WAYS),
+        );
         assert_eq!(known, None);
-        let (known, _) = capture_at(&mut cache, &mut rules, &stack, sites[0], 98);
+        let (known, _) = capture_with(&unwinder, &mut cache, &mut rules, &stack, sites[0], 98);
         assert_eq!(known, None, "the least recently used site left the set");
         for (k, &ra) in sites.iter().enumerate().skip(2) {
-            let (known, _) = capture_at(&mut cache, &mut rules, &stack, ra, 97);
+            let (known, _) = capture_with(&unwinder, &mut cache, &mut rules, &stack, ra, 97);
             assert_eq!(known, Some(ids(k)), "site {k} stayed in the set");
         }
     }
@@ -961,28 +958,29 @@ mod tests {
         let mut stack = FpStack::new(0x5000_1000);
         let mut cache = StackCache::default();
         let mut rules = UnwindCache::new();
+        let unwinder = AgentUnwinder::new();
         let ra = 0x4000_0000;
-        let (known, first) = capture_at(&mut cache, &mut rules, &stack, ra, 1);
+        let (known, first) = capture_with(&unwinder, &mut cache, &mut rules, &stack, ra, 1);
         assert_eq!(known, None);
         assert_eq!(
-            capture_at(&mut cache, &mut rules, &stack, ra, 9),
+            capture_with(&unwinder, &mut cache, &mut rules, &stack, ra, 9),
             (Some(1), first)
         );
         // The same innermost frame, called from elsewhere: the cached stack no longer holds.
         stack.words[5] = 0x5000_1800;
-        let (known, second) = capture_at(&mut cache, &mut rules, &stack, ra, 2);
+        let (known, second) = capture_with(&unwinder, &mut cache, &mut rules, &stack, ra, 2);
         assert_eq!(known, None);
         assert_ne!(second, first);
         // Both stacks now share the frame and its set: each is found where it holds.
         for _ in 0..2 {
             stack.words[5] = 0x5000_1000;
             assert_eq!(
-                capture_at(&mut cache, &mut rules, &stack, ra, 9),
+                capture_with(&unwinder, &mut cache, &mut rules, &stack, ra, 9),
                 (Some(1), first)
             );
             stack.words[5] = 0x5000_1800;
             assert_eq!(
-                capture_at(&mut cache, &mut rules, &stack, ra, 9),
+                capture_with(&unwinder, &mut cache, &mut rules, &stack, ra, 9),
                 (Some(2), second)
             );
         }
