@@ -621,3 +621,35 @@ fn the_segments_left_next_to_a_finished_recording_go_with_the_next_report() {
     assert!(!segments.exists(), "the segments stay after the report");
     assert_eq!(after.stdout, before.stdout, "the report changed");
 }
+
+/// A recorder killed between creating its durable file and writing the file's header (a
+/// launcher ending the job as it starts) leaves an empty file and an empty segment
+/// directory. A report says the file is empty and removes the directory, unless the file's
+/// lock is held (a recorder still starting) or the directory holds anything.
+#[test]
+fn an_empty_recording_loses_its_empty_segment_directory_and_says_it_is_empty() {
+    let dir = temp_dir("durable-empty");
+    let file = dir.join("empty.tansa");
+    std::fs::write(&file, b"").unwrap();
+    let segments = segment_dir(&file);
+    std::fs::create_dir(&segments).unwrap();
+    let report = |expect_dir: bool, why: &str| {
+        let out = run_tansa(&["report", file.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(1), "{why}");
+        assert!(
+            stderr(&out).contains("the file is empty"),
+            "{why}: {}",
+            stderr(&out)
+        );
+        assert_eq!(segments.exists(), expect_dir, "{why}: segment directory");
+    };
+    {
+        let _held = hold_lock(&file);
+        report(true, "lock held");
+    }
+    let stray = segments.join("not-a-segment");
+    std::fs::write(&stray, b"x").unwrap();
+    report(true, "directory not empty");
+    std::fs::remove_file(&stray).unwrap();
+    report(false, "lock free, directory empty");
+}

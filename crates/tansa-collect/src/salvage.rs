@@ -624,6 +624,19 @@ fn remove_finished_segments(path: &Path, file: &File) {
     }
 }
 
+/// A recorder killed between creating its (durable) file and writing the file's header
+/// leaves an empty file and an empty segment directory: it had not started the command, so
+/// no agent made a segment there. The directory goes once nobody holds the file's lock (a
+/// recorder still starting holds it); one with anything in it stays.
+fn remove_empty_segment_dir(path: &Path, file: &File) {
+    if segment_dir(path).exists() && {
+        // SAFETY: flock on a descriptor we own (released when it closes).
+        unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
+    } {
+        let _ = std::fs::remove_dir(segment_dir(path));
+    }
+}
+
 /// Completes the durable recording at `path` if it is unfinished and nobody records it
 /// any more (see the module documentation). `Ok(None)`: nothing to do (finished, or not
 /// a durable recording). `progress` is called before each module is symbolized.
@@ -636,6 +649,10 @@ pub fn salvage(
             .read(true)
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(path)?;
+        if file.metadata()?.len() == 0 {
+            remove_empty_segment_dir(path, &file);
+            return Ok(None);
+        }
         if !is_durable(&file) {
             return Ok(None);
         }
