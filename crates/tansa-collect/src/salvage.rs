@@ -616,12 +616,16 @@ pub fn tidy_finished(path: &Path) {
 
 /// [`tidy_finished`] for a file known to be a finished durable recording.
 fn remove_finished_segments(path: &Path, file: &File) {
-    if segment_dir(path).exists() && {
-        // SAFETY: flock on a descriptor we own (released when it closes).
-        unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
-    } {
+    if segment_dir(path).exists() && takes_lock(file) {
         remove_segment_dir(path);
     }
+}
+
+/// Whether `file`'s exclusive lock could be taken (nobody records it); it is held until
+/// the descriptor closes.
+fn takes_lock(file: &File) -> bool {
+    // SAFETY: flock on a descriptor the caller owns.
+    unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
 }
 
 /// A recorder killed between creating its (durable) file and writing the file's header
@@ -629,10 +633,7 @@ fn remove_finished_segments(path: &Path, file: &File) {
 /// no agent made a segment there. The directory goes once nobody holds the file's lock (a
 /// recorder still starting holds it); one with anything in it stays.
 fn remove_empty_segment_dir(path: &Path, file: &File) {
-    if segment_dir(path).exists() && {
-        // SAFETY: flock on a descriptor we own (released when it closes).
-        unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
-    } {
+    if segment_dir(path).exists() && takes_lock(file) {
         let _ = std::fs::remove_dir(segment_dir(path));
     }
 }
