@@ -133,23 +133,19 @@ impl<'a> RingSink<'a> {
         }
     }
 
-    /// Copies `bytes` into the ring at the current position.
-    fn write(&mut self, bytes: &[u8]) {
+    /// Copies `bytes` into `ring` at `*pos` and moves `pos` past them.
+    fn copy(ring: &Ring, pos: &mut u64, bytes: &[u8]) {
         // SAFETY: the writer reserved `[pos, pos + len)` for the whole record before
         // streaming into it and holds the ring (thread ring owner, or meta lock holder).
-        unsafe { self.ring.write_at(self.pos, bytes) };
-        self.pos += bytes.len() as u64;
+        unsafe { ring.write_at(*pos, bytes) };
+        *pos += bytes.len() as u64;
     }
 
     /// Copies what the buffer holds into the ring; returns the position after the record's
     /// bytes so far.
     fn flush(&mut self) -> u64 {
         let n = core::mem::take(&mut self.len);
-        if n > 0 {
-            // SAFETY: as in `write`.
-            unsafe { self.ring.write_at(self.pos, &self.buf[..n]) };
-            self.pos += n as u64;
-        }
+        Self::copy(self.ring, &mut self.pos, &self.buf[..n]);
         self.pos
     }
 }
@@ -160,7 +156,7 @@ impl ByteSink for RingSink<'_> {
         if self.len + bytes.len() > SINK_BUFFER {
             self.flush();
             if bytes.len() > SINK_BUFFER {
-                self.write(bytes);
+                Self::copy(self.ring, &mut self.pos, bytes);
                 return;
             }
         }

@@ -602,11 +602,7 @@ pub fn tidy_finished(path: &Path) {
     if !segment_dir(path).exists() {
         return;
     }
-    let Ok(file) = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)
-    else {
+    let Ok(file) = open_read(path) else {
         return;
     };
     if is_durable(&file) && is_finished(&file).unwrap_or(false) {
@@ -619,6 +615,14 @@ fn remove_finished_segments(path: &Path, file: &File) {
     if segment_dir(path).exists() && takes_lock(file) {
         remove_segment_dir(path);
     }
+}
+
+/// Opens the recording at `path` to read (never through a symbolic link).
+fn open_read(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
 }
 
 /// Whether `file`'s exclusive lock could be taken (nobody records it); it is held until
@@ -646,10 +650,7 @@ pub fn salvage(
     progress: &mut dyn FnMut(usize, usize, &str),
 ) -> Result<Option<Salvaged>, SalvageError> {
     {
-        let file = OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(path)?;
+        let file = open_read(path)?;
         if file.metadata()?.len() == 0 {
             remove_empty_segment_dir(path, &file);
             return Ok(None);
@@ -819,8 +820,7 @@ pub fn open_locked(path: &Path) -> Result<File, SalvageError> {
         .write(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(path)?;
-    // SAFETY: flock on a descriptor we own.
-    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+    if !takes_lock(&file) {
         let ino = file.metadata()?.ino();
         return Err(SalvageError::StillRecording {
             pid: lock_holder(ino),

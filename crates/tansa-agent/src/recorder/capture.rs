@@ -147,7 +147,9 @@ pub(super) fn define_stack(
         Some(m) if m.start <= f && f < m.end => Some(m),
         _ => {
             let m = map.find(f);
-            last.set(m.or(last.get()));
+            if m.is_some() {
+                last.set(m);
+            }
             m
         }
     };
