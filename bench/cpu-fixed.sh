@@ -10,12 +10,15 @@
 # Usage: bench/cpu-fixed.sh               (builds tansa in release mode; writes under bench/out)
 #        RUNS=15 bench/cpu-fixed.sh
 #        EXTRA=/path/to/other/tansa bench/cpu-fixed.sh   (also times another tansa binary,
-#                                                          e.g. the one before a change)
+#                                                          e.g. the one before a change;
+#                                                          with its agent source too)
 #        NO_PERF=1 RUNS=21 bench/cpu-fixed.sh    (leaves perf out: more rounds in the time)
+#        NO_AGENT=1 bench/cpu-fixed.sh           (leaves out `tansa sample --source agent`,
+#                                                  the in-process sampler)
 # Besides the medians, each case's overhead is given per round against that round's plain
 # run (the median of those paired ratios, and their spread): a change of the machine's
 # speed between rounds then cancels out, which the medians of whole runs do not undo.
-# Needs: cc, perf, python3. Prints figures; asserts nothing. About RUNS x 12 s on an idle machine.
+# Needs: cc, perf, python3. Prints figures; asserts nothing. About RUNS x 16 s on an idle machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=bench/out/cpu-fixed
@@ -30,13 +33,17 @@ cc -O2 -g -fomit-frame-pointer -o "$OUT/workload" bench/cpu/workload.c \
 W=$OUT/workload
 
 CASES=(plain tansa)
+[[ -z ${NO_AGENT:-} ]] && CASES+=(agent)
 [[ -z ${NO_PERF:-} ]] && CASES+=(perf)
 [[ -n ${EXTRA:-} ]] && CASES+=(extra)
+[[ -n ${EXTRA:-} && -z ${NO_AGENT:-} ]] && CASES+=(extra-agent)
 prefix() {
   case $1 in
     plain) ;;
     tansa) echo "$TANSA sample -F 1000 -o $OUT/tansa.tansa --" ;;
+    agent) echo "$TANSA sample -F 1000 --source agent -o $OUT/agent.tansa --" ;;
     extra) echo "$EXTRA sample -F 1000 -o $OUT/extra.tansa --" ;;
+    extra-agent) echo "$EXTRA sample -F 1000 --source agent -o $OUT/extra-agent.tansa --" ;;
     perf) echo "perf record -q -g -F 1000 -o $OUT/perf.data --" ;;
   esac
 }

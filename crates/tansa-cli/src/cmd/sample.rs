@@ -188,6 +188,7 @@ fn run_agent(
             }
         );
     }
+    let started = Instant::now();
     let agent = options::find_agent()?;
     let config = tansa_sample::agent::AgentConfig {
         command: args.command.clone(),
@@ -205,10 +206,12 @@ fn run_agent(
     } else {
         Naming::Chosen
     };
+    let recording = Instant::now();
     let (outcome, output) = record_to(output, naming, " (agent)", |file, tick| {
         tansa_sample::agent::record(&config, meta, &stop, file, &mut |n| tick(n))
     })?
     .context("sampling with the agent failed")?;
+    let committed = Instant::now();
     let output = output.as_path();
     let s = outcome.summary;
     let size = std::fs::metadata(output).map_or(0, |m| m.len());
@@ -242,6 +245,9 @@ fn run_agent(
             "tansa: warning: no samples: the command used little CPU time, or does not load \
              the agent (statically linked or set-uid programs)"
         );
+    }
+    if std::env::var_os("TANSA_TIMINGS").is_some_and(|v| v == "1") {
+        print_timings([started, recording, committed], &outcome.phases);
     }
     Ok(crate::exit::of_command(outcome.exit))
 }
