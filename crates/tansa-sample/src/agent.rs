@@ -65,6 +65,28 @@ pub struct AgentOutcome {
 /// The event name recorded for agent samples.
 pub const AGENT_EVENT: &str = "thread-cpu-clock (SIGPROF)";
 
+/// What a recording of the agent's sampler says of itself: `hz` samples per second of each
+/// thread's CPU time.
+fn agent_info(hz: u32, timeline: bool) -> CpuInfo {
+    CpuInfo {
+        source: SampleSource::Agent,
+        event: AGENT_EVENT.into(),
+        period_ns: 1_000_000_000 / u64::from(hz),
+        frequency_hz: u64::from(hz),
+        target: "command".into(),
+        unwinding: "dwarf (in-process)".into(),
+        kernel: false,
+        cpus: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
+        timeline,
+        notes: vec![
+            "sampled in-process by the agent's SIGPROF timers (perf_event_open was not used): \
+         user code only, no kernel frames and no idle time"
+                .into(),
+        ],
+        recorder_pid: std::process::id(),
+    }
+}
+
 /// Runs `config.command` under the agent in sampling mode until it ends (or the duration
 /// passes, or `stop` is set), writing the recording to `out` as it goes (checkpoints, see
 /// [`crate::checkpoint`]) and finishing it at the end.
@@ -76,23 +98,7 @@ pub fn record<W: Write>(
     progress: &mut dyn FnMut(u64),
 ) -> Result<AgentOutcome, SampleError> {
     let hz = config.frequency_hz.max(1);
-    let info = CpuInfo {
-        source: SampleSource::Agent,
-        event: AGENT_EVENT.into(),
-        period_ns: 1_000_000_000 / u64::from(hz),
-        frequency_hz: u64::from(hz),
-        target: "command".into(),
-        unwinding: "dwarf (in-process)".into(),
-        kernel: false,
-        cpus: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
-        timeline: config.timeline,
-        notes: vec![
-            "sampled in-process by the agent's SIGPROF timers (perf_event_open was not used): \
-             user code only, no kernel frames and no idle time"
-                .into(),
-        ],
-        recorder_pid: std::process::id(),
-    };
+    let info = agent_info(hz, config.timeline);
     let collect = tansa_collect::Config {
         leak_cause: false,
         sample_rate: None,
@@ -503,7 +509,11 @@ impl Sink for AgentSink<'_> {
 
 #[cfg(test)]
 mod tests {
-    use std::path::PathBuf;
+    //! The builder as the agent's sampler drives it: a real binary compiled at test time,
+    //! samples at known addresses of its functions, and the report read back must count
+    //! exactly those samples.
+
+    use std::path::{Path, PathBuf};
 
     use tansa_analysis::cpu::{self, By, CpuRecording};
     use tansa_symbols::ElfFile;
@@ -512,34 +522,26 @@ mod tests {
 
     const BIAS: u64 = 0x5555_0000_0000;
 
-    fn builder(exe: &std::path::Path) -> CpuRecordingBuilder {
-        CpuRecordingBuilder::new(
-            RecordingMeta {
-                tool: "test".into(),
-                started_unix_ms: 0,
-                hostname: String::new(),
-                command: vec![exe.display().to_string()],
-                options: Vec::new(),
-            },
-            CpuInfo {
-                source: SampleSource::Agent,
-                event: AGENT_EVENT.into(),
-                period_ns: 1_000_000,
-                frequency_hz: 1000,
-                target: "command".into(),
-                unwinding: "dwarf (in-process)".into(),
-                kernel: false,
-                cpus: 1,
-                timeline: false,
-                notes: Vec::new(),
-                recorder_pid: 0,
-            },
-        )
+    fn build(dir: &Path) -> PathBuf {
+        let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/programs/twofuncs.c");
+        tansa_testkit::build(&src, dir, &["-g", "-O1"])
+    }
+
+    fn builder(exe: &Path) -> CpuRecordingBuilder {
+        let meta = RecordingMeta {
+            tool: "test".into(),
+            started_unix_ms: 0,
+            hostname: String::new(),
+            command: vec![exe.display().to_string()],
+            options: Vec::new(),
+        };
+        CpuRecordingBuilder::new(meta, agent_info(1000, true))
     }
 
     /// Declares `exe`'s process and mapping, and 7 samples in `alpha` and 3 in `beta`
-    /// (called from `main`); returns the module's id.
-    fn sample_twofuncs(b: &mut CpuRecordingBuilder, exe: &std::path::Path) -> u32 {
+    /// (called from `main`; any address inside `main` stands for a return address).
+    /// Returns the module's id.
+    fn sample_twofuncs(b: &mut CpuRecordingBuilder, exe: &Path) -> u32 {
         let elf = ElfFile::open(exe).unwrap();
         let [alpha, beta, main] =
             ["alpha", "beta", "main"].map(|f| elf.function_by_name(f).unwrap().address);
@@ -549,13 +551,13 @@ mod tests {
             .map(|s| s.address + s.size)
             .max()
             .unwrap();
-        let p = b.add_process(crate::builder::ProcessInfo {
+        let p = b.add_process(ProcessInfo {
             pid: 4242,
             ppid: 1,
             comm: "twofuncs".into(),
             exe: exe.display().to_string(),
             cmdline: vec!["twofuncs".into()],
-            ..Default::default()
+            ..ProcessInfo::default()
         });
         b.add_thread(p, 4242, "twofuncs");
         let module = b.add_mapping(
@@ -569,12 +571,12 @@ mod tests {
                 load_bias: Some(BIAS),
             },
         );
-        for (pc, n) in [(alpha, 7), (beta, 3)] {
+        for (t0, pc, n) in [(0, alpha, 7), (100, beta, 3)] {
             for i in 0..n {
                 assert!(b.add_sample(&SampleInput {
                     process: p,
                     tid: 4242,
-                    time_ns: i,
+                    time_ns: t0 + i,
                     user: &[BIAS + pc, BIAS + main + 5],
                     ..SampleInput::default()
                 }));
@@ -583,37 +585,68 @@ mod tests {
         module
     }
 
-    /// The function rows of a finished recording: (unit, self samples, total samples).
-    fn rows(b: CpuRecordingBuilder, file: &std::path::Path) -> Vec<(String, u64, u64)> {
-        let finished = b
-            .finish(std::io::BufWriter::new(
-                std::fs::File::create(file).unwrap(),
-            ))
-            .unwrap();
+    /// Finishes `b` into `file` and reads it back.
+    fn finish(b: CpuRecordingBuilder, file: &Path) -> CpuRecording {
+        let out = std::io::BufWriter::new(std::fs::File::create(file).unwrap());
+        let finished = b.finish(out).unwrap();
         assert_eq!(finished.summary.samples, 10);
         assert_eq!(finished.unresolved, Vec::<String>::new());
         let rec = CpuRecording::open(std::fs::File::open(file).unwrap()).unwrap();
-        let r = cpu::report(
-            &rec,
-            cpu::Options {
-                by: By::Function,
-                pid: None,
-            },
+        assert!(!rec.damaged);
+        rec
+    }
+
+    fn by(rec: &CpuRecording, by: By) -> cpu::CpuReport {
+        cpu::report(rec, cpu::Options { by, pid: None })
+    }
+
+    #[test]
+    fn a_recording_built_without_perf_reports_exactly_its_samples() {
+        let dir = tempfile::tempdir().unwrap();
+        let exe = build(dir.path());
+        let mut b = builder(&exe);
+        sample_twofuncs(&mut b, &exe);
+        let rec = finish(b, &dir.path().join("agent.tansa"));
+        // The binary is gone; the recording is enough.
+        std::fs::remove_file(&exe).unwrap();
+        assert_eq!(rec.timeline.len(), 10);
+        assert_eq!(rec.stacks.len(), 2, "two distinct chains");
+        let r = by(&rec, By::Function);
+        assert_eq!(r.source, "agent");
+        assert_eq!(r.total_samples, 10);
+        let get = |name: &str| r.units.iter().find(|u| u.unit == name).unwrap();
+        assert_eq!(get("twofuncs!alpha").self_samples, 7);
+        assert_eq!(get("twofuncs!beta").self_samples, 3);
+        assert_eq!(get("twofuncs!main").total_samples, 10);
+        assert_eq!(get("twofuncs!main").self_samples, 0);
+        let callers = get("twofuncs!alpha").callers.clone().unwrap();
+        assert_eq!(callers[0].unit, "twofuncs!main");
+        assert_eq!(get("twofuncs!alpha").self_ns, 7_000_000);
+
+        let p = by(&rec, By::Process);
+        let u = &p.units[0];
+        assert_eq!(u.unit, "twofuncs [4242]");
+        assert_eq!(u.spaces.unwrap().user_samples, 10);
+
+        let a = cpu::annotate::annotate(&rec, "alpha", None).unwrap();
+        assert_eq!(a.samples, 7);
+        assert_eq!(a.instructions[0].samples, 7);
+        assert!(a.instructions.len() > 3);
+        assert!(
+            a.instructions
+                .iter()
+                .any(|i| i.file.as_deref().is_some_and(|f| f.ends_with("twofuncs.c")))
         );
-        let mut rows: Vec<_> = r
-            .units
-            .iter()
-            .map(|u| (u.unit.clone(), u.self_samples, u.total_samples))
-            .collect();
-        rows.sort();
-        rows
+        assert!(
+            a.sources[0].available,
+            "the source text is in the recording"
+        );
     }
 
     #[test]
     fn an_agent_run_resolves_its_modules_while_the_command_runs() {
         let dir = tempfile::tempdir().unwrap();
-        let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/programs/twofuncs.c");
-        let exe = tansa_testkit::build(&src, dir.path(), &["-g", "-O1"]);
+        let exe = build(dir.path());
 
         let mut sink = AgentSink::warmed(builder(&exe));
         let module = sample_twofuncs(&mut sink.builder, &exe);
@@ -632,13 +665,23 @@ mod tests {
             vec![module],
             "the module sampled is resolved ahead, at the tick"
         );
-        let warmed = rows(sink.into_warm_builder(), &dir.path().join("warm.tansa"));
+        let warm = finish(sink.into_warm_builder(), &dir.path().join("warm.tansa"));
 
         // The same samples, all resolved at the end, give the same report.
         let mut cold = builder(&exe);
         sample_twofuncs(&mut cold, &exe);
-        let cold = rows(cold, &dir.path().join("cold.tansa"));
-        assert_eq!(warmed, cold);
+        let cold = finish(cold, &dir.path().join("cold.tansa"));
+        let rows = |rec: &CpuRecording| {
+            let mut rows: Vec<_> = by(rec, By::Function)
+                .units
+                .iter()
+                .map(|u| (u.unit.clone(), u.self_samples, u.total_samples))
+                .collect();
+            rows.sort();
+            rows
+        };
+        let warmed = rows(&warm);
+        assert_eq!(warmed, rows(&cold));
         let get = |f: &str| {
             warmed
                 .iter()

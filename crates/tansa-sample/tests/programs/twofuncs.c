@@ -1,4 +1,4 @@
-/* Two functions for the builder test. Built with `cc -g -O1` (see builder.rs). */
+/* Two functions for the builder test. Built with `cc -g -O1` (see src/agent.rs, its tests). */
 #include <stdio.h>
 #include <stdlib.h>
 
