@@ -809,6 +809,53 @@ fn sigprof_fallback_gives_the_same_shares() {
     );
 }
 
+/// The agent's timers are checked at the kernel's tick (`HZ`, at most 1000): above it, each
+/// signal stands for several periods, and the report says so (how many signals, how many
+/// samples), rather than let the frequency suggest that many distinct stacks were seen.
+/// Below it, every period is its own signal and nothing is said.
+#[test]
+fn agent_signals_that_stand_for_several_periods_are_noted_in_the_report() {
+    let p = programs();
+    let dir = tmp();
+    let notes = |hz: &str| {
+        let file = dir.path().join(format!("hz{hz}.tansa"));
+        sample(
+            &file,
+            &["--source", "agent", "-F", hz],
+            &[p.share.to_str().unwrap(), "800"],
+        );
+        let f = report(&file, "function");
+        let notes: Vec<String> = f["notes"]
+            .as_array()
+            .expect("notes")
+            .iter()
+            .map(|v| v.as_str().unwrap().to_string())
+            .collect();
+        (n(&f, "total_samples"), notes)
+    };
+    let (total, fast) = notes("5000");
+    let note = fast
+        .iter()
+        .find(|n| n.contains("timer signals stood for"))
+        .unwrap_or_else(|| panic!("no note of the tick among {fast:?}"));
+    let words: Vec<&str> = note.split_whitespace().collect();
+    let signals: u64 = words[0].parse().unwrap();
+    assert_eq!(
+        words[5].parse::<u64>().unwrap(),
+        total,
+        "the samples are the report's: {note}"
+    );
+    assert!(
+        signals * 5 <= total,
+        "at most 1000 signals a second: {note}"
+    );
+    let (_, slow) = notes("50");
+    assert!(
+        !slow.iter().any(|n| n.contains("timer signals stood for")),
+        "{slow:?}"
+    );
+}
+
 /// Where the kernel refuses `perf_event_open` (here a seccomp filter, as container runtimes
 /// install), `--source auto` says so and samples with the agent; `--source perf` fails with
 /// the reason.

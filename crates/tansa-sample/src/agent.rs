@@ -87,6 +87,27 @@ fn agent_info(hz: u32, timeline: bool) -> CpuInfo {
     }
 }
 
+/// The note a recording gets when its samples came fewer and heavier than the frequency
+/// asked for: the kernel checks a CPU-time timer at its tick, so at a frequency above the
+/// kernel's `HZ` one signal stands for several periods (at 1 kHz on a kernel with
+/// `HZ=250`, one signal every 4 ms, weighted 4). The figures stay right (each signal counts
+/// its periods), but fewer distinct stacks are seen than the frequency suggests, which the
+/// report should say. `None` while signals stand for fewer than 1.5 periods on average.
+fn tick_note(signals: u64, periods: u64, frequency_hz: u64) -> Option<String> {
+    if signals == 0 || periods.saturating_mul(2) < signals.saturating_mul(3) {
+        return None;
+    }
+    let each = periods as f64 / signals as f64;
+    Some(format!(
+        "{signals} timer signals stood for {periods} samples ({each:.1} periods each on \
+         average): the kernel checks CPU-time timers at its tick, so at {frequency_hz} Hz \
+         a thread was interrupted about {:.0} times per second of its CPU time, and fewer \
+         distinct stacks were seen than the frequency suggests (perf's sampler, `--source \
+         perf`, takes every period)",
+        frequency_hz as f64 / each
+    ))
+}
+
 /// Runs `config.command` under the agent in sampling mode until it ends (or the duration
 /// passes, or `stop` is set), writing the recording to `out` as it goes (checkpoints, see
 /// [`crate::checkpoint`]) and finishing it at the end.
@@ -221,6 +242,9 @@ pub struct AgentSink<'a> {
     checkpoint: Option<&'a mut dyn FnMut(&mut CpuRecordingBuilder)>,
     /// Resolves the addresses sampled while the command runs (fed at every tick).
     warm: Option<Warmer>,
+    /// Samples received, each for one signal, and the timer periods they stand for.
+    signals: u64,
+    periods: u64,
 }
 
 impl std::fmt::Debug for AgentSink<'_> {
@@ -247,6 +271,8 @@ impl<'a> AgentSink<'a> {
             progress: None,
             checkpoint: None,
             warm: None,
+            signals: 0,
+            periods: 0,
         }
     }
 
@@ -282,6 +308,10 @@ impl<'a> AgentSink<'a> {
         let lost = self.pending.len() as u64;
         if lost > 0 {
             self.builder.note_lost(0, lost);
+        }
+        let info = self.builder.info_mut();
+        if let Some(note) = tick_note(self.signals, self.periods, info.frequency_hz) {
+            info.notes.push(note);
         }
         self.builder
     }
@@ -424,6 +454,8 @@ impl Sink for AgentSink<'_> {
         });
         self.threads.insert((session, stream), (tid, st));
         for p in samples {
+            self.signals += 1;
+            self.periods += u64::from(p.weight.max(1));
             if !self.try_sample(p) {
                 self.pending.push(p);
             }
@@ -598,6 +630,23 @@ mod tests {
 
     fn by(rec: &CpuRecording, by: By) -> cpu::CpuReport {
         cpu::report(rec, cpu::Options { by, pid: None })
+    }
+
+    #[test]
+    fn signals_that_stand_for_several_periods_are_noted() {
+        assert_eq!(tick_note(0, 0, 1000), None);
+        assert_eq!(
+            tick_note(400, 400, 1000),
+            None,
+            "every period its own signal"
+        );
+        assert_eq!(tick_note(400, 599, 1000), None, "under 1.5 periods each");
+        let note = tick_note(426, 1704, 1000).expect("4 periods a signal");
+        assert!(
+            note.starts_with("426 timer signals stood for 1704 samples (4.0 periods each"),
+            "{note}"
+        );
+        assert!(note.contains("about 250 times per second"), "{note}");
     }
 
     #[test]
