@@ -80,7 +80,7 @@ fn agent_info(hz: u32, timeline: bool) -> CpuInfo {
         timeline,
         notes: vec![
             "sampled in-process by the agent's SIGPROF timers (perf_event_open was not used): \
-         user code only, no kernel frames and no idle time"
+             user code only, no kernel frames and no idle time"
                 .into(),
         ],
         recorder_pid: std::process::id(),
