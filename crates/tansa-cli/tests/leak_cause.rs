@@ -85,12 +85,20 @@ fn check_diagnosis(r: &Value, exe: &str) {
     let branches = s["cause_branches"].as_array().unwrap();
     assert_eq!(branches.len(), 1, "{s:#}");
     let b = &branches[0];
+    // What the traces showed, for the messages below.
+    let evidence = format!(
+        "tracing {}, traces {}, paths {:#}",
+        s["tracing"], s["traces"], s["paths"]
+    );
     assert_eq!(b["function"], format!("{exe}!funcB"));
     // The `if (error_condition_1)` line; optimized line tables may give the conditional
     // jump the line of the statement it guards, the next one.
     let line = b["line"].as_u64().unwrap();
     let marker = line_of("location2, the leak");
-    assert!(line == marker || line == marker + 1, "line {marker}: {b:#}");
+    assert!(
+        line == marker || line == marker + 1,
+        "line {marker}: {b:#}, {evidence}"
+    );
     assert!(b["file"].as_str().unwrap().ends_with("leakcause.c"));
     assert!(!b["instruction"].as_str().unwrap().is_empty());
     // The same branch ran on freeing paths in the other direction: a branch is one symbol

@@ -105,8 +105,8 @@ pub struct Args {
     leak_cause: bool,
 
     /// Most allocations traced per leaking site (leak-cause mode); tracing of a site stops
-    /// earlier once every free site was reached on a traced path and a leaking path was
-    /// seen.
+    /// earlier once every free site was reached on a traced path, a leaking path was seen,
+    /// and 16 traces in a row brought no new path.
     #[arg(long, value_name = "N", default_value_t = 64, requires = "leak_cause",
           value_parser = clap::value_parser!(u32).range(1..=100_000))]
     traces: u32,
