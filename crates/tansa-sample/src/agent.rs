@@ -280,7 +280,7 @@ impl<'a> AgentSink<'a> {
     /// on a thread of its own, at every tick (`crate::warm`, as with perf): finishing then
     /// has only the last addresses left to look up. Without it, reading libc's debugging
     /// information and every lookup came after the command ended: 33-41 ms of a 1.7 s run,
-    /// now 1-11 ms. The agent samples user code only: no kernel symbols are read.
+    /// now about 1 ms. The agent samples user code only: no kernel symbols are read.
     pub fn warmed(mut builder: CpuRecordingBuilder) -> Self {
         builder.track_new_locations();
         let mut sink = AgentSink::new(builder);
