@@ -256,9 +256,13 @@ struct Site {
 const SATURATION: u32 = 16;
 
 impl Site {
-    /// Records a trace's path; a path not seen before starts the count of
-    /// [`Site::unchanged`] again.
-    fn add_path(&mut self, steps: Vec<Step>, freed: bool) {
+    /// Counts a finished trace (freed: it ended at the block's release) and records its
+    /// path; a path not seen before starts the count of [`Site::unchanged`] again.
+    fn add_trace(&mut self, steps: Vec<Step>, freed: bool) {
+        self.traces += 1;
+        if !freed {
+            self.not_freed += 1;
+        }
         let seen = self.paths.entry((steps, freed)).or_default();
         *seen += 1;
         if *seen == 1 {
@@ -444,10 +448,6 @@ impl<S: Sink> LeakCauseSink<S> {
                     return;
                 }
             };
-            site.traces += 1;
-            if !freed {
-                site.not_freed += 1;
-            }
             let steps = d
                 .events
                 .iter()
@@ -457,7 +457,7 @@ impl<S: Sink> LeakCauseSink<S> {
                     PathEvent::Branch { at, taken } => Step::Branch(at, taken),
                 })
                 .collect();
-            site.add_path(steps, freed);
+            site.add_trace(steps, freed);
             s.traced.insert(d.ptr, (d.stack, !freed, d.attached_ticks));
         }
     }
@@ -1105,6 +1105,30 @@ fn trace_one(w: &mut Watched, config: LeakCauseConfig) -> Result<TraceDone, Stri
 mod tests {
     use super::*;
 
+    /// The worked example's paths at -O2: the leak, the free through `sub1`, and the
+    /// direct free.
+    fn leak() -> Vec<Step> {
+        vec![
+            Step::Enter(0x10),
+            Step::Branch(0x20, false),
+            Step::Branch(0x30, true),
+        ]
+    }
+    fn sub1() -> Vec<Step> {
+        vec![
+            Step::Enter(0x10),
+            Step::Branch(0x20, true),
+            Step::Enter(0x40),
+        ]
+    }
+    fn direct() -> Vec<Step> {
+        vec![
+            Step::Enter(0x10),
+            Step::Branch(0x20, false),
+            Step::Branch(0x30, false),
+        ]
+    }
+
     /// A site traced as the worked example at -O2: one free stack (3) for both freeing
     /// paths, a leaking path and the freeing path through `sub1` seen.
     fn site_with_one_free_stack() -> Site {
@@ -1113,62 +1137,32 @@ mod tests {
             reached: [3].into(),
             ..Site::default()
         };
-        let leak = vec![
-            Step::Enter(0x10),
-            Step::Branch(0x20, false),
-            Step::Branch(0x30, true),
-        ];
-        let sub1 = vec![
-            Step::Enter(0x10),
-            Step::Branch(0x20, true),
-            Step::Enter(0x40),
-        ];
-        site.add_path(leak, false);
-        site.not_freed = 1;
-        site.add_path(sub1, true);
-        site.traces = 2;
+        site.add_trace(leak(), false);
+        site.add_trace(sub1(), true);
+        assert_eq!((site.traces, site.not_freed), (2, 1));
         site
     }
 
     #[test]
     fn tracing_goes_on_until_the_paths_stop_changing() {
         let mut site = site_with_one_free_stack();
-        let sub1 = vec![
-            Step::Enter(0x10),
-            Step::Branch(0x20, true),
-            Step::Enter(0x40),
-        ];
-        let direct = vec![
-            Step::Enter(0x10),
-            Step::Branch(0x20, false),
-            Step::Branch(0x30, false),
-        ];
         // Every free site reached and a leaking path seen: not enough while paths are new.
         assert_eq!(site.tracing_done(64), None);
         for _ in 0..SATURATION - 1 {
-            site.add_path(sub1.clone(), true);
-            site.traces += 1;
+            site.add_trace(sub1(), true);
             assert_eq!(site.tracing_done(64), None);
         }
         // The other freeing path, at last: the count starts again.
-        site.add_path(direct.clone(), true);
-        site.traces += 1;
+        site.add_trace(direct(), true);
         assert_eq!(site.unchanged, 0);
         assert_eq!(site.tracing_done(64), None);
         for k in 1..=SATURATION {
-            site.add_path(
-                if k % 2 == 0 {
-                    sub1.clone()
-                } else {
-                    direct.clone()
-                },
-                true,
-            );
-            site.traces += 1;
+            site.add_trace(if k % 2 == 0 { sub1() } else { direct() }, true);
             let expected = (k == SATURATION).then_some("covered");
             assert_eq!(site.tracing_done(64), expected, "after {k} repeated paths");
         }
         assert_eq!(site.paths.len(), 3);
+        assert_eq!(site.traces, 2 + SATURATION + SATURATION);
     }
 
     #[test]

@@ -139,7 +139,7 @@ pub fn record<W: Write>(
     // outright leaves what it had at its last checkpoint.
     let mut out = RecordingOut::new(out, &meta, true).map_err(SampleError::Write)?;
     let mut checkpoint = |b: &mut CpuRecordingBuilder| out.checkpoint_if_due(b);
-    let mut sink = AgentSink::warmed(CpuRecordingBuilder::new(meta, info));
+    let mut sink = AgentSink::new(CpuRecordingBuilder::new(meta, info));
     sink.deadline = config.duration.map(|d| Instant::now() + d);
     sink.stop = Some(stop);
     sink.progress = Some(progress);
@@ -155,7 +155,7 @@ pub fn record<W: Write>(
     })?;
     let wall = started.elapsed();
     phases.mark("sampling (the command runs)");
-    let mut builder = sink.into_warm_builder();
+    let mut builder = sink.into_builder();
     builder.set_wall_ns(wall.as_nanos().min(u128::from(u64::MAX)) as u64);
     phases.mark("stop work ahead");
     let finished = builder.finish_timed(out, &mut phases)?;
@@ -257,8 +257,14 @@ impl std::fmt::Debug for AgentSink<'_> {
 }
 
 impl<'a> AgentSink<'a> {
-    /// A sink feeding `builder`.
-    pub fn new(builder: CpuRecordingBuilder) -> Self {
+    /// A sink feeding `builder`, which resolves the addresses sampled while the command
+    /// runs, on a thread of its own, at every tick (`crate::warm`, as with perf): finishing
+    /// then has only the last addresses left to look up. Without it, reading libc's
+    /// debugging information and every lookup came after the command ended: 33-41 ms of a
+    /// 1.7 s run, now about 1 ms. The agent samples user code only: no kernel symbols are
+    /// read.
+    pub fn new(mut builder: CpuRecordingBuilder) -> Self {
+        builder.track_new_locations();
         AgentSink {
             builder,
             sessions: HashMap::new(),
@@ -270,39 +276,15 @@ impl<'a> AgentSink<'a> {
             terminated: false,
             progress: None,
             checkpoint: None,
-            warm: None,
+            warm: Some(Warmer::start(false)),
             signals: 0,
             periods: 0,
         }
     }
 
-    /// A sink feeding `builder` that resolves the addresses sampled while the command runs,
-    /// on a thread of its own, at every tick (`crate::warm`, as with perf): finishing then
-    /// has only the last addresses left to look up. Without it, reading libc's debugging
-    /// information and every lookup came after the command ended: 33-41 ms of a 1.7 s run,
-    /// now about 1 ms. The agent samples user code only: no kernel symbols are read.
-    pub fn warmed(mut builder: CpuRecordingBuilder) -> Self {
-        builder.track_new_locations();
-        let mut sink = AgentSink::new(builder);
-        sink.warm = Some(Warmer::start(false));
-        sink
-    }
-
-    /// Stops the work ahead and hands the builder over, with every sample delivered and
-    /// the modules begun ahead to be finished where they were begun.
-    fn into_warm_builder(mut self) -> CpuRecordingBuilder {
-        let warm = self.warm.take();
-        let mut builder = self.into_builder();
-        if let Some(mut w) = warm {
-            w.feed(&mut builder);
-            w.finish();
-            builder.warm = Some(w);
-        }
-        builder
-    }
-
     /// The builder, with every sample delivered (samples whose stack never got defined are
-    /// counted as lost).
+    /// counted as lost), the work ahead stopped and the modules it began handed over, to
+    /// be finished where they were begun.
     pub fn into_builder(mut self) -> CpuRecordingBuilder {
         self.retry_pending();
         let lost = self.pending.len() as u64;
@@ -312,6 +294,11 @@ impl<'a> AgentSink<'a> {
         let info = self.builder.info_mut();
         if let Some(note) = tick_note(self.signals, self.periods, info.frequency_hz) {
             info.notes.push(note);
+        }
+        if let Some(mut w) = self.warm.take() {
+            w.feed(&mut self.builder);
+            w.finish();
+            self.builder.warm = Some(w);
         }
         self.builder
     }
@@ -697,7 +684,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let exe = build(dir.path());
 
-        let mut sink = AgentSink::warmed(builder(&exe));
+        let mut sink = AgentSink::new(builder(&exe));
         let module = sample_twofuncs(&mut sink.builder, &exe);
         sink.tick(CalibrationPoint { ticks: 0, ns: 0 }).unwrap();
         // The tick handed the new addresses to the thread; a task queued after them reports
@@ -705,7 +692,7 @@ mod tests {
         let (tx, rx) = std::sync::mpsc::channel();
         sink.warm
             .as_ref()
-            .expect("a warmed sink has a thread")
+            .expect("a sink has a warm thread")
             .run(Box::new(move |_, begun| {
                 let _ = tx.send(begun.keys().copied().collect::<Vec<u32>>());
             }));
@@ -714,7 +701,7 @@ mod tests {
             vec![module],
             "the module sampled is resolved ahead, at the tick"
         );
-        let warm = finish(sink.into_warm_builder(), &dir.path().join("warm.tansa"));
+        let warm = finish(sink.into_builder(), &dir.path().join("warm.tansa"));
 
         // The same samples, all resolved at the end, give the same report.
         let mut cold = builder(&exe);

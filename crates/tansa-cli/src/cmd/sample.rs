@@ -165,6 +165,7 @@ fn perf_only_options(args: &Args) -> Vec<&'static str> {
 
 /// Samples the command in-process with the agent's `SIGPROF` timers.
 fn run_agent(
+    started: Instant,
     args: &Args,
     output: &std::path::Path,
     meta: RecordingMeta,
@@ -188,7 +189,6 @@ fn run_agent(
             }
         );
     }
-    let started = Instant::now();
     let agent = options::find_agent()?;
     let config = tansa_sample::agent::AgentConfig {
         command: args.command.clone(),
@@ -377,7 +377,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         SourceArg::Agent => SamplerChoice::Agent,
     };
     if choice.first(&target).map_err(crate::exit::usage)? == Sampler::Agent {
-        return run_agent(&args, &output, recording_meta(&args));
+        return run_agent(started, &args, &output, recording_meta(&args));
     }
     let config = Config {
         target,
@@ -421,7 +421,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                     "tansa: perf_event_open is not permitted here ({reason}); falling back to \
                      the agent's in-process SIGPROF sampler (user code only)"
                 );
-                return run_agent(&args, &output, recording_meta(&args));
+                return run_agent(started, &args, &output, recording_meta(&args));
             }
             return Err(anyhow::Error::new(e).context("sampling failed"));
         }
