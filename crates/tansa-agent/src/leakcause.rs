@@ -17,7 +17,7 @@ use core::sync::atomic::Ordering;
 
 use tansa_wire::layout::{
     FLAG_LEAK_CAUSE, SegmentHeader, TRACE_ATTACHING, TRACE_FILLING, TRACE_FOLLOWING, TRACE_IDLE,
-    TRACE_REQUESTED,
+    TRACE_REQUESTED, trace_freed,
 };
 
 use crate::session::SESSION;
@@ -126,9 +126,11 @@ fn after_allocation_traced(stack: u32, ptr: u64, regs: CallerRegs) {
     }
 }
 
-/// Before the release of `ptr` (by `free` or `realloc`): ends a trace of that block.
+/// Before the release of `ptr` (by `free` or `realloc`, from the stack `free_stack`, 0 if
+/// not captured): ends a trace of that block, and tells the collector which free stack the
+/// trace reached (it may read the release event before the trace's result).
 #[inline]
-pub fn before_release(ptr: u64) {
+pub fn before_release(ptr: u64, free_stack: u32) {
     // Not `header()`: a trace in flight must see its block's release even after the
     // collector stopped asking for new traces (`tracing` back to 0).
     if SESSION.flags() & FLAG_LEAK_CAUSE == 0 {
@@ -142,6 +144,6 @@ pub fn before_release(ptr: u64) {
     if (state == TRACE_ATTACHING || state == TRACE_FOLLOWING)
         && slot.ptr.load(Ordering::Acquire) == ptr
     {
-        slot.freed.store(1, Ordering::Release);
+        slot.freed.store(trace_freed(free_stack), Ordering::Release);
     }
 }

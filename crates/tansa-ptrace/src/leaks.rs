@@ -27,7 +27,7 @@
 //! brought no new path (free sites alone do not tell freeing paths apart), or after
 //! `traces` traces.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex};
@@ -49,7 +49,7 @@ use tansa_leakcause::range::{depth_of, move_up, range_end};
 use tansa_symbols::Resolver;
 use tansa_wire::event::{DecodeError, Decoder, Record, StreamState};
 use tansa_wire::layout::{
-    TRACE_ATTACHING, TRACE_FOLLOWING, TRACE_IDLE, TRACE_REQUESTED, TRACE_SITES,
+    TRACE_ATTACHING, TRACE_FOLLOWING, TRACE_IDLE, TRACE_REQUESTED, TRACE_SITES, trace_free_stack,
 };
 
 use crate::follow::{AttachedThread, CodeMap, FollowEnd, FollowLimits, PathEvent};
@@ -146,9 +146,9 @@ impl Blocks {
         None
     }
 
-    /// A release of `ptr` at `ts` by `free_stack`: the allocation stack of the block it
-    /// releases, or `None` if that allocation has not arrived (the release waits).
-    fn released(&mut self, ptr: u64, ts: u64, free_stack: u32) -> Option<u32> {
+    /// A release of `ptr` at `ts` by `free_stack`: the allocation time and stack of the
+    /// block it releases, or `None` if that allocation has not arrived (the release waits).
+    fn released(&mut self, ptr: u64, ts: u64, free_stack: u32) -> Option<(u64, u32)> {
         // The latest block at `ptr` allocated before `ts`.
         let primary = self.live.get(&ptr).copied().filter(|b| b.0 <= ts);
         let extra = self.extra.get(&ptr).and_then(|l| {
@@ -173,7 +173,7 @@ impl Blocks {
                         self.live.remove(&ptr);
                     }
                 }
-                Some(p.1)
+                Some(p)
             }
             (None, Some((i, x))) => Some(self.take_extra(ptr, i, x)),
             (None, None) => {
@@ -188,14 +188,14 @@ impl Blocks {
         }
     }
 
-    fn take_extra(&mut self, ptr: u64, i: usize, b: (u64, u32)) -> u32 {
+    fn take_extra(&mut self, ptr: u64, i: usize, b: (u64, u32)) -> (u64, u32) {
         if let Some(l) = self.extra.get_mut(&ptr) {
             l.swap_remove(i);
             if l.is_empty() {
                 self.extra.remove(&ptr);
             }
         }
-        b.1
+        b
     }
 }
 /// Failure messages kept for the recording.
@@ -215,6 +215,9 @@ struct TraceDone {
     attached_ticks: u64,
     /// Branch instructions' text, by runtime address.
     code: Vec<(u64, String)>,
+    /// For a trace that ended at the block's release: the release's stack, as the agent
+    /// put it in the slot (0 if not known).
+    free_stack: u32,
 }
 
 /// Where one site stands.
@@ -299,6 +302,7 @@ enum Step {
 }
 
 /// One process image.
+#[derive(Default)]
 struct Session {
     header: Option<SharedHeader>,
     code: Option<ProcessCode>,
@@ -309,10 +313,47 @@ struct Session {
     meta_carry: Vec<u8>,
     blocks: Blocks,
     sites: FxHashMap<u32, Site>,
-    /// Traced blocks whose free is awaited: ptr -> (stack, whether the trace ended E, when
-    /// the follower attached).
-    traced: FxHashMap<u64, (u32, bool, u64)>,
+    /// Traced blocks whose release is awaited: ptr -> the trace.
+    traced: FxHashMap<u64, Traced>,
+    /// The latest releases of blocks of sites being traced that no settled trace awaited
+    /// (at most [`MAX_UNMATCHED`]): a trace's result may come after its block's release.
+    unmatched: VecDeque<Release>,
 }
+
+/// A settled trace whose block's release is awaited.
+#[derive(Debug, Clone, Copy)]
+struct Traced {
+    /// The site.
+    stack: u32,
+    /// Whether the trace ended E (at the range end or the thread's exit).
+    e_ended: bool,
+    /// When the follower attached (the block was allocated before, and released after).
+    attached: u64,
+}
+
+/// A release of a block, as the event stream told it.
+#[derive(Debug, Clone, Copy)]
+struct Release {
+    ptr: u64,
+    /// The site (the block's allocation stack) and when the block was allocated.
+    stack: u32,
+    allocated: u64,
+    free_stack: u32,
+    ts: u64,
+}
+
+impl Release {
+    /// Whether this is the release of the block a trace of `stack` attached to at
+    /// `attached`: a block at that address of that site allocated before, released after.
+    /// An earlier block there was released before the traced one was allocated; a later
+    /// one was allocated after the trace attached.
+    fn of_trace(&self, stack: u32, attached: u64) -> bool {
+        self.stack == stack && self.allocated <= attached && self.ts >= attached
+    }
+}
+
+/// Releases kept in [`Session::unmatched`].
+const MAX_UNMATCHED: usize = 4096;
 
 /// Wraps a sink with the live side of leak-cause mode.
 pub struct LeakCauseSink<S: Sink> {
@@ -429,36 +470,11 @@ impl<S: Sink> LeakCauseSink<S> {
 
     /// Adds a finished trace to its site.
     fn settle(&mut self, d: TraceDone) {
-        {
-            for (addr, text) in &d.code {
-                self.code_text.insert((d.session, *addr), text.clone());
-            }
-            let Some(s) = self.sessions.get_mut(&d.session) else {
-                return;
-            };
-            let Some(site) = s.sites.get_mut(&d.stack) else {
-                return;
-            };
-            site.tracing_ns += d.ns;
-            let freed = match d.end {
-                FollowEnd::Stopped => true,
-                FollowEnd::RangeEnd | FollowEnd::ThreadExited => false,
-                FollowEnd::Abandoned(_) => {
-                    site.abandoned += 1;
-                    return;
-                }
-            };
-            let steps = d
-                .events
-                .iter()
-                .map(|e| match *e {
-                    PathEvent::Enter { entry } => Step::Enter(entry),
-                    PathEvent::Exit { entry } => Step::Exit(entry),
-                    PathEvent::Branch { at, taken } => Step::Branch(at, taken),
-                })
-                .collect();
-            site.add_trace(steps, freed);
-            s.traced.insert(d.ptr, (d.stack, !freed, d.attached_ticks));
+        for (addr, text) in &d.code {
+            self.code_text.insert((d.session, *addr), text.clone());
+        }
+        if let Some(s) = self.sessions.get_mut(&d.session) {
+            s.settle(&d);
         }
     }
 
@@ -480,8 +496,14 @@ impl<S: Sink> LeakCauseSink<S> {
                     site.allocations += 1;
                     site.outstanding += 1;
                     // Its release may have come first.
-                    if let Some((free_ts, free_stack)) = s.blocks.allocated(ptr, e.ts, stack) {
-                        s.release(ptr, stack, free_stack, free_ts);
+                    if let Some((ts, free_stack)) = s.blocks.allocated(ptr, e.ts, stack) {
+                        s.release(Release {
+                            ptr,
+                            stack,
+                            allocated: e.ts,
+                            free_stack,
+                            ts,
+                        });
                     }
                 }
                 EventKind::Free { ptr, stack }
@@ -489,8 +511,14 @@ impl<S: Sink> LeakCauseSink<S> {
                     old: ptr, stack, ..
                 } => {
                     let stack = stack.0;
-                    if let Some(owner) = s.blocks.released(ptr, e.ts, stack) {
-                        s.release(ptr, owner, stack, e.ts);
+                    if let Some((allocated, owner)) = s.blocks.released(ptr, e.ts, stack) {
+                        s.release(Release {
+                            ptr,
+                            stack: owner,
+                            allocated,
+                            free_stack: stack,
+                            ts: e.ts,
+                        });
                     }
                 }
                 _ => {}
@@ -622,65 +650,115 @@ fn release_slot(h: &tansa_wire::layout::SegmentHeader, slot: usize) {
 }
 
 impl Session {
-    /// The block at `ptr` allocated at `stack` was released at `ts` by `free_stack`.
-    fn release(&mut self, ptr: u64, stack: u32, free_stack: u32, ts: u64) {
-        let header = self.header.clone();
-        // Only a release after the trace started is the traced block's (an earlier one
-        // released an older block at the same address, its event arriving late).
-        let traced = match self.traced.get(&ptr) {
-            Some(&(stack, e_ended, attached)) if ts >= attached => {
-                self.traced.remove(&ptr);
-                Some((stack, e_ended))
-            }
-            _ => None,
-        };
-        let site = self.sites.entry(stack).or_default();
+    /// A block was released (its allocation and release events have both arrived, in
+    /// either order).
+    fn release(&mut self, r: Release) {
+        let site = self.sites.entry(r.stack).or_default();
         site.frees += 1;
         site.outstanding = site.outstanding.saturating_sub(1);
-        if free_stack != 0 {
-            site.free_stacks.insert(free_stack);
+        if r.free_stack != 0 {
+            site.free_stacks.insert(r.free_stack);
         }
-        match traced {
-            Some((_, false)) if free_stack != 0 => {
-                site.reached.insert(free_stack);
+        let tracing = site.slot.is_some();
+        match self.traced.get(&r.ptr).copied() {
+            Some(t) if r.of_trace(t.stack, t.attached) => {
+                self.traced.remove(&r.ptr);
+                self.traced_block_released(r.stack, r.free_stack, t.e_ended);
             }
-            Some((_, true)) => {
-                // Freed after its trace reached the range end: the range was too narrow
-                // (spec §12.2). Move it one caller up and collect the paths again.
-                if let (Some(slot), Some(h)) = (site.slot, header)
-                    && let Some(up) = move_up(site.range_depth, site.alloc_functions.len())
-                {
-                    site.range_depth = up;
-                    site.range_moves += 1;
-                    site.paths.clear();
-                    site.unchanged = 0;
-                    site.reached.clear();
-                    site.not_freed = 0;
-                    h.get().trace_sites[slot]
-                        .range_depth
-                        .store(site.range_depth, Ordering::Release);
+            // Perhaps the block of a trace whose result has not been settled yet.
+            _ if tracing => {
+                if self.unmatched.len() == MAX_UNMATCHED {
+                    self.unmatched.pop_front();
                 }
+                self.unmatched.push_back(r);
             }
             _ => {}
+        }
+    }
+
+    /// The block of a trace of the site `stack` was released by `free_stack`: after a trace
+    /// that ended at the release (F), its freeing path reached that free stack; after one
+    /// that ended E, the range was too narrow (spec §12.2): it moves one caller up and the
+    /// paths are collected again.
+    fn traced_block_released(&mut self, stack: u32, free_stack: u32, e_ended: bool) {
+        let Some(site) = self.sites.get_mut(&stack) else {
+            return;
+        };
+        if !e_ended {
+            if free_stack != 0 {
+                site.reached.insert(free_stack);
+            }
+            return;
+        }
+        if let Some(slot) = site.slot
+            && let Some(up) = move_up(site.range_depth, site.alloc_functions.len())
+        {
+            site.range_depth = up;
+            site.range_moves += 1;
+            site.paths.clear();
+            site.unchanged = 0;
+            site.reached.clear();
+            site.not_freed = 0;
+            if let Some(h) = &self.header {
+                h.get().trace_sites[slot]
+                    .range_depth
+                    .store(site.range_depth, Ordering::Release);
+            }
+        }
+    }
+
+    /// Adds a finished trace to its site. Its block's release may have been read already
+    /// (the events and the trace's result come by different ways): then it is in
+    /// `unmatched`; otherwise the release is awaited.
+    fn settle(&mut self, d: &TraceDone) {
+        let Some(site) = self.sites.get_mut(&d.stack) else {
+            return;
+        };
+        site.tracing_ns += d.ns;
+        let freed = match d.end {
+            FollowEnd::Stopped => true,
+            FollowEnd::RangeEnd | FollowEnd::ThreadExited => false,
+            FollowEnd::Abandoned(_) => {
+                site.abandoned += 1;
+                return;
+            }
+        };
+        let steps = d
+            .events
+            .iter()
+            .map(|e| match *e {
+                PathEvent::Enter { entry } => Step::Enter(entry),
+                PathEvent::Exit { entry } => Step::Exit(entry),
+                PathEvent::Branch { at, taken } => Step::Branch(at, taken),
+            })
+            .collect();
+        site.add_trace(steps, freed);
+        let came = self
+            .unmatched
+            .iter()
+            .rposition(|r| r.ptr == d.ptr && r.of_trace(d.stack, d.attached_ticks))
+            .and_then(|i| self.unmatched.remove(i));
+        if freed && d.free_stack != 0 {
+            // The agent said which free stack the release came from.
+            self.traced_block_released(d.stack, d.free_stack, false);
+        } else if let Some(r) = came {
+            self.traced_block_released(d.stack, r.free_stack, !freed);
+        } else {
+            self.traced.insert(
+                d.ptr,
+                Traced {
+                    stack: d.stack,
+                    e_ended: !freed,
+                    attached: d.attached_ticks,
+                },
+            );
         }
     }
 }
 
 impl<S: Sink> Sink for LeakCauseSink<S> {
     fn session_started(&mut self, info: &SessionInfo) -> Result<(), CollectError> {
-        self.sessions.insert(
-            info.session,
-            Session {
-                header: None,
-                code: None,
-                modules: FxHashMap::default(),
-                stacks: FxHashMap::default(),
-                meta_carry: Vec::new(),
-                blocks: Blocks::default(),
-                sites: FxHashMap::default(),
-                traced: FxHashMap::default(),
-            },
-        );
+        self.sessions.insert(info.session, Session::default());
         self.inner.session_started(info)
     }
 
@@ -1089,6 +1167,10 @@ fn trace_one(w: &mut Watched, config: LeakCauseConfig) -> Result<TraceDone, Stri
     if let FollowEnd::Abandoned(why) = &end {
         return Err(why.clone());
     }
+    let free_stack = match end {
+        FollowEnd::Stopped => trace_free_stack(slot.freed.load(Ordering::Acquire)),
+        _ => 0,
+    };
     Ok(TraceDone {
         session: w.session,
         stack,
@@ -1098,6 +1180,7 @@ fn trace_one(w: &mut Watched, config: LeakCauseConfig) -> Result<TraceDone, Stri
         ns: started.elapsed().as_nanos() as u64,
         attached_ticks,
         code: text,
+        free_stack,
     })
 }
 
@@ -1180,5 +1263,126 @@ mod tests {
         assert_eq!(site.tracing_done(64), None);
         site.reached.insert(9);
         assert_eq!(site.tracing_done(64), Some("covered"));
+    }
+
+    /// A session with the site 7 being traced (allocation stack of 3 functions, range at
+    /// the allocating function), and a finished trace of its block at 0x100 (the follower
+    /// attached at 20).
+    fn traced_session() -> Session {
+        let mut s = Session::default();
+        s.sites.insert(
+            7,
+            Site {
+                slot: Some(0),
+                alloc_functions: vec![1, 2, 3],
+                ..Site::default()
+            },
+        );
+        s
+    }
+    fn done(end: FollowEnd, free_stack: u32) -> TraceDone {
+        TraceDone {
+            session: 1,
+            stack: 7,
+            ptr: 0x100,
+            events: Vec::new(),
+            end,
+            ns: 0,
+            attached_ticks: 20,
+            code: Vec::new(),
+            free_stack,
+        }
+    }
+    /// The release of a block at 0x100 of the site 7, allocated at `allocated`, released
+    /// at `ts` by the free stack 3.
+    fn release(allocated: u64, ts: u64) -> Release {
+        Release {
+            ptr: 0x100,
+            stack: 7,
+            allocated,
+            free_stack: 3,
+            ts,
+        }
+    }
+
+    #[test]
+    fn a_freeing_trace_reaches_its_free_stack_whichever_comes_first() {
+        // The release event before the trace's result (a loaded collector), the free stack
+        // told by the agent, by the release event, or both.
+        for agent_says in [3, 0] {
+            let mut s = traced_session();
+            s.release(release(10, 30));
+            s.settle(&done(FollowEnd::Stopped, agent_says));
+            let site = &s.sites[&7];
+            assert_eq!(
+                site.reached,
+                [3].into(),
+                "release first, agent said {agent_says}"
+            );
+            assert_eq!((site.frees, site.traces), (1, 1));
+            assert!(s.traced.is_empty() && s.unmatched.is_empty());
+        }
+        // The trace's result first.
+        for agent_says in [3, 0] {
+            let mut s = traced_session();
+            s.settle(&done(FollowEnd::Stopped, agent_says));
+            assert_eq!(s.sites[&7].reached.len(), usize::from(agent_says != 0));
+            s.release(release(10, 30));
+            assert_eq!(
+                s.sites[&7].reached,
+                [3].into(),
+                "result first, agent said {agent_says}"
+            );
+            assert_eq!(s.sites[&7].free_stacks, [3].into());
+        }
+    }
+
+    #[test]
+    fn a_block_released_after_its_trace_ended_moves_the_range_whichever_comes_first() {
+        for release_first in [true, false] {
+            let mut s = traced_session();
+            if release_first {
+                s.release(release(10, 30));
+                s.settle(&done(FollowEnd::RangeEnd, 0));
+            } else {
+                s.settle(&done(FollowEnd::RangeEnd, 0));
+                s.release(release(10, 30));
+            }
+            let site = &s.sites[&7];
+            assert_eq!(
+                (site.range_moves, site.range_depth, site.paths.len()),
+                (1, 1, 0),
+                "release first: {release_first}"
+            );
+            assert!(s.traced.is_empty() && s.unmatched.is_empty());
+        }
+    }
+
+    #[test]
+    fn other_blocks_at_a_traced_address_are_not_the_traced_one() {
+        // An earlier block at the traced address, released before the follower attached,
+        // its event read late: not the traced block.
+        let mut s = traced_session();
+        s.release(release(1, 5));
+        s.settle(&done(FollowEnd::RangeEnd, 0));
+        assert_eq!(s.sites[&7].range_moves, 0);
+        assert_eq!(s.traced.len(), 1, "the traced block's release is awaited");
+        // The traced block's release read first, then pushed out of the bounded unmatched
+        // releases before the trace's result came: it is missed, and the trace waits for
+        // it in vain. A later block at that address, allocated after the follower
+        // attached, is not the traced one either.
+        let mut s = traced_session();
+        s.release(release(10, 30));
+        for i in 0..MAX_UNMATCHED as u64 {
+            s.release(Release {
+                ptr: 0x1000 + i,
+                ..release(31, 32)
+            });
+        }
+        assert_eq!(s.unmatched.len(), MAX_UNMATCHED);
+        s.settle(&done(FollowEnd::RangeEnd, 0));
+        assert_eq!(s.traced.len(), 1);
+        s.release(release(35, 40));
+        assert_eq!(s.sites[&7].range_moves, 0);
     }
 }

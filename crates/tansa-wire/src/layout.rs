@@ -102,6 +102,31 @@ pub const TRACE_ATTACHING: u32 = 3;
 /// The collector follows the thread; the agent returns from the allocator.
 pub const TRACE_FOLLOWING: u32 = 4;
 
+/// [`TraceSlot::freed`]'s flag: the block was released. (Earlier agents stored 1: no
+/// flag, no stack; the follower stops at any value other than 0.)
+pub const TRACE_FREED: u32 = 1 << 31;
+
+/// The value of [`TraceSlot::freed`] for a release from `free_stack` (a stack id; 0 if
+/// not captured). A stack id that does not fit in the low 31 bits is given as 0.
+pub const fn trace_freed(free_stack: u32) -> u32 {
+    TRACE_FREED
+        | if free_stack < TRACE_FREED {
+            free_stack
+        } else {
+            0
+        }
+}
+
+/// The free stack a [`TraceSlot::freed`] value carries: 0 if none (not released, not
+/// captured, or set by an agent that stored only 1).
+pub const fn trace_free_stack(freed: u32) -> u32 {
+    if freed & TRACE_FREED != 0 {
+        freed & !TRACE_FREED
+    } else {
+        0
+    }
+}
+
 /// The one trace in flight of a process: its thread, the traced block, and where the
 /// allocator returns to (where following starts).
 #[repr(C)]
@@ -113,7 +138,9 @@ pub struct TraceSlot {
     pub tid: AtomicU32,
     /// Index of the site in [`SegmentHeader::trace_sites`].
     pub site: AtomicU32,
-    /// Set to 1 by the agent when the traced block is released (by any thread).
+    /// Set by the agent when the traced block is released (by any thread), to
+    /// [`trace_freed`] of the release's stack: the trace's result then carries the free
+    /// stack it reached, whenever the collector reads the release event. 0: not released.
     pub freed: AtomicU32,
     /// The traced block.
     pub ptr: AtomicU64,
@@ -524,5 +551,30 @@ impl Ring {
     pub fn free_space(&self, head: u64) -> u64 {
         let tail = self.header().tail.load(Ordering::Acquire);
         self.size - head.wrapping_sub(tail)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_released_trace_slot_carries_its_free_stack() {
+        for stack in [1, 3, 0x7fff_ffff] {
+            let v = trace_freed(stack);
+            assert_ne!(v, 0, "released");
+            assert_eq!(trace_free_stack(v), stack);
+        }
+        // Released, stack unknown: not captured, too large an id, or an older agent's 1.
+        for v in [
+            trace_freed(0),
+            trace_freed(TRACE_FREED),
+            trace_freed(u32::MAX),
+            1,
+        ] {
+            assert_ne!(v, 0);
+            assert_eq!(trace_free_stack(v), 0, "{v:#x}");
+        }
+        assert_eq!(trace_free_stack(0), 0);
     }
 }

@@ -413,7 +413,7 @@ impl Active {
             let _busy = Busy::enter(self.st);
             LIVE.remove(ptr as u64);
         }
-        crate::leakcause::before_release(ptr as u64);
+        crate::leakcause::before_release(ptr as u64, stack);
         self.begin_pending();
         let ts = clock::now_before_release();
         release();
@@ -440,7 +440,7 @@ impl Active {
     ) -> *mut c_void {
         let stack = self.capture(regs);
         if !old.is_null() {
-            crate::leakcause::before_release(old as u64);
+            crate::leakcause::before_release(old as u64, stack);
         }
         self.begin_pending();
         let ts_begin = clock::now_before_release();
