@@ -12,7 +12,9 @@
 #        EXTRA=/path/to/other/tansa bench/cpu-fixed.sh   (also times another tansa binary,
 #                                                          e.g. the one before a change;
 #                                                          with its agent source too)
-#        NO_PERF=1 RUNS=21 bench/cpu-fixed.sh    (leaves perf out: more rounds in the time)
+#        NO_PERF=1 RUNS=21 bench/cpu-fixed.sh    (leaves perf out: more rounds in the time;
+#                                                  with perf, `perf record -g` and a bare
+#                                                  `perf record -e cpu-clock` run too)
 #        NO_AGENT=1 bench/cpu-fixed.sh           (leaves out `tansa sample --source agent`,
 #                                                  the in-process sampler)
 # Besides the medians, each case's overhead is given per round against that round's plain
@@ -34,7 +36,7 @@ W=$OUT/workload
 
 CASES=(plain tansa)
 [[ -z ${NO_AGENT:-} ]] && CASES+=(agent)
-[[ -z ${NO_PERF:-} ]] && CASES+=(perf)
+[[ -z ${NO_PERF:-} ]] && CASES+=(perf perf-bare)
 [[ -n ${EXTRA:-} ]] && CASES+=(extra)
 [[ -n ${EXTRA:-} && -z ${NO_AGENT:-} ]] && CASES+=(extra-agent)
 prefix() {
@@ -45,6 +47,9 @@ prefix() {
     extra) echo "$EXTRA sample -F 1000 -o $OUT/extra.tansa --" ;;
     extra-agent) echo "$EXTRA sample -F 1000 --source agent -o $OUT/extra-agent.tansa --" ;;
     perf) echo "perf record -q -g -F 1000 -o $OUT/perf.data --" ;;
+    # The kernel's own cost of a 1 kHz cpu-clock sample, with nothing but the IP: the
+    # floor under any perf_event_open sampler (its "workload" column).
+    perf-bare) echo "perf record -q -e cpu-clock -F 1000 -o $OUT/perf-bare.data --" ;;
   esac
 }
 # The first per-task perf event after none for a second waits for an RCU grace period in
