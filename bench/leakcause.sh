@@ -9,8 +9,16 @@
 # traced allocations, the time spent following per traced allocation, and the diagnosis.
 # Target: --leak-cause at most 3x plain `tansa record`.
 #
+# With LOAD=N, a second part: tracing under load. N busy loops run while the example's
+# multi-threaded form (500,000 requests on 4 threads, as the CLI test runs it) is recorded
+# with --scan-interval 10ms, RUNS times in turn with each binary (this one, and EXTRA if
+# given, e.g. the tansa before a change); each run prints how tracing ended (covered: it saw
+# every path; limit: --traces ran out), how many allocations were traced, the cause branch's
+# line and the range moves, then the medians.
+#
 # Usage: bench/leakcause.sh            (builds tansa in release mode; writes under bench/out)
 #        RUNS=3 REQUESTS=1000000 bench/leakcause.sh
+#        LOAD=6 RUNS=8 EXTRA=/path/to/other/tansa bench/leakcause.sh
 # Needs: cc, python3. Prints figures; asserts nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -57,4 +65,37 @@ for s in r["sites"]:
           f"{s['tracing_ms']:.1f} ms following = {s['tracing_ms']/max(n,1):.2f} ms per traced allocation")
     print(f"    cause functions: {[c['function'] for c in s['cause_functions']]}")
     print(f"    cause branches: {[(b['function'], b['line'], b['taken_on_leak']) for b in s['cause_branches']]}")
+PY
+
+[[ -z ${LOAD:-} ]] && exit 0
+burners=()
+for _ in $(seq "$LOAD"); do
+  bash -c 'while :; do :; done' &
+  burners+=($!)
+done
+trap 'kill "${burners[@]}" 2>/dev/null' EXIT
+python3 - "$out" "$RUNS" "$LOAD" "$tansa" ${EXTRA:+"$EXTRA"} <<'PY'
+import json, os, statistics, subprocess, sys
+out, runs, load, binaries = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4:]
+prog = [os.path.join(out, "leakcause"), "500000", "4"]
+lc = os.path.join(out, "load.tansa")
+print(f"\nunder {load} busy loops: leakcause.c -O2, 500000 requests on 4 threads, --scan-interval 10ms")
+got = {b: [] for b in binaries}
+for i in range(runs):
+    for b in binaries:
+        subprocess.run([b, "record", "--leak-cause", "--scan-interval", "10ms", "-o", lc, "--"]
+                       + prog, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        r = json.loads(subprocess.run([b, "leaks", lc, "--format", "json"], check=True,
+                                      capture_output=True).stdout)
+        s = next(s for s in r["sites"] if s["site"]["function"].endswith("!funcA"))
+        n = s["traces"]["freed"] + s["traces"]["not_freed"]
+        line = (s["cause_branches"] or [{}])[0].get("line")
+        got[b].append((s["tracing"], n, s["tracing_ms"]))
+        print(f"  run {i + 1} {b}: {s['tracing']}, {n} traced, cause branch line {line}, "
+              f"{s['range_moves']} range moves, {s['tracing_ms']:.0f} ms following")
+for b, rows in got.items():
+    covered = sum(1 for r in rows if r[0] == "covered")
+    print(f"{b}: covered in {covered} of {len(rows)} runs; traced allocations median "
+          f"{statistics.median(r[1] for r in rows)}, following median "
+          f"{statistics.median(r[2] for r in rows):.0f} ms")
 PY
