@@ -733,6 +733,8 @@ impl Session {
             })
             .collect();
         site.add_trace(steps, freed);
+        // The release read before this result, if any: taken out of `unmatched` whether or
+        // not the agent's free stack makes it unneeded.
         let came = self
             .unmatched
             .iter()
@@ -1266,8 +1268,7 @@ mod tests {
     }
 
     /// A session with the site 7 being traced (allocation stack of 3 functions, range at
-    /// the allocating function), and a finished trace of its block at 0x100 (the follower
-    /// attached at 20).
+    /// the allocating function).
     fn traced_session() -> Session {
         let mut s = Session::default();
         s.sites.insert(
@@ -1280,6 +1281,7 @@ mod tests {
         );
         s
     }
+    /// A finished trace of the site 7's block at 0x100, the follower attached at 20.
     fn done(end: FollowEnd, free_stack: u32) -> TraceDone {
         TraceDone {
             session: 1,

@@ -24,8 +24,9 @@ fn slice(text: &str, r: (u32, u32)) -> &str {
 
 /// The text symbol on the line `text[start..end]` (`ADDRESS TYPE NAME [MODULE]`, fields
 /// apart by spaces or tabs), if it is one. By hand over bytes: `/proc/kallsyms` has some
-/// 120,000 lines, which `str::split_whitespace` and `u64::from_str_radix` took 20 ms to
-/// parse, and this 5 ms (the kernel takes some 50 ms to write them).
+/// 120,000 lines, which `str::split_whitespace` and `u64::from_str_radix` took 21 ms to
+/// parse, and this takes 10 (the kernel takes 25-50 ms to write them; `examples/kallsyms`
+/// measures both).
 fn parse_line(text: &[u8], start: usize, end: usize) -> Option<Symbol> {
     let blank = |b: u8| b == b' ' || b == b'\t';
     let mut at = start;
@@ -43,11 +44,15 @@ fn parse_line(text: &[u8], start: usize, end: usize) -> Option<Symbol> {
     let addr = field()?;
     let ty = field()?;
     let name = field()?;
+    // `[module]`, without its brackets; none, or `[` alone, is the empty range.
     let module = field().map_or((0, 0), |(from, len)| {
         let m = &text[from as usize..(from + len) as usize];
         let skip = u32::from(m.first() == Some(&b'['));
         let cut = u32::from(m.len() > 1 && m.last() == Some(&b']'));
-        (from + skip, len - skip - cut)
+        match len - skip - cut {
+            0 => (0, 0),
+            n => (from + skip, n),
+        }
     });
     if addr.1 > 16 || ty.1 != 1 || !matches!(text[ty.0 as usize], b't' | b'T' | b'w' | b'W') {
         return None;
@@ -59,7 +64,7 @@ fn parse_line(text: &[u8], start: usize, end: usize) -> Option<Symbol> {
     Some(Symbol {
         addr: value,
         name,
-        module: if module.1 == 0 { (0, 0) } else { module },
+        module,
     })
 }
 
