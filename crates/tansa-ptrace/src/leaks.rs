@@ -27,7 +27,7 @@
 //! brought no new path (free sites alone do not tell freeing paths apart), or after
 //! `traces` traces.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex};
@@ -315,9 +315,27 @@ struct Session {
     sites: FxHashMap<u32, Site>,
     /// Traced blocks whose release is awaited: ptr -> the trace.
     traced: FxHashMap<u64, Traced>,
-    /// The latest releases of blocks of sites being traced that no settled trace awaited
-    /// (at most [`MAX_UNMATCHED`]): a trace's result may come after its block's release.
-    unmatched: VecDeque<Release>,
+    /// Traces started whose results have not come yet, in the order they started (one at a
+    /// time per process image; an entry left behind by a trace that failed goes when a
+    /// later trace settles).
+    in_flight: Vec<InFlight>,
+    /// Releases not kept for a trace in flight because its list was full.
+    candidates_dropped: u64,
+}
+
+/// A trace whose result has not come yet, and its block's release if that was read first
+/// (the events and the trace's messages come by different ways).
+#[derive(Debug, Clone)]
+struct InFlight {
+    stack: u32,
+    ptr: u64,
+    /// When the follower attached, once the tracer said it.
+    attached: Option<u64>,
+    /// Before that: the releases of blocks of the site at the address, read meanwhile (at
+    /// most [`MAX_CANDIDATES`]); the block's is among them if it came that early.
+    candidates: Vec<Release>,
+    /// The release of the traced block.
+    release: Option<Release>,
 }
 
 /// A settled trace whose block's release is awaited.
@@ -352,8 +370,24 @@ impl Release {
     }
 }
 
-/// Releases kept in [`Session::unmatched`].
-const MAX_UNMATCHED: usize = 4096;
+/// Releases kept for a trace in flight whose attach time is not known yet: those of blocks
+/// of its site at its address read between the tracer's two messages, sent one right after
+/// the other (so in practice none or one).
+const MAX_CANDIDATES: usize = 256;
+
+/// What the tracer tells the sink about a trace, in this order. A release of the traced
+/// block has a timestamp after the attach time, which the tracer reads after sending
+/// `Started`: so the event of that release is read after `Started` was sent, and the sink,
+/// which takes its messages before it handles the events it has read, knows the trace is
+/// in flight when that release comes.
+enum TraceMsg {
+    /// A trace of the block at `ptr`, allocated at the site `stack`, is starting.
+    Started { session: u32, stack: u32, ptr: u64 },
+    /// Its follower's attach time (on the agent's clock).
+    Attached { session: u32, ptr: u64, ticks: u64 },
+    /// Its result.
+    Done(TraceDone),
+}
 
 /// Wraps a sink with the live side of leak-cause mode.
 pub struct LeakCauseSink<S: Sink> {
@@ -364,7 +398,7 @@ pub struct LeakCauseSink<S: Sink> {
     events: Vec<tansa_analysis::memory::merge::Event>,
     last_scan: Instant,
     tracer: Tracer,
-    done: Receiver<TraceDone>,
+    done: Receiver<TraceMsg>,
     failures: Arc<Mutex<Vec<String>>>,
     /// Instruction text of branches, by (session, runtime address).
     code_text: HashMap<(u32, u64), String>,
@@ -449,7 +483,8 @@ impl<S: Sink> LeakCauseSink<S> {
             }
         }
         let (functions, branches) = out.finish();
-        let failures = self.failures.lock().map(|f| f.clone()).unwrap_or_default();
+        let mut failures = self.failures.lock().map(|f| f.clone()).unwrap_or_default();
+        failures.extend(self.sessions.values().filter_map(Session::dropped_note));
         let data = LeakCause {
             scan_interval_ms: self.config.scan_interval.as_millis() as u32,
             traces_per_site: self.config.traces,
@@ -461,10 +496,30 @@ impl<S: Sink> LeakCauseSink<S> {
         (self.inner, data)
     }
 
-    /// Adds the finished traces to their sites.
+    /// Takes the tracer's messages: traces started, and finished ones added to their sites.
     fn collect_done(&mut self) {
-        while let Ok(d) = self.done.try_recv() {
-            self.settle(d);
+        while let Ok(m) = self.done.try_recv() {
+            match m {
+                TraceMsg::Started {
+                    session,
+                    stack,
+                    ptr,
+                } => {
+                    if let Some(s) = self.sessions.get_mut(&session) {
+                        s.trace_started(stack, ptr);
+                    }
+                }
+                TraceMsg::Attached {
+                    session,
+                    ptr,
+                    ticks,
+                } => {
+                    if let Some(s) = self.sessions.get_mut(&session) {
+                        s.trace_attached(ptr, ticks);
+                    }
+                }
+                TraceMsg::Done(d) => self.settle(d),
+            }
         }
     }
 
@@ -650,6 +705,22 @@ fn release_slot(h: &tansa_wire::layout::SegmentHeader, slot: usize) {
 }
 
 impl Session {
+    /// What [`Session::candidates_dropped`] may have cost, for the report, if anything.
+    fn dropped_note(&self) -> Option<String> {
+        let n = self.candidates_dropped;
+        (n > 0).then(|| {
+            let who = self.header.as_ref().map_or_else(
+                || "a process".to_string(),
+                |h| format!("process {}", h.get().pid),
+            );
+            format!(
+                "{who}: {n} release(s) at a traced address came before its trace's attach time \
+                 was known, more than {MAX_CANDIDATES}, and were not kept: that trace may not \
+                 have learnt its block's release"
+            )
+        })
+    }
+
     /// A block was released (its allocation and release events have both arrived, in
     /// either order).
     fn release(&mut self, r: Release) {
@@ -665,15 +736,62 @@ impl Session {
                 self.traced.remove(&r.ptr);
                 self.traced_block_released(r.stack, r.free_stack, t.e_ended);
             }
-            // Perhaps the block of a trace whose result has not been settled yet.
+            // Perhaps the block of a trace whose result has not come yet.
             _ if tracing => {
-                if self.unmatched.len() == MAX_UNMATCHED {
-                    self.unmatched.pop_front();
+                for t in &mut self.in_flight {
+                    if t.ptr != r.ptr || t.stack != r.stack {
+                        continue;
+                    }
+                    match t.attached {
+                        Some(at) if r.of_trace(t.stack, at) => t.release = Some(r),
+                        Some(_) => {}
+                        None if t.candidates.len() < MAX_CANDIDATES => t.candidates.push(r),
+                        None => self.candidates_dropped += 1,
+                    }
                 }
-                self.unmatched.push_back(r);
             }
             _ => {}
         }
+    }
+
+    /// The tracer started a trace of `stack`'s block at `ptr`.
+    fn trace_started(&mut self, stack: u32, ptr: u64) {
+        self.in_flight.push(InFlight {
+            stack,
+            ptr,
+            attached: None,
+            candidates: Vec::new(),
+            release: None,
+        });
+    }
+
+    /// The follower of the trace in flight of the block at `ptr` attached at `ticks`.
+    fn trace_attached(&mut self, ptr: u64, ticks: u64) {
+        if let Some(t) = self
+            .in_flight
+            .iter_mut()
+            .rev()
+            .find(|t| t.ptr == ptr && t.attached.is_none())
+        {
+            t.attached = Some(ticks);
+            let (stack, candidates) = (t.stack, std::mem::take(&mut t.candidates));
+            t.release = candidates.into_iter().find(|r| r.of_trace(stack, ticks));
+        }
+    }
+
+    /// Takes the trace of `d` out of those in flight (and those started before it, left by
+    /// traces that failed): the release of its block, if that was read already.
+    fn take_in_flight(&mut self, d: &TraceDone) -> Option<Release> {
+        let i = self
+            .in_flight
+            .iter()
+            .position(|t| t.ptr == d.ptr && t.stack == d.stack)?;
+        let t = self.in_flight.drain(..=i).next_back()?;
+        let at = d.attached_ticks;
+        t.release
+            .into_iter()
+            .chain(t.candidates)
+            .find(|r| r.of_trace(d.stack, at))
     }
 
     /// The block of a trace of the site `stack` was released by `free_stack`: after a trace
@@ -708,9 +826,10 @@ impl Session {
     }
 
     /// Adds a finished trace to its site. Its block's release may have been read already
-    /// (the events and the trace's result come by different ways): then it is in
-    /// `unmatched`; otherwise the release is awaited.
+    /// (the events and the trace's result come by different ways): then it is kept with
+    /// the trace in flight; otherwise the release is awaited.
     fn settle(&mut self, d: &TraceDone) {
+        let came = self.take_in_flight(d);
         let Some(site) = self.sites.get_mut(&d.stack) else {
             return;
         };
@@ -733,13 +852,6 @@ impl Session {
             })
             .collect();
         site.add_trace(steps, freed);
-        // The release read before this result, if any: taken out of `unmatched` whether or
-        // not the agent's free stack makes it unneeded.
-        let came = self
-            .unmatched
-            .iter()
-            .rposition(|r| r.ptr == d.ptr && r.of_trace(d.stack, d.attached_ticks))
-            .and_then(|i| self.unmatched.remove(i));
         if freed && d.free_stack != 0 {
             // The agent said which free stack the release came from.
             self.traced_block_released(d.stack, d.free_stack, false);
@@ -824,6 +936,9 @@ impl<S: Sink> Sink for LeakCauseSink<S> {
     }
 
     fn thread(&mut self, session: u32, stream: u32, bytes: &[u8]) -> Result<(), CollectError> {
+        // The tracer's messages first: a trace started before these events were read is
+        // then known to be in flight when its block's release is among them.
+        self.collect_done();
         let mut events = std::mem::take(&mut self.events);
         self.decoders
             .entry((session, stream))
@@ -1012,7 +1127,7 @@ struct Tracer {
 
 impl Tracer {
     fn start(
-        done: Sender<TraceDone>,
+        done: Sender<TraceMsg>,
         config: LeakCauseConfig,
         failures: Arc<Mutex<Vec<String>>>,
     ) -> Tracer {
@@ -1058,7 +1173,7 @@ impl Drop for Tracer {
 
 fn tracer_loop(
     add: Receiver<Watched>,
-    done: Sender<TraceDone>,
+    done: Sender<TraceMsg>,
     config: LeakCauseConfig,
     stop: &AtomicBool,
     failures: &Mutex<Vec<String>>,
@@ -1097,9 +1212,9 @@ fn tracer_loop(
                 continue;
             }
             busy = true;
-            match trace_one(w, config) {
+            match trace_one(w, config, &done) {
                 Ok(d) => {
-                    let _ = done.send(d);
+                    let _ = done.send(TraceMsg::Done(d));
                 }
                 Err(e) => fail(format!("process {}: {e}", w.pid)),
             }
@@ -1112,7 +1227,11 @@ fn tracer_loop(
 }
 
 /// Follows the thread of the request in `w`'s trace slot (state ATTACHING).
-fn trace_one(w: &mut Watched, config: LeakCauseConfig) -> Result<TraceDone, String> {
+fn trace_one(
+    w: &mut Watched,
+    config: LeakCauseConfig,
+    tell: &Sender<TraceMsg>,
+) -> Result<TraceDone, String> {
     let h = w.header.get();
     let slot = &h.trace;
     let tid = slot.tid.load(Ordering::Acquire) as i32;
@@ -1135,8 +1254,19 @@ fn trace_one(w: &mut Watched, config: LeakCauseConfig) -> Result<TraceDone, Stri
         .ok_or("cannot read the process's mappings")?;
     code.refresh();
     let started = Instant::now();
+    // Said before the attach time is read (see `TraceMsg`).
+    let _ = tell.send(TraceMsg::Started {
+        session: w.session,
+        stack,
+        ptr,
+    });
     let attached_ticks =
         tansa_collect::clock_now(h.clock == tansa_wire::layout::ClockKind::Tsc as u32);
+    let _ = tell.send(TraceMsg::Attached {
+        session: w.session,
+        ptr,
+        ticks: attached_ticks,
+    });
     let mut t = AttachedThread::attach(w.pid as i32, tid).map_err(|e| e.to_string())?;
     slot.state.store(TRACE_FOLLOWING, Ordering::Release);
     let mut events = Vec::new();
@@ -1307,12 +1437,19 @@ mod tests {
         }
     }
 
+    /// The tracer's first two messages for the trace `done` builds.
+    fn start(s: &mut Session) {
+        s.trace_started(7, 0x100);
+        s.trace_attached(0x100, 20);
+    }
+
     #[test]
     fn a_freeing_trace_reaches_its_free_stack_whichever_comes_first() {
         // The release event before the trace's result (a loaded collector), the free stack
         // told by the agent, by the release event, or both.
         for agent_says in [3, 0] {
             let mut s = traced_session();
+            start(&mut s);
             s.release(release(10, 30));
             s.settle(&done(FollowEnd::Stopped, agent_says));
             let site = &s.sites[&7];
@@ -1322,11 +1459,12 @@ mod tests {
                 "release first, agent said {agent_says}"
             );
             assert_eq!((site.frees, site.traces), (1, 1));
-            assert!(s.traced.is_empty() && s.unmatched.is_empty());
+            assert!(s.traced.is_empty() && s.in_flight.is_empty());
         }
         // The trace's result first.
         for agent_says in [3, 0] {
             let mut s = traced_session();
+            start(&mut s);
             s.settle(&done(FollowEnd::Stopped, agent_says));
             assert_eq!(s.sites[&7].reached.len(), usize::from(agent_says != 0));
             s.release(release(10, 30));
@@ -1341,50 +1479,102 @@ mod tests {
 
     #[test]
     fn a_block_released_after_its_trace_ended_moves_the_range_whichever_comes_first() {
-        for release_first in [true, false] {
+        // The release read: before the attach time was told, after it, after the result.
+        for order in 0..3 {
             let mut s = traced_session();
-            if release_first {
+            s.trace_started(7, 0x100);
+            if order == 0 {
                 s.release(release(10, 30));
-                s.settle(&done(FollowEnd::RangeEnd, 0));
-            } else {
-                s.settle(&done(FollowEnd::RangeEnd, 0));
+            }
+            s.trace_attached(0x100, 20);
+            if order == 1 {
+                s.release(release(10, 30));
+            }
+            s.settle(&done(FollowEnd::RangeEnd, 0));
+            if order == 2 {
                 s.release(release(10, 30));
             }
             let site = &s.sites[&7];
             assert_eq!(
                 (site.range_moves, site.range_depth, site.paths.len()),
                 (1, 1, 0),
-                "release first: {release_first}"
+                "order {order}"
             );
-            assert!(s.traced.is_empty() && s.unmatched.is_empty());
+            assert!(s.traced.is_empty() && s.in_flight.is_empty());
         }
     }
 
     #[test]
     fn other_blocks_at_a_traced_address_are_not_the_traced_one() {
         // An earlier block at the traced address, released before the follower attached,
-        // its event read late: not the traced block.
-        let mut s = traced_session();
-        s.release(release(1, 5));
-        s.settle(&done(FollowEnd::RangeEnd, 0));
-        assert_eq!(s.sites[&7].range_moves, 0);
-        assert_eq!(s.traced.len(), 1, "the traced block's release is awaited");
-        // The traced block's release read first, then pushed out of the bounded unmatched
-        // releases before the trace's result came: it is missed, and the trace waits for
-        // it in vain. A later block at that address, allocated after the follower
-        // attached, is not the traced one either.
-        let mut s = traced_session();
-        s.release(release(10, 30));
-        for i in 0..MAX_UNMATCHED as u64 {
-            s.release(Release {
-                ptr: 0x1000 + i,
-                ..release(31, 32)
-            });
+        // its event read late (before or after the attach time was told): not the traced
+        // block, whose release is then awaited.
+        for told in [false, true] {
+            let mut s = traced_session();
+            s.trace_started(7, 0x100);
+            if told {
+                s.trace_attached(0x100, 20);
+            }
+            s.release(release(1, 5));
+            if !told {
+                s.trace_attached(0x100, 20);
+            }
+            s.settle(&done(FollowEnd::RangeEnd, 0));
+            assert_eq!(s.sites[&7].range_moves, 0, "told: {told}");
+            assert_eq!(s.traced.len(), 1, "the traced block's release is awaited");
+            // A later block at that address, allocated after the follower attached, is not
+            // the traced one either.
+            s.release(release(35, 40));
+            assert_eq!(s.sites[&7].range_moves, 0);
+            assert_eq!(s.traced.len(), 1);
+            s.release(release(10, 45));
+            assert_eq!(s.sites[&7].range_moves, 1, "the traced block's release");
         }
-        assert_eq!(s.unmatched.len(), MAX_UNMATCHED);
-        s.settle(&done(FollowEnd::RangeEnd, 0));
-        assert_eq!(s.traced.len(), 1);
-        s.release(release(35, 40));
-        assert_eq!(s.sites[&7].range_moves, 0);
+        // Releases at other addresses, or of other sites, are not kept for the trace.
+        let mut s = traced_session();
+        s.sites.insert(
+            8,
+            Site {
+                slot: Some(1),
+                ..Site::default()
+            },
+        );
+        start(&mut s);
+        s.release(Release {
+            ptr: 0x200,
+            ..release(10, 30)
+        });
+        s.release(Release {
+            stack: 8,
+            ..release(10, 30)
+        });
+        assert!(s.in_flight[0].release.is_none());
+    }
+
+    #[test]
+    fn a_trace_that_failed_leaves_nothing_behind() {
+        // A trace started and never finished (its follower could not attach): the next
+        // trace that settles takes it out with its own.
+        let mut s = traced_session();
+        s.trace_started(7, 0x900);
+        start(&mut s);
+        s.release(release(10, 30));
+        assert_eq!(s.in_flight.len(), 2);
+        s.settle(&done(FollowEnd::Stopped, 0));
+        assert!(s.in_flight.is_empty());
+        assert_eq!(s.sites[&7].reached, [3].into());
+    }
+
+    #[test]
+    fn releases_beyond_the_candidates_kept_are_counted() {
+        let mut s = traced_session();
+        s.trace_started(7, 0x100);
+        for i in 0..MAX_CANDIDATES as u64 + 5 {
+            s.release(release(i, i + 1));
+        }
+        assert_eq!(s.candidates_dropped, 5);
+        let note = s.dropped_note().expect("the loss is told");
+        assert!(note.starts_with("a process: 5 release(s)"), "{note}");
+        assert_eq!(traced_session().dropped_note(), None);
     }
 }
