@@ -780,12 +780,13 @@ impl Session {
     }
 
     /// Takes the trace of `d` out of those in flight (and those started before it, left by
-    /// traces that failed): the release of its block, if that was read already.
+    /// traces that failed): the release of its block, if that was read already. Its entry
+    /// is the one with its attach time (told before its result): a trace that failed, or
+    /// the next one, may have had the same block address.
     fn take_in_flight(&mut self, d: &TraceDone) -> Option<Release> {
-        let i = self
-            .in_flight
-            .iter()
-            .position(|t| t.ptr == d.ptr && t.stack == d.stack)?;
+        let i = self.in_flight.iter().position(|t| {
+            t.ptr == d.ptr && t.stack == d.stack && t.attached == Some(d.attached_ticks)
+        })?;
         let t = self.in_flight.drain(..=i).next_back()?;
         let at = d.attached_ticks;
         t.release
@@ -1563,6 +1564,38 @@ mod tests {
         s.settle(&done(FollowEnd::Stopped, 0));
         assert!(s.in_flight.is_empty());
         assert_eq!(s.sites[&7].reached, [3].into());
+    }
+
+    #[test]
+    fn traces_of_the_same_address_keep_their_own_releases() {
+        // A trace of the block at 0x100 failed (attached at 5); the next one there attached
+        // at 20 and its result came after a third had started at that address: each
+        // release goes to its own trace.
+        let mut s = traced_session();
+        s.trace_started(7, 0x100);
+        s.trace_attached(0x100, 5);
+        s.release(release(1, 8));
+        start(&mut s);
+        s.release(release(10, 30));
+        s.trace_started(7, 0x100);
+        s.trace_attached(0x100, 50);
+        s.settle(&done(FollowEnd::RangeEnd, 0));
+        assert_eq!(
+            s.sites[&7].range_moves, 1,
+            "the release at 30 was the trace's"
+        );
+        assert_eq!(
+            s.in_flight.len(),
+            1,
+            "the failed trace's entry went with it"
+        );
+        assert_eq!(s.in_flight[0].attached, Some(50));
+        s.release(release(40, 60));
+        assert_eq!(
+            s.in_flight[0].release.map(|r| r.ts),
+            Some(60),
+            "the third trace's"
+        );
     }
 
     #[test]
