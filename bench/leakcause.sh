@@ -7,7 +7,8 @@
 # program, of plain `tansa record`, and of `tansa record --leak-cause --scan-interval SCAN`
 # (median of RUNS runs; SCAN 50ms by default), the number of
 # traced allocations, the time spent following per traced allocation, and the diagnosis.
-# Target: --leak-cause at most 3x plain `tansa record`.
+# Target: --leak-cause at most 3x plain `tansa record`. With EXTRA (another tansa binary, e.g.
+# the one before a change), each round also times that binary, and both are printed.
 #
 # With LOAD=N, a second part: tracing under load. N busy loops run while the example's
 # multi-threaded form (500,000 requests on 4 threads, as the CLI test runs it) is recorded
@@ -32,9 +33,10 @@ cargo build -q --release -p tansa-cli -p tansa-agent
 tansa="$PWD/target/release/tansa"
 cc -g -O2 -fomit-frame-pointer -pthread -o "$out/leakcause" crates/tansa-cli/tests/programs/leakcause.c
 
-python3 - "$tansa" "$out" "$REQUESTS" "$RUNS" "$SCAN" "$WORK" <<'PY'
+python3 - "$tansa" "$out" "$REQUESTS" "$RUNS" "$SCAN" "$WORK" ${EXTRA:+"$EXTRA"} <<'PY'
 import json, os, statistics, subprocess, sys, time
 tansa, out, requests, runs, scan, work = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5], sys.argv[6]
+binaries = [tansa] + sys.argv[7:]
 prog = [os.path.join(out, "leakcause"), requests, "1", work]
 
 def timed(cmd):
@@ -42,18 +44,28 @@ def timed(cmd):
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return time.perf_counter() - t
 
-plain, record, cause = [], [], []
+# Each round: the program, then plain `tansa record` and `--leak-cause` with each binary.
+plain = []
+record = {b: [] for b in binaries}
+cause = {b: [] for b in binaries}
 rec = os.path.join(out, "plain.tansa")
 lc = os.path.join(out, "cause.tansa")
 for _ in range(runs):
     plain.append(timed(prog))
-    record.append(timed([tansa, "record", "-o", rec, "--"] + prog))
-    cause.append(timed([tansa, "record", "--leak-cause", "--scan-interval", scan, "-o", lc, "--"] + prog))
+    # This tansa last: the diagnosis below reads its recording.
+    for b in reversed(binaries):
+        record[b].append(timed([b, "record", "-o", rec, "--"] + prog))
+        cause[b].append(timed([b, "record", "--leak-cause", "--scan-interval", scan, "-o", lc, "--"] + prog))
 m = statistics.median
 print(f"leakcause.c -O2, {requests} requests of {work} loop iterations each, median of {runs} runs:")
 print(f"  program alone          {m(plain):8.3f} s")
-print(f"  tansa record           {m(record):8.3f} s  ({m(record)/m(plain):.2f}x the program)")
-print(f"  tansa record --leak-cause --scan-interval {scan} {m(cause):5.3f} s  ({m(cause)/m(record):.2f}x plain tansa record; target <= 3x)")
+for b in binaries:
+    r = sorted(c / p for c, p in zip(cause[b], record[b]))
+    if len(binaries) > 1:
+        print(f"  {b}:")
+    print(f"  tansa record           {m(record[b]):8.3f} s  ({m(record[b])/m(plain):.2f}x the program)")
+    print(f"  tansa record --leak-cause --scan-interval {scan} {m(cause[b]):5.3f} s  ({m(cause[b])/m(record[b]):.2f}x plain tansa record; target <= 3x)")
+    print(f"    per round, --leak-cause against that round's plain record: median {m(r):.2f}x, {r[0]:.2f}-{r[-1]:.2f}")
 r = json.loads(subprocess.run([tansa, "leaks", lc, "--format", "json"], check=True,
                               capture_output=True).stdout)
 for s in r["sites"]:
