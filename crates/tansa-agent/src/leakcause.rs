@@ -11,7 +11,8 @@
 //!
 //! Costs: one load of `tracing` per allocation and per release when the mode is on; the
 //! wait only for the few traced allocations. A collector that does not answer within half
-//! a second gets the request back (the allocation is not traced, the program goes on).
+//! a second gets the request back (the allocation is not traced, the program goes on), and
+//! so does one that stops tracing the site meanwhile, at once.
 
 use core::sync::atomic::Ordering;
 
@@ -24,10 +25,10 @@ use crate::session::SESSION;
 use crate::sys;
 use crate::unwind::CallerRegs;
 
-/// How long a request may wait for the collector to take it.
-const TAKE_WAIT_US: u64 = 500_000;
+/// How long a request may wait for the collector to take it (`CLOCK_MONOTONIC`).
+const TAKE_WAIT_NS: u64 = 500_000_000;
 /// How long the collector may take to attach once it took a request.
-const ATTACH_WAIT_US: u64 = 5_000_000;
+const ATTACH_WAIT_NS: u64 = 5_000_000_000;
 
 fn header() -> Option<&'static SegmentHeader> {
     if SESSION.flags() & FLAG_LEAK_CAUSE == 0 {
@@ -97,12 +98,20 @@ fn after_allocation_traced(stack: u32, ptr: u64, regs: CallerRegs) {
     slot.resume_sp.store(regs.sp, Ordering::Relaxed);
     slot.sequence.fetch_add(1, Ordering::Relaxed);
     slot.state.store(TRACE_REQUESTED, Ordering::Release);
-    let mut waited = 0u64;
+    // Waits are measured on the clock: a sleep of 20 µs takes several times that (timer
+    // slack, scheduling), and counting sleeps made the half second two and a half.
+    let start = sys::monotonic_ns();
     loop {
+        let waited = sys::monotonic_ns().saturating_sub(start);
         match slot.state.load(Ordering::Acquire) {
             TRACE_FOLLOWING => return,
-            TRACE_REQUESTED
-                if waited >= TAKE_WAIT_US
+            TRACE_REQUESTED => {
+                // The collector stops tracing a site (it saw enough) without looking at a
+                // request that came meanwhile, and its tracer takes no request once no
+                // site is traced: such a request is withdrawn at once, not after the wait.
+                let wanted = h.tracing.load(Ordering::Acquire) != 0
+                    && entry.stack.load(Ordering::Acquire) == stack;
+                if (!wanted || waited >= TAKE_WAIT_NS)
                     && slot
                         .state
                         .compare_exchange(
@@ -111,18 +120,20 @@ fn after_allocation_traced(stack: u32, ptr: u64, regs: CallerRegs) {
                             Ordering::AcqRel,
                             Ordering::Acquire,
                         )
-                        .is_ok() =>
-            {
-                // Not taken: give the trace back to the site.
-                entry.remaining.fetch_add(1, Ordering::AcqRel);
-                return;
+                        .is_ok()
+                {
+                    // Not taken: give the trace back to the site, if it is still traced.
+                    if wanted {
+                        entry.remaining.fetch_add(1, Ordering::AcqRel);
+                    }
+                    return;
+                }
             }
-            TRACE_ATTACHING if waited >= ATTACH_WAIT_US => return,
+            TRACE_ATTACHING if waited >= ATTACH_WAIT_NS => return,
             TRACE_IDLE => return,
             _ => {}
         }
         sys::sleep_us(20);
-        waited += 20;
     }
 }
 
