@@ -60,22 +60,12 @@ fn sample_functions(
     hz: u32,
 ) -> (HashMap<String, u64>, u64, Vec<Vec<String>>) {
     ensure_agent();
-    let agent = tansa().parent().unwrap().join("libtansa_agent.so");
     let mut command = vec![exe.as_os_str().to_owned()];
     command.extend(args.iter().map(Into::into));
     let config = Config {
-        command,
-        agent,
-        online: false,
         free_stacks: false,
-        ring_kb: None,
-        max_frames: None,
-        monotonic_clock: false,
         sample_hz: Some(hz),
-        leak_cause: false,
-        sample_rate: None,
-        events: None,
-        segment_dir: None,
+        ..collect_config(command)
     };
     let mut sink = Samples::default();
     let outcome = tansa_collect::record(&config, &mut sink).expect("record");

@@ -567,18 +567,8 @@ fn a_request_the_collector_no_longer_wants_is_withdrawn_at_once() {
     ensure_agent();
     let exe = program("requester", "requester.c", &["-g", "-O1"]);
     let config = tansa_collect::Config {
-        command: vec![exe.into_os_string()],
-        agent: tansa().parent().unwrap().join("libtansa_agent.so"),
-        online: false,
-        free_stacks: true,
-        ring_kb: None,
-        max_frames: None,
-        monotonic_clock: false,
-        sample_hz: None,
         leak_cause: true,
-        sample_rate: None,
-        events: None,
-        segment_dir: None,
+        ..collect_config(vec![exe.into_os_string()])
     };
     let mut sink = StopsOnRequest::default();
     let outcome = tansa_collect::record(&config, &mut sink).expect("recorded");

@@ -29,17 +29,9 @@ fn a_real_snapshot_is_a_prefix_of_the_report_and_draws_per_unit() {
             OsString::from("10"),
             done.clone().into(),
         ],
-        agent: tansa().parent().unwrap().join("libtansa_agent.so"),
         online: true,
-        free_stacks: true,
-        ring_kb: None,
-        max_frames: None,
         monotonic_clock: true,
-        sample_hz: None,
-        leak_cause: false,
-        sample_rate: None,
-        events: None,
-        segment_dir: None,
+        ..collect_config(Vec::new())
     };
     let slot = Arc::new(LiveSlot::default());
     let feed = LiveFeed {

@@ -16,6 +16,26 @@ pub fn tansa() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_tansa"))
 }
 
+/// A collector configuration for tests that drive `tansa_collect::record` with a sink of
+/// their own: `command` under the agent built next to `tansa` ([`ensure_agent`] first),
+/// recording heap events with their free stacks, every other setting off or the default.
+pub fn collect_config(command: Vec<std::ffi::OsString>) -> tansa_collect::Config {
+    tansa_collect::Config {
+        command,
+        agent: tansa().parent().expect("bin dir").join("libtansa_agent.so"),
+        online: false,
+        free_stacks: true,
+        ring_kb: None,
+        max_frames: None,
+        monotonic_clock: false,
+        sample_hz: None,
+        leak_cause: false,
+        sample_rate: None,
+        events: None,
+        segment_dir: None,
+    }
+}
+
 /// Builds `libtansa_agent.so` next to the `tansa` binary (once per test process), with the
 /// same profile.
 pub fn ensure_agent() {
