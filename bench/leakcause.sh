@@ -66,6 +66,8 @@ for b in binaries:
     print(f"  tansa record           {m(record[b]):8.3f} s  ({m(record[b])/m(plain):.2f}x the program)")
     print(f"  tansa record --leak-cause --scan-interval {scan} {m(cause[b]):5.3f} s  ({m(cause[b])/m(record[b]):.2f}x plain tansa record; target <= 3x)")
     print(f"    per round, --leak-cause against that round's plain record: median {m(r):.2f}x, {r[0]:.2f}-{r[-1]:.2f}")
+    slow = sum(c > 2 * m(cause[b]) for c in cause[b])
+    print(f"    slowest --leak-cause run {max(cause[b]):.3f} s; runs over twice the median: {slow} of {runs}")
 r = json.loads(subprocess.run([tansa, "leaks", lc, "--format", "json"], check=True,
                               capture_output=True).stdout)
 for s in r["sites"]:
