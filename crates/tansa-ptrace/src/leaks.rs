@@ -782,17 +782,13 @@ impl Session {
     /// Takes the trace of `d` out of those in flight (and those started before it, left by
     /// traces that failed): the release of its block, if that was read already. Its entry
     /// is the one with its attach time (told before its result): a trace that failed, or
-    /// the next one, may have had the same block address.
+    /// the next one, may have had the same block address. That entry's candidates were
+    /// sifted when the attach time came, so its `release` is all there is.
     fn take_in_flight(&mut self, d: &TraceDone) -> Option<Release> {
         let i = self.in_flight.iter().position(|t| {
             t.ptr == d.ptr && t.stack == d.stack && t.attached == Some(d.attached_ticks)
         })?;
-        let t = self.in_flight.drain(..=i).next_back()?;
-        let at = d.attached_ticks;
-        t.release
-            .into_iter()
-            .chain(t.candidates)
-            .find(|r| r.of_trace(d.stack, at))
+        self.in_flight.drain(..=i).next_back()?.release
     }
 
     /// The block of a trace of the site `stack` was released by `free_stack`: after a trace
