@@ -156,6 +156,106 @@ pub fn poll_readable(fds: &[BorrowedFd<'_>], timeout: Option<Duration>) -> io::R
     }
 }
 
+/// Most words [`futex_wait_any`] waits on at once (the kernel's limit).
+pub const FUTEX_WAIT_MAX: usize = 128;
+
+/// A word for [`futex_wait_any`]: it sleeps while `word` holds `expected`. `shared`: the
+/// word lies in memory shared with other processes (a `MAP_SHARED` mapping), whose wakes
+/// come from those processes; otherwise it is private to this process.
+#[derive(Debug, Clone, Copy)]
+pub struct FutexWait<'a> {
+    /// The word.
+    pub word: &'a std::sync::atomic::AtomicU32,
+    /// The value it holds while there is nothing to do.
+    pub expected: u32,
+    /// Whether other processes wake it.
+    pub shared: bool,
+}
+
+/// How [`futex_wait_any`] returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FutexWoken {
+    /// Word `n` was woken (or the wait ended for no reason, as futex waits may).
+    Woken(usize),
+    /// A word did not hold its expected value when the wait began.
+    Changed,
+    /// The timeout passed.
+    TimedOut,
+    /// A signal interrupted the wait.
+    Interrupted,
+}
+
+/// Sleeps until one of `words` is woken ([`futex_wake`], or the agent's raw wake) or
+/// `timeout` passes; returns at once if a word does not hold its expected value when the
+/// wait begins, so a change made just before the wait is not slept through. At most
+/// [`FUTEX_WAIT_MAX`] words. `futex_waitv`, Linux 5.16 or later.
+///
+/// # Errors
+///
+/// Too many words (`InvalidInput`), or the kernel's refusal: `Unsupported` where the
+/// system call does not exist, for callers to fall back to polling.
+pub fn futex_wait_any(words: &[FutexWait<'_>], timeout: Duration) -> io::Result<FutexWoken> {
+    use rustix::thread::futex;
+    if words.len() > FUTEX_WAIT_MAX {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "more futex words than one wait takes",
+        ));
+    }
+    let waits: Vec<futex::Wait> = words
+        .iter()
+        .map(|w| {
+            let mut wait = futex::Wait::new();
+            wait.val = u64::from(w.expected);
+            wait.uaddr = futex::WaitPtr::new(w.word.as_ptr().cast());
+            wait.flags = if w.shared {
+                futex::WaitFlags::SIZE_U32
+            } else {
+                futex::WaitFlags::SIZE_U32 | futex::WaitFlags::PRIVATE
+            };
+            wait
+        })
+        .collect();
+    // The timeout is a point in time on the given clock.
+    let now = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    let nanos = i128::from(now.tv_sec) * 1_000_000_000
+        + i128::from(now.tv_nsec)
+        + i128::try_from(timeout.as_nanos()).unwrap_or(i128::MAX / 2);
+    let until = futex::Timespec {
+        tv_sec: i64::try_from(nanos / 1_000_000_000).unwrap_or(i64::MAX),
+        tv_nsec: (nanos % 1_000_000_000) as i64,
+    };
+    match futex::waitv(
+        &waits,
+        futex::WaitvFlags::empty(),
+        Some(&until),
+        futex::ClockId::Monotonic,
+    ) {
+        Ok(n) => Ok(FutexWoken::Woken(n)),
+        Err(rustix::io::Errno::AGAIN) => Ok(FutexWoken::Changed),
+        Err(rustix::io::Errno::TIMEDOUT) => Ok(FutexWoken::TimedOut),
+        Err(rustix::io::Errno::INTR) => Ok(FutexWoken::Interrupted),
+        Err(rustix::io::Errno::NOSYS) => Err(io::ErrorKind::Unsupported.into()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Wakes every waiter on `word` (see [`FutexWait`] for `shared`). Returns how many woke.
+///
+/// # Errors
+///
+/// The kernel's refusal (a word that is not mapped).
+pub fn futex_wake(word: &std::sync::atomic::AtomicU32, shared: bool) -> io::Result<usize> {
+    use rustix::thread::futex;
+    let flags = if shared {
+        futex::Flags::empty()
+    } else {
+        futex::Flags::PRIVATE
+    };
+    // The count is a signed int to the kernel.
+    Ok(futex::wake(word, flags, i32::MAX as u32)?)
+}
+
 /// Sends signal number `signal` to process `pid`.
 ///
 /// # Errors
@@ -338,6 +438,95 @@ mod tests {
         assert_eq!(ready, vec![true, false]);
         let ready = poll_readable(&[r2.as_fd()], Some(Duration::from_millis(5))).unwrap();
         assert_eq!(ready, vec![false]);
+    }
+
+    #[test]
+    fn a_futex_wait_returns_at_once_on_a_changed_word_and_times_out_on_an_unchanged_one() {
+        use std::sync::atomic::AtomicU32;
+        let (a, b) = (AtomicU32::new(1), AtomicU32::new(2));
+        let wait = |expected_b| {
+            futex_wait_any(
+                &[
+                    FutexWait {
+                        word: &a,
+                        expected: 1,
+                        shared: false,
+                    },
+                    FutexWait {
+                        word: &b,
+                        expected: expected_b,
+                        shared: false,
+                    },
+                ],
+                Duration::from_millis(20),
+            )
+            .unwrap()
+        };
+        assert_eq!(wait(3), FutexWoken::Changed);
+        assert_eq!(wait(2), FutexWoken::TimedOut);
+        let too_many = vec![
+            FutexWait {
+                word: &a,
+                expected: 1,
+                shared: false,
+            };
+            FUTEX_WAIT_MAX + 1
+        ];
+        assert_eq!(
+            futex_wait_any(&too_many, Duration::ZERO)
+                .unwrap_err()
+                .kind(),
+            io::ErrorKind::InvalidInput
+        );
+    }
+
+    /// A word in shared memory is woken through another mapping of it (as the agent, in
+    /// its process, wakes the tracer): the wait is keyed by the memory, not the address.
+    #[test]
+    fn a_shared_futex_word_is_woken_through_another_mapping() {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        let fd = rustix::fs::memfd_create("futex-test", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
+        rustix::fs::ftruncate(&fd, 4096).unwrap();
+        let mine = SharedMapping::map(fd.as_fd(), 4096, true).unwrap();
+        let theirs = SharedMapping::map(fd.as_fd(), 4096, true).unwrap();
+        assert_ne!(mine.base(), theirs.base());
+        // SAFETY: both mappings are page-aligned, 4096 bytes long, and outlive the words;
+        // the word is accessed only atomically.
+        let (word, other) = unsafe {
+            (
+                &*mine.base().cast::<AtomicU32>().add(5),
+                &*theirs.base().cast::<AtomicU32>().add(5),
+            )
+        };
+        let (other_addr, other_len) = (other as *const AtomicU32 as usize, theirs.len());
+        let waker = std::thread::spawn(move || {
+            assert!(other_len >= 4096);
+            // SAFETY: `theirs` outlives this thread (joined below).
+            let other = unsafe { &*(other_addr as *const AtomicU32) };
+            // Until the waiter is asleep (a wake before it would be lost; a store before
+            // it ends the wait at once, which the loop below also accepts).
+            std::thread::sleep(Duration::from_millis(50));
+            other.store(7, Ordering::Release);
+            futex_wake(other, true).unwrap()
+        });
+        let woken = futex_wait_any(
+            &[FutexWait {
+                word,
+                expected: 0,
+                shared: true,
+            }],
+            Duration::from_secs(20),
+        )
+        .unwrap();
+        let count = waker.join().unwrap();
+        assert!(
+            woken == FutexWoken::Woken(0) || woken == FutexWoken::Changed,
+            "{woken:?}"
+        );
+        assert_eq!(word.load(Ordering::Acquire), 7);
+        if woken == FutexWoken::Woken(0) {
+            assert_eq!(count, 1, "the waiter was woken through the other mapping");
+        }
     }
 
     #[test]
