@@ -96,8 +96,11 @@ fn after_allocation_traced(stack: u32, ptr: u64, regs: CallerRegs) {
     slot.ptr.store(ptr, Ordering::Relaxed);
     slot.resume_at.store(regs.ra, Ordering::Relaxed);
     slot.resume_sp.store(regs.sp, Ordering::Relaxed);
+    h.trace_stack.store(stack, Ordering::Relaxed);
     slot.sequence.fetch_add(1, Ordering::Relaxed);
     slot.state.store(TRACE_REQUESTED, Ordering::Release);
+    // The tracer sleeps on the slot's state while nothing is asked of it.
+    sys::futex_wake_shared(&slot.state);
     // Waits are measured on the clock: a sleep of 20 µs takes several times that (timer
     // slack, scheduling), and counting sleeps made the half second two and a half.
     let start = sys::monotonic_ns();

@@ -542,6 +542,24 @@ pub fn yield_now() {
     unsafe { libc::syscall(libc::SYS_sched_yield) };
 }
 
+/// Wakes every waiter on `word`, a word of memory shared with other processes (the
+/// collector's tracer waits on the trace slot this way).
+pub fn futex_wake_shared(word: &core::sync::atomic::AtomicU32) {
+    // SAFETY: FUTEX_WAKE only keys the wait queue by the word's address (a valid, aligned
+    // u32 that `word` borrows); the timeout and second address are unused for it.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAKE,
+            i32::MAX,
+            core::ptr::null::<libc::timespec>(),
+            core::ptr::null::<u32>(),
+            0u32,
+        )
+    };
+}
+
 /// Sleeps for `us` microseconds (not a cancellation point).
 pub fn sleep_us(us: u64) {
     let ts = libc::timespec {

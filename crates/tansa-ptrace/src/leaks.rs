@@ -11,8 +11,8 @@
 //! threads of the site's next allocations.
 //!
 //! The tracer thread ([`Tracer`]) owns every ptrace attachment (a tracee belongs to the
-//! thread that attached it). It polls the trace slots of the sessions; for a request it
-//! attaches to the allocating thread, lets the agent return, and follows the thread with
+//! thread that attached it). It sleeps on the trace slots of the sessions that trace a
+//! site (the agent wakes the slot when it writes a request); for a request it attaches to the allocating thread, lets the agent return, and follows the thread with
 //! [`AttachedThread::follow`] from the allocator's return until the block is freed (F) or
 //! the range end returns (E), recording function entries and exits and the conditional
 //! branches of the stepped functions. One pass gives both the function trace and the
@@ -600,6 +600,7 @@ impl<S: Sink> LeakCauseSink<S> {
     /// Judges the sites and grants traces.
     fn scan(&mut self) {
         let traces = self.config.traces;
+        let mut started = false;
         for s in self.sessions.values_mut() {
             let Some(header) = s.header.clone() else {
                 continue;
@@ -674,11 +675,18 @@ impl<S: Sink> LeakCauseSink<S> {
                 }
                 site.slot = Some(slot);
                 let entry = &h.trace_sites[slot];
-                entry.range_depth.store(site.range_depth, Ordering::Relaxed);
+                // Release: see `requested_site`.
+                entry.range_depth.store(site.range_depth, Ordering::Release);
                 grant(site, &entry.remaining, traces);
                 entry.stack.store(stack, Ordering::Release);
-                h.tracing.fetch_add(1, Ordering::AcqRel);
+                if h.tracing.fetch_add(1, Ordering::AcqRel) == 0 {
+                    started = true;
+                }
             }
+        }
+        if started {
+            // The tracer sleeps only on the slots of sessions that trace a site.
+            self.tracer.kick();
         }
     }
 }
@@ -1119,8 +1127,18 @@ struct Watched {
 struct Tracer {
     add: Option<Sender<Watched>>,
     stop: Arc<AtomicBool>,
+    /// Bumped (and woken) to wake the tracer thread from its wait: see [`Tracer::kick`].
+    kick: Arc<AtomicU32>,
     thread: Option<JoinHandle<()>>,
 }
+
+/// How long the tracer sleeps at most when nothing is asked of it. Every change it must
+/// act on wakes it (a request, a new session, a site traced, the end), so this only
+/// bounds what a missed wake could cost.
+const IDLE_WAIT: Duration = Duration::from_millis(100);
+/// How often the tracer looks at the trace slots where it cannot sleep on them (a kernel
+/// before 5.16, or more traced sessions than one wait takes).
+const POLL: Duration = Duration::from_micros(200);
 
 impl Tracer {
     fn start(
@@ -1130,14 +1148,16 @@ impl Tracer {
     ) -> Tracer {
         let (tx, rx) = channel::<Watched>();
         let stop = Arc::new(AtomicBool::new(false));
-        let stopping = stop.clone();
+        let kick = Arc::new(AtomicU32::new(0));
+        let (stopping, kicks) = (stop.clone(), kick.clone());
         let thread = std::thread::Builder::new()
             .name("tansa-ptrace".into())
-            .spawn(move || tracer_loop(rx, done, config, &stopping, &failures))
+            .spawn(move || tracer_loop(rx, done, config, &stopping, &kicks, &failures))
             .ok();
         Tracer {
             add: Some(tx),
             stop,
+            kick,
             thread,
         }
     }
@@ -1150,11 +1170,21 @@ impl Tracer {
                 header,
                 code: None,
             });
+            self.kick();
         }
+    }
+
+    /// Wakes the tracer thread to look at its sessions again: after a new session, a site
+    /// traced in a session that traced none (the thread sleeps only on the slots of traced
+    /// sessions), or the end.
+    fn kick(&self) {
+        self.kick.fetch_add(1, Ordering::Release);
+        let _ = tansa_proc::os::futex_wake(&self.kick, false);
     }
 
     fn stop(&mut self) {
         self.stop.store(true, Ordering::Release);
+        self.kick();
         self.add = None;
         if let Some(t) = self.thread.take() {
             let _ = t.join();
@@ -1173,9 +1203,12 @@ fn tracer_loop(
     done: Sender<TraceMsg>,
     config: LeakCauseConfig,
     stop: &AtomicBool,
+    kick: &AtomicU32,
     failures: &Mutex<Vec<String>>,
 ) {
     let mut watched: Vec<Watched> = Vec::new();
+    // Whether this kernel can sleep on the slots (`futex_waitv`).
+    let mut doorbell = true;
     let fail = |msg: String| {
         if let Ok(mut f) = failures.lock()
             && f.len() < MAX_FAILURES
@@ -1184,6 +1217,8 @@ fn tracer_loop(
         }
     };
     while !stop.load(Ordering::Acquire) {
+        // Read before the sessions are: a kick after this ends the wait below at once.
+        let kicked = kick.load(Ordering::Acquire);
         while let Ok(w) = add.try_recv() {
             watched.push(w);
         }
@@ -1209,7 +1244,14 @@ fn tracer_loop(
                 continue;
             }
             busy = true;
-            match trace_one(w, config, &done) {
+            let Some(site) = requested_site(h) else {
+                // The collector stopped tracing the request's site meanwhile (and may have
+                // given its entry to another): not followed, not a failure. The agent
+                // returns when it sees the slot idle.
+                slot.state.store(TRACE_IDLE, Ordering::Release);
+                continue;
+            };
+            match trace_one(w, site, config, &done) {
                 Ok(d) => {
                     let _ = done.send(TraceMsg::Done(d));
                 }
@@ -1217,31 +1259,94 @@ fn tracer_loop(
             }
             slot.state.store(TRACE_IDLE, Ordering::Release);
         }
-        if !busy {
-            std::thread::sleep(Duration::from_micros(200));
+        if busy {
+            continue;
         }
+        if doorbell {
+            match wait_for_request(&watched, kick, kicked) {
+                Ok(()) => continue,
+                Err(e) if e.kind() == std::io::ErrorKind::Unsupported => doorbell = false,
+                Err(_) => {}
+            }
+        }
+        std::thread::sleep(POLL);
     }
 }
 
-/// Follows the thread of the request in `w`'s trace slot (state ATTACHING).
+/// Sleeps until an agent of a traced session asks for a trace (it wakes its slot's state
+/// after writing the request), the sink kicks (`kick` no longer holds `kicked`), or
+/// [`IDLE_WAIT`] passes. Returns at once if a traced session's request came after the
+/// tracer looked.
+///
+/// # Errors
+///
+/// More traced sessions than one wait takes, or a kernel without `futex_waitv`
+/// (`Unsupported`): the caller polls instead.
+fn wait_for_request(watched: &[Watched], kick: &AtomicU32, kicked: u32) -> std::io::Result<()> {
+    use tansa_proc::os::{FutexWait, futex_wait_any};
+    let mut words = vec![FutexWait {
+        word: kick,
+        expected: kicked,
+        shared: false,
+    }];
+    for w in watched {
+        let h = w.header.get();
+        if h.tracing.load(Ordering::Acquire) == 0 {
+            continue;
+        }
+        let state = h.trace.state.load(Ordering::Acquire);
+        if state == TRACE_REQUESTED {
+            return Ok(());
+        }
+        words.push(FutexWait {
+            word: &h.trace.state,
+            expected: state,
+            shared: true,
+        });
+    }
+    futex_wait_any(&words, IDLE_WAIT).map(|_| ())
+}
+
+/// The site a taken request (state ATTACHING) is to be followed for: its allocation stack
+/// and range depth, or `None` if its `trace_sites` entry no longer holds the stack the
+/// request was made for (the collector stopped tracing that site, and may have given the
+/// entry to another: the request would then be followed as the other site's).
+fn requested_site(h: &tansa_wire::layout::SegmentHeader) -> Option<RequestedSite> {
+    let stack = h.trace_stack.load(Ordering::Acquire);
+    let entry = h
+        .trace_sites
+        .get(h.trace.site.load(Ordering::Acquire) as usize)?;
+    // The collector clears an entry's stack before it gives the entry to another site, and
+    // then writes the range depth (Release) before the stack: a range depth read between
+    // two reads that both find the request's stack is that stack's.
+    let before = entry.stack.load(Ordering::Acquire);
+    let range_depth = entry.range_depth.load(Ordering::Acquire);
+    let after = entry.stack.load(Ordering::Acquire);
+    (stack != 0 && before == stack && after == stack)
+        .then_some(RequestedSite { stack, range_depth })
+}
+
+/// What [`requested_site`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct RequestedSite {
+    stack: u32,
+    range_depth: u32,
+}
+
+/// Follows the thread of the request in `w`'s trace slot (state ATTACHING), made at `site`.
 fn trace_one(
     w: &mut Watched,
+    site: RequestedSite,
     config: LeakCauseConfig,
     tell: &Sender<TraceMsg>,
 ) -> Result<TraceDone, String> {
     let h = w.header.get();
     let slot = &h.trace;
     let tid = slot.tid.load(Ordering::Acquire) as i32;
-    let site = slot.site.load(Ordering::Acquire) as usize;
     let ptr = slot.ptr.load(Ordering::Acquire);
     let resume_at = slot.resume_at.load(Ordering::Acquire);
     let resume_sp = slot.resume_sp.load(Ordering::Acquire);
-    let entry = h
-        .trace_sites
-        .get(site)
-        .ok_or("a request for an unknown site")?;
-    let stack = entry.stack.load(Ordering::Acquire);
-    let range_depth = entry.range_depth.load(Ordering::Acquire);
+    let RequestedSite { stack, range_depth } = site;
     if w.code.is_none() {
         w.code = ProcessCode::new(w.pid as i32, Box::new(|p| !is_runtime_library(p))).ok();
     }
@@ -1605,5 +1710,54 @@ mod tests {
         let note = s.dropped_note().expect("the loss is told");
         assert!(note.starts_with("a process: 5 release(s)"), "{note}");
         assert_eq!(traced_session().dropped_note(), None);
+    }
+
+    /// A session header as the agent maps it: all zero.
+    fn zeroed_header() -> Box<tansa_wire::layout::SegmentHeader> {
+        let layout = std::alloc::Layout::new::<tansa_wire::layout::SegmentHeader>();
+        // SAFETY: the layout is not zero-sized; every field of the header (integers, atomics
+        // and byte arrays) is valid when all zero; the box owns the allocation, made with
+        // the layout of its type.
+        unsafe {
+            let p = std::alloc::alloc_zeroed(layout).cast::<tansa_wire::layout::SegmentHeader>();
+            assert!(!p.is_null());
+            Box::from_raw(p)
+        }
+    }
+
+    #[test]
+    fn a_request_is_followed_only_for_the_site_it_was_made_for() {
+        let h = zeroed_header();
+        let (site, stack, depth) = (3, 0x51, 2);
+        let entry = &h.trace_sites[site];
+        entry.range_depth.store(depth, Ordering::Release);
+        entry.stack.store(stack, Ordering::Release);
+        h.trace.site.store(site as u32, Ordering::Release);
+        h.trace_stack.store(stack, Ordering::Release);
+        let wanted = Some(RequestedSite {
+            stack,
+            range_depth: depth,
+        });
+        assert_eq!(requested_site(&h), wanted);
+        // The collector stopped tracing the site while the request waited.
+        entry.stack.store(0, Ordering::Release);
+        assert_eq!(requested_site(&h), None);
+        // ... and gave its entry to another site, with a range of its own.
+        entry.range_depth.store(0, Ordering::Release);
+        entry.stack.store(0x52, Ordering::Release);
+        assert_eq!(requested_site(&h), None);
+        // The same site traced again in that entry: its requests are followed again.
+        entry.range_depth.store(depth, Ordering::Release);
+        entry.stack.store(stack, Ordering::Release);
+        assert_eq!(requested_site(&h), wanted);
+        // A request that names no stack, or no entry, is not followed.
+        h.trace_stack.store(0, Ordering::Release);
+        entry.stack.store(0, Ordering::Release);
+        assert_eq!(requested_site(&h), None);
+        h.trace_stack.store(stack, Ordering::Release);
+        h.trace
+            .site
+            .store(tansa_wire::layout::TRACE_SITES as u32, Ordering::Release);
+        assert_eq!(requested_site(&h), None);
     }
 }

@@ -299,6 +299,14 @@ pub struct SegmentHeader {
     /// When the agent saw the exit in `exit_how` (the session's clock), written before
     /// `exit_code`; 0 when not known.
     pub exit_ticks: AtomicU64,
+    /// Leak-cause mode, part of the request in `trace` (here, not in [`TraceSlot`], so that
+    /// the fields before it keep their places): the allocation stack the request was made
+    /// for. The collector may stop tracing a site, and give its `trace_sites` entry to
+    /// another, while a request for it waits; the tracer follows a request only if its
+    /// entry still holds this stack.
+    pub trace_stack: AtomicU32,
+    /// Reserved, zero.
+    pub reserved_trace: u32,
 }
 
 /// [`SegmentHeader::ended_status`]: set once the collector knows how the process ended.
