@@ -12,7 +12,8 @@
 //!
 //! The tracer thread ([`Tracer`]) owns every ptrace attachment (a tracee belongs to the
 //! thread that attached it). It sleeps on the trace slots of the sessions that trace a
-//! site (the agent wakes the slot when it writes a request); for a request it attaches to the allocating thread, lets the agent return, and follows the thread with
+//! site (the agent wakes the slot when it writes a request); for a request it attaches to
+//! the allocating thread, lets the agent return, and follows the thread with
 //! [`AttachedThread::follow`] from the allocator's return until the block is freed (F) or
 //! the range end returns (E), recording function entries and exits and the conditional
 //! branches of the stepped functions. One pass gives both the function trace and the
