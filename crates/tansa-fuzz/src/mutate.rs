@@ -139,7 +139,7 @@ impl Mutator {
         let rounds = 1 + self.rng.usize(..3);
         for _ in 0..rounds {
             match target {
-                Target::Plan => self.text(data, other),
+                Target::Plan | Target::PerfMap => self.text(data, other),
                 Target::Frames | Target::Segment => self.bytes(data, other),
                 _ => self.recording(data, other),
             }

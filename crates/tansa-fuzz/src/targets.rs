@@ -48,11 +48,14 @@ pub enum Target {
     /// A CPU recording a killed recorder left cut short after its checkpoints, completed
     /// as `tansa report` completes one (`tansa_sample::complete_leftover`), then read.
     CpuLeftover,
+    /// A JIT runtime's perf map (`/tmp/perf-PID.map`, written by the profiled program)
+    /// read, and addresses named from it.
+    PerfMap,
 }
 
 impl Target {
     /// Every target.
-    pub const ALL: [Target; 9] = [
+    pub const ALL: [Target; 10] = [
         Target::Container,
         Target::Frames,
         Target::Memory,
@@ -62,6 +65,7 @@ impl Target {
         Target::Segment,
         Target::Leftover,
         Target::CpuLeftover,
+        Target::PerfMap,
     ];
 
     /// Its name (the corpus directory and the cargo-fuzz target).
@@ -76,6 +80,7 @@ impl Target {
             Target::Segment => "segment",
             Target::Leftover => "leftover",
             Target::CpuLeftover => "cpu-leftover",
+            Target::PerfMap => "perf-map",
         }
     }
 
@@ -109,6 +114,7 @@ impl Target {
             Target::Segment => segment(data),
             Target::Leftover => leftover(data),
             Target::CpuLeftover => cpu_leftover(data),
+            Target::PerfMap => perf_map(data),
         }
     }
 
@@ -510,5 +516,34 @@ pub fn retrace(data: &[u8]) {
 pub fn plan(data: &[u8]) {
     if let Ok(text) = std::str::from_utf8(data) {
         let _ = tansa_leaktest::plan::Plan::parse(text);
+    }
+}
+
+/// A perf map, read within a budget of its own size and of half of it, and the addresses
+/// its first lines name (and their neighbours) looked up: each named address must lie in
+/// the line that names it.
+pub fn perf_map(data: &[u8]) {
+    use tansa_symbols::perfmap::PerfMap;
+    let _ = PerfMap::read(data, data.len() as u64 / 2);
+    let Ok(map) = PerfMap::read(data, data.len() as u64) else {
+        return;
+    };
+    let mut addresses = std::collections::BTreeSet::new();
+    for line in String::from_utf8_lossy(data).lines().take(256) {
+        if let Some(a) = line
+            .split(' ')
+            .next()
+            .and_then(|a| u64::from_str_radix(a.trim_start_matches("0x"), 16).ok())
+        {
+            addresses.extend([a.wrapping_sub(1), a, a.wrapping_add(1), a.wrapping_add(64)]);
+        }
+    }
+    for (a, s) in map.lookup(&addresses) {
+        assert!(
+            s.start <= a && a - s.start < s.size,
+            "{a:#x} named by a line at {:#x} of {} bytes",
+            s.start,
+            s.size
+        );
     }
 }

@@ -254,3 +254,8 @@ fn bounds_are_per_thread() {
         "peak {peak}: this thread's 512 KiB only"
     );
 }
+
+#[test]
+fn perf_map() {
+    fuzz(Target::PerfMap);
+}

@@ -6,9 +6,11 @@
 //! file alone. [`elf`] reads what recorders need from a binary (build id, load segments,
 //! functions by name, code bytes, unwind extents); [`resolve`] turns module offsets into
 //! function, source file, line and inlined frames and fills the recording's symbol table;
-//! code no symbol covers is named by [`Unnamed`] (its `.eh_frame` extent, `fn@0x...`).
+//! code no symbol covers is named by [`Unnamed`] (its `.eh_frame` extent, `fn@0x...`);
+//! [`perfmap`] names JIT-compiled code from the map its runtime wrote.
 
 pub mod elf;
+pub mod perfmap;
 pub mod resolve;
 pub mod vdso;
 
