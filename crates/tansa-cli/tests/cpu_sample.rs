@@ -1471,3 +1471,182 @@ fn a_program_rebuilt_or_deleted_while_sampled_keeps_its_names() {
         );
     }
 }
+
+/// The process id of `program`'s process in a `--by process` report.
+fn pid_of(file: &Path, program: &str) -> u64 {
+    let pr = report(file, "process");
+    units(&pr)
+        .iter()
+        .find(|u| u["command"] == program)
+        .map(|u| n(u, "pid"))
+        .unwrap_or_else(|| panic!("no process {program} in {pr}"))
+}
+
+/// Removes a perf map the program left in /tmp (the test's own: its pid's).
+struct RemoveLater(PathBuf);
+
+impl Drop for RemoveLater {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+#[test]
+fn jit_code_is_named_from_its_perf_map_and_a_planted_map_is_refused() {
+    let t = tmp();
+    let exe = t.path().join("cpu_jit");
+    compile(&exe, &[cpu_source("jit.c")], &["-g", "-O1"]);
+
+    // A map the program wrote: each generated function is its own row, named, in the
+    // share of time the program gives it (3:1), with either sampler (the agent's knows
+    // only the files the dynamic linker loaded: what is outside them is generated code).
+    ensure_agent();
+    for source in ["perf", "agent"] {
+        let file = t.path().join(format!("map-{source}.tansa"));
+        sample(
+            &file,
+            &["--source", source],
+            &[exe.to_str().unwrap(), "map", "800"],
+        );
+        let pid = pid_of(&file, "cpu_jit");
+        let _map = RemoveLater(PathBuf::from(format!("/tmp/perf-{pid}.map")));
+        let f = report(&file, "function");
+        let module = format!("[jit {pid}]");
+        let hot = n(unit(&f, &format!("{module}!jit_hot")), "self_samples");
+        let cold = n(unit(&f, &format!("{module}!jit_cold")), "self_samples");
+        let total = n(&f, "total_samples");
+        assert!(
+            hot + cold >= total * 9 / 10,
+            "{source}: {hot} + {cold} of {total}"
+        );
+        let share = hot as f64 / (hot + cold) as f64 * 100.0;
+        let tolerance = share_tolerance(75.0, hot + cold).max(6.0);
+        assert!(
+            (share - 75.0).abs() <= tolerance,
+            "{source}: jit_hot has {share:.1} % of the generated code's samples, expected 75 ± {tolerance:.1}"
+        );
+        let l = report(&file, "library");
+        assert!(n(unit(&l, &module), "self_samples") >= hot + cold);
+        // Its instructions are gone with the process: annotate says so.
+        let out = run(&["annotate", file.to_str().unwrap(), "jit_hot"]);
+        assert!(!out.status.success());
+        assert!(
+            stderr(&out).contains("generated at run time"),
+            "{}",
+            stderr(&out)
+        );
+        // Generated code has no unwind information: chains that end there are said to be
+        // cut short, not taken for whole ones (perf's sampler; the agent unwinds in the
+        // program).
+        if source == "perf" {
+            assert!(
+                warnings(&f)
+                    .iter()
+                    .any(|w| w.contains("stops before the outermost function")),
+                "{:?}",
+                warnings(&f)
+            );
+        }
+    }
+
+    // No map: one unnamed row, and nothing to warn about.
+    let file = t.path().join("none.tansa");
+    sample(&file, &[], &[exe.to_str().unwrap(), "none", "300"]);
+    let pid = pid_of(&file, "cpu_jit");
+    let f = report(&file, "function");
+    assert!(n(unit(&f, &format!("[jit {pid}]!??")), "self_samples") > 0);
+    assert!(
+        !warnings(&f).iter().any(|w| w.contains("perf map")),
+        "{:?}",
+        warnings(&f)
+    );
+
+    // The map is a symbolic link to another file (tansa may run as root): not read, and
+    // said.
+    let file = t.path().join("link.tansa");
+    let target = t.path().join("elsewhere.map");
+    sample(
+        &file,
+        &[],
+        &[
+            exe.to_str().unwrap(),
+            "link",
+            "300",
+            target.to_str().unwrap(),
+        ],
+    );
+    let pid = pid_of(&file, "cpu_jit");
+    let _link = RemoveLater(PathBuf::from(format!("/tmp/perf-{pid}.map")));
+    let f = report(&file, "function");
+    assert!(
+        !units(&f).iter().any(|u| u["unit"]
+            .as_str()
+            .is_some_and(|s| s.contains("secret_name"))),
+        "a name from the link's target: {f}"
+    );
+    assert!(n(unit(&f, &format!("[jit {pid}]!??")), "self_samples") > 0);
+    assert!(
+        warnings(&f).iter().any(|w| w.contains(&format!(
+            "its perf map /tmp/perf-{pid}.map was not read: it is a symbolic link"
+        ))),
+        "{:?}",
+        warnings(&f)
+    );
+}
+
+#[test]
+fn node_code_is_named_from_the_map_of_perf_basic_prof() {
+    if !require(
+        common::have("node"),
+        "node (Debian's nodejs, installed by .ci/install-deps)",
+    ) {
+        return;
+    }
+    let t = tmp();
+    let script = t.path().join("fib.js");
+    std::fs::write(
+        &script,
+        "function fib(n) { return n < 2 ? n : fib(n - 1) + fib(n - 2); }\n\
+         let s = 0; const t = Date.now();\n\
+         while (Date.now() - t < 1000) { s += fib(22); }\n\
+         console.log(s > 0);\n",
+    )
+    .unwrap();
+    let file = t.path().join("node.tansa");
+    // In the temporary directory: V8 also writes a log of its own where it runs.
+    let out = Command::new(tansa())
+        .current_dir(t.path())
+        .args(["sample", "-o", file.to_str().unwrap(), "--"])
+        .args(["node", "--perf-basic-prof", script.to_str().unwrap()])
+        .output()
+        .expect("run tansa");
+    assert!(
+        out.status.success(),
+        "tansa sample failed: {}",
+        stderr(&out)
+    );
+    let pid = pid_of(&file, "node");
+    let _map = RemoveLater(PathBuf::from(format!("/tmp/perf-{pid}.map")));
+    let f = report(&file, "function");
+    let total = n(&f, "total_samples");
+    // V8 names optimized code `JS:*fib <script>:1:...` (older versions `LazyCompile:*fib`).
+    let prefix = format!("[jit {pid}]!");
+    let fib: u64 = units(&f)
+        .iter()
+        .filter(|u| {
+            u["unit"].as_str().is_some_and(|s| {
+                s.starts_with(&prefix) && s.contains("fib ") && s.contains("fib.js")
+            })
+        })
+        .map(|u| n(u, "self_samples"))
+        .sum();
+    assert!(
+        fib * 2 > total,
+        "fib's generated code has {fib} of {total} samples; units {:?}",
+        units(&f)
+            .iter()
+            .take(10)
+            .map(|u| u["unit"].clone())
+            .collect::<Vec<_>>()
+    );
+}

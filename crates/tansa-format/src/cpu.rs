@@ -174,7 +174,8 @@ pub enum ModuleKind {
 pub struct Module {
     /// Index of this entry (and the symbol table's module key).
     pub id: u32,
-    /// Path, or a bracketed name (`[kernel.kallsyms]`, `[vdso]`, `[anon]`).
+    /// Path, or a bracketed name (`[kernel.kallsyms]`, `[vdso]`, `[jit PID]`: a process's
+    /// generated code).
     pub path: String,
     /// GNU build id, if any.
     pub build_id: Vec<u8>,

@@ -139,7 +139,9 @@ pub fn record<W: Write>(
     // outright leaves what it had at its last checkpoint.
     let mut out = RecordingOut::new(out, &meta, true).map_err(SampleError::Write)?;
     let mut checkpoint = |b: &mut CpuRecordingBuilder| out.checkpoint_if_due(b);
-    let mut sink = AgentSink::new(CpuRecordingBuilder::new(meta, info));
+    let mut builder = CpuRecordingBuilder::new(meta, info);
+    builder.unmapped_code_is_generated();
+    let mut sink = AgentSink::new(builder);
     sink.deadline = config.duration.map(|d| Instant::now() + d);
     sink.stop = Some(stop);
     sink.progress = Some(progress);

@@ -147,6 +147,9 @@ struct Map {
 #[derive(Debug, Default, Clone)]
 struct Space {
     maps: Vec<Map>,
+    /// The module of addresses outside every mapping, when they are generated code (see
+    /// [`CpuRecordingBuilder::unmapped_code_is_generated`]).
+    generated: Option<u32>,
 }
 
 impl Space {
@@ -211,6 +214,10 @@ pub struct CpuRecordingBuilder {
     new_locations: Option<Vec<(Loc, bool)>>,
     /// What was prepared while the target ran (see [`crate::warm`]).
     pub(crate) warm: Option<crate::warm::Warmer>,
+    /// The owners of the processes, for naming their JIT code (see [`crate::jit`]).
+    pub(crate) jit: crate::jit::JitSources,
+    /// Whether user addresses outside every mapping are generated code.
+    unmapped_generated: bool,
 }
 
 impl CpuRecordingBuilder {
@@ -218,6 +225,7 @@ impl CpuRecordingBuilder {
     /// whether per-sample timestamps are kept).
     pub fn new(meta: RecordingMeta, info: CpuInfo) -> Self {
         let timeline = info.timeline.then(Vec::new);
+        let started_unix_ms = meta.started_unix_ms;
         CpuRecordingBuilder {
             meta,
             info,
@@ -245,6 +253,8 @@ impl CpuRecordingBuilder {
             wall_ns: 0,
             elf_cache: HashMap::new(),
             readers: Vec::new(),
+            jit: crate::jit::JitSources::new(started_unix_ms),
+            unmapped_generated: false,
             new_locations: None,
             warm: None,
         }
@@ -255,11 +265,26 @@ impl CpuRecordingBuilder {
         &mut self.info
     }
 
+    /// Takes user addresses outside every mapping of the processes declared from now on
+    /// for their generated code (`[jit PID]`, see [`crate::jit`]): for a sampler that
+    /// declares the mappings of files only, as the in-process agent does (it knows the
+    /// modules the dynamic linker loaded, not the memory a JIT made executable).
+    pub fn unmapped_code_is_generated(&mut self) {
+        self.unmapped_generated = true;
+    }
+
     /// Declares a process (one program image; after an `exec`, declare a new one).
     pub fn add_process(&mut self, p: ProcessInfo) -> ProcessId {
         let id = self.processes.len() as u32;
         let r = crate::sources::Reader::of_process(p.pid)
             .unwrap_or_else(crate::sources::Reader::recorder);
+        self.jit
+            .owners
+            .entry(p.pid)
+            .or_insert_with(|| crate::jit::JitOwner {
+                reader: r.clone(),
+                began_during: p.start_ns != 0,
+            });
         if !self.readers.contains(&r) {
             self.readers.push(r);
         }
@@ -276,7 +301,14 @@ impl CpuRecordingBuilder {
             exit: None,
             threads: Vec::new(),
         });
-        self.spaces.push(Space::default());
+        let generated = self.unmapped_generated.then(|| {
+            let path = crate::jit::module_path(self.processes[id as usize].pid);
+            self.module(&path, &[], ModuleKind::Anonymous)
+        });
+        self.spaces.push(Space {
+            maps: Vec::new(),
+            generated,
+        });
         self.threads.push(FxHashMap::default());
         ProcessId(id)
     }
@@ -480,7 +512,12 @@ impl CpuRecordingBuilder {
             });
             (self.module("[vdso]", &build_id, ModuleKind::Vdso), m.start)
         } else if m.path.starts_with('[') || m.path.starts_with("//") || m.path.is_empty() {
-            (self.module("[anon]", &[], ModuleKind::Anonymous), 0)
+            // Each process's generated code is its own module: its runtime's perf map
+            // names it (`crate::jit`), and other processes' code at the same addresses
+            // is other code.
+            let pid = self.processes.get(p.0 as usize).map_or(0, |q| q.pid);
+            let path = crate::jit::module_path(pid);
+            (self.module(&path, &[], ModuleKind::Anonymous), 0)
         } else {
             let file = self.file(&m.path, m.build_id.as_deref());
             let file_build_id = file.build_id.clone();
@@ -532,7 +569,11 @@ impl CpuRecordingBuilder {
                 offset: addr.wrapping_sub(m.bias),
             },
             None => Loc {
-                module: NO_MODULE,
+                module: self
+                    .spaces
+                    .get(p)
+                    .and_then(|s| s.generated)
+                    .unwrap_or(NO_MODULE),
                 offset: addr,
             },
         }

@@ -136,6 +136,7 @@ fn resolve(
         exact: &exact,
         elfs: &elfs,
         kernel,
+        jit: None,
     };
     let total = modules.len();
     let mut resolved = 0;

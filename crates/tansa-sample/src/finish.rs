@@ -97,6 +97,7 @@ impl CpuRecordingBuilder {
                     exact: &exact,
                     elfs: &elfs,
                     kernel: None,
+                    jit: None,
                 };
                 let _ = tx.send(resolve_modules(resolver, started, &modules, &inputs));
             }));
@@ -107,6 +108,7 @@ impl CpuRecordingBuilder {
             exact: &exact,
             elfs: &self.elf_cache,
             kernel: self.kernel_symbols.as_ref(),
+            jit: Some(&self.jit),
         };
         let inputs = &inputs;
         let mut parts = resolve_on_workers(&files, &local, inputs, &mut |_| {});
@@ -195,6 +197,8 @@ pub(crate) struct Inputs<'a> {
     pub exact: &'a BTreeMap<u32, BTreeSet<u64>>,
     pub elfs: &'a HashMap<u32, Arc<ElfFile>>,
     pub kernel: Option<&'a KernelSymbols>,
+    /// Where JIT code's names come from (none: JIT code stays unnamed).
+    pub jit: Option<&'a crate::jit::JitSources>,
 }
 
 /// Resolves `modules` with a resolver and string table of its own, going on with the
@@ -218,6 +222,11 @@ pub(crate) fn resolve_modules(
             if module.kind == ModuleKind::Kernel {
                 let offsets = offsets.cloned().unwrap_or_default();
                 let m = kernel_module_symbols(inputs.kernel, &mut symtab, module.id, &offsets);
+                return (m, BTreeSet::new());
+            }
+            if module.kind == ModuleKind::Anonymous {
+                let offsets = offsets.cloned().unwrap_or_default();
+                let m = crate::jit::module_symbols(module, &offsets, inputs.jit, &mut symtab);
                 return (m, BTreeSet::new());
             }
             let mut work = begun

@@ -30,6 +30,7 @@ pub mod builder;
 pub mod checkpoint;
 mod complete;
 mod finish;
+mod jit;
 pub mod kernel;
 pub mod perf;
 pub mod phases;

@@ -183,6 +183,7 @@ pub(crate) mod tests {
             exact: &nothing_more,
             elfs: &std::collections::HashMap::new(),
             kernel: None,
+            jit: None,
         };
         let mut started = std::collections::HashMap::from([(module.id, work)]);
         crate::finish::resolve_modules(
@@ -297,6 +298,7 @@ pub(crate) mod tests {
             exact: &lookups,
             elfs: &std::collections::HashMap::new(),
             kernel: None,
+            jit: None,
         };
         let (table, _) = crate::finish::resolve_modules(
             &Resolver::new(),

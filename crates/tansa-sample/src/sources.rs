@@ -59,6 +59,21 @@ impl Reader {
         Reader { uid, gid, groups }
     }
 
+    /// The owner's effective user id.
+    pub fn uid(&self) -> u32 {
+        self.uid
+    }
+
+    /// An owner with these ids and no other group.
+    #[cfg(test)]
+    pub fn with_ids(uid: u32, gid: u32) -> Reader {
+        Reader {
+            uid,
+            gid,
+            groups: vec![gid],
+        }
+    }
+
     /// Whether this owner may access a file of `uid`/`gid`/`mode` for `want` (4 read, 1
     /// search).
     fn may(&self, uid: u32, gid: u32, mode: u32, want: u32) -> bool {

@@ -53,6 +53,9 @@ pub enum Unwound {
 /// One unwinder per address space (process image), sharing a rule cache.
 pub struct Unwinders {
     spaces: FxHashMap<u32, UnwinderX86_64<SectionBytes>>,
+    /// The ranges of each space's modules (framehop does not say whether an address is in
+    /// one).
+    code: FxHashMap<u32, Vec<Range<u64>>>,
     cache: CacheX86_64,
     files: HashMap<String, Option<Arc<ElfFile>>>,
 }
@@ -69,6 +72,7 @@ impl Default for Unwinders {
     fn default() -> Self {
         Unwinders {
             spaces: FxHashMap::default(),
+            code: FxHashMap::default(),
             cache: CacheX86_64::new(),
             files: HashMap::new(),
         }
@@ -131,6 +135,9 @@ impl Unwinders {
         let unwinder = self.spaces.entry(space).or_default();
         unwinder.remove_module(start);
         unwinder.add_module(Module::new(path.to_string(), start..end, bias, info));
+        let code = self.code.entry(space).or_default();
+        code.retain(|r| r.start != start);
+        code.push(start..end);
     }
 
     /// Gives address space `child` the modules of `parent` (after `fork`).
@@ -138,11 +145,15 @@ impl Unwinders {
         if let Some(u) = self.spaces.get(&parent).cloned() {
             self.spaces.insert(child, u);
         }
+        if let Some(c) = self.code.get(&parent).cloned() {
+            self.code.insert(child, c);
+        }
     }
 
     /// Forgets an address space.
     pub fn remove(&mut self, space: u32) {
         self.spaces.remove(&space);
+        self.code.remove(&space);
     }
 
     /// Unwinds the user stack of a sample of address space `space` into `out` (cleared
@@ -183,7 +194,21 @@ impl Unwinders {
                         return Unwound::Truncated;
                     }
                 }
-                Ok(None) => return Unwound::Complete,
+                // A chain that ends in code of no module (JIT code, which has no unwind
+                // information) ended on a frame pointer that was not one: its callers
+                // are unknown, not absent. Every program's outermost frame (`_start`, a
+                // thread's start) is in a module.
+                Ok(None) => {
+                    let in_module = |a: u64| {
+                        self.code
+                            .get(&space)
+                            .is_some_and(|c| c.iter().any(|r| r.contains(&a)))
+                    };
+                    return match out.last() {
+                        Some(&a) if !in_module(a) => Unwound::Truncated,
+                        _ => Unwound::Complete,
+                    };
+                }
                 Err(_) => return Unwound::Truncated,
             }
         }

@@ -50,6 +50,16 @@ pub enum AnnotateError {
         /// The hottest functions that can be annotated.
         candidates: Vec<String>,
     },
+    /// The function is code generated at run time (JIT), named from its runtime's perf
+    /// map: its machine code was in the process's memory, gone when it ended.
+    #[error(
+        "`{unit}` is code generated at run time (JIT): its instructions were not kept, so it \
+         cannot be annotated; its samples are in `tansa report --by function`"
+    )]
+    Generated {
+        /// The function, as `module!function`.
+        unit: String,
+    },
     /// Several functions match.
     #[error("`{name}` names several functions; pick one: {}", .candidates.join(", "))]
     Ambiguous {
@@ -334,7 +344,11 @@ fn not_annotated(
             };
             let function = |f: &tansa_format::symtab::SymFrame| rec.symbols.string(f.function);
             if let Some(f) = function(outer).filter(|f| asked(module_name, f)) {
-                own.get_or_insert_with(|| format!("{module_name}!{f}"));
+                let unit = format!("{module_name}!{f}");
+                if names.module_kind(module) == Some(tansa_format::cpu::ModuleKind::Anonymous) {
+                    return AnnotateError::Generated { unit };
+                }
+                own.get_or_insert(unit);
             }
             if inner
                 .iter()
