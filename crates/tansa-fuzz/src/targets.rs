@@ -538,6 +538,9 @@ pub fn perf_map(data: &[u8]) {
             addresses.extend([a.wrapping_sub(1), a, a.wrapping_add(1), a.wrapping_add(64)]);
         }
     }
+    let covering = PerfMap::read_covering(data, data.len() as u64, &addresses)
+        .expect("a map read whole reads whole again");
+    assert_eq!(covering.lookup(&addresses), map.lookup(&addresses));
     for (a, s) in map.lookup(&addresses) {
         assert!(
             s.start <= a && a - s.start < s.size,

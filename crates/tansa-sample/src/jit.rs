@@ -149,7 +149,7 @@ pub(crate) fn module_symbols(
     };
     let map = match open_map(&path, owner, sources.started_unix_ms) {
         Ok(None) => return unnamed(ModuleStatus::NoFile),
-        Ok(Some(file)) => match PerfMap::read(file, BUDGET) {
+        Ok(Some(file)) => match PerfMap::read_covering(file, BUDGET, offsets) {
             Ok(map) => map,
             Err(e) => return unnamed(refused(e.to_string())),
         },

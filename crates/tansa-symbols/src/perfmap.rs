@@ -92,6 +92,30 @@ impl PerfMap {
     /// [`PerfMapError::TooLarge`] if `input` holds more than `budget` bytes,
     /// [`PerfMapError::Io`] if reading fails.
     pub fn read(input: impl Read, budget: u64) -> Result<PerfMap, PerfMapError> {
+        PerfMap::read_lines(input, budget, |_, _| true)
+    }
+
+    /// [`PerfMap::read`], keeping only the lines that cover one of `addresses`: what
+    /// [`PerfMap::lookup`] of those addresses needs, in the memory of those lines only.
+    ///
+    /// # Errors
+    ///
+    /// As [`PerfMap::read`].
+    pub fn read_covering(
+        input: impl Read,
+        budget: u64,
+        addresses: &BTreeSet<u64>,
+    ) -> Result<PerfMap, PerfMapError> {
+        PerfMap::read_lines(input, budget, |start, end| {
+            addresses.range(start..end).next().is_some()
+        })
+    }
+
+    fn read_lines(
+        input: impl Read,
+        budget: u64,
+        keep: impl Fn(u64, u64) -> bool,
+    ) -> Result<PerfMap, PerfMapError> {
         let mut reader = BufReader::new(input.take(budget.saturating_add(1)));
         let mut map = PerfMap::default();
         let mut buf = Vec::new();
@@ -122,7 +146,10 @@ impl PerfMap {
             }
             let text = String::from_utf8_lossy(&buf);
             match parse_line(&text) {
-                Some((start, size, name)) => map.push(start, size, name),
+                Some((start, size, name)) => match start.checked_add(size) {
+                    Some(end) if !keep(start, end) => {}
+                    _ => map.push(start, size, name),
+                },
                 None if text.trim().is_empty() => {}
                 None => map.malformed += 1,
             }
@@ -226,9 +253,16 @@ mod tests {
         assert_eq!(at(0x1010), None, "the end is exclusive");
         assert_eq!(at(0x201f), Some((0x2000, "JS:*fib /tmp/a.js:1:13".into())));
         assert_eq!(at(0xfff), None);
-        let all = map.lookup(&BTreeSet::from([0x1000, 0x1009, 0x2000, 0x5000]));
+        let wanted = BTreeSet::from([0x1000, 0x1009, 0x2000, 0x5000]);
+        let all = map.lookup(&wanted);
         assert_eq!(all.len(), 3);
         assert_eq!(all[&0x1009].size, 8);
+
+        // Keeping only the lines that cover a wanted address names them alike.
+        let text = "1000 10 first\n1008 8 later\n3000 10 unwanted\n";
+        let covering = PerfMap::read_covering(text.as_bytes(), 1 << 20, &wanted).unwrap();
+        assert_eq!(covering.len(), 2);
+        assert_eq!(covering.lookup(&wanted), read(text).lookup(&wanted));
     }
 
     #[test]
