@@ -1527,6 +1527,11 @@ fn jit_code_is_named_from_its_perf_map_and_a_planted_map_is_refused() {
         );
         let l = report(&file, "library");
         assert!(n(unit(&l, &module), "self_samples") >= hot + cold);
+        assert!(
+            !f["notes"].to_string().contains("has no names"),
+            "{source}: named code taken for unnamed: {}",
+            f["notes"]
+        );
         // Its instructions are gone with the process: annotate says so.
         let out = run(&["annotate", file.to_str().unwrap(), "jit_hot"]);
         assert!(!out.status.success());
@@ -1549,7 +1554,8 @@ fn jit_code_is_named_from_its_perf_map_and_a_planted_map_is_refused() {
         }
     }
 
-    // No map: one unnamed row, and nothing to warn about.
+    // No map: one unnamed row, nothing to warn about, and a note on how to have the
+    // runtime name its code.
     let file = t.path().join("none.tansa");
     sample(&file, &[], &[exe.to_str().unwrap(), "none", "300"]);
     let pid = pid_of(&file, "cpu_jit");
@@ -1559,6 +1565,22 @@ fn jit_code_is_named_from_its_perf_map_and_a_planted_map_is_refused() {
         !warnings(&f).iter().any(|w| w.contains("perf map")),
         "{:?}",
         warnings(&f)
+    );
+    let notes = |f: &Value| -> Vec<String> {
+        f["notes"]
+            .as_array()
+            .expect("notes")
+            .iter()
+            .filter_map(|v| v.as_str().map(str::to_string))
+            .collect()
+    };
+    assert!(
+        notes(&f)
+            .iter()
+            .any(|n| n.contains("generated at run time that has no names")
+                && n.contains("--perf-basic-prof")),
+        "{:?}",
+        notes(&f)
     );
 
     // The map is a symbolic link to another file (tansa may run as root): not read, and

@@ -377,6 +377,9 @@ impl CpuRecording {
             }
         }
         rec.warnings.extend(rec.symbols.unresolved_notes());
+        if let Some(note) = unnamed_generated_note(&rec) {
+            rec.info.notes.push(note);
+        }
         if rec.symbols.modules.is_empty() && !rec.modules.is_empty() {
             rec.warnings
                 .push("the recording has no symbol table: functions and lines are unknown".into());
@@ -411,4 +414,34 @@ impl CpuRecording {
             .iter()
             .fold(0u64, |sum, a| sum.saturating_add(a.count))
     }
+}
+
+/// A note when a twentieth or more of the samples are in generated code without a name:
+/// how to have the runtime name it.
+fn unnamed_generated_note(rec: &CpuRecording) -> Option<String> {
+    let total: u64 = rec.addresses.iter().map(|a| a.count).sum();
+    let unnamed: u64 = rec
+        .addresses
+        .iter()
+        .filter(|a| {
+            rec.modules
+                .get(a.pc.module as usize)
+                .is_some_and(|m| m.kind == cpu::ModuleKind::Anonymous)
+                && rec
+                    .symbols
+                    .module(u64::from(a.pc.module))
+                    .and_then(|m| m.lookup(a.pc.offset))
+                    .is_none_or(|s| s.frames.is_empty())
+        })
+        .map(|a| a.count)
+        .sum();
+    (total > 0 && unnamed.saturating_mul(20) >= total).then(|| {
+        format!(
+            "{:.1} % of the samples are in code generated at run time that has no names \
+             ([jit PID]!??); runtimes name it in a perf map when asked, which tansa sample \
+             reads: node --perf-basic-prof, python3.12 -X perf, DOTNET_PerfMapEnabled=1, \
+             perf-map-agent for Java",
+            unnamed as f64 * 100.0 / total as f64
+        )
+    })
 }
