@@ -419,7 +419,11 @@ impl CpuRecording {
 /// A note when a twentieth or more of the samples are in generated code without a name:
 /// how to have the runtime name it.
 fn unnamed_generated_note(rec: &CpuRecording) -> Option<String> {
-    let total: u64 = rec.addresses.iter().map(|a| a.count).sum();
+    // Counts come from the file: summed without overflow.
+    let total = rec
+        .addresses
+        .iter()
+        .fold(0u64, |t, a| t.saturating_add(a.count));
     let unnamed: u64 = rec
         .addresses
         .iter()
@@ -433,8 +437,7 @@ fn unnamed_generated_note(rec: &CpuRecording) -> Option<String> {
                     .and_then(|m| m.lookup(a.pc.offset))
                     .is_none_or(|s| s.frames.is_empty())
         })
-        .map(|a| a.count)
-        .sum();
+        .fold(0u64, |t, a| t.saturating_add(a.count));
     (total > 0 && unnamed.saturating_mul(20) >= total).then(|| {
         format!(
             "{:.1} % of the samples are in code generated at run time that has no names \
