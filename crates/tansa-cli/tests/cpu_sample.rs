@@ -1583,6 +1583,22 @@ fn jit_code_is_named_from_its_perf_map_and_a_planted_map_is_refused() {
         notes(&f)
     );
 
+    // A map dated before the process started, as one an earlier process with the same id
+    // left in /tmp would be: it names other code, so it is not read, and that is said.
+    let file = t.path().join("stale.tansa");
+    sample(&file, &[], &[exe.to_str().unwrap(), "stale", "300"]);
+    let pid = pid_of(&file, "cpu_jit");
+    let _stale = RemoveLater(PathBuf::from(format!("/tmp/perf-{pid}.map")));
+    let f = report(&file, "function");
+    assert!(n(unit(&f, &format!("[jit {pid}]!??")), "self_samples") > 0);
+    assert!(
+        warnings(&f)
+            .iter()
+            .any(|w| w.contains("was last written before the process started")),
+        "{:?}",
+        warnings(&f)
+    );
+
     // The map is a symbolic link to another file (tansa may run as root): not read, and
     // said.
     let file = t.path().join("link.tansa");

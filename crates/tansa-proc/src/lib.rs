@@ -117,6 +117,22 @@ impl ProcKey {
     pub fn start_seconds(&self) -> f64 {
         self.start_ticks as f64 / clock_ticks_per_second() as f64
     }
+
+    /// Start time on the wall clock, in milliseconds since the Unix epoch (to a clock
+    /// tick): now, less the time since boot, plus the start time after boot.
+    pub fn start_unix_ms(&self) -> u64 {
+        let boot = rustix::time::clock_gettime(rustix::time::ClockId::Boottime);
+        let since_boot_ms = (boot.tv_sec.max(0) as u64)
+            .saturating_mul(1000)
+            .saturating_add(boot.tv_nsec.max(0) as u64 / 1_000_000);
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        let start_ms = self.start_ticks.saturating_mul(1000) / clock_ticks_per_second().max(1);
+        now_ms
+            .saturating_sub(since_boot_ms)
+            .saturating_add(start_ms)
+    }
 }
 
 /// The kernel's clock tick rate (`sysconf(_SC_CLK_TCK)`), the unit of [`ProcKey::start_ticks`].
@@ -127,4 +143,34 @@ pub fn clock_ticks_per_second() -> u64 {
 /// `/proc/<pid>/<file>`.
 pub(crate) fn proc_path(pid: u32, file: &str) -> PathBuf {
     PathBuf::from(format!("/proc/{pid}/{file}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_process_started_just_now_has_a_wall_clock_start_of_just_now() {
+        let now_ms = || {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_millis() as u64
+        };
+        let before = now_ms();
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        let key = ProcKey::of(child.id()).unwrap();
+        let after = now_ms();
+        let started = key.start_unix_ms();
+        child.kill().unwrap();
+        child.wait().unwrap();
+        // To a clock tick (10 ms at 100 Hz), and the two clocks read a moment apart.
+        assert!(
+            started + 50 >= before && started <= after + 50,
+            "started {started}, spawned between {before} and {after}"
+        );
+    }
 }

@@ -225,7 +225,6 @@ impl CpuRecordingBuilder {
     /// whether per-sample timestamps are kept).
     pub fn new(meta: RecordingMeta, info: CpuInfo) -> Self {
         let timeline = info.timeline.then(Vec::new);
-        let started_unix_ms = meta.started_unix_ms;
         CpuRecordingBuilder {
             meta,
             info,
@@ -253,7 +252,7 @@ impl CpuRecordingBuilder {
             wall_ns: 0,
             elf_cache: HashMap::new(),
             readers: Vec::new(),
-            jit: crate::jit::JitSources::new(started_unix_ms),
+            jit: crate::jit::JitSources::default(),
             unmapped_generated: false,
             new_locations: None,
             warm: None,
@@ -278,13 +277,19 @@ impl CpuRecordingBuilder {
         let id = self.processes.len() as u32;
         let r = crate::sources::Reader::of_process(p.pid)
             .unwrap_or_else(crate::sources::Reader::recorder);
-        self.jit
-            .owners
-            .entry(p.pid)
-            .or_insert_with(|| crate::jit::JitOwner {
+        // When it started, for the age of its perf map: from /proc while it lives; else
+        // (gone already) when sampling began, if it began during sampling.
+        let recording_started = self.meta.started_unix_ms;
+        self.jit.owners.entry(p.pid).or_insert_with(|| {
+            let started = tansa_proc::ProcKey::of(p.pid)
+                .ok()
+                .map(|k| k.start_unix_ms())
+                .or((p.start_ns != 0).then_some(recording_started));
+            crate::jit::JitOwner {
                 reader: r.clone(),
-                began_during: p.start_ns != 0,
-            });
+                started_unix_ms: started,
+            }
+        });
         if !self.readers.contains(&r) {
             self.readers.push(r);
         }

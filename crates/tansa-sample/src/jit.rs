@@ -4,10 +4,10 @@
 //!
 //! The map is written by the profiled program, and tansa may run as root: a map is read
 //! only if it is a regular file (opened without following a symbolic link, and without
-//! blocking on a FIFO) owned by the process's own user, no larger than [`BUDGET`], and,
-//! for a process that began while tansa sampled, written since sampling began (a map left
-//! in `/tmp` by an earlier process with the same id names other code). A map refused is
-//! said, in the recording's list of modules without names.
+//! blocking on a FIFO) owned by the process's own user, no larger than [`BUDGET`], and
+//! last written after the process started (a map left in `/tmp` by an earlier process
+//! with the same id names other code). A map refused is said, in the recording's list of
+//! modules without names.
 
 use std::collections::{BTreeSet, HashMap};
 use std::io;
@@ -39,39 +39,33 @@ pub fn module_pid(path: &str) -> Option<u32> {
 pub struct JitOwner {
     /// Its owner: the map must be this user's.
     pub reader: Reader,
-    /// Whether it began while tansa sampled (its map must be newer than sampling).
-    pub began_during: bool,
+    /// When it started (wall clock, ms since the Unix epoch), when known: its map must
+    /// have been written since.
+    pub started_unix_ms: Option<u64>,
 }
 
-/// Everything naming JIT code needs: the processes' owners, when sampling began, and where
-/// maps are (`/tmp` but in tests).
+/// Everything naming JIT code needs: the processes' owners and start times, and where maps
+/// are (`/tmp` but in tests).
 #[derive(Debug, Clone)]
 pub struct JitSources {
     /// Per process id (the first image of each id declared).
     pub owners: HashMap<u32, JitOwner>,
-    /// Wall-clock start of sampling, milliseconds since the Unix epoch.
-    pub started_unix_ms: u64,
     /// The directory holding the maps.
     pub dir: PathBuf,
 }
 
-impl JitSources {
+impl Default for JitSources {
     /// No process yet; maps in `/tmp`.
-    pub fn new(started_unix_ms: u64) -> JitSources {
+    fn default() -> JitSources {
         JitSources {
             owners: HashMap::new(),
-            started_unix_ms,
             dir: PathBuf::from("/tmp"),
         }
     }
 }
 
 /// Opens `path` for `owner` as the module doc says; `Ok(None)` when there is no map.
-fn open_map(
-    path: &Path,
-    owner: &JitOwner,
-    started_unix_ms: u64,
-) -> Result<Option<std::fs::File>, String> {
+fn open_map(path: &Path, owner: &JitOwner) -> Result<Option<std::fs::File>, String> {
     let file = match std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
@@ -101,10 +95,13 @@ fn open_map(
     // The kernel stamps files with a coarse clock: a second of slack.
     let written_ms =
         (meta.mtime().max(0) as u64) * 1000 + meta.mtime_nsec().max(0) as u64 / 1_000_000;
-    if owner.began_during && written_ms + 1000 < started_unix_ms {
+    if owner
+        .started_unix_ms
+        .is_some_and(|started| written_ms + 1000 < started)
+    {
         return Err(
-            "it was last written before sampling began (left by an earlier process \
-                    with the same id?)"
+            "it was last written before the process started (left by an earlier process \
+             with the same id?)"
                 .into(),
         );
     }
@@ -147,7 +144,7 @@ pub(crate) fn module_symbols(
             path.display()
         ))
     };
-    let map = match open_map(&path, owner, sources.started_unix_ms) {
+    let map = match open_map(&path, owner) {
         Ok(None) => return unnamed(ModuleStatus::NoFile),
         Ok(Some(file)) => match PerfMap::read_covering(file, BUDGET, offsets) {
             Ok(map) => map,
@@ -191,10 +188,10 @@ mod tests {
     use super::*;
     use tansa_format::cpu::ModuleKind;
 
-    fn owner(uid: u32, began_during: bool) -> JitOwner {
+    fn owner(uid: u32, started_unix_ms: Option<u64>) -> JitOwner {
         JitOwner {
             reader: Reader::with_ids(uid, uid),
-            began_during,
+            started_unix_ms,
         }
     }
 
@@ -211,15 +208,9 @@ mod tests {
             .collect()
     }
 
-    fn resolve(
-        dir: &Path,
-        pid: u32,
-        who: JitOwner,
-        started: u64,
-    ) -> (ModuleSymbols, Vec<Option<String>>) {
+    fn resolve(dir: &Path, pid: u32, who: JitOwner) -> (ModuleSymbols, Vec<Option<String>>) {
         let sources = JitSources {
             owners: HashMap::from([(pid, who)]),
-            started_unix_ms: started,
             dir: dir.to_path_buf(),
         };
         let module = Module {
@@ -253,13 +244,13 @@ mod tests {
         let me = unsafe { libc::geteuid() };
         std::fs::write(dir.path().join("perf-42.map"), "1000 10 jit_fn\n").unwrap();
 
-        let (m, n) = resolve(dir.path(), 42, owner(me, true), now_ms());
+        let (m, n) = resolve(dir.path(), 42, owner(me, Some(now_ms() - 5_000)));
         assert_eq!(m.status, ModuleStatus::Resolved);
         assert_eq!(n, vec![Some("jit_fn".to_string()), None]);
         assert_eq!(m.addrs[0].function_start, Some(0x1000));
 
         // Another user's process: the file is not its map.
-        let (m, n) = resolve(dir.path(), 42, owner(me + 1, true), now_ms());
+        let (m, n) = resolve(dir.path(), 42, owner(me + 1, Some(now_ms() - 5_000)));
         assert!(
             matches!(&m.status, ModuleStatus::Failed(why) if why.contains("belongs to user")),
             "{:?}",
@@ -267,22 +258,22 @@ mod tests {
         );
         assert_eq!(n, vec![None, None]);
 
-        // A process that began after the map was last written.
-        let (m, _) = resolve(dir.path(), 42, owner(me, true), now_ms() + 60_000);
+        // A process that started after the map was last written: another process's.
+        let (m, _) = resolve(dir.path(), 42, owner(me, Some(now_ms() + 60_000)));
         assert!(
-            matches!(&m.status, ModuleStatus::Failed(why) if why.contains("before sampling")),
+            matches!(&m.status, ModuleStatus::Failed(why) if why.contains("before the process started")),
             "{:?}",
             m.status
         );
-        // ... unless it ran before sampling began (attached to).
-        let (m, _) = resolve(dir.path(), 42, owner(me, false), now_ms() + 60_000);
+        // Its start unknown: read.
+        let (m, _) = resolve(dir.path(), 42, owner(me, None));
         assert_eq!(m.status, ModuleStatus::Resolved);
 
         // A symbolic link to a file the process's user may not read.
         let secret = dir.path().join("secret");
         std::fs::write(&secret, "1000 10 the_secret\n").unwrap();
         std::os::unix::fs::symlink(&secret, dir.path().join("perf-43.map")).unwrap();
-        let (m, n) = resolve(dir.path(), 43, owner(me, true), now_ms());
+        let (m, n) = resolve(dir.path(), 43, owner(me, Some(now_ms() - 5_000)));
         assert!(
             matches!(&m.status, ModuleStatus::Failed(why) if why.contains("symbolic link")),
             "{:?}",
@@ -295,7 +286,7 @@ mod tests {
         let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
         // SAFETY: mkfifo with a valid NUL-terminated path.
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
-        let (m, _) = resolve(dir.path(), 44, owner(me, true), now_ms());
+        let (m, _) = resolve(dir.path(), 44, owner(me, Some(now_ms() - 5_000)));
         assert!(
             matches!(&m.status, ModuleStatus::Failed(why) if why.contains("regular")),
             "{:?}",
@@ -303,7 +294,7 @@ mod tests {
         );
 
         // No map: unnamed, and nothing to say.
-        let (m, n) = resolve(dir.path(), 45, owner(me, true), now_ms());
+        let (m, n) = resolve(dir.path(), 45, owner(me, Some(now_ms() - 5_000)));
         assert_eq!(m.status, ModuleStatus::NoFile);
         assert_eq!(n, vec![None, None]);
     }

@@ -2,6 +2,8 @@
  * anonymous executable memory, jit_hot called three times as long as jit_cold, for about
  * MS milliseconds. How it names them (the first argument):
  *   map   writes /tmp/perf-PID.map, as V8's --perf-basic-prof does;
+ *   stale writes the map, then dates it an hour back, as a map left by an earlier
+ *         process with the same id would be, which tansa must refuse;
  *   none  writes no map;
  *   link  makes /tmp/perf-PID.map a symbolic link to a map elsewhere (TARGET, the third
  *         argument), which tansa must refuse.
@@ -11,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -39,13 +42,21 @@ int main(int argc, char **argv) {
 
     char path[64];
     snprintf(path, sizeof path, "/tmp/perf-%d.map", (int)getpid());
-    if (strcmp(mode, "map") == 0) {
+    if (strcmp(mode, "map") == 0 || strcmp(mode, "stale") == 0) {
         FILE *f = fopen(path, "w");
         if (!f)
             return 1;
         fprintf(f, "%lx %zx jit_hot\n", (unsigned long)code, sizeof SPIN);
         fprintf(f, "%lx %zx jit_cold\n", (unsigned long)(code + 256), sizeof SPIN);
         fclose(f);
+        if (strcmp(mode, "stale") == 0) {
+            struct timeval hour_ago[2];
+            gettimeofday(&hour_ago[0], NULL);
+            hour_ago[0].tv_sec -= 3600;
+            hour_ago[1] = hour_ago[0];
+            if (utimes(path, hour_ago) != 0)
+                return 1;
+        }
     } else if (strcmp(mode, "link") == 0) {
         const char *target = argc > 3 ? argv[3] : "/dev/null";
         FILE *f = fopen(target, "w");
