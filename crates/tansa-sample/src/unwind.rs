@@ -50,12 +50,23 @@ pub enum Unwound {
     Truncated,
 }
 
+/// The unwinder of one address space, and the ranges of its modules (framehop does not say
+/// whether an address is in one).
+#[derive(Clone, Default)]
+struct Space {
+    unwinder: UnwinderX86_64<SectionBytes>,
+    code: Vec<Range<u64>>,
+}
+
+impl Space {
+    fn in_module(&self, addr: u64) -> bool {
+        self.code.iter().any(|r| r.contains(&addr))
+    }
+}
+
 /// One unwinder per address space (process image), sharing a rule cache.
 pub struct Unwinders {
-    spaces: FxHashMap<u32, UnwinderX86_64<SectionBytes>>,
-    /// The ranges of each space's modules (framehop does not say whether an address is in
-    /// one).
-    code: FxHashMap<u32, Vec<Range<u64>>>,
+    spaces: FxHashMap<u32, Space>,
     cache: CacheX86_64,
     files: HashMap<String, Option<Arc<ElfFile>>>,
 }
@@ -72,7 +83,6 @@ impl Default for Unwinders {
     fn default() -> Self {
         Unwinders {
             spaces: FxHashMap::default(),
-            code: FxHashMap::default(),
             cache: CacheX86_64::new(),
             files: HashMap::new(),
         }
@@ -132,12 +142,12 @@ impl Unwinders {
             text_segment_svma: None,
             text_segment: None,
         };
-        let unwinder = self.spaces.entry(space).or_default();
-        unwinder.remove_module(start);
-        unwinder.add_module(Module::new(path.to_string(), start..end, bias, info));
-        let code = self.code.entry(space).or_default();
-        code.retain(|r| r.start != start);
-        code.push(start..end);
+        let s = self.spaces.entry(space).or_default();
+        s.unwinder.remove_module(start);
+        s.unwinder
+            .add_module(Module::new(path.to_string(), start..end, bias, info));
+        s.code.retain(|r| r.start != start);
+        s.code.push(start..end);
     }
 
     /// Gives address space `child` the modules of `parent` (after `fork`).
@@ -145,15 +155,11 @@ impl Unwinders {
         if let Some(u) = self.spaces.get(&parent).cloned() {
             self.spaces.insert(child, u);
         }
-        if let Some(c) = self.code.get(&parent).cloned() {
-            self.code.insert(child, c);
-        }
     }
 
     /// Forgets an address space.
     pub fn remove(&mut self, space: u32) {
         self.spaces.remove(&space);
-        self.code.remove(&space);
     }
 
     /// Unwinds the user stack of a sample of address space `space` into `out` (cleared
@@ -173,14 +179,14 @@ impl Unwinders {
             Ok(u64::from_le_bytes(bytes.try_into().map_err(|_| ())?))
         };
         let empty;
-        let unwinder = match self.spaces.get(&space) {
-            Some(u) => u,
+        let s = match self.spaces.get(&space) {
+            Some(s) => s,
             None => {
-                empty = UnwinderX86_64::new();
+                empty = Space::default();
                 &empty
             }
         };
-        let mut frames = unwinder.iter_frames(
+        let mut frames = s.unwinder.iter_frames(
             regs.ip,
             UnwindRegsX86_64::new(regs.ip, regs.sp, regs.bp),
             &mut self.cache,
@@ -199,13 +205,8 @@ impl Unwinders {
                 // are unknown, not absent. Every program's outermost frame (`_start`, a
                 // thread's start) is in a module.
                 Ok(None) => {
-                    let in_module = |a: u64| {
-                        self.code
-                            .get(&space)
-                            .is_some_and(|c| c.iter().any(|r| r.contains(&a)))
-                    };
                     return match out.last() {
-                        Some(&a) if !in_module(a) => Unwound::Truncated,
+                        Some(&a) if !s.in_module(a) => Unwound::Truncated,
                         _ => Unwound::Complete,
                     };
                 }
