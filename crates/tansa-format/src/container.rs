@@ -362,6 +362,11 @@ pub struct Frame {
     pub index: u64,
     /// The decompressed payload.
     pub payload: Vec<u8>,
+    /// The bytes its payload takes in the file (its key included, when keyed): fewer
+    /// than the payload's when it was compressed.
+    pub stored_len: u32,
+    /// Whether its payload was stored compressed.
+    pub compressed: bool,
 }
 
 impl Frame {
@@ -505,19 +510,14 @@ impl<R: Read> Reader<R> {
         let mut payload = Vec::new();
         let result = self.read_one(pos, &key_only, &mut payload);
         match result {
-            Ok(Some(ty)) => {
+            Ok(Some(head)) => {
                 self.frames = pos.index;
-                if ty == FrameType::END {
+                if head.ty == FrameType::END {
                     self.saw_end = true;
                     self.done = true;
                     return Ok(None);
                 }
-                Ok(Some(Frame {
-                    ty,
-                    offset: pos.offset,
-                    index: pos.index,
-                    payload,
-                }))
+                Ok(Some(head.frame(pos, payload)))
             }
             Ok(None) => {
                 self.done = true;
@@ -531,13 +531,13 @@ impl<R: Read> Reader<R> {
     }
 
     /// Reads the frame at `pos` (the current offset) into `out` (its payload, or only its
-    /// key as `key_only` decides), returning its type; `None` at a clean end of input.
+    /// key as `key_only` decides), returning its header; `None` at a clean end of input.
     fn read_one(
         &mut self,
         pos: FramePos,
         key_only: &dyn Fn(FrameType) -> bool,
         out: &mut Vec<u8>,
-    ) -> Result<Option<FrameType>, FormatError> {
+    ) -> Result<Option<Head>, FormatError> {
         let mut header = [0u8; FRAME_HEADER_LEN];
         let n = read_full(&mut self.input, &mut header)?;
         if n == 0 {
@@ -573,7 +573,11 @@ impl<R: Read> Reader<R> {
         self.stored = stored_bytes;
         result?;
         self.offset = pos.offset + (FRAME_HEADER_LEN as u64) + u64::from(stored);
-        Ok(Some(ty))
+        Ok(Some(Head {
+            ty,
+            stored,
+            compressed: flags & COMPRESSED != 0,
+        }))
     }
 
     /// Reads a frame's stored bytes into `stored`, checks them and decodes them into
@@ -729,13 +733,8 @@ impl<R: Read + Seek> Reader<R> {
     /// reading.
     pub fn frame_at(&mut self, pos: FramePos) -> Result<Frame, FormatError> {
         let mut payload = Vec::new();
-        let ty = self.payload_at(pos, &mut payload)?;
-        Ok(Frame {
-            ty,
-            offset: pos.offset,
-            index: pos.index,
-            payload,
-        })
+        let head = self.head_and_payload_at(pos, &mut payload)?;
+        Ok(head.frame(pos, payload))
     }
 
     /// Reads the payload of the frame at `pos` into `out` (replacing its contents; its
@@ -745,6 +744,14 @@ impl<R: Read + Seek> Reader<R> {
         pos: FramePos,
         out: &mut Vec<u8>,
     ) -> Result<FrameType, FormatError> {
+        Ok(self.head_and_payload_at(pos, out)?.ty)
+    }
+
+    fn head_and_payload_at(
+        &mut self,
+        pos: FramePos,
+        out: &mut Vec<u8>,
+    ) -> Result<Head, FormatError> {
         let (saved_offset, saved_done) = (self.offset, self.done);
         self.input.seek(SeekFrom::Start(pos.offset))?;
         self.offset = pos.offset;
@@ -759,6 +766,26 @@ impl<R: Read + Seek> Reader<R> {
                 ty: None,
             },
         })
+    }
+}
+
+/// What a frame's header says, once its payload has been read and checked.
+struct Head {
+    ty: FrameType,
+    stored: u32,
+    compressed: bool,
+}
+
+impl Head {
+    fn frame(self, pos: FramePos, payload: Vec<u8>) -> Frame {
+        Frame {
+            ty: self.ty,
+            offset: pos.offset,
+            index: pos.index,
+            payload,
+            stored_len: self.stored,
+            compressed: self.compressed,
+        }
     }
 }
 
@@ -850,6 +877,12 @@ mod tests {
         assert_eq!(d.payload, keyed_payload());
         let e = r.next_frame().unwrap().unwrap();
         assert_eq!(e.payload, b"12345678tiny");
+        // What each frame takes in the file: the short ones as they are, the repetitive
+        // ones compressed (a keyed one with its key stored raw ahead of the rest).
+        assert_eq!((a.compressed, a.stored_len), (false, 5));
+        assert!(b.compressed && b.stored_len < 1_000, "{}", b.stored_len);
+        assert!(d.compressed && (KEY_LEN as u32) < d.stored_len && d.stored_len < 1_000);
+        assert_eq!((e.compressed, e.stored_len), (false, 12));
         assert_eq!(r.next_frame().unwrap(), None);
         assert!(r.is_complete());
         let again = r.frame_at(b.pos()).unwrap();

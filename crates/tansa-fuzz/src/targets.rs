@@ -263,6 +263,8 @@ pub fn frames(payload: &[u8]) {
         offset: 16,
         index: 1,
         payload: payload.to_vec(),
+        stored_len: payload.len() as u32,
+        compressed: false,
     };
     let _ = frame(FrameType::META).decode::<meta::RecordingMeta>();
     let _ = frame(FrameType::CALIBRATION)

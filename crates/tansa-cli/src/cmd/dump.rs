@@ -309,10 +309,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         write!(
             out,
-            "@{} frame {:#06x} ({} bytes)",
+            "@{} frame {:#06x} ({} bytes{})",
             frame.offset,
             frame.ty.0,
-            frame.payload.len()
+            frame.payload.len(),
+            if frame.compressed {
+                format!(", compressed to {}", frame.stored_len)
+            } else {
+                String::new()
+            }
         )?;
         let shown: Result<Option<String>, anyhow::Error> = (|| {
             match frame.ty {
