@@ -294,6 +294,58 @@ fn plain_recordings_get_the_judgement_without_causes() {
     assert!(s["cause_functions"].as_array().unwrap().is_empty());
 }
 
+/// A script that runs a leaking program three times: each run is its own process image
+/// with its own sites (JSON, with the program's path), and the text view shows the leaking
+/// site once, with one line for its two repeats, instead of three times.
+#[test]
+fn a_site_repeated_by_a_script_is_shown_once_with_its_repeats() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = leakcause("O2");
+    let file = dir.path().join("script.tansa");
+    let run = format!("{0} 20000; {0} 20000; {0} 20000", exe.display());
+    let out = record(&file, &[], &["/bin/sh", "-c", &run]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let o = run_tansa(&["leaks", file.to_str().unwrap(), "--format", "json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let func_a: Vec<&Value> = r["sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["site"]["function"].as_str().unwrap().ends_with("!funcA"))
+        .collect();
+    assert_eq!(func_a.len(), 3, "one site per run: {func_a:#?}");
+    let mut pids: Vec<u64> = func_a.iter().map(|s| s["pid"].as_u64().unwrap()).collect();
+    pids.dedup();
+    assert_eq!(pids.len(), 3, "{pids:?}");
+    for s in &func_a {
+        assert_eq!(s["exe"].as_str(), exe.to_str(), "{s:#}");
+        assert_eq!(s["judgement"], "leaking", "{s:#}");
+    }
+    let blocks: u64 = func_a[1..]
+        .iter()
+        .map(|s| s["leaked_blocks"].as_u64().unwrap())
+        .sum();
+    let o = run_tansa(&["leaks", file.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    let headers: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with('#') && l.contains("!funcA"))
+        .collect();
+    assert_eq!(headers.len(), 1, "{text}");
+    assert!(
+        headers[0].ends_with(&format!("(process {} leakcause-O2)", func_a[0]["pid"])),
+        "{text}"
+    );
+    let repeats = format!(
+        "   the same site is leaking in 2 more process image(s) of leakcause-O2 (#{}, #{}): \
+         {blocks} block(s),",
+        func_a[1]["index"], func_a[2]["index"]
+    );
+    assert!(text.contains(&repeats), "{repeats} in {text}");
+}
+
 #[test]
 fn bad_input_gets_one_clear_line() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,6 +1,8 @@
 //! Renderers of the leak report ([`LeaksReport`], `tansa leaks`): a diagnosis to read,
 //! and JSON (schema `tansa.leaks.v1`, docs/json/leaks.v1.md).
 
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::io::{self, Write};
 
 use tansa_analysis::memory::leaks::{CodePlace, LeaksReport, SiteReport};
@@ -21,7 +23,8 @@ fn place(p: &CodePlace) -> String {
 /// The diagnosis to read: each leaking site (every site with `all`) with its stack, the
 /// judgement, and for leak-cause recordings the range end, the cause functions and branches
 /// (with the branch's source line from `source_line(file, line)`, when it gives one) and a
-/// leaking path.
+/// leaking path. A site that repeats one shown before in another image of the same program
+/// is folded into one line under it.
 pub fn text(
     report: &LeaksReport,
     all: bool,
@@ -45,17 +48,77 @@ pub fn text(
             " (record with --leak-cause to find why they leak)"
         }
     )?;
-    for s in report
+    let shown: Vec<&SiteReport> = report
         .sites
         .iter()
         .filter(|s| all || s.judgement == "leaking")
-    {
+        .collect();
+    for (first, same) in fold_repeats(&shown) {
+        let s = shown[first];
         site(s, source_line, out)?;
+        if same.is_empty() {
+            continue;
+        }
+        let (blocks, bytes) = same.iter().fold((0u64, 0u64), |(n, b), &i| {
+            (
+                n.saturating_add(shown[i].leaked_blocks),
+                b.saturating_add(shown[i].leaked_bytes),
+            )
+        });
+        const LISTED: usize = 8;
+        let mut numbers: Vec<String> = same
+            .iter()
+            .take(LISTED)
+            .map(|&i| format!("#{}", shown[i].index))
+            .collect();
+        if same.len() > LISTED {
+            numbers.push(format!("{} more", same.len() - LISTED));
+        }
+        writeln!(
+            out,
+            "   the same site is {} in {} more process image(s) of {} ({}): {} block(s), {} \
+             byte(s) still allocated there",
+            s.judgement,
+            same.len(),
+            program_name(&s.exe),
+            numbers.join(", "),
+            blocks,
+            bytes
+        )?;
     }
     for f in &report.trace_failures {
         writeln!(out, "\nnote: a trace could not be taken: {f}")?;
     }
     Ok(())
+}
+
+/// The sites to show in full, each with the later sites that repeat it (by number in
+/// `sites`): the same allocation stack and judgement in another image of the same program,
+/// as a script that runs a program many times gets. Sites with traces (leak-cause
+/// recordings) are never folded: each has its own diagnosis; nor are the sites of MPI
+/// ranks, which a job's report keeps apart.
+fn fold_repeats(sites: &[&SiteReport]) -> Vec<(usize, Vec<usize>)> {
+    let mut groups: Vec<(usize, Vec<usize>)> = Vec::new();
+    let mut group_of: HashMap<(&str, &str, &[CodePlace]), usize> = HashMap::new();
+    for (i, s) in sites.iter().enumerate() {
+        if s.tracing.is_some() || s.rank.is_some() || s.exe.is_empty() {
+            groups.push((i, Vec::new()));
+            continue;
+        }
+        match group_of.entry((s.exe.as_str(), s.judgement, s.stack.as_slice())) {
+            Entry::Occupied(g) => groups[*g.get()].1.push(i),
+            Entry::Vacant(v) => {
+                v.insert(groups.len());
+                groups.push((i, Vec::new()));
+            }
+        }
+    }
+    groups
+}
+
+/// The file name of a program's path (empty when unknown).
+fn program_name(exe: &str) -> &str {
+    exe.rsplit('/').next().unwrap_or(exe)
 }
 
 fn site(
@@ -64,9 +127,15 @@ fn site(
     out: &mut dyn Write,
 ) -> io::Result<()> {
     let rank = s.rank.map(|r| format!(", rank {r}")).unwrap_or_default();
+    // The program too: one process runs several when it calls `exec`, and a script's
+    // processes run the same programs over and over.
+    let program = match program_name(&s.exe) {
+        "" => String::new(),
+        name => format!(" {name}"),
+    };
     writeln!(
         out,
-        "\n#{} {}: {} (process {}{rank})",
+        "\n#{} {}: {} (process {}{program}{rank})",
         s.index,
         s.judgement,
         place(&s.site),

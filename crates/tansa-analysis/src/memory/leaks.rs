@@ -48,7 +48,7 @@ pub struct LeaksReport {
 }
 
 /// A place in the code.
-#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq, Hash)]
 pub struct CodePlace {
     /// `module!function`.
     pub function: String,
@@ -103,6 +103,9 @@ pub struct SiteReport {
     pub index: usize,
     /// Process id of its process image.
     pub pid: u32,
+    /// The executable of that image (a process that runs `exec` has one image per
+    /// program; empty when unknown).
+    pub exe: String,
     /// The MPI rank of that process, if it had one.
     pub rank: Option<u32>,
     /// Session (process image) number in the recording (in a job of several recordings,
@@ -276,12 +279,9 @@ pub fn report_without_stacks<R: Read + Seek>(rec: &MemoryRecording<R>) -> LeaksR
         .iter()
         .flat_map(|lc| lc.sites.iter().map(|s| ((s.session, s.stack), s)))
         .collect();
-    let pid_of = |session: u32| {
-        rec.sessions
-            .iter()
-            .find(|s| s.session == session)
-            .map_or(0, |s| s.pid)
-    };
+    let image_of = |session: u32| rec.sessions.iter().find(|s| s.session == session);
+    let pid_of = |session: u32| image_of(session).map_or(0, |s| s.pid);
+    let exe_of = |session: u32| image_of(session).map_or_else(String::new, |s| s.exe.clone());
     let rank_of = |session: u32| {
         rec.places
             .iter()
@@ -295,6 +295,7 @@ pub fn report_without_stacks<R: Read + Seek>(rec: &MemoryRecording<R>) -> LeaksR
             let mut site = SiteReport {
                 index: 0,
                 pid: pid_of(session.0),
+                exe: exe_of(session.0),
                 rank: rank_of(session.0),
                 session: session.0,
                 stack_id: stack_id.0,

@@ -27,7 +27,10 @@ Examples:
 
 A site is judged leaking when it was freed at least once and its blocks still allocated kept
 growing (at each of the last 3 of 8 moments of its process's run; while recording, at
-each of the last 3 scans). Sites never freed are `no-free-site`: tansa does not guess why.")]
+each of the last 3 scans). Sites never freed are `no-free-site`: tansa does not guess why.
+A site is one allocation stack in one process image; in the text view, the same stack in
+other images of the same program (a script that runs it many times) is one line under the
+first.")]
 pub struct Args {
     /// A heap recording (`tansa record`, best with --leak-cause); several heap recordings
     /// (the ranks of one job) are read as one, each site named with its process and rank.
