@@ -167,6 +167,35 @@ fn executable_and_library_shares_follow_iteration_counts() {
         (exe_share - 70.0).abs() <= 5.0,
         "exe_work has {exe_share:.1}% of the loop samples, expected 70 ± 5 ({exe} vs {lib})"
     );
+    // --top 1: the table shows the largest function, and one row for the others with
+    // their self samples.
+    let out = run(&[
+        "report",
+        file.to_str().unwrap(),
+        "--by",
+        "function",
+        "--top",
+        "1",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let rows: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("self "))
+        .skip(1)
+        .filter(|l| !l.contains("<-"))
+        .collect();
+    let first = &units(&f)[0];
+    let rest = format!("({} more)", units(&f).len() - 1);
+    assert_eq!(rows.len(), 2, "{text}");
+    assert!(rows[0].ends_with(first["unit"].as_str().unwrap()), "{text}");
+    assert!(rows[1].ends_with(&rest), "{text}");
+    let rest_samples = rows[1].split_whitespace().next().unwrap();
+    assert_eq!(
+        rest_samples,
+        (total - n(first, "self_samples")).to_string(),
+        "{text}"
+    );
     // Counts convert to time.
     let u = unit(&f, "cpu_share!exe_work");
     assert_eq!(n(u, "self_ns"), exe * n(&f, "period_ns"));

@@ -187,6 +187,65 @@ fn compressed_and_stored_events_give_the_same_reports() {
     }
 }
 
+/// `--top N` shows the N largest units of the table and sums the others' calls in one row
+/// (the total row stays that of every unit); JSON and reports in time order refuse it.
+#[test]
+fn top_shows_the_largest_units_and_sums_the_rest() {
+    let (_dir, file) = record_fig3("O2", &["-O2", "-fomit-frame-pointer"]);
+    let path = file.to_str().unwrap();
+    let all = report_json(&file, &[]);
+    let units = all["units"].as_array().unwrap();
+    assert!(units.len() >= 3, "{all}");
+    let o = run_tansa(&["report", path, "--top", "1"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    let rows: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("unit "))
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .collect();
+    assert_eq!(rows.len(), 3, "one unit, the rest, the total: {text}");
+    assert!(
+        rows[0].starts_with(units[0]["unit"].as_str().unwrap()),
+        "{text}"
+    );
+    assert!(
+        rows[1].starts_with(&format!("({} more)", units.len() - 1)),
+        "{text}"
+    );
+    assert!(rows[2].starts_with("(total)"), "{text}");
+    // The calls of the units not shown, summed: the row's last five columns.
+    let (mut m, mut c, mut r, mut f, mut a) = (0, 0, 0, 0, 0);
+    for u in &units[1..] {
+        let k = calls(u);
+        (m, c, r, f, a) = (m + k.0, c + k.1, r + k.2, f + k.3, a + k.4);
+    }
+    let columns: Vec<&str> = rows[1].split_whitespace().collect();
+    assert_eq!(
+        columns[columns.len() - 5..],
+        [m, c, r, f, a].map(|v| v.to_string()),
+        "{text}"
+    );
+    let whole = run_tansa(&["report", path]);
+    let total = |t: &str| -> Vec<String> {
+        let row = t.lines().find(|l| l.starts_with("(total)")).unwrap();
+        row.split_whitespace().map(str::to_string).collect()
+    };
+    assert_eq!(total(&text), total(&String::from_utf8_lossy(&whole.stdout)));
+    for refused in [
+        &["--top", "1", "--format", "json"][..],
+        &["--top", "1", "--by", "interval"],
+        &["--top", "0"],
+    ] {
+        let mut args = vec!["report", path];
+        args.extend(refused);
+        let o = run_tansa(&args);
+        assert_eq!(o.status.code(), Some(2), "{refused:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains("--top"), "{refused:?}: {}", stderr(&o));
+    }
+}
+
 /// The frames of a heap recording that hold its threads' events.
 fn thread_chunks(file: &std::path::Path) -> Vec<tansa_format::container::Frame> {
     use tansa_format::memory::THREAD_CHUNK;

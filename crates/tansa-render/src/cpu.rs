@@ -60,10 +60,15 @@ fn header(r: &CpuReport, out: &mut dyn Write) -> io::Result<()> {
     h.write(out)
 }
 
-/// Writes `r` in `format`.
-pub fn write(r: &CpuReport, format: crate::Format, out: &mut dyn Write) -> io::Result<()> {
+/// Writes `r` in `format` (the table with only the first `top` units, when given).
+pub fn write(
+    r: &CpuReport,
+    format: crate::Format,
+    top: Option<usize>,
+    out: &mut dyn Write,
+) -> io::Result<()> {
     match format {
-        crate::Format::Table => table(r, out),
+        crate::Format::Table => table_with(r, top, out),
         crate::Format::Json => json(r, out),
         crate::Format::Csv => csv(r, out),
     }
@@ -71,7 +76,28 @@ pub fn write(r: &CpuReport, format: crate::Format, out: &mut dyn Write) -> io::R
 
 /// Writes the report as a table for people.
 pub fn table(r: &CpuReport, out: &mut dyn Write) -> io::Result<()> {
+    table_with(r, None, out)
+}
+
+/// Writes the report as a table for people, with only the first `top` units (the others
+/// summed in one row) when given.
+pub fn table_with(r: &CpuReport, top: Option<usize>, out: &mut dyn Write) -> io::Result<()> {
     header(r, out)?;
+    let shown = top.map_or(r.units.len(), |n| n.min(r.units.len()));
+    let (units, rest) = r.units.split_at(shown);
+    // The units not shown: their number and self figures (totals overlap: not summed).
+    let rest_row = |columns: usize, label_at: usize| -> Option<Vec<String>> {
+        if rest.is_empty() {
+            return None;
+        }
+        let mut row = vec![String::new(); columns];
+        let samples: u64 = rest.iter().map(|u| u.self_samples).sum();
+        row[0] = samples.to_string();
+        row[1] = percent(rest.iter().map(|u| u.self_percent).sum());
+        row[2] = duration(rest.iter().map(|u| u.self_ns).sum());
+        row[label_at] = format!("({} more)", rest.len());
+        Some(row)
+    };
     if r.by == "process" || r.by == "thread" {
         let mut t = Table::new(&[
             ("samples", Align::Right),
@@ -83,7 +109,7 @@ pub fn table(r: &CpuReport, out: &mut dyn Write) -> io::Result<()> {
             ("other", Align::Right),
             (r.by, Align::Left),
         ]);
-        for u in &r.units {
+        for u in units {
             let s = u.spaces.unwrap_or_default();
             t.row(vec![
                 u.self_samples.to_string(),
@@ -95,6 +121,9 @@ pub fn table(r: &CpuReport, out: &mut dyn Write) -> io::Result<()> {
                 s.other_samples.to_string(),
                 u.unit.clone(),
             ]);
+        }
+        if let Some(row) = rest_row(8, 7) {
+            t.row(row);
         }
         return t.write(out);
     }
@@ -137,7 +166,7 @@ pub fn table(r: &CpuReport, out: &mut dyn Write) -> io::Result<()> {
     }
     headers.push((r.by, Align::Left));
     let mut t = Table::new(&headers);
-    for u in &r.units {
+    for u in units {
         let mut row = vec![
             u.self_samples.to_string(),
             percent(u.self_percent),
@@ -168,6 +197,9 @@ pub fn table(r: &CpuReport, out: &mut dyn Write) -> io::Result<()> {
                 t.row(row);
             }
         }
+    }
+    if let Some(row) = rest_row(headers.len(), headers.len() - 1) {
+        t.row(row);
     }
     t.write(out)
 }

@@ -32,6 +32,31 @@ fn stat_cells(s: &Stats) -> Vec<String> {
     ]
 }
 
+/// One row for the units not shown (`--top`): their number, and the figures that add up
+/// (net and allocated bytes, calls; not the maxima and minima over time, which do not).
+fn rest_cells(rest: &[UnitReport]) -> Option<Vec<String>> {
+    if rest.is_empty() {
+        return None;
+    }
+    let mut sum = Stats::default();
+    for u in rest {
+        let (a, b) = (&mut sum, &u.stats);
+        a.net_bytes = a.net_bytes.saturating_add(b.net_bytes);
+        a.allocated_bytes = a.allocated_bytes.saturating_add(b.allocated_bytes);
+        let (c, d) = (&mut a.calls, &b.calls);
+        c.malloc = c.malloc.saturating_add(d.malloc);
+        c.calloc = c.calloc.saturating_add(d.calloc);
+        c.realloc = c.realloc.saturating_add(d.realloc);
+        c.free = c.free.saturating_add(d.free);
+        c.memalign = c.memalign.saturating_add(d.memalign);
+    }
+    let mut cells = vec![format!("({} more)", rest.len())];
+    cells.extend(stat_cells(&sum));
+    cells[2] = String::new();
+    cells[3] = String::new();
+    Some(cells)
+}
+
 const STAT_HEADERS: [(&str, Align); 9] = [
     ("net", Align::Right),
     ("max", Align::Right),
@@ -95,6 +120,9 @@ fn improper_block(imp: &ImproperReport, out: &mut dyn Write) -> io::Result<()> {
 pub struct TableOptions {
     /// List every process image (as a tree by parent) even when there are many.
     pub all_processes: bool,
+    /// Show only the first this many units; the others are summed in one row (the units
+    /// of reports by library, function or thread come largest first).
+    pub top: Option<usize>,
 }
 
 /// Process images listed one by one above this count are summarized instead.
@@ -299,10 +327,14 @@ pub fn table_with(r: &MemoryReport, opts: &TableOptions, out: &mut dyn Write) ->
     let mut headers: Vec<(&str, Align)> = vec![("unit", Align::Left)];
     headers.extend(STAT_HEADERS);
     let mut t = Table::new(&headers);
-    for u in &r.units {
+    let shown = opts.top.map_or(r.units.len(), |n| n.min(r.units.len()));
+    for u in &r.units[..shown] {
         let mut cells = vec![unit_label(u)];
         cells.extend(stat_cells(&u.stats));
         t.row(cells);
+    }
+    if let Some(rest) = rest_cells(&r.units[shown..]) {
+        t.row(rest);
     }
     let mut total = vec!["(total)".to_string()];
     total.extend(stat_cells(&r.totals));

@@ -52,7 +52,7 @@ pub const CPU_BY: [&str; 8] = [
 ];
 
 impl ReportBy {
-    fn name(self) -> String {
+    pub fn name(self) -> String {
         self.to_possible_value()
             .map(|v| v.get_name().to_string())
             .unwrap_or_default()
@@ -265,6 +265,15 @@ pub fn parse_interval(s: &str) -> Result<Duration, String> {
 /// A run length (`sample --duration`): a bare number is seconds.
 pub fn parse_seconds(s: &str) -> Result<Duration, String> {
     parse_duration_in(s, Duration::from_secs(1))
+}
+
+/// A count of rows (`--top`): a whole number, at least 1.
+pub fn parse_rows(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => Err("0 rows would show nothing: give at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("`{s}` is not a number of rows")),
+    }
 }
 
 /// A ring size in KiB (`--ring-kb`): a power of two from 64 KiB to 256 MiB; a unit

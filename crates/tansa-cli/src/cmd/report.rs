@@ -23,6 +23,7 @@ Examples:
   tansa report run.tansa --by interval --interval 1s --format csv
   tansa report run.tansa --format json | jq '.units[0]'
   tansa report cpu.tansa --by function            CPU time per function (tansa sample)
+  tansa report cpu.tansa --by function --top 20   only the 20 functions with most samples
   tansa report job-*.tansa                        one MPI job: every rank's recording as one
   tansa report job-*.tansa --by rank              one row per rank, with its host
   tansa report job-*.tansa --rank 2 --by function
@@ -96,9 +97,38 @@ pub struct Args {
     #[arg(long, value_name = "N")]
     rank: Option<u32>,
 
+    /// Show only the N largest units in the table (the others are summed in one row, and
+    /// the total stays that of all). Reports by library, function, thread, process, space,
+    /// line or instruction; JSON and CSV always hold every unit.
+    #[arg(long, value_name = "N", value_parser = options::parse_rows)]
+    top: Option<usize>,
+
     /// Write the report to FILE instead of standard output.
     #[arg(short, long, value_name = "FILE")]
     output: Option<PathBuf>,
+}
+
+/// `--top` as a count of rows, refused where it would not mean the largest units: with
+/// JSON or CSV (which hold every unit, for scripts) and with reports whose rows come in
+/// time or rank order.
+fn top_rows(args: &Args, by: ReportBy) -> anyhow::Result<Option<usize>> {
+    let Some(n) = args.top else {
+        return Ok(None);
+    };
+    if args.format != FormatArg::Table {
+        return Err(exit::usage(
+            "--top shortens the table; JSON and CSV hold every unit (filter them with jq or \
+             head)",
+        ));
+    }
+    if matches!(by, ReportBy::Interval | ReportBy::Call | ReportBy::Rank) {
+        return Err(exit::usage(format!(
+            "--top shows the largest units, and --by {} lists its rows in order, not by \
+             size",
+            by.name()
+        )));
+    }
+    Ok(Some(n))
 }
 
 /// Runs `tansa report`.
@@ -119,10 +149,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 first.display()
             )));
         }
+        let top = top_rows(&args, args.by.unwrap_or(ReportBy::Process))?;
         return report_cpu::run(report_cpu::ReportArgs {
             file: first,
             input: file,
             by: args.by,
+            top,
             interval: args.interval,
             format: args.format,
             pid: args.pid,
@@ -131,6 +163,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     drop(file);
     let by = ReportBy::memory(args.by, first)?;
+    let top = top_rows(&args, args.by.unwrap_or(ReportBy::Library))?;
     options::warn_unused_interval(args.interval, by);
     let (charge, free_to, interval) = (
         args.charge.unwrap_or(ChargeArg::First),
@@ -147,6 +180,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         args.format,
         &tansa_render::memory::TableOptions {
             all_processes: args.processes,
+            top,
         },
         &mut out,
     )?;

@@ -58,6 +58,8 @@ pub struct ReportArgs<'a> {
     pub format: FormatArg,
     /// `--pid`.
     pub pid: Option<u32>,
+    /// `--top` (checked).
+    pub top: Option<usize>,
     /// `-o`.
     pub output: Option<&'a Path>,
 }
@@ -67,7 +69,7 @@ pub fn run(args: ReportArgs<'_>) -> anyhow::Result<ExitCode> {
     let by = ReportBy::cpu(args.by, args.interval, args.file)?;
     let (report, damaged) = cpu_report(args.file, args.input, by, args.pid)?;
     let mut out = crate::output::open(args.output, &[args.file])?;
-    tansa_render::cpu::write(&report, args.format.into(), &mut out)?;
+    tansa_render::cpu::write(&report, args.format.into(), args.top, &mut out)?;
     out.finish()?;
     // The report's warnings start with the recording's.
     Ok(crate::exit::finish(args.file, damaged, &report.warnings))
