@@ -341,6 +341,45 @@ fn heap_pprof_carries_mappings_build_ids_lines_and_labels() {
     assert!(raw.contains("pid:["), "{raw}");
 }
 
+/// A program started by a shell: pprof's main binary (its first mapping, "File:" in its
+/// reports) is the program, whose process holds the heap, not the shell that came first.
+#[test]
+fn pprof_main_binary_is_the_program_that_weighs_most() {
+    if !require(go_available(), "go (Debian golang-go) is installed") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("script.tansa");
+    let exe = programs().heap.to_str().unwrap().to_string();
+    let out = record(&file, &[], &["/bin/sh", "-c", &format!("{exe} 5; true")]);
+    assert!(out.status.success(), "record failed: {}", stderr(&out));
+    let pb = dir.path().join("script.pb.gz");
+    std::fs::write(&pb, export(&file, "pprof", &[])).unwrap();
+    let out = Command::new("go")
+        .args(["tool", "pprof", "-raw"])
+        .arg(&pb)
+        .env("HOME", build_dir())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let raw = String::from_utf8_lossy(&out.stdout);
+    let mappings = raw.split("Mappings").nth(1).expect("a Mappings section");
+    let first = mappings
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .expect("a mapping");
+    assert!(
+        first.contains(&exe),
+        "the first mapping is {first}:\n{mappings}"
+    );
+    assert!(
+        mappings
+            .lines()
+            .any(|l| l.contains("/sh") || l.contains("dash")),
+        "the shell's mapping is there too:\n{mappings}"
+    );
+}
+
 /// The GNU build id of an ELF file, as hex, read with `readelf -n` would: from the note.
 fn tansa_symbols_build_id(path: &Path) -> String {
     let data = std::fs::read(path).unwrap();

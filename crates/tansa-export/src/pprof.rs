@@ -351,6 +351,13 @@ pub fn message(profile: &Profile, time_nanos: i64) -> PbProfile {
         ),
         (None, ProfileKind::Cpu) => (None, 0),
     };
+    let mut mapping = mapping;
+    // pprof takes the first mapping for the main binary ("File:" in its reports): that of
+    // the executable of the process with most weight, not of whatever module came first
+    // (the shell or `env` of a wrapper script). Mapping ids stay as the locations use them.
+    if let Some(main) = main_mapping(profile) {
+        mapping[..=main].rotate_right(1);
+    }
     let comment = profile.comments.iter().map(|c| st.get(c)).collect();
     let default_sample_type = profile
         .value_types
@@ -370,6 +377,31 @@ pub fn message(profile: &Profile, time_nanos: i64) -> PbProfile {
         comment,
         default_sample_type,
     }
+}
+
+/// The index of the mapping of the main binary: the executable of the process whose
+/// samples weigh most (in the default value, then in all values), when a mapping is that
+/// file.
+fn main_mapping(profile: &Profile) -> Option<usize> {
+    let mut weight: Vec<(u128, u128)> = vec![(0, 0); profile.processes.len()];
+    for s in &profile.samples {
+        let Some(w) = weight.get_mut(s.process as usize) else {
+            continue;
+        };
+        let default = s.values.get(profile.default_value).copied().unwrap_or(0);
+        w.0 = w.0.saturating_add(u128::from(default.unsigned_abs()));
+        for v in &s.values {
+            w.1 = w.1.saturating_add(u128::from(v.unsigned_abs()));
+        }
+    }
+    let heaviest = (0..profile.processes.len())
+        .filter(|&i| !profile.processes[i].exe.is_empty())
+        .max_by_key(|&i| (weight[i], std::cmp::Reverse(i)))?;
+    let exe = &profile.processes[heaviest].exe;
+    profile
+        .mappings
+        .iter()
+        .position(|m| !m.kernel && &m.path == exe)
 }
 
 /// Writes the profile, gzipped, as `go tool pprof` reads it.

@@ -57,12 +57,15 @@ pub fn profile(rec: &CpuRecording, pid: Option<u32>) -> Profile {
     let mut process_index = |b: &mut Builder, process: u32| {
         *processes.entry(process).or_insert_with(|| {
             let p = b.profile_mut();
-            let (pid, name) = rec
+            let (pid, name, exe) = rec
                 .process(process)
-                .map_or((0, String::new()), |p| (p.pid, p.comm.clone()));
+                .map_or((0, String::new(), String::new()), |p| {
+                    (p.pid, p.comm.clone(), p.exe.clone())
+                });
             p.processes.push(ProcessInfo {
                 pid,
                 name,
+                exe,
                 rank: None,
                 host: None,
             });

@@ -99,6 +99,7 @@ pub fn from_figures(reg: &Registry, data: &StackProfileData, report: &MemoryRepo
         if let Some(&i) = processes.get(&key) {
             // An image exec'd by a launcher has the rank the first image lacked.
             let p = &mut b.profile_mut().processes[i as usize];
+            p.exe.clone_from(&pr.exe);
             if p.rank.is_none() && pr.rank.is_some() {
                 p.rank = pr.rank;
                 p.name = pr.exe.rsplit('/').next().unwrap_or(&pr.exe).to_string();
@@ -110,6 +111,7 @@ pub fn from_figures(reg: &Registry, data: &StackProfileData, report: &MemoryRepo
         p.processes.push(ProcessInfo {
             pid: pr.pid,
             name: pr.exe.rsplit('/').next().unwrap_or(&pr.exe).to_string(),
+            exe: pr.exe.clone(),
             rank: pr.rank,
             host: pr.host.clone(),
         });
@@ -124,6 +126,7 @@ pub fn from_figures(reg: &Registry, data: &StackProfileData, report: &MemoryRepo
             p.processes.push(ProcessInfo {
                 pid: f.pid,
                 name: String::new(),
+                exe: String::new(),
                 rank: None,
                 host: None,
             });

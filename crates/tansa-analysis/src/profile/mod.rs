@@ -103,6 +103,9 @@ pub struct ProcessInfo {
     pub pid: u32,
     /// Short name (executable file name or `comm`).
     pub name: String,
+    /// Path of its executable (of the last program it ran, for a process that called
+    /// `exec`; empty when unknown).
+    pub exe: String,
     /// Its MPI rank (heap profiles of a job).
     pub rank: Option<u32>,
     /// The host it ran on (profiles over several recordings or of a job).
