@@ -233,6 +233,16 @@ fn top_shows_the_largest_units_and_sums_the_rest() {
         row.split_whitespace().map(str::to_string).collect()
     };
     assert_eq!(total(&text), total(&String::from_utf8_lossy(&whole.stdout)));
+    // With --charge all, an event counts in every library on its stack: the units'
+    // figures overlap, and the row of the others gives only their number.
+    let o = run_tansa(&["report", path, "--charge", "all", "--top", "1"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    let rest = text
+        .lines()
+        .find(|l| l.starts_with('(') && l.contains(" more)"))
+        .unwrap_or_else(|| panic!("no row of the others in {text}"));
+    assert_eq!(rest.split_whitespace().count(), 2, "{text}");
     for refused in [
         &["--top", "1", "--format", "json"][..],
         &["--top", "1", "--by", "interval"],

@@ -33,10 +33,17 @@ fn stat_cells(s: &Stats) -> Vec<String> {
 }
 
 /// One row for the units not shown (`--top`): their number, and the figures that add up
-/// (net and allocated bytes, calls; not the maxima and minima over time, which do not).
-fn rest_cells(rest: &[UnitReport]) -> Option<Vec<String>> {
+/// (net and allocated bytes, calls; not the maxima and minima over time, which do not),
+/// unless units share events (`overlapping`: `--charge all` charges an event to every
+/// library on its stack), when only their number is given.
+fn rest_cells(rest: &[UnitReport], overlapping: bool) -> Option<Vec<String>> {
     if rest.is_empty() {
         return None;
+    }
+    if overlapping {
+        let mut cells = vec![String::new(); STAT_HEADERS.len() + 1];
+        cells[0] = format!("({} more)", rest.len());
+        return Some(cells);
     }
     let mut sum = Stats::default();
     for u in rest {
@@ -333,7 +340,7 @@ pub fn table_with(r: &MemoryReport, opts: &TableOptions, out: &mut dyn Write) ->
         cells.extend(stat_cells(&u.stats));
         t.row(cells);
     }
-    if let Some(rest) = rest_cells(&r.units[shown..]) {
+    if let Some(rest) = rest_cells(&r.units[shown..], r.charge == "all") {
         t.row(rest);
     }
     let mut total = vec!["(total)".to_string()];
