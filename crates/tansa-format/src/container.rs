@@ -747,6 +747,7 @@ impl<R: Read + Seek> Reader<R> {
         Ok(self.head_and_payload_at(pos, out)?.ty)
     }
 
+    /// [`Reader::payload_at`], returning what the frame's header says.
     fn head_and_payload_at(
         &mut self,
         pos: FramePos,
