@@ -180,6 +180,18 @@ fn pprof_top(profile: &Path, sample_index: &str) -> (i64, HashMap<String, i64>) 
     (total.unwrap_or_else(|| panic!("no total in\n{text}")), flat)
 }
 
+/// `go tool pprof -raw` on `profile`: its samples, locations and mappings as text.
+fn pprof_raw(profile: &Path) -> String {
+    let out = Command::new("go")
+        .args(["tool", "pprof", "-raw"])
+        .arg(profile)
+        .env("HOME", build_dir())
+        .output()
+        .expect("run go tool pprof");
+    assert!(out.status.success(), "{}", stderr(&out));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// The function name of a `module!function` unit.
 fn function_of(unit: &str) -> &str {
     unit.split_once('!').map_or(unit, |(_, f)| f)
@@ -305,14 +317,7 @@ fn heap_pprof_carries_mappings_build_ids_lines_and_labels() {
     let dir = tempfile::tempdir().unwrap();
     let pb = dir.path().join("heap.pb.gz");
     std::fs::write(&pb, export(&file, "pprof", &[])).unwrap();
-    let out = Command::new("go")
-        .args(["tool", "pprof", "-raw"])
-        .arg(&pb)
-        .env("HOME", build_dir())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
-    let raw = String::from_utf8_lossy(&out.stdout);
+    let raw = pprof_raw(&pb);
     assert!(
         raw.contains(
             "alloc_objects/count alloc_space/bytes inuse_objects/count inuse_space/bytes[dflt] \
@@ -355,14 +360,7 @@ fn pprof_main_binary_is_the_program_that_weighs_most() {
     assert!(out.status.success(), "record failed: {}", stderr(&out));
     let pb = dir.path().join("script.pb.gz");
     std::fs::write(&pb, export(&file, "pprof", &[])).unwrap();
-    let out = Command::new("go")
-        .args(["tool", "pprof", "-raw"])
-        .arg(&pb)
-        .env("HOME", build_dir())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
-    let raw = String::from_utf8_lossy(&out.stdout);
+    let raw = pprof_raw(&pb);
     let mappings = raw.split("Mappings").nth(1).expect("a Mappings section");
     let first = mappings
         .lines()
