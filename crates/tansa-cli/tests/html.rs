@@ -152,12 +152,13 @@ fn heap_page_shows_the_report_figures_and_filters_by_time() {
         main_thread["unit"].as_str().unwrap(),
     );
     assert!(dom.contains("&lt;/script&gt;&lt;b&gt; ["));
-    // The leak of 777 bytes is a leak site; the totals and peak are in the header.
+    // The leak of 777 bytes is a leak site of the program; the totals and peak are in the
+    // header.
     let leaks = table_rows(&dom, "leaks");
     assert!(
         leaks
             .iter()
-            .any(|r| r[2].contains("html_leak") && r[7] == "777"),
+            .any(|r| r[2] == "html_heap" && r[3].contains("html_leak") && r[8] == "777"),
         "{leaks:?}"
     );
     let peak = by_lib["totals"]["max_bytes"].as_i64().unwrap();

@@ -221,6 +221,7 @@ T.run(function () {
     leakSec.appendChild(T.table([
       { label: "#", num: true, get: function (s) { return s.index; } },
       { label: "pid", num: true, get: function (s) { return s.pid; } },
+      { label: "program", get: function (s) { return (s.exe || "").split("/").pop(); } },
       { label: "site", get: function (s) { return place(s.site); }, cls: "name",
         fmt: function (v, s) {
           return el("details", null, el("summary", { text: v }),
