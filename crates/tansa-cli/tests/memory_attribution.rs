@@ -155,11 +155,11 @@ fn libraries_every_policy_offline_without_frame_pointers() {
     all_policies_offline("O2", &["-O2", "-fomit-frame-pointer"]);
 }
 
-/// The thread event chunks of a recording are compressed or stored as they are
-/// (`--compress`; `auto` stores them while the CPUs are busy, and a run as short as this
-/// one counts as busy; the other frames are always compressed): the reports are the same,
-/// `always` compresses the chunks (into fewer bytes than they hold) and `never` stores
-/// every one as it is. (The whole files are compared on a
+/// The chunks of a recording's event streams (thread events, module and stack definitions)
+/// are compressed or stored as they are (`--compress`; `auto` stores them while the CPUs
+/// are busy, and a run as short as this one counts as busy; the other frames are always
+/// compressed): the reports are the same, `always` compresses the chunks (into fewer bytes
+/// than they hold) and `never` stores every one as it is. (The whole files are compared on a
 /// larger recording in `busy_cpus_get_stored_events_and_a_note`: this one is some 4 KB, in
 /// which the two runs' timestamps and ids can outweigh what compression saves.)
 #[test]
@@ -168,7 +168,7 @@ fn compressed_and_stored_events_give_the_same_reports() {
     for when in ["always", "never"] {
         let (_dir, file) = record_fig3_with("O2", &opt, &["--compress", when]);
         check_all_policies(&file, &format!("O2 --compress {when}"));
-        let chunks = thread_chunks(&file);
+        let chunks = event_chunks(&file);
         assert!(!chunks.is_empty(), "--compress {when}: no event chunk");
         let compressed = chunks.iter().filter(|c| c.compressed).count();
         let (stored, raw) = chunks.iter().fold((0, 0), |(s, r), c| {
@@ -256,14 +256,14 @@ fn top_shows_the_largest_units_and_sums_the_rest() {
     }
 }
 
-/// The frames of a heap recording that hold its threads' events.
-fn thread_chunks(file: &std::path::Path) -> Vec<tansa_format::container::Frame> {
-    use tansa_format::memory::THREAD_CHUNK;
+/// The frames of a heap recording that hold its event streams.
+fn event_chunks(file: &std::path::Path) -> Vec<tansa_format::container::Frame> {
+    use tansa_format::memory::{META_CHUNK, THREAD_CHUNK};
     let input = std::io::BufReader::new(std::fs::File::open(file).unwrap());
     let mut reader = tansa_format::container::Reader::new(input).unwrap();
     let mut chunks = Vec::new();
     while let Some(frame) = reader.next_frame().unwrap() {
-        if frame.ty == THREAD_CHUNK {
+        if frame.ty == META_CHUNK || frame.ty == THREAD_CHUNK {
             chunks.push(frame);
         }
     }

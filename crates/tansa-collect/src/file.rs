@@ -2,8 +2,8 @@
 //!
 //! Ring bytes are buffered per stream and written as chunks (at 256 KiB, when a stream
 //! closes, and at least once a second), compressed on a writer thread so the collector's
-//! draining never waits for zstd; event chunks are stored uncompressed while the CPUs are
-//! busy ([`Compression::Auto`]). When the target is gone, the meta streams are parsed to
+//! draining never waits for zstd; the chunks of thread and meta streams are stored
+//! uncompressed while the CPUs are busy ([`Compression::Auto`]). When the target is gone, the meta streams are parsed to
 //! find every address used, those are resolved to symbols, and the symbol table, the clock
 //! calibration and the end frame close the file.
 
@@ -43,9 +43,16 @@ type Ack = (StreamKey, u64);
 enum Job {
     /// A frame, and what its being in the file means for a durable recording.
     Frame(FrameType, Vec<u8>, Option<Ack>),
-    /// A frame whose first 8 payload bytes (session and stream) are stored raw, so that
-    /// readers index thread chunks without decompressing them.
-    Keyed(FrameType, Vec<u8>, Option<Ack>),
+    /// A chunk of an event stream (thread events, or a process's module and stack
+    /// definitions), compressed as [`Compression`] decides. When `keyed`, its first 8
+    /// payload bytes (session and stream) are stored raw, so that readers index thread
+    /// chunks without decompressing them.
+    Events {
+        ty: FrameType,
+        payload: Vec<u8>,
+        ack: Option<Ack>,
+        keyed: bool,
+    },
     Flush,
 }
 
@@ -93,7 +100,8 @@ impl std::fmt::Debug for FileSink {
     }
 }
 
-/// When the event chunks of a recording are compressed (the other frames always are).
+/// When the chunks of a recording's event streams (thread events, module and stack
+/// definitions) are compressed (the other frames always are).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Compression {
     /// Unless the CPUs were busy lately (see [`crate::contention`]): compressing would
@@ -139,14 +147,23 @@ fn writer_thread(
                 writer.raw(&scratch)?;
                 ack
             }
-            Job::Keyed(ty, payload, ack) => {
+            Job::Events {
+                ty,
+                payload,
+                ack,
+                keyed,
+            } => {
                 let busy = contention.as_mut().is_some_and(CpuContention::cpus_busy);
                 if busy {
                     stored_while_busy += payload.len() as u64;
                 }
                 encoder.set_compress(compression != Compression::Never && !busy);
                 scratch.clear();
-                encoder.encode_keyed(ty, &payload, &mut scratch)?;
+                if keyed {
+                    encoder.encode_keyed(ty, &payload, &mut scratch)?;
+                } else {
+                    encoder.encode(ty, &payload, &mut scratch)?;
+                }
                 encoder.set_compress(true);
                 writer.raw(&scratch)?;
                 ack
@@ -281,7 +298,12 @@ impl FileSink {
                 std::mem::replace(&mut buf.bytes, thread_chunk_prefix(key.0, key.1).to_vec());
             buf.since = Instant::now();
             let ack = self.sending((key.0, Some(key.1)), payload.len() - 8);
-            self.send(Job::Keyed(memory::THREAD_CHUNK, payload, ack))?;
+            self.send(Job::Events {
+                ty: memory::THREAD_CHUNK,
+                payload,
+                ack,
+                keyed: true,
+            })?;
         }
         Ok(())
     }
@@ -293,7 +315,12 @@ impl FileSink {
             let payload = std::mem::replace(&mut buf.bytes, meta_chunk_prefix(session).to_vec());
             buf.since = Instant::now();
             let ack = self.sending((session, None), payload.len() - 4);
-            self.send(Job::Frame(memory::META_CHUNK, payload, ack))?;
+            self.send(Job::Events {
+                ty: memory::META_CHUNK,
+                payload,
+                ack,
+                keyed: false,
+            })?;
         }
         Ok(())
     }
