@@ -334,6 +334,13 @@ fn a_site_repeated_by_a_script_is_shown_once_with_its_repeats() {
         .filter(|l| l.starts_with('#') && l.contains("!funcA"))
         .collect();
     assert_eq!(headers.len(), 1, "{text}");
+    let entries = text.lines().filter(|l| l.starts_with('#')).count();
+    assert!(
+        text.lines().next().unwrap().contains(&format!(
+            "; {entries} shown below, the others repeating them"
+        )),
+        "{text}"
+    );
     assert!(
         headers[0].ends_with(&format!("(process {} leakcause-O2)", func_a[0]["pid"])),
         "{text}"

@@ -38,9 +38,23 @@ pub fn text(
         .iter()
         .filter(|s| s.judgement == "leaking")
         .count();
+    let shown: Vec<&SiteReport> = report
+        .sites
+        .iter()
+        .filter(|s| all || s.judgement == "leaking")
+        .collect();
+    let groups = fold_repeats(&shown);
+    let folded = if groups.len() < shown.len() {
+        format!(
+            "; {} shown below, the others repeating them in other runs of the same program",
+            groups.len()
+        )
+    } else {
+        String::new()
+    };
     writeln!(
         out,
-        "{leaking} leaking allocation site(s) of {}{}",
+        "{leaking} leaking allocation site(s) of {}{folded}{}",
         report.sites.len(),
         if report.leak_cause {
             ""
@@ -48,12 +62,7 @@ pub fn text(
             " (record with --leak-cause to find why they leak)"
         }
     )?;
-    let shown: Vec<&SiteReport> = report
-        .sites
-        .iter()
-        .filter(|s| all || s.judgement == "leaking")
-        .collect();
-    for (first, same) in fold_repeats(&shown) {
+    for (first, same) in groups {
         let s = shown[first];
         site(s, source_line, out)?;
         if same.is_empty() {
