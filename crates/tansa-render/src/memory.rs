@@ -45,18 +45,9 @@ fn rest_cells(rest: &[UnitReport], overlapping: bool) -> Option<Vec<String>> {
         cells[0] = format!("({} more)", rest.len());
         return Some(cells);
     }
-    let mut sum = Stats::default();
-    for u in rest {
-        let (a, b) = (&mut sum, &u.stats);
-        a.net_bytes = a.net_bytes.saturating_add(b.net_bytes);
-        a.allocated_bytes = a.allocated_bytes.saturating_add(b.allocated_bytes);
-        let (c, d) = (&mut a.calls, &b.calls);
-        c.malloc = c.malloc.saturating_add(d.malloc);
-        c.calloc = c.calloc.saturating_add(d.calloc);
-        c.realloc = c.realloc.saturating_add(d.realloc);
-        c.free = c.free.saturating_add(d.free);
-        c.memalign = c.memalign.saturating_add(d.memalign);
-    }
+    // `then` adds up what adds up (net and allocated bytes, calls); max and min are left
+    // out below.
+    let sum = rest.iter().fold(Stats::default(), |a, u| a.then(&u.stats));
     let mut cells = vec![format!("({} more)", rest.len())];
     cells.extend(stat_cells(&sum));
     cells[2] = String::new();
