@@ -155,8 +155,10 @@ fn a_salvage_keeps_how_a_process_ended_before_the_recorder_was_killed() {
     ensure_agent();
     let exe = program("zombiechild", "zombiechild.c", &["-g", "-O1"]);
     let dir = temp_dir("durable-ended");
-    // The collector learns of the child's end when it sees the child's socket close; on a
-    // loaded machine that may take a while: later attempts wait longer.
+    // The collector learns of the child's end when it sees the child's socket close, or at
+    // its next tick (every 100 ms) when the child was still ending then (it closes its
+    // files before it becomes a zombie); a loaded machine delays both: later attempts wait
+    // longer.
     let mut last = String::new();
     for (attempt, wait_ms) in [500u64, 2000, 5000].into_iter().enumerate() {
         let file = dir.join(format!("ended{attempt}.tansa"));

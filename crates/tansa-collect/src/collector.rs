@@ -55,6 +55,14 @@ fn round_wait_ms(fullest_permille: u64, idle_rounds: u32) -> u64 {
     }
 }
 
+/// How a zombie ended, from its `/proc/<pid>/stat`; `None` while the process is not one.
+fn zombie_status(stat: &tansa_proc::Stat) -> Option<ExitStatus> {
+    (stat.state == 'Z')
+        .then_some(stat.exit_code)
+        .flatten()
+        .map(ExitStatus::from_wait_status)
+}
+
 /// How long an image that replaced itself with `execve` has to announce its new session
 /// before it counts as unrecorded.
 const EXEC_GRACE: Duration = Duration::from_secs(1);
@@ -112,6 +120,10 @@ pub struct Collector {
     reaped_unknown: Vec<(Instant, Unrecorded)>,
     /// Sessions whose image ended before it was collected, whose pidfd will tell how.
     awaiting_status: Vec<usize>,
+    /// Sessions whose process was still ending when its socket hung up (it closes its
+    /// files before it becomes a zombie), with its start time in `/proc` (field 22): its
+    /// zombie's status is read at the next ticks, as its parent may never collect it.
+    dying: Vec<(usize, u64)>,
     /// Durable recording: sessions finalized whose segments are still mapped (see
     /// [`Collector::retire_durable`]).
     retiring: Vec<usize>,
@@ -149,6 +161,7 @@ impl Collector {
             refused_pids: HashSet::new(),
             reaped_unknown: Vec::new(),
             awaiting_status: Vec::new(),
+            dying: Vec::new(),
             retiring: Vec::new(),
             fullest_permille: 0,
             idle_rounds: 0,
@@ -422,12 +435,8 @@ impl Collector {
     /// the socket): find out whether the image exited or replaced itself.
     fn image_gone(&mut self, i: usize) {
         let pid = self.sessions[i].pid;
-        if let Some(status) = tansa_proc::read_stat(pid)
-            .ok()
-            .filter(|s| s.state == 'Z')
-            .and_then(|s| s.exit_code)
-            .map(ExitStatus::from_wait_status)
-        {
+        let stat = tansa_proc::read_stat(pid).ok();
+        if let Some(status) = stat.as_ref().and_then(zombie_status) {
             self.sessions[i].ended = true;
             self.sessions[i].zombie_status = Some(status);
             self.sessions[i].drop_exit_fd();
@@ -442,6 +451,12 @@ impl Collector {
             self.publish_end(i);
             if self.sessions[i].awaits_status() {
                 self.awaiting_status.push(i);
+            }
+            // Still ending (not collected: its entry is there): a zombie in a moment.
+            if let Some(stat) = stat
+                && self.sessions[i].zombie_status.is_none()
+            {
+                self.dying.push((i, stat.start_ticks));
             }
             return;
         };
@@ -595,11 +610,32 @@ impl Collector {
         failed
     }
 
-    /// Asks the pidfds of the images that ended before they were collected how they ended
-    /// (now and then, and at the end); each one that answers is let go.
+    /// Learns how the images that ended before they were collected ended (now and then,
+    /// and at the end): from their zombie, while the same process is one, else from their
+    /// pidfd once another process collected them. Each one that answers is let go.
     pub(crate) fn settle_statuses(&mut self) {
         let sessions = &mut self.sessions;
         let mut known = Vec::new();
+        self.dying.retain(|&(i, start_ticks)| {
+            let s = &mut sessions[i];
+            if s.zombie_status.is_some() {
+                return false;
+            }
+            match tansa_proc::read_stat(s.pid) {
+                // The same process (a pid is not reused before its zombie is collected).
+                Ok(stat) if stat.start_ticks == start_ticks => match zombie_status(&stat) {
+                    Some(status) => {
+                        s.zombie_status = Some(status);
+                        s.drop_exit_fd();
+                        known.push(i);
+                        false
+                    }
+                    None => true,
+                },
+                // Collected already: its pidfd, if it has one, tells.
+                _ => false,
+            }
+        });
         self.awaiting_status.retain(|&i| {
             let s = &mut sessions[i];
             if let Some(status) = s.collected_status() {
