@@ -198,6 +198,34 @@ fn cpp_new_delete_and_containers() {
     assert!(exe_unit["allocated_bytes"].as_i64().unwrap() >= 4800 + 8188);
 }
 
+/// `std::thread` starts a thread in libstdc++, which calls the program's function: what
+/// that thread allocates is the program's, not libstdc++'s. Before, by library, every
+/// allocation of every `std::thread` was charged to libstdc++ (its trampoline was taken for
+/// the first library the thread called).
+#[test]
+fn std_thread_allocations_belong_to_the_program() {
+    let exe = program("stdthreads", "stdthreads.cpp", &["-g", "-O1", "-pthread"]);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("threads.tansa");
+    let out = record(&file, &[], &[exe.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r = report_json(&file, &["--by", "function"]);
+    let work = unit(&r, "stdthreads!work(int)");
+    assert_eq!(calls(work).0, 1000, "{work}");
+    assert_eq!(work["allocated_bytes"].as_i64(), Some(100_000), "{work}");
+    let r = report_json(&file, &[]);
+    let program = unit(&r, "stdthreads");
+    assert!(calls(program).0 >= 1000, "{program}");
+    for u in r["units"].as_array().unwrap() {
+        if u["unit"].as_str().unwrap().starts_with("libstdc++") {
+            assert!(
+                calls(u).0 < 100,
+                "libstdc++ was charged the threads' blocks: {u}"
+            );
+        }
+    }
+}
+
 #[test]
 fn a_command_that_does_not_exist() {
     let dir = tempfile::tempdir().unwrap();

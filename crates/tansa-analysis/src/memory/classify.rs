@@ -1,8 +1,9 @@
 //! Which unit a stack is charged to (seed 000 §4, Fig. 8, and the policies).
 //!
-//! The *root* of a stack is `main`, or a thread's start routine; frames outside the root
-//! (process start-up and thread start-up, all in the C library or the dynamic loader) are
-//! never units, nor are the allocator entry points (C++ `operator new`, the standard
+//! The *root* of a stack is `main`, or a thread's start routine (the program's function
+//! that a library's trampoline runs, for `std::thread` or OpenMP workers); frames outside
+//! the root (process start-up and thread start-up, all in the C library or the dynamic
+//! loader, and such a trampoline) are never units, nor are the allocator entry points (C++ `operator new`, the standard
 //! allocator templates, Rust's allocator shims) at the inner end. Among the remaining
 //! frames:
 //!
@@ -180,6 +181,10 @@ pub fn eligible(stack: &Stack, reg: &Registry) -> std::ops::Range<usize> {
     let len = stack.len();
     let frame = |i: usize| stack.get(i).expect("index below the stack's length");
     let module = |f: &LogicalFrame| f.module.map(|m| reg.module(m));
+    let start = stack
+        .frames()
+        .position(|f| !is_allocator_entry(f))
+        .unwrap_or(len);
     // The root: `main` of the main executable, if the stack reaches it.
     let mut end = stack
         .frames()
@@ -188,6 +193,7 @@ pub fn eligible(stack: &Stack, reg: &Registry) -> std::ops::Range<usize> {
     // Without `main` (a thread, an exit handler, a stripped executable): drop the run of
     // start-up frames at the outer end (C library, dynamic loader, named start-up code).
     if end == len {
+        let mut stripped_main = false;
         while end > 0 {
             let f = frame(end - 1);
             let startup = function_is(f, STARTUP)
@@ -198,16 +204,29 @@ pub fn eligible(stack: &Stack, reg: &Registry) -> std::ops::Range<usize> {
                 && end >= 2
                 && module(frame(end - 2)).is_some_and(is_c_library);
             if startup || unnamed_entry {
+                stripped_main |= unnamed_entry;
                 end -= 1;
             } else {
                 break;
             }
         }
+        // A start routine in a shared library that calls back into the program is that
+        // library's trampoline (C++ `std::thread` in libstdc++, OpenMP's workers in
+        // libgomp, GLib's thread proxy): the thread is the program's, rooted at the
+        // function it runs, as `main` is. Otherwise every allocation of such a thread
+        // would be charged to the trampoline's library. Only where the start-up frames
+        // show that the stack reaches the thread's start (a truncated stack's outermost
+        // frame is no root), and not below a stripped executable's `main`, which is no
+        // trampoline but the program.
+        if end < len
+            && !stripped_main
+            && end >= start + 2
+            && module(frame(end - 1)).is_some_and(ModuleInfo::is_shared_library)
+            && module(frame(end - 2)).is_some_and(|m| m.main)
+        {
+            end -= 1;
+        }
     }
-    let start = stack
-        .frames()
-        .position(|f| !is_allocator_entry(f))
-        .unwrap_or(len);
     if start >= end {
         // Nothing but start-up or tear-down code (a C library releasing a thread's buffers
         // at exit, say): charge the frames themselves rather than nobody.
@@ -432,6 +451,69 @@ mod tests {
         assert_eq!(
             all_policies(&reg, thread, false),
             [s(&["libb.so"]), s(&["libb.so"]), s(&["libb.so"])]
+        );
+    }
+
+    /// `std::thread` (and OpenMP, GLib) start a thread in a library function that calls the
+    /// program's: that trampoline is no unit, or every allocation of such threads would be
+    /// charged to libstdc++. A library's own thread, calling another library, is still
+    /// charged to the library whose thread it is; a stack that does not reach its thread's
+    /// start (truncated) keeps its outermost frame; a stripped `main` is no trampoline.
+    #[test]
+    fn a_library_trampoline_that_runs_the_programs_function_is_no_unit() {
+        let mut kit = Kit::new();
+        let std_thread = kit.stack(&[
+            (LIBSTDCXX, "operator new(unsigned long)"),
+            (APP, "work"),
+            (LIBSTDCXX, ""),
+            (LIBC, "start_thread"),
+            (LIBC, "__clone3"),
+        ]);
+        let calls_lib = kit.stack(&[
+            (LIBA, "a_alloc"),
+            (APP, "work"),
+            (LIBSTDCXX, ""),
+            (LIBC, "start_thread"),
+        ]);
+        let own_thread = kit.stack(&[
+            (LIBA, "a_alloc"),
+            (LIBB, "b_worker"),
+            (LIBC, "start_thread"),
+        ]);
+        let truncated = kit.stack(&[(APP, "work"), (LIBB, "b_callback_runner")]);
+        let stripped_main = kit.stack(&[
+            (APP, "on_item"),
+            (LIBB, "b_each"),
+            (APP, ""),
+            (LIBC, "__libc_start_call_main"),
+        ]);
+        let reg = kit.registry(&[0]);
+        let range = |id| eligible(reg.stack(SessionId(0), StackId(id)).unwrap(), &reg);
+        assert_eq!(range(std_thread), 1..2);
+        assert_eq!(
+            all_policies(&reg, std_thread, false),
+            [s(&["app"]), s(&["app"]), s(&["app"])]
+        );
+        assert_eq!(
+            charged(&reg, Some(std_thread), true, Charge::First),
+            s(&["app!work"])
+        );
+        assert_eq!(
+            all_policies(&reg, calls_lib, false),
+            [s(&["liba.so"]), s(&["liba.so"]), s(&["liba.so"])]
+        );
+        assert_eq!(
+            all_policies(&reg, own_thread, false),
+            [s(&["libb.so"]), s(&["liba.so"]), s(&["libb.so", "liba.so"])]
+        );
+        assert_eq!(range(truncated), 0..2);
+        assert_eq!(
+            charged(&reg, Some(truncated), false, Charge::First),
+            s(&["libb.so"])
+        );
+        assert_eq!(
+            charged(&reg, Some(stripped_main), false, Charge::First),
+            s(&["libb.so"])
         );
     }
 
