@@ -1397,6 +1397,8 @@ fn annotate_takes_short_names_and_explains_what_it_cannot_annotate() {
         "Square::area",
         "shapes::Square::area",
         "names!Square::area",
+        // As the table by function shows it.
+        "names!shapes::Square::area(…) const",
     ] {
         let out = run(&["annotate", file.to_str().unwrap(), name, "--asm"]);
         assert!(out.status.success(), "{name}: {}", stderr(&out));

@@ -73,12 +73,14 @@ pub fn json<T: serde::Serialize>(value: &T, out: &mut dyn Write) -> io::Result<(
 pub const MAX_TABLE_NAME: usize = 100;
 
 /// A symbol name shortened for a table column (JSON and CSV keep the full name): template
-/// arguments become `<…>`, parameter lists `()`, so a C++ `module!ns::Class<…>::method()`
+/// arguments become `<…>`, parameter lists `(…)` (an empty one stays `()`), so a C++ `module!ns::Class<…>::method()`
 /// stays readable; what is still longer than [`MAX_TABLE_NAME`] loses its middle.
 pub fn short_name(name: &str) -> String {
     let mut out = String::with_capacity(name.len());
     let mut angle = 0usize;
     let mut paren = 0usize;
+    // Whether the parameter list being skipped has any.
+    let mut params = false;
     let mut prev = ' ';
     for c in name.chars() {
         match c {
@@ -104,12 +106,21 @@ pub fn short_name(name: &str) -> String {
                     || (out.contains("operator") && "<=!+-*/%&|^~[]".contains(prev))) =>
             {
                 if paren == 0 {
-                    out.push_str("()");
+                    out.push('(');
+                    params = false;
+                } else {
+                    params = true;
                 }
                 paren += 1;
             }
-            ')' if paren > 0 => paren -= 1,
-            _ if angle > 0 || paren > 0 => {}
+            ')' if paren > 0 => {
+                paren -= 1;
+                if paren == 0 {
+                    out.push_str(if params { "…)" } else { ")" });
+                }
+            }
+            _ if paren > 0 => params = true,
+            _ if angle > 0 => {}
             _ => out.push(c),
         }
         if angle == 0 && paren == 0 {
@@ -145,7 +156,7 @@ mod tests {
             short_name(
                 "libstdc++.so.6!std::vector<std::pair<int, std::string>, std::allocator<std::pair<int, std::string> > >::_M_realloc_insert<int const&>(__gnu_cxx::__normal_iterator<int*, std::vector<int> >, int const&)"
             ),
-            "libstdc++.so.6!std::vector<…>::_M_realloc_insert<…>()"
+            "libstdc++.so.6!std::vector<…>::_M_realloc_insert<…>(…)"
         );
         assert_eq!(
             short_name("containers!make_widgets()"),
@@ -154,7 +165,7 @@ mod tests {
         assert_eq!(short_name("app!spin"), "app!spin");
         assert_eq!(
             short_name("a!(anonymous namespace)::f(int)"),
-            "a!(anonymous namespace)::f()"
+            "a!(anonymous namespace)::f(…)"
         );
         assert_eq!(short_name("/src/app.c:4 (spin)"), "/src/app.c:4 (spin)");
         assert_eq!(
@@ -163,7 +174,7 @@ mod tests {
         );
         assert_eq!(
             short_name("a!operator<<(std::ostream&, X const&)"),
-            "a!operator<<()"
+            "a!operator<<(…)"
         );
         let long = format!("m!{}", "x".repeat(300));
         assert_eq!(short_name(&long).chars().count(), super::MAX_TABLE_NAME);

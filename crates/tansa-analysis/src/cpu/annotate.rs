@@ -151,11 +151,17 @@ pub struct Annotation {
 /// Whether `function` (demangled, as symbols name it) is what `name` asks for: the name
 /// itself, or, for a C++ or Rust name, the name without its parameters and qualifiers
 /// (`Foo::bar` for `Foo::bar(int) const`), or its last components (`bar`, `Foo::bar` for
-/// `ns::Foo::bar(int)`).
+/// `ns::Foo::bar(int)`), each also as a table shortens it (`Foo::bar(…)`).
 pub fn names_function(function: &str, name: &str) -> bool {
     if function == name {
         return true;
     }
+    // As a table shows it: `bar(…) const` for `bar(int) const`.
+    let name = if name.contains("(…)") {
+        base_name(name)
+    } else {
+        name.strip_suffix("()").unwrap_or(name)
+    };
     let base = base_name(function);
     base == name
         || base
@@ -464,6 +470,11 @@ mod name_tests {
         assert!(names_function(cpp, "area"));
         assert!(!names_function(cpp, "rea"));
         assert!(!names_function(cpp, "e::area"));
+        // As tables shorten it.
+        assert!(names_function(cpp, "shapes::Square::area(…)"));
+        assert!(names_function(cpp, "shapes::Square::area(…) const"));
+        assert!(names_function(cpp, "area()"));
+        assert!(!names_function(cpp, "rea(…)"));
         // Parentheses inside template arguments are not the parameter list.
         let t = "std::vector<void (*)(int)>::push_back(void (* const&)(int))";
         assert!(names_function(t, "push_back"));
