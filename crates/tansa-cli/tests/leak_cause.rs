@@ -353,6 +353,55 @@ fn a_site_repeated_by_a_script_is_shown_once_with_its_repeats() {
     assert!(text.contains(&repeats), "{repeats} in {text}");
 }
 
+/// Two calls of one function on one source line are two call paths that look the same in
+/// the text (same functions, files and lines): the second is folded under the first as a
+/// repeat in this process, not called another process image. Before, it was said to be
+/// "in 1 more process image(s)" of the same, single process (OpenMP's thread start, which
+/// has no line numbers, does this too).
+#[test]
+fn call_paths_that_look_the_same_are_folded_as_such() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = program("samelinecalls", "samelinecalls.c", &["-g", "-O0"]);
+    let file = dir.path().join("sameline.tansa");
+    let out = record(&file, &[], &[exe.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let o = run_tansa(&["leaks", file.to_str().unwrap(), "--format", "json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let make: Vec<&Value> = r["sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["site"]["function"] == "samelinecalls!make")
+        .collect();
+    assert_eq!(make.len(), 2, "one site per call: {make:#?}");
+    assert_eq!(make[0]["stack"], make[1]["stack"]);
+    assert_eq!(make[0]["pid"], make[1]["pid"]);
+    let o = run_tansa(&["leaks", file.to_str().unwrap(), "--all"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    let headers = text
+        .lines()
+        .filter(|l| l.starts_with('#') && l.contains("samelinecalls!make"))
+        .count();
+    assert_eq!(headers, 1, "{text}");
+    assert!(
+        text.lines()
+            .next()
+            .unwrap()
+            .contains("the others repeating them through call paths that look the same"),
+        "{text}"
+    );
+    let repeat = format!(
+        "   the same site ({}) repeats through 1 more call path(s) of this process that look \
+         the same (#{}): 2000 block(s), 48000 byte(s) still allocated there",
+        make[0]["judgement"].as_str().unwrap(),
+        make[1]["index"]
+    );
+    assert!(text.contains(&repeat), "{repeat} in {text}");
+    assert!(!text.contains("process image"), "{text}");
+}
+
 #[test]
 fn bad_input_gets_one_clear_line() {
     let dir = tempfile::tempdir().unwrap();

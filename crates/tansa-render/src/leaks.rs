@@ -23,8 +23,9 @@ fn place(p: &CodePlace) -> String {
 /// The diagnosis to read: each leaking site (every site with `all`) with its stack, the
 /// judgement, and for leak-cause recordings the range end, the cause functions and branches
 /// (with the branch's source line from `source_line(file, line)`, when it gives one) and a
-/// leaking path. A site that repeats one shown before in another image of the same program
-/// is folded into one line under it.
+/// leaking path. A site that repeats one shown before, in another image of the same program
+/// or through a call path of the same image that looks the same, is folded into a line
+/// under it.
 pub fn text(
     report: &LeaksReport,
     all: bool,
@@ -44,13 +45,32 @@ pub fn text(
         .filter(|s| all || s.judgement == "leaking")
         .collect();
     let groups = fold_repeats(&shown);
-    let folded = if groups.len() < shown.len() {
-        format!(
+    let image = |i: usize| (shown[i].pid, shown[i].session);
+    let (mut in_other_images, mut in_same_image) = (false, false);
+    for (first, same) in &groups {
+        for &i in same {
+            if image(i) == image(*first) {
+                in_same_image = true;
+            } else {
+                in_other_images = true;
+            }
+        }
+    }
+    let folded = match (in_other_images, in_same_image) {
+        (false, false) => String::new(),
+        (true, false) => format!(
             "; {} shown below, the others repeating them in other runs of the same program",
             groups.len()
-        )
-    } else {
-        String::new()
+        ),
+        (false, true) => format!(
+            "; {} shown below, the others repeating them through call paths that look the same",
+            groups.len()
+        ),
+        (true, true) => format!(
+            "; {} shown below, the others repeating them in other runs of the same program or \
+             through call paths that look the same",
+            groups.len()
+        ),
     };
     writeln!(
         out,
@@ -68,37 +88,65 @@ pub fn text(
         if same.is_empty() {
             continue;
         }
-        let (blocks, bytes) = same.iter().fold((0u64, 0u64), |(n, b), &i| {
-            (
-                n.saturating_add(shown[i].leaked_blocks),
-                b.saturating_add(shown[i].leaked_bytes),
-            )
-        });
-        const LISTED: usize = 8;
-        let mut numbers: Vec<String> = same
-            .iter()
-            .take(LISTED)
-            .map(|&i| format!("#{}", shown[i].index))
-            .collect();
-        if same.len() > LISTED {
-            numbers.push(format!("{} more", same.len() - LISTED));
+        // Repeats in this very image: stacks that differ only where the frames above do
+        // not show it (return addresses in functions without line numbers, say).
+        let (here, elsewhere): (Vec<usize>, Vec<usize>) =
+            same.iter().partition(|&&i| image(i) == image(first));
+        let repeats = if s.judgement == "leaking" {
+            "is leaking".to_string()
+        } else {
+            format!("({}) repeats", s.judgement)
+        };
+        if !here.is_empty() {
+            writeln!(
+                out,
+                "   the same site {repeats} through {} more call path(s) of this process that \
+                 look the same ({}): {}",
+                here.len(),
+                site_numbers(&shown, &here),
+                still_allocated(&shown, &here)
+            )?;
         }
-        writeln!(
-            out,
-            "   the same site is {} in {} more process image(s) of {} ({}): {} block(s), {} \
-             byte(s) still allocated there",
-            s.judgement,
-            same.len(),
-            program_name(&s.exe),
-            numbers.join(", "),
-            blocks,
-            bytes
-        )?;
+        if !elsewhere.is_empty() {
+            writeln!(
+                out,
+                "   the same site {repeats} in {} more process image(s) of {} ({}): {}",
+                elsewhere.len(),
+                program_name(&s.exe),
+                site_numbers(&shown, &elsewhere),
+                still_allocated(&shown, &elsewhere)
+            )?;
+        }
     }
     for f in &report.trace_failures {
         writeln!(out, "\nnote: a trace could not be taken: {f}")?;
     }
     Ok(())
+}
+
+/// `#3, #5, ...` for the sites `which` of `shown`, the first 8 of them.
+fn site_numbers(shown: &[&SiteReport], which: &[usize]) -> String {
+    const LISTED: usize = 8;
+    let mut numbers: Vec<String> = which
+        .iter()
+        .take(LISTED)
+        .map(|&i| format!("#{}", shown[i].index))
+        .collect();
+    if which.len() > LISTED {
+        numbers.push(format!("{} more", which.len() - LISTED));
+    }
+    numbers.join(", ")
+}
+
+/// What the sites `which` of `shown` still hold, together.
+fn still_allocated(shown: &[&SiteReport], which: &[usize]) -> String {
+    let (blocks, bytes) = which.iter().fold((0u64, 0u64), |(n, b), &i| {
+        (
+            n.saturating_add(shown[i].leaked_blocks),
+            b.saturating_add(shown[i].leaked_bytes),
+        )
+    });
+    format!("{blocks} block(s), {bytes} byte(s) still allocated there")
 }
 
 /// The sites to show in full, each with the later sites that repeat it (by number in
