@@ -436,6 +436,38 @@ fn default_recording_name_names_the_command_and_its_pid() {
     );
 }
 
+/// A program whose name is not all letters (`g++`) keeps it in what `tansa record` says;
+/// only the default file name replaces what a file name should not hold. Before, the
+/// summary said "tansa: g__ exited with code 0".
+#[test]
+fn the_summary_names_the_program_as_it_is_called() {
+    let f = o0();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = dir.path().join("fig3+x");
+    std::fs::copy(&f.exe, &exe).unwrap();
+    ensure_agent();
+    let out = std::process::Command::new(tansa())
+        .current_dir(dir.path())
+        .args(["record", "--"])
+        .arg(&exe)
+        .arg(&f.plugin)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("tansa: fig3+x exited with code 0; recorded 1 process image(s)"),
+        "{}",
+        stderr(&out)
+    );
+    let names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".tansa"))
+        .collect();
+    assert_eq!(names.len(), 1, "{names:?}");
+    assert!(names[0].starts_with("tansa-fig3_x-"), "{names:?}");
+}
+
 /// Options are parsed as options: an unknown one before the command is a usage error and
 /// runs nothing (it was taken as the command); what follows the command goes to it.
 #[test]

@@ -19,6 +19,8 @@ pub mod memory;
 pub mod retrace;
 mod table;
 
+pub use table::printable;
+
 /// A byte count for people: `512 B`, `1.5 KiB`, `2.3 MiB`, ... (negative counts, as net
 /// figures can be, keep their sign). Tables use it; JSON and CSV keep exact integers.
 pub fn bytes(b: i64) -> String {

@@ -199,6 +199,19 @@ impl From<When> for Compression {
     }
 }
 
+/// The command's program, as messages name it: the file name of its path (`g++`), with
+/// control characters shown as escapes.
+fn command_display_name(command: &[OsString]) -> String {
+    let first = command
+        .first()
+        .map(|c| c.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let base = first.rsplit('/').next().unwrap_or(&first);
+    tansa_render::printable(base).into_owned()
+}
+
+/// The command's program as a part of a file name (`tansa-NAME-PID.tansa`): letters,
+/// digits, `-`, `_` and `.`, anything else as `_` (`g__` for `g++`).
 fn command_name(command: &[OsString]) -> String {
     let first = command
         .first()
@@ -417,7 +430,7 @@ fn summarize(
 ) {
     eprintln!(
         "tansa: {} {}; recorded {} process image(s) in {:.2} s: {} of events, written to {} ({})",
-        command_name(&args.command),
+        command_display_name(&args.command),
         outcome.exit.describe(),
         outcome.sessions,
         elapsed.as_secs_f64(),
