@@ -115,6 +115,43 @@ fn heap_reports_give_each_unnamed_function_its_row() {
     assert_eq!(bytes(unit(&online, &name(b.grow_b))), (4000, 4000, 4000, 0));
 }
 
+/// A stripped program is charged as it would be with its symbols: its `main` and `_start`
+/// are unnamed (`fn@0x...`) but still its `main` and `_start`. Before, the stacks of a
+/// stripped program were taken for stacks without a root, and every allocation was charged
+/// to the C library's `__libc_start_main` (Debian's `as` showed 6.3 MiB there).
+#[test]
+fn a_stripped_program_is_charged_as_with_its_symbols() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = build(dir.path());
+    let ok = std::process::Command::new("strip")
+        .arg(&b.exe)
+        .status()
+        .expect("strip runs")
+        .success();
+    assert!(ok);
+    assert!(
+        ElfFile::open(&b.exe)
+            .unwrap()
+            .function_by_name("main")
+            .is_none()
+    );
+    let file = dir.path().join("stripped.tansa");
+    let out = record(&file, &[], &[b.exe.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r = report_json(&file, &[]);
+    let lib = unit(&r, "libunnamed.so");
+    assert_eq!(bytes(lib), (5000, 5000, 5000, 0), "{lib}");
+    assert_eq!(calls(lib), (30, 0, 0, 0, 0), "{lib}");
+    let r = report_json(&file, &["--by", "function"]);
+    assert_eq!(
+        bytes(unit(&r, "libunnamed.so!lib_alloc")),
+        (5000, 5000, 5000, 0)
+    );
+    for u in r["units"].as_array().unwrap() {
+        assert!(!u["unit"].as_str().unwrap().contains("__libc_start"), "{u}");
+    }
+}
+
 #[test]
 fn cpu_reports_give_each_unnamed_function_its_row() {
     let dir = tempfile::tempdir().unwrap();

@@ -165,6 +165,13 @@ fn is_loader(m: &ModuleInfo) -> bool {
     m.name.starts_with("ld-linux") || m.name.starts_with("ld.so") || m.name.starts_with("ld-musl")
 }
 
+/// Whether `f`'s function has no name of its own: none at all, or only its extent's
+/// (`fn@0x15b40`, as the recorder names a function of a stripped binary from its unwind
+/// information: `tansa_symbols::resolve::unnamed_function`).
+fn is_unnamed(f: &LogicalFrame) -> bool {
+    f.function.as_deref().is_none_or(|n| n.starts_with("fn@0x"))
+}
+
 fn function_is(f: &LogicalFrame, names: &[&str]) -> bool {
     f.function.as_deref().is_some_and(|n| names.contains(&n))
 }
@@ -193,18 +200,23 @@ pub fn eligible(stack: &Stack, reg: &Registry) -> std::ops::Range<usize> {
     // Without `main` (a thread, an exit handler, a stripped executable): drop the run of
     // start-up frames at the outer end (C library, dynamic loader, named start-up code).
     if end == len {
-        let mut stripped_main = false;
+        // A thread's stack ends in the C library (`clone`); a process's main thread's, in
+        // the executable (`_start`).
+        let thread = stack
+            .frames()
+            .next_back()
+            .and_then(module)
+            .is_some_and(is_c_library);
         while end > 0 {
             let f = frame(end - 1);
             let startup = function_is(f, STARTUP)
                 || module(f).is_some_and(|m| is_c_library(m) || is_loader(m));
             let unnamed_entry = end == len
-                && f.function.is_none()
+                && is_unnamed(f)
                 && module(f).is_some_and(|m| m.main)
                 && end >= 2
                 && module(frame(end - 2)).is_some_and(is_c_library);
             if startup || unnamed_entry {
-                stripped_main |= unnamed_entry;
                 end -= 1;
             } else {
                 break;
@@ -216,10 +228,10 @@ pub fn eligible(stack: &Stack, reg: &Registry) -> std::ops::Range<usize> {
         // function it runs, as `main` is. Otherwise every allocation of such a thread
         // would be charged to the trampoline's library. Only where the start-up frames
         // show that the stack reaches the thread's start (a truncated stack's outermost
-        // frame is no root), and not below a stripped executable's `main`, which is no
-        // trampoline but the program.
-        if end < len
-            && !stripped_main
+        // frame is no root), on a thread's stack: below a stripped executable's `main`, a
+        // library that calls the program back is the first library `main` called.
+        if thread
+            && end < len
             && end >= start + 2
             && module(frame(end - 1)).is_some_and(ModuleInfo::is_shared_library)
             && module(frame(end - 2)).is_some_and(|m| m.main)
@@ -486,6 +498,8 @@ mod tests {
             (LIBB, "b_each"),
             (APP, ""),
             (LIBC, "__libc_start_call_main"),
+            (LIBC, "__libc_start_main"),
+            (APP, ""),
         ]);
         let reg = kit.registry(&[0]);
         let range = |id| eligible(reg.stack(SessionId(0), StackId(id)).unwrap(), &reg);
@@ -514,6 +528,42 @@ mod tests {
         assert_eq!(
             charged(&reg, Some(stripped_main), false, Charge::First),
             s(&["libb.so"])
+        );
+    }
+
+    /// A stripped executable's `main` and `_start` have no names, or only their extents'
+    /// (`fn@0x...`): the stack is still rooted at `main`, not taken for one without a root
+    /// (whose first library would be the C library's `__libc_start_main`).
+    #[test]
+    fn a_stripped_executable_is_rooted_at_its_unnamed_main() {
+        let mut kit = Kit::new();
+        let named_by_extent = kit.stack(&[
+            (LIBA, "a_alloc"),
+            (APP, "fn@0x1200"),
+            (LIBB, "b_each"),
+            (APP, "fn@0x1100"),
+            (LIBC, "__libc_start_call_main"),
+            (LIBC, "__libc_start_main"),
+            (APP, "fn@0x1040"),
+        ]);
+        let nameless = kit.stack(&[
+            (LIBA, "a_alloc"),
+            (APP, ""),
+            (LIBC, "__libc_start_call_main"),
+            (LIBC, "__libc_start_main"),
+            (APP, ""),
+        ]);
+        let reg = kit.registry(&[0]);
+        let range = |id| eligible(reg.stack(SessionId(0), StackId(id)).unwrap(), &reg);
+        assert_eq!(range(named_by_extent), 0..4);
+        assert_eq!(
+            all_policies(&reg, named_by_extent, false),
+            [s(&["libb.so"]), s(&["liba.so"]), s(&["libb.so", "liba.so"])]
+        );
+        assert_eq!(range(nameless), 0..2);
+        assert_eq!(
+            charged(&reg, Some(nameless), true, Charge::First),
+            s(&["liba.so!a_alloc"])
         );
     }
 
