@@ -380,6 +380,46 @@ fn forked_exec_and_short_lived_children_are_named() {
     assert!(n(unit(&f, "cpu_forker!parent_spin"), "self_samples") >= 80);
 }
 
+/// `--by program`: a script's processes of one program as one row, with how many there
+/// were; its figures are the sums of its processes' rows.
+#[test]
+fn a_scripts_processes_add_up_per_program() {
+    let p = programs();
+    let dir = tmp();
+    let file = dir.path().join("script.tansa");
+    let script = format!("for i in 1 2 3 4; do {} 40; done", p.short.display());
+    sample(&file, &[], &["/bin/sh", "-c", &script]);
+    let pr = report(&file, "process");
+    let of_short: Vec<&Value> = units(&pr)
+        .iter()
+        .filter(|u| u["exe"].as_str() == p.short.to_str())
+        .collect();
+    assert_eq!(of_short.len(), 4, "{pr}");
+    let g = report(&file, "program");
+    let short = unit(&g, "cpu_short");
+    assert_eq!(short["processes"], 4, "{short}");
+    assert_eq!(short["exe"].as_str(), p.short.to_str(), "{short}");
+    for field in [
+        "self_samples",
+        "total_samples",
+        "user_samples",
+        "shared_samples",
+        "kernel_samples",
+        "other_samples",
+    ] {
+        let sum: u64 = of_short.iter().map(|u| n(u, field)).sum();
+        assert_eq!(n(short, field), sum, "{field}: {short}");
+    }
+    assert!(n(short, "self_samples") >= 80, "{short}");
+    // Every sample is in one program's row.
+    let all: u64 = units(&g).iter().map(|u| n(u, "self_samples")).sum();
+    assert_eq!(all, n(&g, "total_samples"));
+    let out = run(&["report", file.to_str().unwrap(), "--by", "program"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("cpu_short (4 processes)"), "{text}");
+}
+
 #[test]
 fn recordings_need_neither_binaries_nor_sources() {
     let p = programs();

@@ -98,7 +98,7 @@ pub fn table_with(r: &CpuReport, top: Option<usize>, out: &mut dyn Write) -> io:
         row[label_at] = format!("({} more)", rest.len());
         Some(row)
     };
-    if r.by == "process" || r.by == "thread" {
+    if r.by == "process" || r.by == "thread" || r.by == "program" {
         let mut t = Table::new(&[
             ("samples", Align::Right),
             ("%", Align::Right),
@@ -119,7 +119,10 @@ pub fn table_with(r: &CpuReport, top: Option<usize>, out: &mut dyn Write) -> io:
                 s.shared_samples.to_string(),
                 s.kernel_samples.to_string(),
                 s.other_samples.to_string(),
-                u.unit.clone(),
+                match u.processes {
+                    Some(n) if n > 1 => format!("{} ({n} processes)", u.unit),
+                    _ => u.unit.clone(),
+                },
             ]);
         }
         if let Some(row) = rest_row(8, 7) {

@@ -82,6 +82,7 @@ pub fn report(rec: &CpuRecording, options: Options) -> CpuReport {
     let mut interval_note = None;
     let mut units: Vec<CpuUnit> = match options.by {
         By::Process => by_process(rec, &names, &addresses),
+        By::Program => by_program(by_process(rec, &names, &addresses)),
         By::Thread => by_thread(
             rec,
             &names,
@@ -240,6 +241,64 @@ fn by_process(
     }
     per.into_iter()
         .map(|(id, split)| process_unit(rec, id, split, |name| name))
+        .collect()
+}
+
+/// Per program, from the units per process: the processes that ran one executable (by
+/// path; by name when the path is not known) as one unit, named by the executable's file
+/// name (by its path where two programs share a file name). The idle task stays apart.
+fn by_program(processes: Vec<CpuUnit>) -> Vec<CpuUnit> {
+    let key = |u: &CpuUnit| -> String {
+        if u.idle == Some(true) {
+            return String::new();
+        }
+        u.exe
+            .clone()
+            .unwrap_or_else(|| format!("[{}]", u.command.as_deref().unwrap_or("?")))
+    };
+    let mut per: std::collections::BTreeMap<String, CpuUnit> = Default::default();
+    for p in processes {
+        let k = key(&p);
+        match per.get_mut(&k) {
+            Some(u) => {
+                bump(&mut u.self_samples, p.self_samples);
+                bump(&mut u.total_samples, p.total_samples);
+                let (a, b) = (u.spaces.unwrap_or_default(), p.spaces.unwrap_or_default());
+                u.spaces = Some(SpaceSplit {
+                    user_samples: a.user_samples.saturating_add(b.user_samples),
+                    shared_samples: a.shared_samples.saturating_add(b.shared_samples),
+                    kernel_samples: a.kernel_samples.saturating_add(b.kernel_samples),
+                    other_samples: a.other_samples.saturating_add(b.other_samples),
+                });
+                u.processes = u.processes.map(|n| n + 1);
+            }
+            None => {
+                let mut u = CpuUnit::new(String::new(), p.self_samples, p.total_samples);
+                u.command = p.command;
+                u.exe = p.exe;
+                u.idle = p.idle;
+                u.spaces = p.spaces;
+                u.processes = Some(1);
+                per.insert(k, u);
+            }
+        }
+    }
+    let file_name = |k: &str| k.rsplit('/').next().unwrap_or(k).to_string();
+    let mut names: FxHashMap<String, u32> = FxHashMap::default();
+    for k in per.keys() {
+        *names.entry(file_name(k)).or_default() += 1;
+    }
+    per.into_iter()
+        .map(|(k, mut u)| {
+            u.unit = if k.is_empty() {
+                "idle".to_string()
+            } else if names[&file_name(&k)] > 1 {
+                k
+            } else {
+                file_name(&k)
+            };
+            u
+        })
         .collect()
 }
 
@@ -658,6 +717,52 @@ fn by_instruction(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn programs_are_named_by_file_name_unless_two_share_it() {
+        let process = |exe: &str, comm: &str, samples: u64, idle: bool| {
+            let mut u = CpuUnit::new(format!("{comm} [1]"), samples, samples);
+            u.exe = (!exe.is_empty()).then(|| exe.to_string());
+            u.command = Some(comm.to_string());
+            u.idle = Some(idle);
+            u.spaces = Some(SpaceSplit {
+                user_samples: samples,
+                ..SpaceSplit::default()
+            });
+            u
+        };
+        let units = by_program(vec![
+            process("/usr/bin/gzip", "gzip", 5, false),
+            process("/usr/bin/gzip", "gzip", 7, false),
+            process("/usr/bin/python3", "python3", 1, false),
+            process("/opt/py/bin/python3", "python3", 2, false),
+            process("", "kworker", 3, false),
+            process("", "swapper", 4, true),
+        ]);
+        let got: Vec<(&str, u64, Option<u64>, u64)> = units
+            .iter()
+            .map(|u| {
+                (
+                    u.unit.as_str(),
+                    u.self_samples,
+                    u.processes,
+                    u.spaces.unwrap().user_samples,
+                )
+            })
+            .collect();
+        let mut got = got;
+        got.sort();
+        assert_eq!(
+            got,
+            [
+                ("/opt/py/bin/python3", 2, Some(1), 2),
+                ("/usr/bin/python3", 1, Some(1), 1),
+                ("[kworker]", 3, Some(1), 3),
+                ("gzip", 12, Some(2), 12),
+                ("idle", 4, Some(1), 4),
+            ]
+        );
+    }
 
     #[test]
     fn process_labels_name_idle_and_the_recorder() {

@@ -13,6 +13,9 @@ pub const SCHEMA: &str = "tansa.cpu-report.v1";
 pub enum By {
     /// Per process: user executable, shared libraries, kernel (seed report 31, Fig. 1).
     Process,
+    /// Per program: the processes that ran one executable together (a build's compilers,
+    /// a script's commands), split as per process.
+    Program,
     /// Per thread, with its name, split as per process.
     Thread,
     /// Per process and address space (module).
@@ -39,6 +42,7 @@ impl By {
     pub fn name(self) -> &'static str {
         match self {
             By::Process => "process",
+            By::Program => "program",
             By::Thread => "thread",
             By::Space => "space",
             By::Library => "library",
@@ -103,13 +107,16 @@ pub struct CpuUnit {
     /// The thread's name, the last one it took (`thread`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub thread: Option<String>,
-    /// Executable path (`process`).
+    /// Executable path (`process`, `program`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exe: Option<String>,
-    /// Whether this is the idle task (`process`).
+    /// Whether this is the idle task (`process`, `program`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub idle: Option<bool>,
-    /// Split by address space (`process`).
+    /// How many processes ran the program (`program`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub processes: Option<u64>,
+    /// Split by address space (`process`, `thread`, `program`).
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub spaces: Option<SpaceSplit>,
     /// Module file name (`space`, `library`, `function`, `instruction`).
@@ -168,6 +175,7 @@ impl CpuUnit {
             thread: None,
             exe: None,
             idle: None,
+            processes: None,
             spaces: None,
             module: None,
             path: None,

@@ -29,6 +29,9 @@ pub enum ReportBy {
     Rank,
     /// Per process: user executable, shared libraries, kernel (CPU).
     Process,
+    /// Per program: the processes that ran one executable together, split as per process
+    /// (CPU).
+    Program,
     /// Per process and address space (CPU).
     Space,
     /// Per source line, inlined code on its own line (CPU).
@@ -40,8 +43,9 @@ pub enum ReportBy {
 /// The `--by` values of memory reports.
 pub const MEMORY_BY: [&str; 6] = ["library", "function", "thread", "call", "interval", "rank"];
 /// The `--by` values of CPU reports.
-pub const CPU_BY: [&str; 8] = [
+pub const CPU_BY: [&str; 9] = [
     "process",
+    "program",
     "thread",
     "space",
     "library",
@@ -68,7 +72,11 @@ impl ReportBy {
             ReportBy::Call => By::Call,
             ReportBy::Interval => By::Interval,
             ReportBy::Rank => By::Rank,
-            ReportBy::Process | ReportBy::Space | ReportBy::Line | ReportBy::Instruction => {
+            ReportBy::Process
+            | ReportBy::Program
+            | ReportBy::Space
+            | ReportBy::Line
+            | ReportBy::Instruction => {
                 return None;
             }
         })
@@ -108,6 +116,7 @@ impl ReportBy {
                 width_ns: interval.map_or(0, |d| d.as_nanos().min(u128::from(u64::MAX)) as u64),
             },
             ReportBy::Process => By::Process,
+            ReportBy::Program => By::Program,
             ReportBy::Thread => By::Thread,
             ReportBy::Space => By::Space,
             ReportBy::Library => By::Library,

@@ -24,6 +24,7 @@ Examples:
   tansa report run.tansa --format json | jq '.units[0]'
   tansa report cpu.tansa --by function            CPU time per function (tansa sample)
   tansa report cpu.tansa --by function --top 20   only the 20 functions with most samples
+  tansa report cpu.tansa --by program             a script's processes, one row per program
   tansa report job-*.tansa                        one MPI job: every rank's recording as one
   tansa report job-*.tansa --by rank              one row per rank, with its host
   tansa report job-*.tansa --rank 2 --by function
