@@ -8,3 +8,4 @@ pub mod cpu;
 pub mod diff;
 pub mod memory;
 pub mod profile;
+mod program;

@@ -697,7 +697,7 @@ fn flags_of_the_other_kind_and_damage_are_reported() {
     let e = stderr(&out);
     assert!(
         e.contains("--by call applies to memory recordings")
-            && e.contains("process, thread, space, library, function, line, instruction"),
+            && e.contains("process, program, thread, space, library, function, line, instruction"),
         "{e}"
     );
     let out = run(&["report", f, "--charge", "last"]);

@@ -468,6 +468,57 @@ fn the_summary_names_the_program_as_it_is_called() {
     assert!(names[0].starts_with("tansa-fig3_x-"), "{names:?}");
 }
 
+/// `--by program`: the process images of one program as one unit (a script running a
+/// program three times), with how many there were; the same offline and online.
+#[test]
+fn a_scripts_processes_add_up_per_program() {
+    let exe = program("allocer", "allocer.c", &["-g", "-O1"]);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("script.tansa");
+    let script = format!("for i in 1 2 3; do {} 0 3; done", exe.display());
+    let out = record(&file, &[], &["/bin/sh", "-c", &script]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r = report_json(&file, &["--by", "program"]);
+    assert_eq!(r["by"], "program");
+    let u = unit(&r, "allocer");
+    assert_eq!(u["processes"], 3, "{u}");
+    assert_eq!(u["exe"].as_str(), exe.to_str(), "{u}");
+    assert_eq!(calls(u), (9, 0, 0, 9, 0), "{u}");
+    assert_eq!(bytes(u), (9999, 0, 1111, 0), "{u}");
+    // Every event is in one program's unit.
+    let sum: i64 = r["units"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u["allocated_bytes"].as_i64().unwrap())
+        .sum();
+    assert_eq!(sum, r["totals"]["allocated_bytes"].as_i64().unwrap());
+    let table = run_tansa(&["report", file.to_str().unwrap(), "--by", "program"]);
+    assert!(table.status.success(), "{}", stderr(&table));
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(text.contains("allocer (3 processes)"), "{text}");
+    let json = dir.path().join("online.json");
+    let out = run_tansa(&[
+        "record",
+        "--online",
+        "--by",
+        "program",
+        "--format",
+        "json",
+        "-o",
+        json.to_str().unwrap(),
+        "--",
+        "/bin/sh",
+        "-c",
+        &script,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let online: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let u = unit(&online, "allocer");
+    assert_eq!(u["processes"], 3, "{u}");
+    assert_eq!(calls(u), (9, 0, 0, 9, 0), "{u}");
+}
+
 /// Options are parsed as options: an unknown one before the command is a usage error and
 /// runs nothing (it was taken as the command); what follows the command goes to it.
 #[test]

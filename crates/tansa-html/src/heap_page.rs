@@ -417,6 +417,8 @@ mod tests {
             cumulative_net_bytes: Some(cumulative),
             rank: None,
             host: None,
+            exe: None,
+            processes: None,
         }
     }
 

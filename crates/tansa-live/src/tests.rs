@@ -46,6 +46,8 @@ fn unit(name: &str, net: i64, max: i64, allocated: u64, malloc: u64) -> UnitRepo
         cumulative_net_bytes: None,
         rank: None,
         host: None,
+        exe: None,
+        processes: None,
     }
 }
 

@@ -67,9 +67,13 @@ const STAT_HEADERS: [(&str, Align); 9] = [
     ("memalign", Align::Right),
 ];
 
-/// A unit as the tables name it (a call with its index and start, an interval with its span).
+/// A unit as the tables name it (a call with its index and start, an interval with its
+/// span, a program run by several processes with their number).
 pub fn unit_label(u: &UnitReport) -> String {
-    let unit = crate::short_name(&u.unit);
+    let mut unit = crate::short_name(&u.unit);
+    if let Some(n) = u.processes.filter(|&n| n > 1) {
+        unit = format!("{unit} ({n} processes)");
+    }
     match (u.call_index, u.start_ns, u.end_ns) {
         (Some(i), Some(s), _) => format!("{unit} #{i} @{}", duration(s)),
         (None, Some(s), Some(e)) => format!("{}..{} {unit}", duration(s), duration(e)),

@@ -42,6 +42,8 @@ fn unit(name: &str, s: Stats) -> UnitReport {
         cumulative_net_bytes: None,
         rank: None,
         host: None,
+        exe: None,
+        processes: None,
     }
 }
 

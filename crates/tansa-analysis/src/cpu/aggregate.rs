@@ -283,19 +283,13 @@ fn by_program(processes: Vec<CpuUnit>) -> Vec<CpuUnit> {
             }
         }
     }
-    let file_name = |k: &str| k.rsplit('/').next().unwrap_or(k).to_string();
-    let mut names: FxHashMap<String, u32> = FxHashMap::default();
-    for k in per.keys() {
-        *names.entry(file_name(k)).or_default() += 1;
-    }
+    let names = crate::program::ProgramNames::new(per.keys().map(String::as_str));
     per.into_iter()
         .map(|(k, mut u)| {
             u.unit = if k.is_empty() {
                 "idle".to_string()
-            } else if names[&file_name(&k)] > 1 {
-                k
             } else {
-                file_name(&k)
+                names.name(&k)
             };
             u
         })

@@ -345,6 +345,8 @@ mod tests {
             cumulative_net_bytes: None,
             rank: None,
             host: None,
+            exe: None,
+            processes: None,
         }
     }
 

@@ -34,6 +34,8 @@ pub enum By {
     /// Per MPI rank (every process image of the rank), the processes without a rank
     /// together as one unit.
     Rank,
+    /// Per program: every process image that ran one executable, together.
+    Program,
 }
 
 impl By {
@@ -46,6 +48,7 @@ impl By {
             By::Call => "call",
             By::Interval => "interval",
             By::Rank => "rank",
+            By::Program => "program",
         }
     }
 }

@@ -257,6 +257,12 @@ pub struct UnitReport {
     /// The host(s) the unit's processes ran on, comma-separated (`--by rank`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub host: Option<String>,
+    /// The program's executable (`--by program`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exe: Option<String>,
+    /// How many process images ran the program and had events (`--by program`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub processes: Option<u64>,
 }
 
 /// One recording of a report over several (`tansa report A.tansa B.tansa ...`).

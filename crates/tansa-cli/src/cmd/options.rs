@@ -29,8 +29,8 @@ pub enum ReportBy {
     Rank,
     /// Per process: user executable, shared libraries, kernel (CPU).
     Process,
-    /// Per program: the processes that ran one executable together, split as per process
-    /// (CPU).
+    /// Per program: the processes that ran one executable together (memory and CPU; split
+    /// as per process for CPU).
     Program,
     /// Per process and address space (CPU).
     Space,
@@ -41,7 +41,9 @@ pub enum ReportBy {
 }
 
 /// The `--by` values of memory reports.
-pub const MEMORY_BY: [&str; 6] = ["library", "function", "thread", "call", "interval", "rank"];
+pub const MEMORY_BY: [&str; 7] = [
+    "library", "function", "thread", "call", "interval", "rank", "program",
+];
 /// The `--by` values of CPU reports.
 pub const CPU_BY: [&str; 9] = [
     "process",
@@ -72,11 +74,8 @@ impl ReportBy {
             ReportBy::Call => By::Call,
             ReportBy::Interval => By::Interval,
             ReportBy::Rank => By::Rank,
-            ReportBy::Process
-            | ReportBy::Program
-            | ReportBy::Space
-            | ReportBy::Line
-            | ReportBy::Instruction => {
+            ReportBy::Program => By::Program,
+            ReportBy::Process | ReportBy::Space | ReportBy::Line | ReportBy::Instruction => {
                 return None;
             }
         })

@@ -41,6 +41,7 @@ impl Aggregator {
                 .cloned()
                 .unwrap_or_default()
         };
+        let programs = crate::program::ProgramNames::new(self.program_images.keys().map(|p| &**p));
         let mut units: Vec<(UnitReport, u64)> = self
             .rows
             .iter()
@@ -56,6 +57,8 @@ impl Aggregator {
                     cumulative_net_bytes: None,
                     rank: None,
                     host: None,
+                    exe: None,
+                    processes: None,
                 };
                 match &base.key {
                     BaseKey::Named(n) => u.unit = n.to_string(),
@@ -73,6 +76,11 @@ impl Aggregator {
                             rank.map_or_else(|| "(no rank)".to_string(), |r| format!("rank {r}"));
                         u.rank = *rank;
                         u.host = Some(self.hosts_of(*rank));
+                    }
+                    BaseKey::Program(path) => {
+                        u.unit = programs.name(path);
+                        u.exe = Some(path.to_string());
+                        u.processes = self.program_images.get(path).copied();
                     }
                     BaseKey::Call(n, i) => {
                         u.unit = n.to_string();

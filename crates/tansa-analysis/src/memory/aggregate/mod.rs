@@ -81,7 +81,9 @@ impl Config {
         match self.by {
             By::Interval => true,
             By::Call => false,
-            By::Library | By::Function | By::Thread | By::Rank => self.split_intervals,
+            By::Library | By::Function | By::Thread | By::Rank | By::Program => {
+                self.split_intervals
+            }
         }
     }
 }
@@ -188,6 +190,8 @@ enum BaseKey {
     Call(Arc<str>, u64),
     /// `--by rank`: a rank, or every process without one.
     Rank(Option<u32>),
+    /// `--by program`: an executable's path.
+    Program(Arc<str>),
 }
 
 #[derive(Debug)]
@@ -311,6 +315,8 @@ pub struct Aggregator {
     set_rows: Vec<u32>,
     live: FxHashMap<(SessionId, u64), Block>,
     thread_sets: FxHashMap<(SessionId, u32), UnitSetId>,
+    /// `--by program`: how many process images of each program had events.
+    program_images: FxHashMap<Arc<str>, u64>,
     call_counter: FxHashMap<Arc<str>, u64>,
     names: FxHashMap<String, Arc<str>>,
     totals: Stats,
@@ -397,6 +403,7 @@ impl Aggregator {
             set_rows: Vec::new(),
             live: FxHashMap::default(),
             thread_sets: FxHashMap::default(),
+            program_images: FxHashMap::default(),
             call_counter: FxHashMap::default(),
             names: FxHashMap::default(),
             totals: Stats::default(),
@@ -757,6 +764,19 @@ impl Aggregator {
                 }
                 let rank = self.session(e.session).origin.rank;
                 let b = self.base(BaseKey::Rank(rank), ts_ns);
+                let s = self.intern_set(vec![b]);
+                self.thread_sets.insert((e.session, u32::MAX), s);
+                s
+            }
+            By::Program => {
+                // One set per image, its program's (keyed as for ranks).
+                if let Some(&s) = self.thread_sets.get(&(e.session, u32::MAX)) {
+                    return s;
+                }
+                let exe = self.session(e.session).meta.exe.clone();
+                let path = self.intern(if exe.is_empty() { "?".to_string() } else { exe });
+                *self.program_images.entry(Arc::clone(&path)).or_default() += 1;
+                let b = self.base(BaseKey::Program(path), ts_ns);
                 let s = self.intern_set(vec![b]);
                 self.thread_sets.insert((e.session, u32::MAX), s);
                 s
