@@ -402,6 +402,45 @@ fn call_paths_that_look_the_same_are_folded_as_such() {
     assert!(!text.contains("process image"), "{text}");
 }
 
+/// A leak-cause recording too short for the recorder to judge its sites while it ran: the
+/// leaking sites say why they have no cause, instead of nothing. Before, a 26 ms run of a
+/// C++ program showed its leaking sites under --leak-cause (default 50 ms scans) with no
+/// trace, no cause and no word of why.
+#[test]
+fn a_run_too_short_to_be_judged_says_why_nothing_was_traced() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = leakcause("O2");
+    let file = dir.path().join("short.tansa");
+    // Judged every 10 s: however loaded the machine, the run ends before the first scan.
+    let out = record(
+        &file,
+        &["--leak-cause", "--scan-interval", "10s"],
+        &[exe.to_str().unwrap(), "20000"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let o = run_tansa(&["leaks", file.to_str().unwrap(), "--format", "json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r["scan_interval_ms"], 10_000);
+    let a = site(&r, "!funcA");
+    assert_eq!(a["judgement"], "leaking", "{a:#}");
+    assert!(
+        a["tracing"].is_null(),
+        "traced in a 20000-request run: {a:#}"
+    );
+    let o = run_tansa(&["leaks", file.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains(
+            "   not traced: the recorder did not judge it leaking while the program ran (it \
+             judges every 10000 ms, and a site leaks once its blocks outstanding grew at 3 \
+             scans in a row, so a run shorter than 40000 ms is never traced"
+        ),
+        "{text}"
+    );
+}
+
 #[test]
 fn bad_input_gets_one_clear_line() {
     let dir = tempfile::tempdir().unwrap();

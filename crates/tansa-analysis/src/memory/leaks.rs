@@ -15,6 +15,9 @@ use rustc_hash::FxHashMap;
 use serde::Serialize;
 use tansa_format::memory::{LeakCause, PathStep, TracedSite};
 use tansa_leakcause::identify::{self, Event, Step};
+
+/// Scans in a row at which a site's outstanding blocks must grow for it to be leaking.
+pub use tansa_leakcause::judge::GROWING_SCANS;
 use tansa_leakcause::judge::{Judgement, judge};
 use tansa_leakcause::sequitur::{End, PathSet};
 
@@ -39,6 +42,10 @@ pub struct LeaksReport {
     pub schema: &'static str,
     /// Whether the recording was made with `--leak-cause`.
     pub leak_cause: bool,
+    /// How often the recorder judged the sites while the program ran, in milliseconds
+    /// (`--scan-interval`; leak-cause recordings).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scan_interval_ms: Option<u32>,
     /// Sites, leaking first, then by bytes still allocated.
     pub sites: Vec<SiteReport>,
     /// Trace requests that could not be followed (first few).
@@ -364,6 +371,7 @@ pub fn report_without_stacks<R: Read + Seek>(rec: &MemoryRecording<R>) -> LeaksR
     LeaksReport {
         schema: "tansa.leaks.v1",
         leak_cause: rec.leak_cause.is_some(),
+        scan_interval_ms: rec.leak_cause.as_ref().map(|l| l.scan_interval_ms),
         sites: out,
         trace_failures: rec
             .leak_cause
