@@ -85,19 +85,20 @@ pub fn text(
     for (first, same) in groups {
         let s = shown[first];
         site(s, source_line, out)?;
-        if s.tracing.is_none() && s.judgement == "leaking" {
-            if let Some(ms) = report.scan_interval_ms {
-                // Judged offline over the whole run; the recorder judges while it runs,
-                // and traces only what it judged leaking then.
-                writeln!(
-                    out,
-                    "   not traced: the recorder did not judge it leaking while the program ran \
-                     (it judges every {ms} ms, and a site leaks once its blocks outstanding \
-                     grew at {GROWING_SCANS} scans in a row, so a run shorter than {} ms is \
-                     never traced; --scan-interval judges more often)",
-                    u64::from(ms) * (GROWING_SCANS as u64 + 1)
-                )?;
-            }
+        if s.tracing.is_none()
+            && s.judgement == "leaking"
+            && let Some(ms) = report.scan_interval_ms
+        {
+            // Judged offline over the whole run; the recorder judges while it runs, and
+            // traces only what it judged leaking then.
+            writeln!(
+                out,
+                "   not traced: the recorder did not judge it leaking while the program ran (it \
+                 judges every {ms} ms, and a site leaks once its blocks outstanding grew at \
+                 {GROWING_SCANS} scans in a row, so a run shorter than {} ms is never traced; \
+                 --scan-interval judges more often)",
+                u64::from(ms) * (GROWING_SCANS as u64 + 1)
+            )?;
         }
         if same.is_empty() {
             continue;
