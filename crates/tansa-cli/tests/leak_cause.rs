@@ -184,6 +184,37 @@ fn the_worked_example_at_o2_without_frame_pointers() {
     check_diagnosis(&r, "leakcause-O2");
 }
 
+/// C++: the worked example compiled as C++, whose symbols are mangled. The range end, the
+/// cause function and the branch are named as the stacks name them (`funcB(char*)`).
+/// Before, they were the raw symbols (`leakcause-cpp!_Z5funcBPc`).
+#[test]
+fn cpp_cause_functions_are_demangled() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("leakcause.cpp");
+    std::fs::copy(source("leakcause.c"), &src).unwrap();
+    let exe = dir.path().join("leakcause-cpp");
+    compile(
+        &exe,
+        &[src],
+        &["-g", "-pthread", "-O0", "-fpermissive", "-w"],
+    );
+    let r = record_and_report(dir.path(), &exe, &["400000"]);
+    let s = site(&r, "!funcA()");
+    assert_eq!(s["judgement"], "leaking", "{s:#}");
+    assert_eq!(s["range_end"], "leakcause-cpp!funcA()", "{s:#}");
+    let causes: Vec<&str> = s["cause_functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["function"].as_str().unwrap())
+        .collect();
+    assert_eq!(causes, ["leakcause-cpp!funcB(char*)"], "{s:#}");
+    assert_eq!(
+        s["cause_branches"][0]["function"], "leakcause-cpp!funcB(char*)",
+        "{s:#}"
+    );
+}
+
 #[test]
 fn other_threads_allocate_at_the_traced_site() {
     let dir = tempfile::tempdir().unwrap();

@@ -1062,7 +1062,7 @@ impl Symbolizer {
                 let i = self.functions.len() as u32;
                 self.functions.push(CodeFunction {
                     module: module.clone(),
-                    name: if name.is_empty() { sym } else { name },
+                    name: function_display_name(name, sym),
                     offset,
                     file,
                     line,
@@ -1417,6 +1417,16 @@ fn trace_one(
         code: text,
         free_stack,
     })
+}
+
+/// The name a cause function is shown with: its symbol's, demangled (`funcB(char*)`, not
+/// `_Z5funcBPc`), else the name the module's line tables give (`sym`), else its address.
+fn function_display_name(symbol: String, sym: String) -> String {
+    let no_symbol = symbol.is_empty() || symbol.starts_with("0x");
+    if no_symbol && !sym.is_empty() {
+        return sym;
+    }
+    tansa_symbols::resolve::demangle(&symbol).unwrap_or(symbol)
 }
 
 #[cfg(test)]
