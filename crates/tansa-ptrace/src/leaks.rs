@@ -1431,6 +1431,18 @@ fn function_display_name(symbol: String, sym: String) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn cause_functions_are_named_demangled_or_from_line_tables() {
+        let name = |symbol: &str, sym: &str| {
+            super::function_display_name(symbol.to_string(), sym.to_string())
+        };
+        assert_eq!(name("_Z5funcBPc", "funcB"), "funcB(char*)");
+        assert_eq!(name("funcB", ""), "funcB");
+        assert_eq!(name("0x1098eb", "clone3"), "clone3");
+        assert_eq!(name("0x1098eb", ""), "0x1098eb");
+        assert_eq!(name("", "work"), "work");
+    }
+
     use super::*;
 
     /// The worked example's paths at -O2: the leak, the free through `sub1`, and the
