@@ -47,6 +47,11 @@ fn record_and_report(dir: &Path, exe: &Path, args: &[&str]) -> Value {
         format!("done {}", args[0]),
         "the program's output is unchanged"
     );
+    leaks_json(&file)
+}
+
+/// `tansa leaks FILE --format json`.
+fn leaks_json(file: &Path) -> Value {
     let o = run_tansa(&["leaks", file.to_str().unwrap(), "--format", "json"]);
     assert!(o.status.success(), "{}", stderr(&o));
     serde_json::from_slice(&o.stdout).unwrap()
@@ -311,9 +316,7 @@ fn plain_recordings_get_the_judgement_without_causes() {
     let file = dir.path().join("plain.tansa");
     let out = record(&file, &[], &[exe.to_str().unwrap(), "100000"]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let o = run_tansa(&["leaks", file.to_str().unwrap(), "--format", "json"]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let r = leaks_json(&file);
     assert_eq!(r["leak_cause"], false);
     let s = site(&r, "!funcA");
     assert_eq!(s["judgement"], "leaking", "{s:#}");
@@ -336,9 +339,7 @@ fn a_site_repeated_by_a_script_is_shown_once_with_its_repeats() {
     let run = format!("{0} 20000; {0} 20000; {0} 20000", exe.display());
     let out = record(&file, &[], &["/bin/sh", "-c", &run]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let o = run_tansa(&["leaks", file.to_str().unwrap(), "--format", "json"]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let r = leaks_json(&file);
     let func_a: Vec<&Value> = r["sites"]
         .as_array()
         .unwrap()
@@ -396,9 +397,7 @@ fn call_paths_that_look_the_same_are_folded_as_such() {
     let file = dir.path().join("sameline.tansa");
     let out = record(&file, &[], &[exe.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let o = run_tansa(&["leaks", file.to_str().unwrap(), "--format", "json"]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let r = leaks_json(&file);
     let make: Vec<&Value> = r["sites"]
         .as_array()
         .unwrap()
@@ -449,9 +448,7 @@ fn a_run_too_short_to_be_judged_says_why_nothing_was_traced() {
         &[exe.to_str().unwrap(), "20000"],
     );
     assert!(out.status.success(), "{}", stderr(&out));
-    let o = run_tansa(&["leaks", file.to_str().unwrap(), "--format", "json"]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let r = leaks_json(&file);
     assert_eq!(r["scan_interval_ms"], 10_000);
     let a = site(&r, "!funcA");
     assert_eq!(a["judgement"], "leaking", "{a:#}");
@@ -608,9 +605,7 @@ fn traces_stop_at_the_limit() {
         options.extend(["--traces", limit_text.as_str()]);
         let out = record(&file, &options, &[exe.to_str().unwrap(), "400000"]);
         assert!(out.status.success(), "{}", stderr(&out));
-        let o = run_tansa(&["leaks", file.to_str().unwrap(), "--format", "json"]);
-        assert!(o.status.success(), "{}", stderr(&o));
-        let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+        let r = leaks_json(&file);
         let s = site(&r, "!funcA");
         let traced =
             s["traces"]["freed"].as_u64().unwrap() + s["traces"]["not_freed"].as_u64().unwrap();
