@@ -93,7 +93,13 @@ pub fn table_with(r: &CpuReport, top: Option<usize>, out: &mut dyn Write) -> io:
         let mut row = vec![String::new(); columns];
         let samples: u64 = rest.iter().map(|u| u.self_samples).sum();
         row[0] = samples.to_string();
-        row[1] = percent(rest.iter().map(|u| u.self_percent).sum());
+        // Of the samples themselves: a sum of the units' rounded shares drifts (26.68 %
+        // for 26.67 %), and the rows then add up to more than 100 %.
+        row[1] = percent(if r.total_samples == 0 {
+            0.0
+        } else {
+            samples as f64 * 100.0 / r.total_samples as f64
+        });
         row[2] = duration(rest.iter().map(|u| u.self_ns).sum());
         row[label_at] = format!("({} more)", rest.len());
         Some(row)
@@ -402,4 +408,51 @@ pub fn annotate_source(a: &Annotation, out: &mut dyn Write) -> io::Result<()> {
         writeln!(out)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use tansa_analysis::cpu::CpuReport;
+    use tansa_analysis::cpu::report::CpuUnit;
+
+    /// The `--top` row's share is that of its samples, not the sum of its units' rounded
+    /// shares: three units of one sample each, the first shown, the others 66.67 %.
+    #[test]
+    fn the_rest_rows_share_is_of_its_samples() {
+        let unit = |name: &str| {
+            let mut u = CpuUnit::new(name.into(), 1, 1);
+            u.self_percent = 33.33;
+            u.total_percent = 33.33;
+            u.self_ns = 1_000_000;
+            u
+        };
+        let r = CpuReport {
+            schema: tansa_analysis::cpu::report::SCHEMA,
+            by: "library",
+            period_ns: 1_000_000,
+            total_samples: 3,
+            event: "cpu-clock".into(),
+            source: "perf",
+            target: "command".into(),
+            kernel: false,
+            cpus: 2,
+            duration_ns: 3_000_000,
+            lost_samples: 0,
+            lost_records: 0,
+            unsampled_ns: 0,
+            pid: None,
+            units: vec![unit("a.so"), unit("b.so"), unit("c.so")],
+            notes: vec![],
+            warnings: vec![],
+        };
+        let mut out = Vec::new();
+        super::table_with(&r, Some(1), &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let rest = text
+            .lines()
+            .find(|l| l.contains("(2 more)"))
+            .unwrap_or_else(|| panic!("{text}"));
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        assert_eq!(&fields[..2], ["2", "66.67"], "{text}");
+    }
 }
