@@ -3,9 +3,9 @@
 //! The *root* of a stack is `main`, or a thread's start routine (the program's function
 //! that a library's trampoline runs, for `std::thread` or OpenMP workers); frames outside
 //! the root (process start-up and thread start-up, all in the C library or the dynamic
-//! loader, and such a trampoline) are never units, nor are the allocator entry points (C++ `operator new`, the standard
-//! allocator templates, Rust's allocator shims) at the inner end. Among the remaining
-//! frames:
+//! loader, and such a trampoline) are never units, nor are the allocator entry points
+//! (C++ `operator new`, the standard allocator templates, Rust's allocator shims) at the
+//! inner end. Among the remaining frames:
 //!
 //! * `first`: the outermost frame that lies in a shared library;
 //! * `last`: the innermost such frame;
