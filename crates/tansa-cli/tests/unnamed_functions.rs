@@ -198,17 +198,13 @@ fn cpu_reports_give_each_unnamed_function_its_row() {
                 .is_some_and(|n| n.starts_with("libunnamed.so!??"))
         })
         .collect();
+    // A sample in what that code calls (ld.so's `call_init` runs it) has it as a caller:
+    // counted too (once in a CI run: self 0, total 1).
     let stray: u64 = unnamed
         .iter()
-        .map(|u| u["self_samples"].as_u64().unwrap_or(0))
+        .map(|u| u["total_samples"].as_u64().unwrap_or(0))
         .sum();
-    assert!(
-        stray <= 2
-            && unnamed
-                .iter()
-                .all(|u| u["self_samples"] == u["total_samples"]),
-        "code of the library left unnamed: {unnamed:?}"
-    );
+    assert!(stray <= 2, "code of the library left unnamed: {unnamed:?}");
     // The recording keeps the code of the unnamed function: it can be annotated, and its
     // listing accounts for every one of its samples.
     let out = run_tansa(&["annotate", file.to_str().unwrap(), &name(b.spin_b)]);
