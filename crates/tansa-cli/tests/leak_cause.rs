@@ -462,11 +462,46 @@ fn a_run_too_short_to_be_judged_says_why_nothing_was_traced() {
     assert!(
         text.contains(
             "   not traced: the recorder did not judge it leaking while the program ran (it \
-             judges every 10000 ms, and a site leaks once its blocks outstanding grew at 3 \
-             scans in a row, so a run shorter than 40000 ms is never traced"
+             judges every 10000 ms the events read so far, and a site leaks once its blocks \
+             outstanding grew at 3 scans in a row, so a run shorter than 40000 ms is never \
+             traced, nor one whose events were read only at its end"
         ),
         "{text}"
     );
+}
+
+/// A site judged leaking only after its last allocation, with the program still running:
+/// the recorder asked for traces and none could come. Such a site says so; before, it was
+/// dropped from the tracing and the text claimed the recorder never judged it leaking (a
+/// 60 ms C++ run whose 2.8 MiB of events the recorder read as it ended). `lastleak` leaks
+/// its second block after half a second and never allocates there again, so no timing can
+/// judge the site before that block (one outstanding block is not a leak), and it sleeps
+/// for a second after it, dozens of 10 ms scans.
+#[test]
+fn a_site_judged_after_its_last_allocation_says_none_was_left_to_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = program("lastleak", "lastleak.c", &["-g", "-O0"]);
+    let file = dir.path().join("last.tansa");
+    let out = record(&file, LEAK_CAUSE, &[exe.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r = leaks_json(&file);
+    let s = site(&r, "!make");
+    assert_eq!(s["judgement"], "leaking", "{s:#}");
+    assert_eq!(s["allocations"], 3, "{s:#}");
+    assert_eq!(s["tracing"], "ended", "{s:#}");
+    assert_eq!(s["traces"]["freed"], 0, "{s:#}");
+    assert_eq!(s["traces"]["not_freed"], 0, "{s:#}");
+    let o = run_tansa(&["leaks", file.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains(
+            "   not traced: judged leaking only after the program's last allocation here, so \
+             none was left to trace"
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("did not judge it leaking"), "{text}");
 }
 
 #[test]

@@ -441,7 +441,9 @@ impl<S: Sink> LeakCauseSink<S> {
         for (&session, s) in &mut self.sessions {
             let code = &mut s.code;
             for (&stack, site) in &s.sites {
-                if site.traces == 0 && site.status.is_none() {
+                // A site judged leaking is kept even when no trace was taken: the program
+                // may have ended before it allocated there again.
+                if site.traces == 0 && site.status.is_none() && site.slot.is_none() {
                     continue;
                 }
                 let mut f = |addr: u64| out.function(session, code, addr);
@@ -595,6 +597,14 @@ impl<S: Sink> LeakCauseSink<S> {
                     grant(site, &h.trace_sites[slot].remaining, traces);
                 }
             }
+        }
+    }
+
+    /// Scans once a scan interval has passed since the last scan.
+    fn scan_if_due(&mut self) {
+        if self.last_scan.elapsed() >= self.config.scan_interval {
+            self.last_scan = Instant::now();
+            self.scan();
         }
     }
 
@@ -952,6 +962,10 @@ impl<S: Sink> Sink for LeakCauseSink<S> {
             .push(bytes, &mut |e| events.push(e));
         self.apply(&mut events);
         self.events = events;
+        // Also between streams: a busy program's events can take the collector tens of
+        // milliseconds to read in one round, and judging only between rounds would see a
+        // short run's sites too few times.
+        self.scan_if_due();
         self.inner.thread(session, stream, bytes)
     }
 
@@ -977,10 +991,7 @@ impl<S: Sink> Sink for LeakCauseSink<S> {
     fn watermark(&mut self, ticks: u64) -> Result<(), CollectError> {
         self.collect_done();
         self.refill();
-        if self.last_scan.elapsed() >= self.config.scan_interval {
-            self.last_scan = Instant::now();
-            self.scan();
-        }
+        self.scan_if_due();
         self.inner.watermark(ticks)
     }
 

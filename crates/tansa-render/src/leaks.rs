@@ -94,8 +94,9 @@ pub fn text(
             writeln!(
                 out,
                 "   not traced: the recorder did not judge it leaking while the program ran (it \
-                 judges every {ms} ms, and a site leaks once its blocks outstanding grew at \
-                 {GROWING_SCANS} scans in a row, so a run shorter than {} ms is never traced; \
+                 judges every {ms} ms the events read so far, and a site leaks once its blocks \
+                 outstanding grew at {GROWING_SCANS} scans in a row, so a run shorter than {} ms \
+                 is never traced, nor one whose events were read only at its end; \
                  --scan-interval judges more often)",
                 u64::from(ms) * (GROWING_SCANS as u64 + 1)
             )?;
@@ -224,6 +225,15 @@ fn site(
     let Some(status) = &s.tracing else {
         return Ok(());
     };
+    if status == "ended" && s.traces.freed + s.traces.not_freed == 0 {
+        // Judged leaking from events read after its last allocation, as when the
+        // recorder reads a short, busy run's events at its end.
+        return writeln!(
+            out,
+            "   not traced: judged leaking only after the program's last allocation here, so \
+             none was left to trace (a longer run of the same work traces it)"
+        );
+    }
     writeln!(
         out,
         "   traced {} allocation(s) ({} freed, {} not freed; {status}) up to the return of {}{}",
