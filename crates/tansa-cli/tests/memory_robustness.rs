@@ -198,6 +198,65 @@ fn cpp_new_delete_and_containers() {
     assert!(exe_unit["allocated_bytes"].as_i64().unwrap() >= 4800 + 8188);
 }
 
+/// Rust's allocator shims (`__rustc::__rdl_alloc` since Rust 1.88: the `__rdl_` prefix
+/// alone no longer matched) and `Box`'s allocation are allocator entry points, as C++'s
+/// `operator new` is: a box belongs to the function that makes it. Built with line tables
+/// only, the functions inlined from the standard library are named without their path
+/// (`realloc`, `alloc`), and their source file tells them. Before, by function, recording
+/// `tansa report` itself put 705 of its 709 MiB on `tansa!__rustc::__rdl_realloc` and
+/// `tansa!__rustc::__rdl_alloc`.
+#[test]
+fn rust_allocator_shims_and_box_are_no_units() {
+    let plumbing = [
+        "alloc",
+        "realloc",
+        "alloc_zeroed",
+        "box_new_uninit",
+        "grow",
+        "grow_impl",
+        "grow_impl_runtime",
+        "alloc_impl",
+        "alloc_impl_runtime",
+    ];
+    for (name, debug, boxes) in [
+        ("rustalloc-g", "-g", "rustalloc::boxes"),
+        ("rustalloc-lines", "-Cdebuginfo=line-tables-only", "boxes"),
+    ] {
+        let exe = program(name, "rustalloc.rs", &["-Copt-level=2", debug]);
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("rust.tansa");
+        let out = record(&file, &[], &[exe.to_str().unwrap()]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "200 1000");
+        let r = report_json(&file, &["--by", "function"]);
+        let boxes = unit(&r, &format!("{name}!{boxes}"));
+        assert_eq!(calls(boxes).0, 200, "{debug}: {boxes}");
+        assert_eq!(
+            boxes["allocated_bytes"].as_i64(),
+            Some(20_000),
+            "{debug}: {boxes}"
+        );
+        for u in r["units"].as_array().unwrap() {
+            let unit = u["unit"].as_str().unwrap();
+            let function = unit.split_once('!').map_or(unit, |(_, f)| f);
+            let path = function.strip_prefix('<').unwrap_or(function);
+            assert!(
+                ![
+                    "__rdl",
+                    "__rust_",
+                    "__rustc::",
+                    "alloc::alloc::",
+                    "alloc::boxed::"
+                ]
+                .iter()
+                .any(|p| path.starts_with(p))
+                    && !plumbing.contains(&function),
+                "{debug}: {unit} is allocator plumbing"
+            );
+        }
+    }
+}
+
 /// `std::thread` starts a thread in libstdc++, which calls the program's function: what
 /// that thread allocates is the program's, not libstdc++'s. Before, by library, every
 /// allocation of every `std::thread` was charged to libstdc++ (its trampoline was taken for

@@ -1,5 +1,5 @@
 //! Test support shared by tansa's crates (a dev-dependency only): the one place that
-//! compiles the small C and C++ programs the tests run under the real agent, the real
+//! compiles the small C, C++ and Rust programs the tests run under the real agent, the real
 //! `perf_event_open` and the real ptrace. Every test program records its build flags in its
 //! own header comment; tests pass the same flags here. [`browser`] loads pages in headless
 //! Chromium for the HTML report tests.
@@ -9,14 +9,23 @@ pub mod browser;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Compiles `sources` into `out` with `flags`, using `c++` when a source is `.cpp` and `cc`
-/// otherwise. Panics with the compiler's own messages when it fails (a test cannot go on
-/// without its program).
+/// Compiles `sources` into `out` with `flags`, using `c++` when a source is `.cpp`, `rustc`
+/// (the toolchain's, which the tests are built with) when it is `.rs`, and `cc` otherwise.
+/// Panics with the compiler's own messages when it fails (a test cannot go on without its
+/// program).
 pub fn compile(out: &Path, sources: &[PathBuf], flags: &[&str]) {
-    let cpp = sources
-        .iter()
-        .any(|s| s.extension().is_some_and(|e| e == "cpp"));
-    let compiler = if cpp { "c++" } else { "cc" };
+    let has = |ext: &str| {
+        sources
+            .iter()
+            .any(|s| s.extension().is_some_and(|e| e == ext))
+    };
+    let compiler = if has("cpp") {
+        "c++"
+    } else if has("rs") {
+        "rustc"
+    } else {
+        "cc"
+    };
     let output = Command::new(compiler)
         .args(sources)
         .args(flags)

@@ -4,8 +4,8 @@
 //! that a library's trampoline runs, for `std::thread` or OpenMP workers); frames outside
 //! the root (process start-up and thread start-up, all in the C library or the dynamic
 //! loader, and such a trampoline) are never units, nor are the allocator entry points
-//! (C++ `operator new`, the standard allocator templates, Rust's allocator shims) at the
-//! inner end. Among the remaining frames:
+//! (C++ `operator new`, the standard allocator templates, Rust's allocator shims and
+//! `Box`'s allocation) at the inner end. Among the remaining frames:
 //!
 //! * `first`: the outermost frame that lies in a shared library;
 //! * `last`: the innermost such frame;
@@ -149,6 +149,8 @@ const ALLOCATOR: &[&str] = &[
     "__rdl_",
     "__rg_",
     "alloc::alloc::",
+    "alloc::boxed::",
+    "<alloc::boxed::Box",
     "std::alloc::",
     "<std::alloc::System",
     "std::sys::alloc::",
@@ -179,10 +181,30 @@ fn function_is(f: &LogicalFrame, names: &[&str]) -> bool {
     f.function.as_deref().is_some_and(|n| names.contains(&n))
 }
 
+/// Source files of the Rust standard library's allocator plumbing and of `Box`'s
+/// allocation (Rust's `new`). Code built with line tables only (`debug =
+/// "line-tables-only"`, a common release profile) names the functions inlined from them
+/// without their path (`realloc`, `grow_impl`: `alloc::alloc::realloc` in full), so their
+/// file is what tells them.
+const RUST_ALLOCATOR_FILES: &[&str] = &[
+    "/library/alloc/src/alloc.rs",
+    "/library/alloc/src/boxed.rs",
+    "/library/std/src/alloc.rs",
+    "/library/std/src/sys/alloc/",
+    "/library/core/src/alloc/",
+];
+
 fn is_allocator_entry(f: &LogicalFrame) -> bool {
-    f.function
-        .as_deref()
-        .is_some_and(|n| ALLOCATOR.iter().any(|p| n.starts_with(p)))
+    let named = f.function.as_deref().is_some_and(|n| {
+        // Rust 1.88 and later put the allocator shims in a `__rustc` namespace
+        // (`__rustc::__rdl_alloc`).
+        let n = n.strip_prefix("__rustc::").unwrap_or(n);
+        ALLOCATOR.iter().any(|p| n.starts_with(p))
+    });
+    named
+        || f.file
+            .as_deref()
+            .is_some_and(|file| RUST_ALLOCATOR_FILES.iter().any(|p| file.contains(p)))
 }
 
 /// The frames that may be charged: inside the root, without the allocator entry points
