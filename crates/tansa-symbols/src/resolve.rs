@@ -207,6 +207,8 @@ impl Resolver {
                 path: elf.path().display().to_string(),
                 reason: e.to_string(),
             })?;
+        // The file's function symbols, read once the first name needs them.
+        let mut symbols = None;
         Ok(syms
             .into_iter()
             .map(|s| match s {
@@ -221,7 +223,21 @@ impl Resolver {
                             .rev()
                             .map(|f| frame(&f.name, f.code_info.as_ref())),
                     );
-                    frames.push(frame(&sym.name, sym.code_info.as_deref()));
+                    let at_start = |symbols: &mut Option<Vec<crate::elf::FunctionSymbol>>| {
+                        let all = symbols.get_or_insert_with(|| elf.functions());
+                        let from = all.partition_point(|f| f.address < sym.addr);
+                        all[from..]
+                            .iter()
+                            .take_while(|f| f.address == sym.addr)
+                            .map(|f| demangled(&f.name))
+                            .collect::<Vec<_>>()
+                    };
+                    let physical = bare_identifier(&sym.name)
+                        .is_some()
+                        .then(|| at_start(&mut symbols))
+                        .and_then(|names| qualified_name(&sym.name, &names))
+                        .unwrap_or_else(|| sym.name.to_string());
+                    frames.push(frame(&physical, sym.code_info.as_deref()));
                     Resolved {
                         frames,
                         function_start: Some(sym.addr),
@@ -558,6 +574,38 @@ pub fn public_alias(name: &str, exported: &[String]) -> Option<String> {
     (score(best) < score(name) && !exported.iter().any(|n| n == name)).then(|| best.clone())
 }
 
+/// The identifier a function's debugging information names it by, when that is all it
+/// names: `boxes`, `finish_grow` of `finish_grow<alloc::alloc::Global>`; `None` for a
+/// mangled name or one with a path.
+fn bare_identifier(name: &str) -> Option<&str> {
+    let base = name.split(['<', '(']).next()?;
+    (!base.is_empty()
+        && !base.starts_with("_Z")
+        && !base.starts_with("_R")
+        && base.chars().all(|c| c.is_alphanumeric() || c == '_'))
+    .then_some(base)
+}
+
+/// A function's name with its path, from a symbol at its start (`symbols`, demangled),
+/// where its debugging information names it by its bare identifier (`name`). Code built
+/// with line tables only (`-Cdebuginfo=line-tables-only`, a common Rust release profile,
+/// or `-gmlt`) names its functions so (`boxes`, `area`); their symbols give the path
+/// (`rustalloc::boxes`, `shapes::Square::area() const`). Only a symbol that ends its path
+/// with that identifier qualifies (several symbols can share an address).
+fn qualified_name(name: &str, symbols: &[String]) -> Option<String> {
+    let base = bare_identifier(name)?;
+    let needle = format!("::{base}");
+    symbols
+        .iter()
+        .find(|s| {
+            s.match_indices(&needle).any(|(i, m)| {
+                let rest = &s[i + m.len()..];
+                rest.is_empty() || rest.starts_with(['<', '(']) || rest.starts_with("::<")
+            })
+        })
+        .cloned()
+}
+
 /// Demangles a C++ or Rust symbol name; `None` if it is not mangled.
 pub fn demangle(name: &str) -> Option<String> {
     if let Ok(d) = rustc_demangle::try_demangle(name) {
@@ -670,6 +718,44 @@ mod tests {
         if path.contains(&format!("tansa-test-panics-{step}")) {
             panic!("injected for a test while {step}");
         }
+    }
+
+    #[test]
+    fn a_bare_name_takes_the_path_of_its_symbol() {
+        let syms = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+        let q = |name: &str, names: &[&str]| qualified_name(name, &syms(names));
+        assert_eq!(
+            q("boxes", &["rustalloc::boxes"]).as_deref(),
+            Some("rustalloc::boxes")
+        );
+        assert_eq!(
+            q(
+                "finish_grow<alloc::alloc::Global>",
+                &["alloc::raw_vec::finish_grow::<alloc::alloc::Global>"]
+            )
+            .as_deref(),
+            Some("alloc::raw_vec::finish_grow::<alloc::alloc::Global>")
+        );
+        assert_eq!(
+            q("area", &["shapes::Square::area() const"]).as_deref(),
+            Some("shapes::Square::area() const")
+        );
+        // An alias at the same address that names another function, a longer identifier,
+        // or a module: not this function's path.
+        assert_eq!(q("boxes", &["other::crates"]), None);
+        assert_eq!(q("boxes", &["m::boxes_all"]), None);
+        assert_eq!(q("boxes", &["m::boxes::inner"]), None);
+        // The right one among several.
+        assert_eq!(
+            q("boxes", &["folded", "m::boxes"]).as_deref(),
+            Some("m::boxes")
+        );
+        // Names that are not bare: C's own (no path to add), mangled, or with a path.
+        assert_eq!(q("main", &["main"]), None);
+        assert_eq!(bare_identifier("_ZN1m5boxesE"), None);
+        assert_eq!(bare_identifier("m::boxes"), None);
+        assert_eq!(bare_identifier("{closure#0}"), None);
+        assert_eq!(bare_identifier("new<u8>"), Some("new"));
     }
 
     #[test]
