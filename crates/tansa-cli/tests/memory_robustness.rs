@@ -1042,3 +1042,77 @@ fn the_recorder_unmaps_the_memory_of_processes_that_are_gone() {
     let r = report_json(&file, &[]);
     assert_eq!(r["processes"].as_array().unwrap().len(), 3001);
 }
+
+/// An executable with allocation functions of its own (a statically linked jemalloc,
+/// mimalloc or tcmalloc) comes before the agent in the dynamic linker's search order, so
+/// what it allocates with them never reaches the hooks. Before, such a recording was
+/// silently empty (0 events for a program that made 100 blocks); now `tansa record` and
+/// every report say so, naming what the executable defines.
+#[test]
+fn an_executable_with_its_own_allocator_is_named_in_every_report() {
+    let cases = [
+        (
+            "ownalloc-exported",
+            "-DEXPORTED",
+            "it defines malloc, calloc, realloc, free itself, and every call to them in its \
+             processes (its libraries' too) goes there",
+        ),
+        (
+            "ownalloc-hidden",
+            "-DHIDDEN",
+            "it defines malloc, calloc, realloc, free itself (not exported): its own calls to \
+             them are not recorded",
+        ),
+        (
+            "ownalloc-named",
+            "-DNAMED",
+            "it contains an allocator of its own (mi_malloc)",
+        ),
+    ];
+    for (name, define, said) in cases {
+        let exe = program(name, "ownalloc.c", &["-g", "-O1", define]);
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("own.tansa");
+        let out = record(&file, &[], &[exe.to_str().unwrap()]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let printed = String::from_utf8_lossy(&out.stdout);
+        assert!(printed.trim().ends_with(" 25"), "{name}: {printed}");
+        let warning = format!("{} allocates past tansa's hooks: {said}", exe.display());
+        assert!(stderr(&out).contains(&warning), "{name}: {}", stderr(&out));
+        let r = report_json(&file, &[]);
+        let warnings = r["warnings"].as_array().unwrap();
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.as_str().unwrap().starts_with(&warning)),
+            "{name}: {warnings:?}"
+        );
+        // The 100 blocks of its own allocator are not among the calls recorded.
+        let mallocs = r["totals"]["calls"]["malloc"].as_u64().unwrap();
+        assert!(mallocs < 100, "{name}: {mallocs} mallocs recorded");
+        // The report shown at the end of an online recording says it too.
+        let json = dir.path().join("online.json");
+        let out = record(
+            &json,
+            &["--online", "--format", "json"],
+            &[exe.to_str().unwrap()],
+        );
+        assert!(out.status.success(), "{}", stderr(&out));
+        let online: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        assert!(
+            online["warnings"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|w| w.as_str().unwrap().starts_with(&warning)),
+            "{name}: {online}"
+        );
+    }
+    // A program that uses the C library's allocator gets no such warning.
+    let exe = program("allocer", "allocer.c", &["-g", "-O1"]);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("plain.tansa");
+    let out = record(&file, &[], &[exe.to_str().unwrap(), "0", "3"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("allocates past"), "{}", stderr(&out));
+}

@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 use rustc_hash::FxHashMap;
 use tansa_format::container::{FrameEncoder, FrameType, Kind, Writer};
 use tansa_format::memory::{
-    self, SessionEnd, SessionInfo, SessionLosses, SessionPlace, Unrecorded, VolatileSegment,
-    meta_chunk_prefix, thread_chunk_prefix,
+    self, OwnAllocator, SessionEnd, SessionInfo, SessionLosses, SessionPlace, Unrecorded,
+    VolatileSegment, meta_chunk_prefix, thread_chunk_prefix,
 };
 use tansa_format::meta::{Calibration, CalibrationPoint, ClockSource, RecordingMeta};
 
@@ -82,6 +82,8 @@ pub struct FileSink {
     /// handed to it and those it has written.
     durable: Option<Durable>,
     last_calibration_frame: Instant,
+    /// The executables of the recorded process images.
+    exes: std::collections::BTreeSet<String>,
 }
 
 /// A durable recording's bookkeeping (see [`Sink::stored`]).
@@ -127,6 +129,9 @@ pub struct Written {
     /// The module files whose symbols could not be read, one line each, as reports warn
     /// ([`tansa_format::symtab::SymbolTable::unresolved_notes`]).
     pub unresolved: Vec<String>,
+    /// The recorded executables that allocate past the agent's hooks, one line each, as
+    /// reports warn ([`tansa_format::memory::OwnAllocator::note`]).
+    pub own_allocators: Vec<String>,
 }
 
 fn writer_thread(
@@ -188,6 +193,7 @@ fn writer_thread(
         stored_while_busy,
         quota_used_up: contention.as_ref().and_then(CpuContention::quota_used_up),
         unresolved: Vec::new(),
+        own_allocators: Vec::new(),
     })
 }
 
@@ -272,6 +278,7 @@ impl FileSink {
                 stored: HashMap::new(),
             }),
             last_calibration_frame: Instant::now(),
+            exes: Default::default(),
         })
     }
 
@@ -414,6 +421,10 @@ impl FileSink {
         for id in ids {
             addresses.add_meta_stream(id, &self.meta_all[&id]);
         }
+        let own = crate::own_allocator::of_executables(&self.exes);
+        if !own.is_empty() {
+            self.send(Job::Frame(memory::OWN_ALLOCATORS, encode(&own)?, None))?;
+        }
         let resolver = std::mem::take(&mut self.resolver);
         let table = resolver.resolve(addresses, progress);
         let unresolved = table.unresolved_notes();
@@ -429,6 +440,7 @@ impl FileSink {
             .unwrap_or_default();
         Ok(Written {
             unresolved,
+            own_allocators: own.iter().map(OwnAllocator::note).collect(),
             ..written
         })
     }
@@ -440,6 +452,7 @@ fn encode<T: serde::Serialize>(value: &T) -> Result<Vec<u8>, CollectError> {
 
 impl Sink for FileSink {
     fn session_started(&mut self, info: &SessionInfo) -> Result<(), CollectError> {
+        self.exes.insert(info.exe.clone());
         self.send(Job::Frame(memory::SESSION, encode(info)?, None))?;
         self.metas.insert(
             info.session,

@@ -21,6 +21,7 @@ pub mod contention;
 pub mod file;
 pub mod naming;
 pub mod online;
+pub mod own_allocator;
 pub mod salvage;
 pub mod session;
 pub mod symbolize;

@@ -107,6 +107,8 @@ pub struct OnlineSink {
     meta_carry: FxHashMap<u32, Vec<u8>>,
     resolver: LiveResolver,
     calibration: Calibration,
+    /// The executables of the recorded process images.
+    exes: std::collections::BTreeSet<String>,
 }
 
 impl OnlineSink {
@@ -128,6 +130,7 @@ impl OnlineSink {
                 modules: FxHashMap::default(),
             },
             calibration,
+            exes: Default::default(),
         }
     }
 
@@ -206,7 +209,12 @@ impl OnlineSink {
     pub fn finish(mut self) -> MemoryReport {
         self.registry.resolve_pending(&mut self.resolver, true);
         self.drain(u64::MAX);
-        self.aggregator.finish(&self.registry)
+        let mut report = self.aggregator.finish(&self.registry);
+        let own = crate::own_allocator::of_executables(&self.exes);
+        report
+            .warnings
+            .extend(own.iter().map(tansa_format::memory::OwnAllocator::note));
+        report
     }
 
     fn drain(&mut self, watermark: u64) {
@@ -243,6 +251,7 @@ impl OnlineSink {
 
 impl Sink for OnlineSink {
     fn session_started(&mut self, info: &SessionInfo) -> Result<(), CollectError> {
+        self.exes.insert(info.exe.clone());
         for a in self.aggregators() {
             a.add_session(info);
         }

@@ -365,6 +365,61 @@ pub const SALVAGED: FrameType = FrameType(0x0110);
 /// kill is lost (readers that predate it skip it).
 pub const VOLATILE_SEGMENT: FrameType = FrameType(0x0111);
 
+/// Frame type: the recorded executables that allocate past the agent's hooks
+/// (`Vec<OwnAllocator>`, postcard), written when the recording is finished; readers warn
+/// about each (readers that predate it skip it).
+pub const OWN_ALLOCATORS: FrameType = FrameType(0x0112);
+
+/// A recorded executable with allocation functions of its own: an executable comes before
+/// `LD_PRELOAD` in the dynamic linker's search order, so the agent's hooks never see the
+/// calls that go to them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OwnAllocator {
+    /// The executable's path.
+    pub exe: String,
+    /// C allocation functions it defines and exports (every call to them in the process
+    /// goes there, its libraries' too).
+    pub exported: Vec<String>,
+    /// C allocation functions it defines without exporting them (its own calls go there).
+    pub internal: Vec<String>,
+    /// Entry points of an allocator linked into it (`je_malloc`, `mi_malloc`, ...).
+    pub allocators: Vec<String>,
+}
+
+impl OwnAllocator {
+    /// The warning a report gives (the path escaped: it comes from the file).
+    pub fn note(&self) -> String {
+        let exe = self.exe.escape_debug();
+        let mut parts = Vec::new();
+        if !self.exported.is_empty() {
+            parts.push(format!(
+                "it defines {} itself, and every call to them in its processes (its \
+                 libraries' too) goes there, not to the C library's, so none is recorded",
+                self.exported.join(", ")
+            ));
+        }
+        if !self.internal.is_empty() {
+            parts.push(format!(
+                "it defines {} itself (not exported): its own calls to them are not recorded, \
+                 only its libraries'",
+                self.internal.join(", ")
+            ));
+        }
+        if !self.allocators.is_empty() {
+            parts.push(format!(
+                "it contains an allocator of its own ({}): what it allocates through that is \
+                 not recorded",
+                self.allocators.join(", ")
+            ));
+        }
+        format!(
+            "{exe} allocates past tansa's hooks: {}; link it with the C library's allocator \
+             to record those allocations",
+            parts.join("; ")
+        )
+    }
+}
+
 /// A shared segment of a durable recording that is not in a file (see [`VOLATILE_SEGMENT`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VolatileSegment {

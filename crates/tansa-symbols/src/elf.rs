@@ -24,6 +24,54 @@ pub struct FunctionSymbol {
     pub size: u64,
 }
 
+/// The C allocation functions the agent interposes.
+pub const C_ALLOCATION_FUNCTIONS: &[&str] = &[
+    "malloc",
+    "calloc",
+    "realloc",
+    "reallocarray",
+    "free",
+    "memalign",
+    "posix_memalign",
+    "aligned_alloc",
+    "valloc",
+    "pvalloc",
+];
+
+/// Entry points of allocators that programs link in statically under names of their own:
+/// jemalloc (prefixed `je_`, or `_rjem_` as Rust's `tikv-jemallocator` builds it), mimalloc,
+/// tcmalloc, rpmalloc, TBB's scalable allocator, snmalloc.
+const ALLOCATOR_ENTRY_POINTS: &[&str] = &[
+    "je_malloc",
+    "je_mallocx",
+    "_rjem_malloc",
+    "_rjem_mallocx",
+    "mi_malloc",
+    "tc_malloc",
+    "rpmalloc",
+    "scalable_malloc",
+    "sn_malloc",
+];
+
+/// What [`ElfFile::own_allocator`] found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OwnAllocatorSymbols {
+    /// C allocation functions defined and exported: every call to them in the process goes
+    /// there, its libraries' and the C library's own too.
+    pub exported: Vec<String>,
+    /// C allocation functions defined and not exported: the file's own calls go there.
+    pub internal: Vec<String>,
+    /// Entry points of a statically linked allocator ([`ALLOCATOR_ENTRY_POINTS`]).
+    pub allocators: Vec<String>,
+}
+
+impl OwnAllocatorSymbols {
+    /// Whether nothing was found.
+    pub fn is_empty(&self) -> bool {
+        self.exported.is_empty() && self.internal.is_empty() && self.allocators.is_empty()
+    }
+}
+
 /// A `PT_LOAD` segment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Segment {
@@ -289,6 +337,43 @@ impl ElfFile {
                 }
             }
         }
+        out
+    }
+
+    /// The allocation functions this file defines itself, which a program whose executable
+    /// it is calls instead of the ones the agent interposes (an executable comes before
+    /// `LD_PRELOAD` in the dynamic linker's search order).
+    pub fn own_allocator(&self) -> OwnAllocatorSymbols {
+        let mut out = OwnAllocatorSymbols::default();
+        let Ok(obj) = self.parse() else {
+            return out;
+        };
+        let defined = |s: &object::Symbol<'_, '_>| {
+            s.kind() == SymbolKind::Text && s.is_definition() && s.address() != 0
+        };
+        let exported: std::collections::BTreeSet<&str> = obj
+            .dynamic_symbols()
+            .filter(defined)
+            .filter_map(|s| s.name().ok())
+            .collect();
+        let all: std::collections::BTreeSet<&str> = obj
+            .symbols()
+            .filter(defined)
+            .filter_map(|s| s.name().ok())
+            .chain(exported.iter().copied())
+            .collect();
+        for &name in C_ALLOCATION_FUNCTIONS {
+            if exported.contains(name) {
+                out.exported.push(name.to_string());
+            } else if all.contains(name) {
+                out.internal.push(name.to_string());
+            }
+        }
+        out.allocators = ALLOCATOR_ENTRY_POINTS
+            .iter()
+            .filter(|n| all.contains(**n))
+            .map(|n| n.to_string())
+            .collect();
         out
     }
 

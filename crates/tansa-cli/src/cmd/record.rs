@@ -445,7 +445,7 @@ fn summarize(
             final_path.display()
         );
     }
-    for line in &written.unresolved {
+    for line in written.unresolved.iter().chain(&written.own_allocators) {
         eprintln!("tansa: warning: {line}");
     }
     // Said when it makes a difference on disk (compression divides the size by about 4).

@@ -349,6 +349,10 @@ impl<R: Read + Seek> MemoryRecording<R> {
                         leak_cause = Some(l);
                     }
                     memory::VOLATILE_SEGMENT => volatile.push(frame.decode()?),
+                    memory::OWN_ALLOCATORS => {
+                        let own: Vec<memory::OwnAllocator> = frame.decode()?;
+                        warnings.extend(own.iter().map(memory::OwnAllocator::note));
+                    }
                     memory::SALVAGED => {
                         salvaged = true;
                         let s: memory::Salvage = frame.decode()?;
