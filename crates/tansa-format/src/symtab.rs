@@ -11,6 +11,20 @@ pub type StrId = u32;
 /// The absent string.
 pub const NO_STRING: StrId = u32::MAX;
 
+/// How a function known only by its extent (the unwind information of a library stripped to
+/// its exported symbols) is named: this prefix and its start address (`fn@0x15b40`).
+pub const UNNAMED_FUNCTION_PREFIX: &str = "fn@0x";
+
+/// The name of a function known only by its extent that starts at `start`.
+pub fn unnamed_function(start: u64) -> String {
+    format!("{UNNAMED_FUNCTION_PREFIX}{start:x}")
+}
+
+/// Whether `name` is one [`unnamed_function`] gives.
+pub fn is_unnamed_function(name: &str) -> bool {
+    name.starts_with(UNNAMED_FUNCTION_PREFIX)
+}
+
 /// One source-level frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct SymFrame {

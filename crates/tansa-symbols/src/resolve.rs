@@ -678,9 +678,7 @@ impl Unnamed {
 }
 
 /// The name of a function known only by its extent: `fn@0x` and its start address.
-pub fn unnamed_function(start: u64) -> String {
-    format!("fn@{start:#x}")
-}
+pub use tansa_format::symtab::unnamed_function;
 
 /// The innermost extent of `extents` (sorted by start) containing `addr`.
 fn extent_containing(extents: &[std::ops::Range<u64>], addr: u64) -> Option<std::ops::Range<u64>> {

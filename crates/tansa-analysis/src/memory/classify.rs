@@ -172,9 +172,11 @@ fn is_loader(m: &ModuleInfo) -> bool {
 
 /// Whether `f`'s function has no name of its own: none at all, or only its extent's
 /// (`fn@0x15b40`, as the recorder names a function of a stripped binary from its unwind
-/// information: `tansa_symbols::resolve::unnamed_function`).
+/// information: `tansa_format::symtab::unnamed_function`).
 fn is_unnamed(f: &LogicalFrame) -> bool {
-    f.function.as_deref().is_none_or(|n| n.starts_with("fn@0x"))
+    f.function
+        .as_deref()
+        .is_none_or(tansa_format::symtab::is_unnamed_function)
 }
 
 fn function_is(f: &LogicalFrame, names: &[&str]) -> bool {
