@@ -326,8 +326,12 @@ fn call_chains_reach_main_without_frame_pointers() {
         let cut: u64 = w.split(' ').next().unwrap().parse().unwrap();
         assert!(cut * 20 <= n(&f, "total_samples"), "{w}");
     }
+    // Nor said to be cut by the stack copy.
+    if let Some(w) = short(&f) {
+        assert!(!w.contains("deeper than"), "{w}");
+    }
     let cut_file = dir.path().join("cut.tansa");
-    sample(
+    let out = sample(
         &cut_file,
         &["--stack-size", "16"],
         &[p.deep.to_str().unwrap(), "100"],
@@ -336,6 +340,25 @@ fn call_chains_reach_main_without_frame_pointers() {
     let w = short(&c).unwrap_or_else(|| panic!("no warning of cut chains: {c}"));
     let cut: u64 = w.split(' ').next().unwrap().parse().unwrap();
     assert!(cut * 2 > n(&c, "total_samples"), "{w}");
+    // Why, and what reaches further: the copy, in the report and when sampling ends.
+    let by_copy: u64 = w
+        .split_once(" sample(s) have a call chain that stops before the outermost function (")
+        .and_then(|(_, rest)| rest.split(' ').next())
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("no count of chains cut by the copy: {w}"));
+    assert!(by_copy * 2 > cut, "{w}");
+    assert!(
+        w.contains(
+            "of them because the stack was deeper than the 16 bytes each sample copied \
+             (`tansa sample --stack-size 64` copies more)"
+        ),
+        "{w}"
+    );
+    assert!(
+        stderr(&out).contains("samples' stacks were deeper than the 16 bytes each sample copied"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]

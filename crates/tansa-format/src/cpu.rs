@@ -65,6 +65,31 @@ pub const CHECKPOINT: FrameType = FrameType(0x020A);
 /// [`Completed`] (postcard): the recording was completed after its recorder was killed,
 /// from its last checkpoint; written before [`SUMMARY`].
 pub const COMPLETED: FrameType = FrameType(0x020B);
+/// [`ShortStackCopies`] (postcard), written with each checkpoint group when there is any
+/// (the last counts; readers that predate it skip it).
+pub const SHORT_STACK_COPIES: FrameType = FrameType(0x020C);
+
+/// Samples whose call chain stops where the copy of their stack ended: the stack was
+/// deeper than the bytes each sample copies (`--stack-size`), so their unwinding could not
+/// reach the outermost frame. They are among the truncated chains ([`Stack::truncated`]);
+/// this says why, and what would reach further.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShortStackCopies {
+    /// Such samples.
+    pub samples: u64,
+    /// The bytes of stack each sample copied.
+    pub copy_bytes: u32,
+}
+
+impl ShortStackCopies {
+    /// The stack copy to suggest instead: four times as much, at most what the kernel
+    /// copies (65528 bytes).
+    pub fn larger_copy(&self) -> u32 {
+        self.copy_bytes
+            .saturating_mul(4)
+            .clamp(self.copy_bytes, 65528)
+    }
+}
 
 /// [`Loc::module`] of an address that is in no known module (the offset is then the raw
 /// address).

@@ -279,6 +279,7 @@ fn recording() -> CpuRecording {
             ..CpuSummary::default()
         }),
         unsampled: None,
+        short_stack_copies: None,
         checkpoints: 0,
         checkpoint_end: None,
         last_checkpoint: None,

@@ -200,6 +200,7 @@ pub struct CpuRecordingBuilder {
     pub(crate) lost_records: u64,
     pub(crate) lost_samples: u64,
     pub(crate) unsampled: tansa_format::cpu::Unsampled,
+    pub(crate) short_stack_copies: tansa_format::cpu::ShortStackCopies,
     pub(crate) unwind_failures: u64,
     pub(crate) first_ns: u64,
     pub(crate) last_ns: u64,
@@ -246,6 +247,7 @@ impl CpuRecordingBuilder {
             lost_records: 0,
             lost_samples: 0,
             unsampled: tansa_format::cpu::Unsampled::default(),
+            short_stack_copies: tansa_format::cpu::ShortStackCopies::default(),
             unwind_failures: 0,
             first_ns: u64::MAX,
             last_ns: 0,
@@ -451,6 +453,13 @@ impl CpuRecordingBuilder {
     pub fn note_unsampled(&mut self, cpu_ns: u64, threads: u64) {
         self.unsampled.cpu_ns = self.unsampled.cpu_ns.saturating_add(cpu_ns);
         self.unsampled.threads = self.unsampled.threads.saturating_add(threads);
+    }
+
+    /// Counts a sample whose unwinding stopped at the end of its stack copy, of
+    /// `copy_bytes` (see [`tansa_format::cpu::ShortStackCopies`]).
+    pub fn note_short_stack_copy(&mut self, copy_bytes: u32) {
+        self.short_stack_copies.samples += 1;
+        self.short_stack_copies.copy_bytes = copy_bytes;
     }
 
     /// Counts a sample whose user stack could not be unwound.

@@ -198,6 +198,9 @@ impl<W: Write> RecordingOut<W> {
         if b.unsampled.cpu_ns > 0 {
             w.value(cpu::UNSAMPLED, &b.unsampled)?;
         }
+        if b.short_stack_copies.samples > 0 {
+            w.value(cpu::SHORT_STACK_COPIES, &b.short_stack_copies)?;
+        }
         Ok(())
     }
 }

@@ -146,6 +146,7 @@ impl CpuRecordingBuilder {
             summary,
             unresolved: symbols.unresolved_notes(),
             unsampled: self.unsampled,
+            short_stack_copies: self.short_stack_copies,
         })
     }
 }
@@ -160,6 +161,8 @@ pub struct Finished {
     pub unresolved: Vec<String>,
     /// CPU time no sample stands for (in-process sampling).
     pub unsampled: cpu::Unsampled,
+    /// Samples whose unwinding stopped at the end of their stack copy.
+    pub short_stack_copies: cpu::ShortStackCopies,
 }
 
 /// Every offset each module needs (addresses, their callers, the frames of `stacks`), and

@@ -45,9 +45,10 @@ pub struct UserRegs {
 pub enum Unwound {
     /// The outermost frame was reached.
     Complete,
-    /// The unwinder stopped early (no unwind information, stack copy too small, a
-    /// corrupt frame).
+    /// The unwinder stopped early (no unwind information, a corrupt frame).
     Truncated,
+    /// The unwinder stopped at the end of the stack copy: a caller's frame lies beyond it.
+    PastCopy,
 }
 
 /// The unwinder of one address space, and the ranges of its modules (framehop does not say
@@ -173,9 +174,15 @@ impl Unwinders {
         out: &mut Vec<u64>,
     ) -> Unwound {
         out.clear();
+        // Whether a read fell past the end of the copy (a deeper stack than it holds).
+        let past_copy = std::cell::Cell::new(false);
         let mut read_stack = |addr: u64| -> Result<u64, ()> {
             let off = addr.checked_sub(regs.sp).ok_or(())? as usize;
-            let bytes = stack.get(off..off.checked_add(8).ok_or(())?).ok_or(())?;
+            let end = off.checked_add(8).ok_or(())?;
+            let Some(bytes) = stack.get(off..end) else {
+                past_copy.set(true);
+                return Err(());
+            };
             Ok(u64::from_le_bytes(bytes.try_into().map_err(|_| ())?))
         };
         let empty;
@@ -193,6 +200,7 @@ impl Unwinders {
             &mut read_stack,
         );
         loop {
+            past_copy.set(false);
             match frames.next() {
                 Ok(Some(f)) => {
                     out.push(f.address());
@@ -210,6 +218,7 @@ impl Unwinders {
                         _ => Unwound::Complete,
                     };
                 }
+                Err(_) if past_copy.get() => return Unwound::PastCopy,
                 Err(_) => return Unwound::Truncated,
             }
         }

@@ -6,8 +6,8 @@ use std::io::Read;
 use tansa_format::FormatError;
 use tansa_format::container::{FrameType, Kind, Reader};
 use tansa_format::cpu::{
-    self, AddressCount, Checkpoint, Completed, CpuInfo, CpuSummary, Module, Process, SourceFile,
-    Stack, StackCount, TimelineEntry, Unsampled,
+    self, AddressCount, Checkpoint, Completed, CpuInfo, CpuSummary, Module, Process,
+    ShortStackCopies, SourceFile, Stack, StackCount, TimelineEntry, Unsampled,
 };
 use tansa_format::meta::{ExitStatus, RecordingMeta, signal_name};
 use tansa_format::symtab::SymbolTable;
@@ -67,6 +67,8 @@ pub struct CpuRecording {
     pub summary: Option<CpuSummary>,
     /// CPU time no sample stands for, as the in-process sampler counted it.
     pub unsampled: Option<Unsampled>,
+    /// Samples whose unwinding stopped at the end of their stack copy.
+    pub short_stack_copies: Option<ShortStackCopies>,
     /// Checkpoint groups the file holds (see `tansa_format::cpu`).
     pub checkpoints: u32,
     /// Where the last checkpoint group ends in the file.
@@ -94,6 +96,7 @@ struct Replaced {
     processes: Option<Vec<Process>>,
     modules: Option<Vec<Module>>,
     unsampled: Option<Unsampled>,
+    short_stack_copies: Option<ShortStackCopies>,
 }
 
 impl Replaced {
@@ -109,6 +112,9 @@ impl Replaced {
         }
         if let Some(u) = self.unsampled.take() {
             rec.unsampled = Some(u);
+        }
+        if let Some(c) = self.short_stack_copies.take() {
+            rec.short_stack_copies = Some(c);
         }
     }
 }
@@ -190,6 +196,7 @@ impl CpuRecording {
             symbols: SymbolTable::default(),
             summary: None,
             unsampled: None,
+            short_stack_copies: None,
             checkpoints: 0,
             checkpoint_end: None,
             last_checkpoint: None,
@@ -247,6 +254,9 @@ impl CpuRecording {
                     FrameType::SYMBOLS => rec.symbols = frame.decode()?,
                     cpu::SUMMARY => rec.summary = Some(frame.decode()?),
                     cpu::UNSAMPLED => replaced.unsampled = Some(frame.decode()?),
+                    cpu::SHORT_STACK_COPIES => {
+                        replaced.short_stack_copies = Some(frame.decode()?);
+                    }
                     _ => {}
                 }
                 Ok(())
@@ -325,10 +335,22 @@ impl CpuRecording {
             .iter()
             .fold(0u64, |sum, c| sum.saturating_add(c.count));
         if truncated > 0 {
+            let why = match rec.short_stack_copies.filter(|c| c.samples > 0) {
+                Some(c) => format!(
+                    "{} of them because the stack was deeper than the {} bytes each sample \
+                     copied (`tansa sample --stack-size {}` copies more), the others because \
+                     it could not be unwound further",
+                    c.samples.min(truncated),
+                    c.copy_bytes,
+                    c.larger_copy()
+                ),
+                None => "the stack could not be unwound further, or the stack copy was too \
+                         short: --stack-size"
+                    .into(),
+            };
             rec.warnings.push(format!(
                 "{truncated} of {total} sample(s) have a call chain that stops before the \
-                 outermost function (the stack could not be unwound further, or the stack copy \
-                 was too short: --stack-size): the functions above them miss those samples in \
+                 outermost function ({why}): the functions above them miss those samples in \
                  their totals"
             ));
         }

@@ -450,6 +450,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     for line in &outcome.unresolved {
         eprintln!("tansa: warning: {line}");
     }
+    let short = outcome.short_stack_copies;
+    if short.samples > 0 {
+        eprintln!(
+            "tansa: warning: {} of {} samples' stacks were deeper than the {} bytes each \
+             sample copied: their call chains stop short (--stack-size {} copies more)",
+            short.samples,
+            s.samples,
+            short.copy_bytes,
+            short.larger_copy()
+        );
+    }
     if std::env::var_os("TANSA_TIMINGS").is_some_and(|v| v == "1") {
         print_timings([started, recording, committed], &outcome.phases);
     }

@@ -123,6 +123,8 @@ pub struct Outcome {
     pub notes: Vec<String>,
     /// The module files whose symbols could not be read, one line each.
     pub unresolved: Vec<String>,
+    /// Samples whose unwinding stopped at the end of their stack copy.
+    pub short_stack_copies: tansa_format::cpu::ShortStackCopies,
     /// How long each phase of the run took.
     pub phases: Phases,
 }
@@ -275,7 +277,7 @@ pub fn record<W: Write>(
     let builder = CpuRecordingBuilder::new(meta, info);
     let mut session = Session {
         opened,
-        tracker: Tracker::new(config.call_graph == CallGraph::Dwarf),
+        tracker: Tracker::new(config.call_graph == CallGraph::Dwarf, config.stack_bytes),
         builder,
     };
     let started = Instant::now();
@@ -422,6 +424,7 @@ pub fn record<W: Write>(
         event,
         notes,
         unresolved: finished.unresolved,
+        short_stack_copies: finished.short_stack_copies,
         phases,
     })
 }

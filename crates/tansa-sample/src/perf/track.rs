@@ -24,6 +24,8 @@ pub struct Tracker {
     exe_pending: FxHashSet<ProcessId>,
     unwinders: Unwinders,
     dwarf: bool,
+    /// The bytes of user stack each sample asks the kernel to copy.
+    stack_bytes: u32,
     kernel_frames: Vec<u64>,
     fp_user: Vec<u64>,
     dwarf_user: Vec<u64>,
@@ -34,13 +36,15 @@ fn text(b: &[u8]) -> String {
 }
 
 impl Tracker {
-    /// A tracker; `dwarf` when samples carry user registers and stack copies.
-    pub fn new(dwarf: bool) -> Self {
+    /// A tracker; `dwarf` when samples carry user registers and copies of `stack_bytes` of
+    /// their stacks.
+    pub fn new(dwarf: bool, stack_bytes: u32) -> Self {
         Tracker {
             epochs: FxHashMap::default(),
             exe_pending: FxHashSet::default(),
             unwinders: Unwinders::default(),
             dwarf,
+            stack_bytes,
             kernel_frames: Vec::with_capacity(128),
             fp_user: Vec::with_capacity(128),
             dwarf_user: Vec::with_capacity(256),
@@ -314,7 +318,11 @@ impl Tracker {
                 s.user_stack(),
                 &mut self.dwarf_user,
             );
-            truncated = how == Unwound::Truncated;
+            truncated = how != Unwound::Complete;
+            // The copy ran out (rather than the stack: the kernel copies less where the
+            // stack ends) before the unwinder reached the outermost frame.
+            let short_copy =
+                how == Unwound::PastCopy && s.user_stack().len() >= self.stack_bytes as usize;
             // Frame-pointer chains are used where they are valid and longer: every
             // frame in a known module.
             let fp_better = truncated
@@ -323,6 +331,8 @@ impl Tracker {
             use_dwarf = !self.dwarf_user.is_empty() && !fp_better;
             if fp_better {
                 truncated = false;
+            } else if short_copy {
+                b.note_short_stack_copy(self.stack_bytes);
             }
             if truncated && self.dwarf_user.len() <= 1 {
                 b.note_unwind_failure();
