@@ -83,11 +83,12 @@ pub struct ShortStackCopies {
 
 impl ShortStackCopies {
     /// The stack copy to suggest instead: four times as much, at most what the kernel
-    /// copies (65528 bytes).
+    /// copies (65528 bytes), and never less than the copy (the size is read from a file).
     pub fn larger_copy(&self) -> u32 {
         self.copy_bytes
             .saturating_mul(4)
-            .clamp(self.copy_bytes, 65528)
+            .min(65528)
+            .max(self.copy_bytes)
     }
 }
 
@@ -354,6 +355,22 @@ pub struct Completed {
 mod tests {
     use super::*;
     use crate::container::{Kind, Reader, Writer};
+
+    /// The suggestion is larger, bounded by what the kernel copies, and never smaller than
+    /// a copy size read from a file (the fuzzer found `clamp` panicking on one above the
+    /// bound).
+    #[test]
+    fn a_larger_stack_copy_is_suggested_within_bounds() {
+        let copy = |copy_bytes| ShortStackCopies {
+            samples: 1,
+            copy_bytes,
+        };
+        assert_eq!(copy(8192).larger_copy(), 32768);
+        assert_eq!(copy(32768).larger_copy(), 65528);
+        assert_eq!(copy(65528).larger_copy(), 65528);
+        assert_eq!(copy(u32::MAX).larger_copy(), u32::MAX);
+        assert_eq!(copy(0).larger_copy(), 0);
+    }
 
     #[test]
     fn frames_round_trip() {

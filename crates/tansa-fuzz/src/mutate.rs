@@ -40,7 +40,7 @@ const INTERESTING: [u64; 20] = [
 ];
 
 /// Frame types a header may be changed to.
-const TYPES: [FrameType; 28] = [
+const TYPES: [FrameType; 30] = [
     FrameType::META,
     FrameType::CALIBRATION,
     FrameType::SYMBOLS,
@@ -51,6 +51,7 @@ const TYPES: [FrameType; 28] = [
     memory::SESSION_END,
     memory::SESSION_PLACE,
     memory::VOLATILE_SEGMENT,
+    memory::OWN_ALLOCATORS,
     cpu::INFO,
     cpu::PROCESSES,
     cpu::MODULES,
@@ -63,6 +64,7 @@ const TYPES: [FrameType; 28] = [
     cpu::UNSAMPLED,
     cpu::CHECKPOINT,
     cpu::COMPLETED,
+    cpu::SHORT_STACK_COPIES,
     retrace::INFO,
     retrace::CODE,
     retrace::EXECUTIONS,

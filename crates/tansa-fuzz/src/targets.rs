@@ -282,6 +282,9 @@ pub fn frames(payload: &[u8]) {
     let _ = frame(memory::SESSION_PLACE).decode::<memory::SessionPlace>();
     let _ = frame(memory::VOLATILE_SEGMENT).decode::<memory::VolatileSegment>();
     let _ = frame(memory::LEAK_CAUSE).decode::<memory::LeakCause>();
+    let _ = frame(memory::OWN_ALLOCATORS)
+        .decode::<Vec<memory::OwnAllocator>>()
+        .map(|own| own.iter().map(memory::OwnAllocator::note).count());
     let _ = frame(cpu_frames::INFO).decode::<cpu_frames::CpuInfo>();
     let _ = frame(cpu_frames::PROCESSES).decode::<Vec<cpu_frames::Process>>();
     let _ = frame(cpu_frames::MODULES).decode::<Vec<cpu_frames::Module>>();
@@ -294,6 +297,9 @@ pub fn frames(payload: &[u8]) {
     let _ = frame(cpu_frames::UNSAMPLED).decode::<cpu_frames::Unsampled>();
     let _ = frame(cpu_frames::CHECKPOINT).decode::<cpu_frames::Checkpoint>();
     let _ = frame(cpu_frames::COMPLETED).decode::<cpu_frames::Completed>();
+    let _ = frame(cpu_frames::SHORT_STACK_COPIES)
+        .decode::<cpu_frames::ShortStackCopies>()
+        .map(|c| c.larger_copy());
     let _ = frame(retrace_frames::INFO).decode::<retrace_frames::RetraceInfo>();
     let _ = frame(retrace_frames::CODE)
         .decode::<retrace_frames::RegionCode>()
