@@ -496,8 +496,8 @@ fn a_site_judged_after_its_last_allocation_says_none_was_left_to_trace() {
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(
         text.contains(
-            "   not traced: judged leaking only after the program's last allocation here, so \
-             none was left to trace"
+            "   not traced: judged leaking only as the program ended, and no later allocation \
+             here was traced"
         ),
         "{text}"
     );

@@ -226,12 +226,13 @@ fn site(
         return Ok(());
     };
     if status == "ended" && s.traces.freed + s.traces.not_freed == 0 {
-        // Judged leaking from events read after its last allocation, as when the
-        // recorder reads a short, busy run's events at its end.
+        // Judged leaking from events read after its last allocation (the recorder read a
+        // short, busy run's events at its end), or its traces failed (the report's
+        // warnings say why).
         return writeln!(
             out,
-            "   not traced: judged leaking only after the program's last allocation here, so \
-             none was left to trace (a longer run of the same work traces it)"
+            "   not traced: judged leaking only as the program ended, and no later allocation \
+             here was traced (a longer run of the same work traces it)"
         );
     }
     writeln!(
