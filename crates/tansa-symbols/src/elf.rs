@@ -25,7 +25,7 @@ pub struct FunctionSymbol {
 }
 
 /// The C allocation functions the agent interposes.
-pub const C_ALLOCATION_FUNCTIONS: &[&str] = &[
+const C_ALLOCATION_FUNCTIONS: &[&str] = &[
     "malloc",
     "calloc",
     "realloc",
