@@ -1252,8 +1252,17 @@ fn threads_are_reported_by_their_names() {
         assert_eq!(heavy["tid"].as_u64(), Some(tid_of("heavy")), "{heavy}");
         assert_eq!(light["tid"].as_u64(), Some(tid_of("light")), "{light}");
         let ratio = n(heavy, "self_samples") as f64 / n(light, "self_samples") as f64;
+        // The agent's timers fire at the kernel's tick, each signal standing for several
+        // periods (4.5 on average in a CI run: 181 signals for 818 samples), so its ratio
+        // rests on some 120 and 60 signals: a relative spread of about 16 %, and a CI run
+        // gave 2.65. perf takes every period.
+        let bounds = if source == "perf" {
+            1.6..=2.5
+        } else {
+            1.3..=3.0
+        };
         assert!(
-            (1.6..=2.5).contains(&ratio),
+            bounds.contains(&ratio),
             "{source}: heavy / light = {ratio:.2}: {r:#}"
         );
         let sum: u64 = units(&r).iter().map(|u| n(u, "self_samples")).sum();
