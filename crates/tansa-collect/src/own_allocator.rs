@@ -12,14 +12,6 @@ use tansa_format::memory::OwnAllocator;
 /// (an executable that cannot be read any more is passed over).
 pub fn of_executables(exes: &BTreeSet<String>) -> Vec<OwnAllocator> {
     exes.iter()
-        .filter_map(|exe| {
-            let found = tansa_symbols::ElfFile::open(exe).ok()?.own_allocator();
-            (!found.is_empty()).then(|| OwnAllocator {
-                exe: exe.clone(),
-                exported: found.exported,
-                internal: found.internal,
-                allocators: found.allocators,
-            })
-        })
+        .filter_map(|exe| tansa_symbols::ElfFile::open(exe).ok()?.own_allocator())
         .collect()
 }

@@ -11,6 +11,8 @@ use object::{
     SymbolKind,
 };
 
+use tansa_format::memory::OwnAllocator;
+
 use crate::SymbolError;
 
 /// A function symbol.
@@ -52,25 +54,6 @@ const ALLOCATOR_ENTRY_POINTS: &[&str] = &[
     "scalable_malloc",
     "sn_malloc",
 ];
-
-/// What [`ElfFile::own_allocator`] found.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct OwnAllocatorSymbols {
-    /// C allocation functions defined and exported: every call to them in the process goes
-    /// there, its libraries' and the C library's own too.
-    pub exported: Vec<String>,
-    /// C allocation functions defined and not exported: the file's own calls go there.
-    pub internal: Vec<String>,
-    /// Entry points of a statically linked allocator ([`ALLOCATOR_ENTRY_POINTS`]).
-    pub allocators: Vec<String>,
-}
-
-impl OwnAllocatorSymbols {
-    /// Whether nothing was found.
-    pub fn is_empty(&self) -> bool {
-        self.exported.is_empty() && self.internal.is_empty() && self.allocators.is_empty()
-    }
-}
 
 /// A `PT_LOAD` segment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -342,11 +325,15 @@ impl ElfFile {
 
     /// The allocation functions this file defines itself, which a program whose executable
     /// it is calls instead of the ones the agent interposes (an executable comes before
-    /// `LD_PRELOAD` in the dynamic linker's search order).
-    pub fn own_allocator(&self) -> OwnAllocatorSymbols {
-        let mut out = OwnAllocatorSymbols::default();
-        let Ok(obj) = self.parse() else {
-            return out;
+    /// `LD_PRELOAD` in the dynamic linker's search order); `None` when it defines none.
+    /// C allocation functions go to `exported` or `internal` by whether the file exports
+    /// them; entry points of a statically linked allocator ([`ALLOCATOR_ENTRY_POINTS`]) to
+    /// `allocators`.
+    pub fn own_allocator(&self) -> Option<OwnAllocator> {
+        let obj = self.parse().ok()?;
+        let mut out = OwnAllocator {
+            exe: self.path.display().to_string(),
+            ..OwnAllocator::default()
         };
         let defined = |s: &object::Symbol<'_, '_>| {
             s.kind() == SymbolKind::Text && s.is_definition() && s.address() != 0
@@ -374,7 +361,9 @@ impl ElfFile {
             .filter(|n| all.contains(**n))
             .map(|n| n.to_string())
             .collect();
-        out
+        let found =
+            !(out.exported.is_empty() && out.internal.is_empty() && out.allocators.is_empty());
+        found.then_some(out)
     }
 
     /// The function named `name` (raw or demangled spelling), if defined in this file.
