@@ -219,7 +219,16 @@ fn site(
         "   {} allocation(s), {} free(s); {} block(s), {} byte(s) still allocated at the end",
         s.allocations, s.frees, s.leaked_blocks, s.leaked_bytes
     )?;
-    for f in s.stack.iter().skip(1).take(6) {
+    // The allocator's own frames (C++ `operator new`, Rust's shims) come before the site:
+    // named by the innermost, they would leave out the site's callers.
+    if let Some(entry) = s.stack.first().filter(|_| s.site_frame > 0) {
+        let more = match s.site_frame - 1 {
+            0 => String::new(),
+            n => format!(" and {n} more allocator frame(s)"),
+        };
+        writeln!(out, "     through {}{more}", place(entry))?;
+    }
+    for f in s.stack.iter().skip(s.site_frame + 1).take(6) {
         writeln!(out, "     called from {}", place(f))?;
     }
     let Some(status) = &s.tracing else {

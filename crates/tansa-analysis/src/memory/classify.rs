@@ -196,7 +196,10 @@ const RUST_ALLOCATOR_FILES: &[&str] = &[
     "/library/core/src/alloc/",
 ];
 
-fn is_allocator_entry(f: &LogicalFrame) -> bool {
+/// Whether `f` is an allocator's entry point or its plumbing (C++ `operator new` and
+/// `std::allocator`, Rust's allocation shims and `Box`'s allocation): never a unit, and
+/// never the place an allocation is said to be made.
+pub(crate) fn is_allocator_entry(f: &LogicalFrame) -> bool {
     let named = f.function.as_deref().is_some_and(|n| {
         // Rust 1.88 and later put the allocator shims in a `__rustc` namespace
         // (`__rustc::__rdl_alloc`).

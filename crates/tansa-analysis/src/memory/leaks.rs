@@ -21,6 +21,7 @@ pub use tansa_leakcause::judge::GROWING_SCANS;
 use tansa_leakcause::judge::{Judgement, judge};
 use tansa_leakcause::sequitur::{End, PathSet};
 
+use super::classify;
 use super::ids::{SessionId, StackId};
 use super::merge::EventKind;
 use super::model::Registry;
@@ -124,6 +125,10 @@ pub struct SiteReport {
     pub site: CodePlace,
     /// The allocation stack, innermost first.
     pub stack: Vec<CodePlace>,
+    /// The index of `site` in `stack`: the frames before it are the allocator's (C++
+    /// `operator new` and `std::allocator`, Rust's allocation shims), 0 for a direct call
+    /// of `malloc`.
+    pub site_frame: usize,
     /// `leaking`, `freed`, `no-free-site` or `not-growing`.
     pub judgement: &'static str,
     /// Allocations made at the site.
@@ -308,6 +313,7 @@ pub fn report_without_stacks<R: Read + Seek>(rec: &MemoryRecording<R>) -> LeaksR
                 stack_id: stack_id.0,
                 site: CodePlace::default(),
                 stack: Vec::new(),
+                site_frame: 0,
                 judgement: judgement.name(),
                 allocations: s.allocations,
                 frees: s.frees,
@@ -390,24 +396,35 @@ pub fn fill_stacks<R: Read + Seek>(
     want: impl Fn(&SiteReport) -> bool,
 ) {
     for site in report.sites.iter_mut().filter(|s| want(s)) {
-        let frames = stack_places(
+        let (frames, site_frame) = stack_places(
             &rec.registry,
             SessionId(site.session),
             StackId(site.stack_id),
         );
-        site.site = frames.first().cloned().unwrap_or_default();
+        site.site = frames.get(site_frame).cloned().unwrap_or_default();
         site.stack = frames;
+        site.site_frame = site_frame;
     }
 }
 
-/// The frames of a stack as places, innermost first, without the agent's own frames.
-fn stack_places(registry: &Registry, session: SessionId, id: StackId) -> Vec<CodePlace> {
+/// The frames of a stack as places, innermost first, without the agent's own frames; and
+/// the index of the allocation's site among them: the first frame that is not the
+/// allocator's ([`classify::is_allocator_entry`]: a `new` in C++ is made where `operator
+/// new` is called, not in it), or 0 if every frame is.
+fn stack_places(registry: &Registry, session: SessionId, id: StackId) -> (Vec<CodePlace>, usize) {
     let Some(stack) = registry.stack(session, id) else {
-        return Vec::new();
+        return (Vec::new(), 0);
     };
-    stack
+    let frames: Vec<_> = stack
         .frames()
         .filter(|f| f.module.is_none_or(|m| !registry.module(m).agent))
+        .collect();
+    let site = frames
+        .iter()
+        .position(|f| !classify::is_allocator_entry(f))
+        .unwrap_or(0);
+    let places = frames
+        .into_iter()
         .map(|f| {
             let module = f.module.map_or("?", |m| registry.module(m).name.as_str());
             CodePlace {
@@ -416,7 +433,8 @@ fn stack_places(registry: &Registry, session: SessionId, id: StackId) -> Vec<Cod
                 line: f.line,
             }
         })
-        .collect()
+        .collect();
+    (places, site)
 }
 
 fn function_name(lc: &LeakCause, i: u32) -> String {
