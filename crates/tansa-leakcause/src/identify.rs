@@ -140,17 +140,25 @@ pub fn cause_branches<B: Clone + PartialEq>(
 }
 
 /// The branch paths of function `f` in one full trace (spec §16): one path per execution
-/// of `f` (from its entry to its exit, or the part of the allocating function the trace
-/// starts in when `f` is that function), holding the branches run directly in it (not in
-/// the functions it calls), each ending as the trace ended.
+/// of `f` (from its entry to its exit, or the part of the activation the trace starts in),
+/// holding the branches run directly in it (not in the functions it calls), each ending as
+/// the trace ended.
+///
+/// `start_depth` is where the trace starts relative to an activation of `f`: `Some(0)` in
+/// `f` itself (the allocating function), `Some(d)` `d` calls below it (`f` is the
+/// allocating function's caller's caller for 2: an allocation made through a wrapper, as
+/// C++'s `operator new` is, starts its trace in the wrapper, and the cause is often in
+/// the caller), `None` outside any activation of `f`. The trace returns from each of those
+/// `d` calls with an exit (see [`enclosing`]).
 pub fn branch_paths_of<F: PartialEq, B: Clone>(
     trace: &[Step<F, B>],
     f: &F,
-    starts_in_f: bool,
+    start_depth: Option<usize>,
 ) -> Vec<Vec<(B, bool)>> {
     let mut out = Vec::new();
     // Depth relative to the current execution of `f` (0: directly in it), if inside one.
-    let mut current: Option<(Vec<(B, bool)>, i64)> = starts_in_f.then(|| (Vec::new(), 0));
+    let mut current: Option<(Vec<(B, bool)>, i64)> =
+        start_depth.map(|d| (Vec::new(), i64::try_from(d).unwrap_or(i64::MAX)));
     for s in trace {
         match s {
             Step::Call(Event::Enter(g)) => match &mut current {
@@ -277,13 +285,47 @@ mod tests {
             Call(Exit("funcB")),
         ];
         assert_eq!(
-            branch_paths_of(&trace, &"funcB", false),
+            branch_paths_of(&trace, &"funcB", None),
             vec![vec![("b1", true), ("b2", false)], vec![("b1", false)]]
         );
         // The allocating function: its part of the trace, outside its callees.
         assert_eq!(
-            branch_paths_of(&trace, &"funcA", true),
+            branch_paths_of(&trace, &"funcA", Some(0)),
             vec![vec![("a1", true)]]
         );
+    }
+
+    /// An allocation through a wrapper (`handle` calls `make`, which allocates): the trace
+    /// starts in `make` and returns into `handle`, where the branches that decide the
+    /// block's fate are. Before, `handle`'s branches were never collected: its activation
+    /// started before the trace, so no entry of it was seen.
+    #[test]
+    fn branches_of_a_caller_of_the_allocating_function_are_collected() {
+        use Step::{Branch, Call};
+        let trace = [
+            Branch("m1", false),
+            Call(Exit("make")),
+            Branch("h1", true),
+            Call(Enter("chance")),
+            Branch("c1", true),
+            Call(Exit("chance")),
+            Branch("h2", false),
+            Call(Exit("handle")),
+            Branch("x1", true),
+        ];
+        assert_eq!(
+            branch_paths_of(&trace, &"handle", Some(1)),
+            vec![vec![("h1", true), ("h2", false)]]
+        );
+        assert_eq!(
+            branch_paths_of(&trace, &"make", Some(0)),
+            vec![vec![("m1", false)]]
+        );
+        // Two levels up: the trace ran on past `handle`'s return into its caller.
+        assert_eq!(
+            branch_paths_of(&trace, &"main", Some(2)),
+            vec![vec![("x1", true)]]
+        );
+        assert!(branch_paths_of(&trace, &"handle", None).is_empty());
     }
 }

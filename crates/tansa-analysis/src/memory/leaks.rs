@@ -531,7 +531,14 @@ fn add_causes(site: &mut SiteReport, lc: &LeakCause, t: &TracedSite) {
     let causes = identify::cause_functions(&function_paths, &t.alloc_functions);
     // Cause branches (spec §16, §18) in each cause function, over single executions.
     for &f in &causes {
-        let starts_in_f = t.alloc_functions.last() == Some(&f);
+        // Where the trace starts relative to `f`'s activation: the trace starts in the
+        // allocating function (the last of `alloc_functions`), and a cause function among
+        // its callers is as many calls above it (the innermost activation, if recursive).
+        let start_depth = t
+            .alloc_functions
+            .iter()
+            .rposition(|&g| g == f)
+            .map(|k| t.alloc_functions.len() - 1 - k);
         let mut branch_paths: Vec<(Vec<(u32, bool)>, End)> = Vec::new();
         for p in &t.paths {
             let steps: Vec<Step<u32, u32>> = p
@@ -543,7 +550,7 @@ fn add_causes(site: &mut SiteReport, lc: &LeakCause, t: &TracedSite) {
                     PathStep::Branch { branch, taken } => Step::Branch(branch, taken),
                 })
                 .collect();
-            for execution in identify::branch_paths_of(&steps, &f, starts_in_f) {
+            for execution in identify::branch_paths_of(&steps, &f, start_depth) {
                 let entry = (execution, end_of(p.freed));
                 if !branch_paths.contains(&entry) {
                     branch_paths.push(entry);
