@@ -220,6 +220,91 @@ fn cpp_cause_functions_are_demangled() {
     );
 }
 
+/// The line of `wrapped.cpp` holding `marker`.
+fn wrapped_line(marker: &str) -> u64 {
+    let text = std::fs::read_to_string(source("wrapped.cpp")).unwrap();
+    text.lines().position(|l| l.contains(marker)).unwrap() as u64 + 1
+}
+
+/// Leaks through allocation wrappers (`wrapped.cpp`): `make` mallocs a block for `handle`,
+/// and `request`'s `new` allocates in libstdc++'s `operator new`; the callers decide
+/// whether the block is freed. Each site is named where it is made (`request(long)`, not
+/// `operator new`), its range ends at the return of the caller that frees, and the cause
+/// branch is found in that caller. Before: every `new` site was named `operator new`
+/// (three C++ sites of one program had the same name); a caller's branches were never
+/// collected, because its activation began before the trace; and each trace taken before
+/// the range moved up from the wrapper moved it once more, to `main`, whose traces then
+/// ran out of steps (no cause at all).
+#[test]
+fn leaks_through_allocation_wrappers_are_traced_to_the_callers_branch() {
+    for (name, opt) in [("wrapped-O0", "-O0"), ("wrapped-O2", "-O2")] {
+        let dir = tempfile::tempdir().unwrap();
+        let exe = program(name, "wrapped.cpp", &["-g", opt, "-fomit-frame-pointer"]);
+        let r = record_and_report(dir.path(), &exe, &["400000"]);
+        for (function, caller, marker, through_new) in [
+            ("make(int)", "handle()", "handle's error condition", false),
+            (
+                "request(long)",
+                "request(long)",
+                "request's error condition",
+                true,
+            ),
+        ] {
+            let s = site(&r, &format!("!{function}"));
+            let evidence = format!(
+                "{name}: tracing {}, traces {}, range {} moved {}, paths {:#}",
+                s["tracing"], s["traces"], s["range_end"], s["range_moves"], s["paths"]
+            );
+            assert_eq!(s["judgement"], "leaking", "{s:#}");
+            let site_frame = s["site_frame"].as_u64().unwrap() as usize;
+            assert_eq!(site_frame > 0, through_new, "{s:#}");
+            if through_new {
+                let entry = s["stack"][0]["function"].as_str().unwrap();
+                assert!(entry.contains("operator new"), "{s:#}");
+                assert_eq!(s["stack"][site_frame], s["site"]);
+            }
+            assert_eq!(s["range_end"], format!("{name}!{caller}"), "{evidence}");
+            // From the wrapper (or `operator new`, before any free stack was known) one
+            // caller up, once.
+            assert!(s["range_moves"].as_u64().unwrap() <= 1, "{evidence}");
+            assert!(
+                s["traces"]["not_freed"].as_u64().unwrap() >= 1,
+                "{evidence}"
+            );
+            let causes: Vec<&str> = s["cause_functions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["function"].as_str().unwrap())
+                .collect();
+            assert_eq!(causes, [format!("{name}!{caller}")], "{evidence}");
+            let branches = s["cause_branches"].as_array().unwrap();
+            assert_eq!(branches.len(), 1, "{evidence}");
+            assert_eq!(branches[0]["function"], format!("{name}!{caller}"));
+            let line = branches[0]["line"].as_u64().unwrap();
+            let want = wrapped_line(marker);
+            assert!(
+                line == want || line == want + 1,
+                "line {want}: {:#}, {evidence}",
+                branches[0]
+            );
+        }
+        // The text view names the `new` site by its function, and says how it allocated.
+        let o = run_tansa(&["leaks", dir.path().join("leaks.tansa").to_str().unwrap()]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            text.contains(&format!("leaking: {name}!request(long)")),
+            "{text}"
+        );
+        assert!(
+            text.contains("through libstdc++.so.6!operator new"),
+            "{text}"
+        );
+        assert!(!text.contains("leaking: libstdc++"), "{text}");
+    }
+}
+
 #[test]
 fn other_threads_allocate_at_the_traced_site() {
     let dir = tempfile::tempdir().unwrap();

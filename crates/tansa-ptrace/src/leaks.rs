@@ -219,6 +219,9 @@ struct TraceDone {
     /// For a trace that ended at the block's release: the release's stack, as the agent
     /// put it in the slot (0 if not known).
     free_stack: u32,
+    /// The range end it was followed to (depth above the allocating function), as the
+    /// agent's slot gave it when the trace was requested.
+    range_depth: u32,
 }
 
 /// Where one site stands.
@@ -348,6 +351,8 @@ struct Traced {
     e_ended: bool,
     /// When the follower attached (the block was allocated before, and released after).
     attached: u64,
+    /// The range end it was followed to.
+    range_depth: u32,
 }
 
 /// A release of a block, as the event stream told it.
@@ -753,7 +758,7 @@ impl Session {
         match self.traced.get(&r.ptr).copied() {
             Some(t) if r.of_trace(t.stack, t.attached) => {
                 self.traced.remove(&r.ptr);
-                self.traced_block_released(r.stack, r.free_stack, t.e_ended);
+                self.traced_block_released(r.stack, r.free_stack, t.e_ended, t.range_depth);
             }
             // Perhaps the block of a trace whose result has not come yet.
             _ if tracing => {
@@ -810,14 +815,27 @@ impl Session {
         self.in_flight.drain(..=i).next_back()?.release
     }
 
-    /// The block of a trace of the site `stack` was released by `free_stack`: after a trace
-    /// that ended at the release (F), its freeing path reached that free stack; after one
-    /// that ended E, the range was too narrow (spec §12.2): it moves one caller up and the
-    /// paths are collected again.
-    fn traced_block_released(&mut self, stack: u32, free_stack: u32, e_ended: bool) {
+    /// The block of a trace of the site `stack`, followed to the range end `range_depth`,
+    /// was released by `free_stack`: after a trace that ended at the release (F), its
+    /// freeing path reached that free stack; after one that ended E, the range was too
+    /// narrow (spec §12.2): it moves one caller up and the paths are collected again. A
+    /// trace of a range the site has moved from says nothing of the current one: the
+    /// other traces of that range, followed and released meanwhile, would each move it
+    /// once more (an allocation wrapper's blocks, all freed by its caller, moved the range
+    /// from the wrapper past the caller to `main`, whose traces then ran out of steps).
+    fn traced_block_released(
+        &mut self,
+        stack: u32,
+        free_stack: u32,
+        e_ended: bool,
+        range_depth: u32,
+    ) {
         let Some(site) = self.sites.get_mut(&stack) else {
             return;
         };
+        if range_depth != site.range_depth {
+            return;
+        }
         if !e_ended {
             if free_stack != 0 {
                 site.reached.insert(free_stack);
@@ -858,6 +876,11 @@ impl Session {
                 return;
             }
         };
+        if d.range_depth != site.range_depth {
+            // Followed to a range end the site has moved from: its path is not one of the
+            // current range's, and its block's release says nothing of that range.
+            return;
+        }
         let steps = d
             .events
             .iter()
@@ -870,9 +893,9 @@ impl Session {
         site.add_trace(steps, freed);
         if freed && d.free_stack != 0 {
             // The agent said which free stack the release came from.
-            self.traced_block_released(d.stack, d.free_stack, false);
+            self.traced_block_released(d.stack, d.free_stack, false, d.range_depth);
         } else if let Some(r) = came {
-            self.traced_block_released(d.stack, r.free_stack, !freed);
+            self.traced_block_released(d.stack, r.free_stack, !freed, d.range_depth);
         } else {
             self.traced.insert(
                 d.ptr,
@@ -880,6 +903,7 @@ impl Session {
                     stack: d.stack,
                     e_ended: !freed,
                     attached: d.attached_ticks,
+                    range_depth: d.range_depth,
                 },
             );
         }
@@ -1427,6 +1451,7 @@ fn trace_one(
         attached_ticks,
         code: text,
         free_stack,
+        range_depth,
     })
 }
 
@@ -1559,6 +1584,7 @@ mod tests {
             attached_ticks: 20,
             code: Vec::new(),
             free_stack,
+            range_depth: 0,
         }
     }
     /// The release of a block at 0x100 of the site 7, allocated at `allocated`, released
@@ -1638,6 +1664,53 @@ mod tests {
             );
             assert!(s.traced.is_empty() && s.in_flight.is_empty());
         }
+    }
+
+    /// An allocation wrapper (`make`) whose blocks its caller frees after it returned:
+    /// every trace to `make`'s return ends E, and each block is then freed. Several such
+    /// traces are in flight or awaiting their release when the first release moves the
+    /// range up; the others' releases must not move it again, nor their paths count for
+    /// the new range. Before, each moved it once more (to `main`, which no trace could
+    /// follow to its return).
+    #[test]
+    fn traces_of_a_range_the_site_left_neither_move_it_again_nor_add_paths() {
+        let mut s = traced_session();
+        let at = |ptr: u64| Release {
+            ptr,
+            ..release(10, 30)
+        };
+        let trace = |ptr: u64, end: FollowEnd, range_depth: u32| TraceDone {
+            ptr,
+            range_depth,
+            ..done(end, 0)
+        };
+        // Three traces to depth 0: one released before its result, two after.
+        for ptr in [0x100, 0x200, 0x300] {
+            s.trace_started(7, ptr);
+            s.trace_attached(ptr, 20);
+        }
+        s.release(at(0x100));
+        for ptr in [0x100, 0x200, 0x300] {
+            s.settle(&trace(ptr, FollowEnd::RangeEnd, 0));
+        }
+        let site = &s.sites[&7];
+        assert_eq!((site.range_moves, site.range_depth), (1, 1));
+        s.release(at(0x200));
+        s.release(at(0x300));
+        let site = &s.sites[&7];
+        assert_eq!((site.range_moves, site.range_depth), (1, 1), "moved once");
+        assert!(s.traced.is_empty());
+        // A trace requested before the move, settled after it: not a path of the new range.
+        s.trace_started(7, 0x400);
+        s.trace_attached(0x400, 20);
+        s.settle(&trace(0x400, FollowEnd::Stopped, 0));
+        // (The first trace counts: it was of the range then.)
+        assert_eq!((s.sites[&7].traces, s.sites[&7].paths.len()), (1, 0));
+        // One of the new range counts.
+        s.trace_started(7, 0x500);
+        s.trace_attached(0x500, 20);
+        s.settle(&trace(0x500, FollowEnd::Stopped, 1));
+        assert_eq!((s.sites[&7].traces, s.sites[&7].paths.len()), (2, 1));
     }
 
     #[test]

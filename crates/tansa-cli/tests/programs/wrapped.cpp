@@ -1,0 +1,58 @@
+/* Leaks through allocation wrappers, the common case: the function that allocates is not
+ * the one that decides whether the block is freed. `make` allocates with malloc and hands
+ * the block to `handle`; `request` allocates with `new`, whose `operator new` (libstdc++)
+ * calls malloc. Each caller frees its block unless its error condition holds (20 %).
+ *
+ * Usage: wrapped [REQUESTS] (default 2000); prints "done REQUESTS". */
+#include <cstdio>
+#include <cstdlib>
+
+#define NOINLINE __attribute__((noinline))
+
+static unsigned seed = 12345;
+static volatile int sink;
+
+static NOINLINE int chance(unsigned percent) {
+    seed = seed * 1103515245u + 12345u;
+    return (seed >> 16) % 100 < percent;
+}
+
+struct Session {
+    char name[40];
+    long id;
+};
+
+NOINLINE char *make(int n) {
+    char *p = static_cast<char *>(malloc(n));
+    p[0] = 1;
+    return p;
+}
+
+NOINLINE void handle() {
+    char *p = make(64);
+    sink += p[0];
+    if (chance(20)) { /* handle's error condition: the leak */
+        return;
+    }
+    free(p);
+}
+
+NOINLINE void request(long i) {
+    Session *s = new Session();
+    s->id = i;
+    sink += static_cast<int>(s->id);
+    if (chance(20)) { /* request's error condition: the leak */
+        return;
+    }
+    delete s;
+}
+
+int main(int argc, char **argv) {
+    long requests = argc > 1 ? atol(argv[1]) : 2000;
+    for (long i = 0; i < requests; i++) {
+        handle();
+        request(i);
+    }
+    printf("done %ld\n", requests);
+    return 0;
+}
