@@ -262,6 +262,17 @@ fn leaks_through_allocation_wrappers_are_traced_to_the_callers_branch() {
                 let entry = s["stack"][0]["function"].as_str().unwrap();
                 assert!(entry.contains("operator new"), "{s:#}");
                 assert_eq!(s["stack"][site_frame], s["site"]);
+                // The paths name libstdc++ as the stack does (the loader's name,
+                // `libstdc++.so.6`, not the file's, `libstdc++.so.6.0.30`).
+                let exit = format!("{entry}-E");
+                let steps = || {
+                    s["paths"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .flat_map(|p| p["steps"].as_array().unwrap())
+                };
+                assert!(steps().any(|t| *t == exit), "{exit} in {evidence}");
             }
             assert_eq!(s["range_end"], format!("{name}!{caller}"), "{evidence}");
             // From the wrapper (or `operator new`, before any free stack was known) one

@@ -310,8 +310,8 @@ enum Step {
 struct Session {
     header: Option<SharedHeader>,
     code: Option<ProcessCode>,
-    /// Module id -> (bias, path).
-    modules: FxHashMap<u32, u64>,
+    /// Module id -> (bias, path as the dynamic loader knows it).
+    modules: FxHashMap<u32, (u64, String)>,
     /// Stack id -> frames (runtime return addresses, innermost first).
     stacks: FxHashMap<u32, Vec<u64>>,
     meta_carry: Vec<u8>,
@@ -444,6 +444,7 @@ impl<S: Sink> LeakCauseSink<S> {
         let mut out = Symbolizer::default();
         let mut sites = Vec::new();
         for (&session, s) in &mut self.sessions {
+            out.name_modules_as_loaded(session, s.modules.values().map(|m| m.1.as_str()));
             let code = &mut s.code;
             for (&stack, site) in &s.sites {
                 // A site judged leaking is kept even when no trace was taken: the program
@@ -943,7 +944,8 @@ impl<S: Sink> Sink for LeakCauseSink<S> {
             while let Some(r) = d.next() {
                 match r {
                     Ok(Record::ModuleLoad(m)) => {
-                        s.modules.insert(m.id, m.bias);
+                        let path = String::from_utf8_lossy(m.path).into_owned();
+                        s.modules.insert(m.id, (m.bias, path));
                         loaded = true;
                     }
                     Ok(Record::StackDef { id, frames }) => {
@@ -952,7 +954,7 @@ impl<S: Sink> Sink for LeakCauseSink<S> {
                                 if f.module == 0 {
                                     f.offset
                                 } else {
-                                    s.modules.get(&f.module).copied().unwrap_or(0) + f.offset
+                                    s.modules.get(&f.module).map_or(0, |m| m.0) + f.offset
                                 }
                             })
                             .collect();
@@ -1041,6 +1043,10 @@ impl<S: Sink> Sink for LeakCauseSink<S> {
 #[derive(Default)]
 struct Symbolizer {
     resolver: Option<Resolver>,
+    /// Per session: a mapped file's path (as `/proc/PID/maps` gives it, links resolved) ->
+    /// its path as the dynamic loader knows it, by which the rest of the recording names
+    /// it (`libstdc++.so.6`, not `libstdc++.so.6.0.30`).
+    loaded_as: HashMap<u32, HashMap<String, String>>,
     functions: Vec<CodeFunction>,
     function_index: HashMap<(String, u64), u32>,
     by_address: HashMap<(u32, u64), u32>,
@@ -1049,6 +1055,19 @@ struct Symbolizer {
 }
 
 impl Symbolizer {
+    /// Names the modules of `session` by `paths`, the paths its agent announced them by.
+    fn name_modules_as_loaded<'a>(&mut self, session: u32, paths: impl Iterator<Item = &'a str>) {
+        let names = self.loaded_as.entry(session).or_default();
+        for path in paths {
+            if let Ok(real) = std::fs::canonicalize(path)
+                && let Some(real) = real.to_str()
+                && real != path
+            {
+                names.insert(real.to_string(), path.to_string());
+            }
+        }
+    }
+
     fn resolve(&mut self, module: &str, offset: u64) -> (String, String, u32) {
         let r = self.resolver.get_or_insert_with(Resolver::new);
         match r.resolve(std::path::Path::new(module), &[offset]) {
@@ -1086,6 +1105,12 @@ impl Symbolizer {
             }
             None => (String::new(), entry, String::new()),
         };
+        let module = self
+            .loaded_as
+            .get(&session)
+            .and_then(|names| names.get(&module))
+            .cloned()
+            .unwrap_or(module);
         let i = match self.function_index.get(&(module.clone(), offset)) {
             Some(&i) => i,
             None => {
@@ -1456,9 +1481,10 @@ fn trace_one(
 }
 
 /// The name a cause function is shown with: its symbol's, demangled (`funcB(char*)`, not
-/// `_Z5funcBPc`), else the name the module's line tables give (`sym`), else its address.
+/// `_Z5funcBPc`), else the name the module's line tables give (`sym`), else its address
+/// (`fn@0x1098eb`).
 fn function_display_name(symbol: String, sym: String) -> String {
-    let no_symbol = symbol.is_empty() || symbol.starts_with("0x");
+    let no_symbol = symbol.is_empty() || tansa_format::symtab::is_unnamed_function(&symbol);
     if no_symbol && !sym.is_empty() {
         return sym;
     }
@@ -1474,8 +1500,9 @@ mod tests {
         };
         assert_eq!(name("_Z5funcBPc", "funcB"), "funcB(char*)");
         assert_eq!(name("funcB", ""), "funcB");
-        assert_eq!(name("0x1098eb", "clone3"), "clone3");
-        assert_eq!(name("0x1098eb", ""), "0x1098eb");
+        assert_eq!(name("fn@0x1098eb", "clone3"), "clone3");
+        assert_eq!(name("fn@0x1098eb", ""), "fn@0x1098eb");
+        assert_eq!(name("memcpy@plt", ""), "memcpy@plt");
         assert_eq!(name("", "work"), "work");
     }
 

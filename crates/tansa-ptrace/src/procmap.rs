@@ -26,12 +26,22 @@ pub struct ProcessCode {
     pid: i32,
     maps: Vec<Mapping>,
     modules: Modules,
-    /// Sized function symbols of each module, sorted by address.
-    functions: HashMap<u32, Vec<FunctionSymbol>>,
+    /// Sized function symbols and PLT stubs of each module.
+    functions: HashMap<u32, ModuleCode>,
     /// Whether to step through the functions of a file (by path).
     step: Box<dyn Fn(&str) -> bool + Send>,
     /// Runtime entry address -> function, for naming events.
     entries: HashMap<u64, FunctionId>,
+}
+
+/// What names the code of one mapped file.
+#[derive(Debug, Default)]
+struct ModuleCode {
+    /// Sized function symbols, sorted by address.
+    symbols: Vec<FunctionSymbol>,
+    /// The stubs of its procedure linkage table, with the name of the function each calls
+    /// (`memcpy@plt`), sorted by address.
+    plt: Vec<(std::ops::Range<u64>, String)>,
 }
 
 impl std::fmt::Debug for ProcessCode {
@@ -102,11 +112,15 @@ impl ProcessCode {
         let (module, file_addr) = self.modules.normalize(&self.maps, addr)?;
         let path = self.modules.paths[module as usize].clone();
         let step = (self.step)(&path);
-        let functions = self.functions.entry(module).or_insert_with(|| {
+        let code = self.functions.entry(module).or_insert_with(|| {
             ElfFile::open(&path)
-                .map(|e| e.functions().into_iter().filter(|f| f.size > 0).collect())
+                .map(|e| ModuleCode {
+                    symbols: e.functions().into_iter().filter(|f| f.size > 0).collect(),
+                    plt: e.plt_entries(),
+                })
                 .unwrap_or_default()
         });
+        let functions = &code.symbols;
         let i = functions.partition_point(|f| f.address <= file_addr);
         let found = i
             .checked_sub(1)
@@ -125,15 +139,26 @@ impl ProcessCode {
                 ))
             }
             // Code without a symbol: in a file run at full speed, the landing address is the
-            // function; elsewhere (a PLT stub) it is no function.
-            None if !step => Some((
-                FunctionInfo { entry: addr, step },
-                FunctionId {
-                    module: path,
-                    address: file_addr,
-                    name: format!("{file_addr:#x}"),
-                },
-            )),
+            // function, named as reports name such code (a PLT stub after the function it
+            // calls, other code by its address); elsewhere (a PLT stub) it is no function.
+            None if !step => {
+                let name = code
+                    .plt
+                    .iter()
+                    .find(|(range, _)| range.contains(&file_addr))
+                    .map_or_else(
+                        || tansa_format::symtab::unnamed_function(file_addr),
+                        |(_, name)| name.clone(),
+                    );
+                Some((
+                    FunctionInfo { entry: addr, step },
+                    FunctionId {
+                        module: path,
+                        address: file_addr,
+                        name,
+                    },
+                ))
+            }
             None => None,
         }
     }
