@@ -43,8 +43,16 @@ impl HeapSeries {
         }
     }
 
-    /// Offers the next point (points are offered at a steady rate).
+    /// Offers the next point (points are offered at a steady rate). A point of the same
+    /// millisecond as the last one kept (the snapshot at a program's end, taken right after
+    /// a tick's) updates that point: a time has one value.
     pub fn push(&mut self, point: HeapPoint) {
+        if let Some(last) = self.points.last_mut()
+            && last.ms == point.ms
+        {
+            last.bytes = point.bytes;
+            return;
+        }
         let keep = self.offered.is_multiple_of(self.stride);
         self.offered += 1;
         if !keep {
@@ -169,6 +177,16 @@ mod tests {
             });
         }
         s
+    }
+
+    /// The live snapshot test once got two points at 713 ms (a tick's snapshot, then the
+    /// program's end in the same millisecond): times must rise.
+    #[test]
+    fn a_point_of_the_same_millisecond_updates_the_last() {
+        let mut s = series(8, 3);
+        s.push(HeapPoint { ms: 500, bytes: 7 });
+        let points: Vec<(u64, i64)> = s.points().iter().map(|p| (p.ms, p.bytes)).collect();
+        assert_eq!(points, [(0, 0), (250, 1), (500, 7)]);
     }
 
     #[test]
