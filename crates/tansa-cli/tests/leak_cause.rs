@@ -316,6 +316,60 @@ fn leaks_through_allocation_wrappers_are_traced_to_the_callers_branch() {
     }
 }
 
+/// Traces longer than `--trace-steps` are given up: the site says so (`failed`, "every
+/// trace of it failed"), and the note says how many traces failed alike and how to follow
+/// longer paths. Before, the site said it was judged leaking only as the program ended,
+/// and the same note was repeated once per trace, up to 16 times, the rest uncounted.
+#[test]
+fn traces_given_up_are_counted_and_say_how_to_follow_longer_paths() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = program(
+        "wrapped-O0",
+        "wrapped.cpp",
+        &["-g", "-O0", "-fomit-frame-pointer"],
+    );
+    let file = dir.path().join("leaks.tansa");
+    // `handle` runs some 30,000 instructions between the allocation and its fate.
+    let mut options = LEAK_CAUSE.to_vec();
+    options.extend(["--trace-steps", "1000", "--traces", "20"]);
+    let out = record(&file, &options, &[exe.to_str().unwrap(), "30000", "3000"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r = leaks_json(&file);
+    let s = site(&r, "!make(int)");
+    assert_eq!(s["judgement"], "leaking", "{s:#}");
+    assert_eq!(s["tracing"], "failed", "{s:#}");
+    assert_eq!(s["traces"]["freed"], 0, "{s:#}");
+    assert_eq!(s["traces"]["not_freed"], 0, "{s:#}");
+    let failures: Vec<&str> = r["trace_failures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f.as_str().unwrap())
+        .collect();
+    let given_up = failures
+        .iter()
+        .find(|f| f.contains("more than 1000 instructions"))
+        .unwrap_or_else(|| panic!("{failures:?}"));
+    assert!(given_up.contains("--trace-steps"), "{given_up}");
+    let n: u64 = given_up
+        .rsplit_once(" (")
+        .and_then(|(_, n)| n.strip_suffix(" traces)"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("a count of traces: {given_up}"));
+    assert!((2..=20).contains(&n), "{given_up}");
+    let o = run_tansa(&["leaks", file.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("not traced: every trace of it failed"),
+        "{text}"
+    );
+    assert_eq!(
+        text.matches("more than 1000 instructions").count(),
+        1,
+        "{text}"
+    );
+}
+
 #[test]
 fn other_threads_allocate_at_the_traced_site() {
     let dir = tempfile::tempdir().unwrap();

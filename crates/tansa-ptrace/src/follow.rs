@@ -390,7 +390,8 @@ impl AttachedThread {
             }
             if self.steps >= budget_end {
                 return Ok(FollowEnd::Abandoned(format!(
-                    "more than {} instructions",
+                    "more than {} instructions before the block was freed or the range end \
+                     returned (`tansa record --trace-steps` follows longer paths)",
                     limits.max_steps
                 )));
             }

@@ -199,8 +199,47 @@ impl Blocks {
         b
     }
 }
-/// Failure messages kept for the recording.
+/// Kinds of failure kept for the recording (each with its count).
 const MAX_FAILURES: usize = 16;
+
+/// Why traces could not be taken: each distinct message once, with how many traces it
+/// stopped; those of kinds past [`MAX_FAILURES`] are only counted.
+#[derive(Debug, Default)]
+struct Failures {
+    kinds: Vec<(String, u64)>,
+    others: u64,
+}
+
+impl Failures {
+    fn add(&mut self, msg: String) {
+        if let Some(k) = self.kinds.iter_mut().find(|k| k.0 == msg) {
+            k.1 += 1;
+        } else if self.kinds.len() < MAX_FAILURES {
+            self.kinds.push((msg, 1));
+        } else {
+            self.others += 1;
+        }
+    }
+
+    /// The messages for the recording: `msg (N traces)` where several traces failed alike.
+    fn messages(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .kinds
+            .iter()
+            .map(|(msg, n)| match n {
+                1 => msg.clone(),
+                n => format!("{msg} ({n} traces)"),
+            })
+            .collect();
+        if self.others > 0 {
+            out.push(format!(
+                "{} more trace(s) failed for other reasons, not kept",
+                self.others
+            ));
+        }
+        out
+    }
+}
 
 /// A finished trace, from the tracer thread.
 #[derive(Debug)]
@@ -246,6 +285,9 @@ struct Site {
     /// Traces granted to the agent so far, and those of them abandoned (not counted).
     granted: u32,
     abandoned: u32,
+    /// Traces of the current range that could not be taken or were given up (the
+    /// tracer's failures).
+    failed: u32,
     tracing_ns: u64,
     status: Option<String>,
     /// Traces in a row that brought no new path (see [`SATURATION`]).
@@ -393,6 +435,9 @@ enum TraceMsg {
     Attached { session: u32, ptr: u64, ticks: u64 },
     /// Its result.
     Done(TraceDone),
+    /// A trace of the site `stack` could not be taken, or was given up (the failures
+    /// say why).
+    Failed { session: u32, stack: u32 },
 }
 
 /// Wraps a sink with the live side of leak-cause mode.
@@ -405,7 +450,7 @@ pub struct LeakCauseSink<S: Sink> {
     last_scan: Instant,
     tracer: Tracer,
     done: Receiver<TraceMsg>,
-    failures: Arc<Mutex<Vec<String>>>,
+    failures: Arc<Mutex<Failures>>,
     /// Instruction text of branches, by (session, runtime address).
     code_text: HashMap<(u32, u64), String>,
 }
@@ -422,7 +467,7 @@ impl<S: Sink> LeakCauseSink<S> {
     /// Wraps `inner`.
     pub fn new(inner: S, config: LeakCauseConfig) -> Self {
         let (tx, rx) = channel();
-        let failures = Arc::new(Mutex::new(Vec::new()));
+        let failures = Arc::new(Mutex::new(Failures::default()));
         LeakCauseSink {
             inner,
             config,
@@ -487,12 +532,22 @@ impl<S: Sink> LeakCauseSink<S> {
                     paths,
                     traces: site.traces,
                     tracing_ns: site.tracing_ns,
-                    status: site.status.clone().unwrap_or_else(|| "ended".into()),
+                    status: site.status.clone().unwrap_or_else(|| {
+                        if site.paths.is_empty() && site.failed > 0 {
+                            "failed".into()
+                        } else {
+                            "ended".into()
+                        }
+                    }),
                 });
             }
         }
         let (functions, branches) = out.finish();
-        let mut failures = self.failures.lock().map(|f| f.clone()).unwrap_or_default();
+        let mut failures = self
+            .failures
+            .lock()
+            .map(|f| f.messages())
+            .unwrap_or_default();
         failures.extend(self.sessions.values().filter_map(Session::dropped_note));
         let data = LeakCause {
             scan_interval_ms: self.config.scan_interval.as_millis() as u32,
@@ -528,6 +583,15 @@ impl<S: Sink> LeakCauseSink<S> {
                     }
                 }
                 TraceMsg::Done(d) => self.settle(d),
+                TraceMsg::Failed { session, stack } => {
+                    if let Some(site) = self
+                        .sessions
+                        .get_mut(&session)
+                        .and_then(|s| s.sites.get_mut(&stack))
+                    {
+                        site.failed += 1;
+                    }
+                }
             }
         }
     }
@@ -852,6 +916,7 @@ impl Session {
             site.unchanged = 0;
             site.reached.clear();
             site.not_freed = 0;
+            site.failed = 0;
             if let Some(h) = &self.header {
                 h.get().trace_sites[slot]
                     .range_depth
@@ -1205,7 +1270,7 @@ impl Tracer {
     fn start(
         done: Sender<TraceMsg>,
         config: LeakCauseConfig,
-        failures: Arc<Mutex<Vec<String>>>,
+        failures: Arc<Mutex<Failures>>,
     ) -> Tracer {
         let (tx, rx) = channel::<Watched>();
         let stop = Arc::new(AtomicBool::new(false));
@@ -1265,16 +1330,14 @@ fn tracer_loop(
     config: LeakCauseConfig,
     stop: &AtomicBool,
     kick: &AtomicU32,
-    failures: &Mutex<Vec<String>>,
+    failures: &Mutex<Failures>,
 ) {
     let mut watched: Vec<Watched> = Vec::new();
     // Whether this kernel can sleep on the slots (`futex_waitv`).
     let mut doorbell = true;
     let fail = |msg: String| {
-        if let Ok(mut f) = failures.lock()
-            && f.len() < MAX_FAILURES
-        {
-            f.push(msg);
+        if let Ok(mut f) = failures.lock() {
+            f.add(msg);
         }
     };
     while !stop.load(Ordering::Acquire) {
@@ -1316,7 +1379,13 @@ fn tracer_loop(
                 Ok(d) => {
                     let _ = done.send(TraceMsg::Done(d));
                 }
-                Err(e) => fail(format!("process {}: {e}", w.pid)),
+                Err(e) => {
+                    let _ = done.send(TraceMsg::Failed {
+                        session: w.session,
+                        stack: site.stack,
+                    });
+                    fail(format!("process {}: {e}", w.pid));
+                }
             }
             slot.state.store(TRACE_IDLE, Ordering::Release);
         }

@@ -234,6 +234,12 @@ fn site(
     let Some(status) = &s.tracing else {
         return Ok(());
     };
+    if status == "failed" && s.traces.freed + s.traces.not_freed == 0 {
+        return writeln!(
+            out,
+            "   not traced: every trace of it failed (the notes below say why)"
+        );
+    }
     if status == "ended" && s.traces.freed + s.traces.not_freed == 0 {
         // Judged leaking from events read after its last allocation (the recorder read a
         // short, busy run's events at its end), or its traces failed (the report's

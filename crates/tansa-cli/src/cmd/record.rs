@@ -116,6 +116,14 @@ pub struct Args {
           value_parser = options::parse_interval)]
     scan_interval: Duration,
 
+    /// Most instructions one trace follows (leak-cause mode) before it is given up: a
+    /// path from the allocation to the block's release, or to the return of the innermost
+    /// function common to the allocation and free stacks. Each is single-stepped, some
+    /// 100,000 to 300,000 a second.
+    #[arg(long, value_name = "N", default_value_t = 200_000, requires = "leak_cause",
+          value_parser = clap::value_parser!(u64).range(1_000..=1_000_000_000))]
+    trace_steps: u64,
+
     /// Sampled heap mode, for long-running programs: record only allocations sampled every
     /// BYTES allocated on average (a Poisson process over bytes, as tcmalloc, jemalloc and Go
     /// do; e.g. 512KiB), and the releases of those blocks. Reports scale every figure back
@@ -402,7 +410,7 @@ fn collect(
         let leak_cause = LeakCauseConfig {
             traces: args.traces,
             scan_interval: args.scan_interval,
-            ..LeakCauseConfig::default()
+            max_steps: args.trace_steps,
         };
         record_leak_cause(config, sink, leak_cause)
     } else {

@@ -3,7 +3,9 @@
  * the block to `handle`; `request` allocates with `new`, whose `operator new` (libstdc++)
  * calls malloc. Each caller frees its block unless its error condition holds (20 %).
  *
- * Usage: wrapped [REQUESTS] (default 2000); prints "done REQUESTS". */
+ * Usage: wrapped [REQUESTS] [WORK] (default 2000 requests, no work); WORK is a busy loop of
+ * that many iterations in `handle` between the allocation and its fate (a long traced
+ * path). Prints "done REQUESTS". */
 #include <cstdio>
 #include <cstdlib>
 
@@ -11,6 +13,7 @@
 
 static unsigned seed = 12345;
 static volatile int sink;
+static long work;
 
 static NOINLINE int chance(unsigned percent) {
     seed = seed * 1103515245u + 12345u;
@@ -31,6 +34,8 @@ NOINLINE char *make(int n) {
 NOINLINE void handle() {
     char *p = make(64);
     sink += p[0];
+    for (long w = 0; w < work; w++)
+        sink += static_cast<int>(w);
     if (chance(20)) { /* handle's error condition: the leak */
         return;
     }
@@ -49,6 +54,7 @@ NOINLINE void request(long i) {
 
 int main(int argc, char **argv) {
     long requests = argc > 1 ? atol(argv[1]) : 2000;
+    work = argc > 2 ? atol(argv[2]) : 0;
     for (long i = 0; i < requests; i++) {
         handle();
         request(i);
