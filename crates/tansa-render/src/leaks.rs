@@ -304,26 +304,60 @@ fn site(
         .filter(|p| p.end == "F")
         .max_by_key(|p| p.count)
     {
-        let calls: Vec<&str> = freed
-            .steps
-            .iter()
-            .filter(|t| !t.starts_with('@'))
-            .map(String::as_str)
-            .collect();
         writeln!(
             out,
             "   the most common freeing path: {} F",
-            calls.join(" ")
+            calls(&freed.steps)
         )?;
     }
     if let Some(leak) = s.paths.iter().find(|p| p.end == "E") {
-        let calls: Vec<&str> = leak
-            .steps
-            .iter()
-            .filter(|t| !t.starts_with('@'))
-            .map(String::as_str)
-            .collect();
-        writeln!(out, "   a leaking path:              {} E", calls.join(" "))?;
+        writeln!(
+            out,
+            "   a leaking path:              {} E",
+            calls(&leak.steps)
+        )?;
     }
     Ok(())
+}
+
+/// The function entries and exits of a path (`f-S`, `f-E`), without its branches, each
+/// function's name shortened as in report tables ([`crate::short_name`]: a C++ path
+/// through the standard library is otherwise thousands of characters); the JSON view keeps
+/// the full names.
+fn calls(steps: &[String]) -> String {
+    steps
+        .iter()
+        .filter(|t| !t.starts_with('@'))
+        .map(|t| {
+            ["-S", "-E"]
+                .iter()
+                .find_map(|end| {
+                    t.strip_suffix(end)
+                        .map(|function| format!("{}{end}", crate::short_name(function)))
+                })
+                .unwrap_or_else(|| t.clone())
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn path_calls_are_shortened_and_branches_left_out() {
+        let steps: Vec<String> = [
+            "libstdc++.so.6!operator new(unsigned long)-E",
+            "@app!request(long)+0x31 taken",
+            "app!std::_Rb_tree<int, std::pair<int const, S*> >::erase(int const&)-S",
+            "app!funcB-E",
+            "odd step",
+        ]
+        .map(String::from)
+        .to_vec();
+        assert_eq!(
+            super::calls(&steps),
+            "libstdc++.so.6!operator new(…)-E app!std::_Rb_tree<…>::erase(…)-S app!funcB-E \
+             odd step"
+        );
+    }
 }
