@@ -29,10 +29,20 @@ fn leakcause(variant: &str) -> PathBuf {
     }
 }
 
-/// The line of `leakcause.c` holding `marker`.
-fn line_of(marker: &str) -> u64 {
-    let text = std::fs::read_to_string(source("leakcause.c")).unwrap();
+/// The line of the test program `src` holding `marker`.
+fn line_of(src: &str, marker: &str) -> u64 {
+    let text = std::fs::read_to_string(source(src)).unwrap();
     text.lines().position(|l| l.contains(marker)).unwrap() as u64 + 1
+}
+
+/// The names of a site's cause functions.
+fn cause_functions(s: &Value) -> Vec<&str> {
+    s["cause_functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["function"].as_str().unwrap())
+        .collect()
 }
 
 /// Records `exe args` with --leak-cause and returns the `tansa leaks` JSON.
@@ -80,12 +90,7 @@ fn check_diagnosis(r: &Value, exe: &str) {
     assert_eq!(s["range_end"], format!("{exe}!funcA"), "{s:#}");
     assert!(s["traces"]["freed"].as_u64().unwrap() >= 1, "{s:#}");
     assert!(s["traces"]["not_freed"].as_u64().unwrap() >= 1, "{s:#}");
-    let causes: Vec<&str> = s["cause_functions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["function"].as_str().unwrap())
-        .collect();
+    let causes = cause_functions(s);
     assert_eq!(causes, [format!("{exe}!funcB")], "{s:#}");
     let branches = s["cause_branches"].as_array().unwrap();
     assert_eq!(branches.len(), 1, "{s:#}");
@@ -99,7 +104,7 @@ fn check_diagnosis(r: &Value, exe: &str) {
     // The `if (error_condition_1)` line; optimized line tables may give the conditional
     // jump the line of the statement it guards, the next one.
     let line = b["line"].as_u64().unwrap();
-    let marker = line_of("location2, the leak");
+    let marker = line_of("leakcause.c", "location2, the leak");
     assert!(
         line == marker || line == marker + 1,
         "line {marker}: {b:#}, {evidence}"
@@ -207,23 +212,12 @@ fn cpp_cause_functions_are_demangled() {
     let s = site(&r, "!funcA()");
     assert_eq!(s["judgement"], "leaking", "{s:#}");
     assert_eq!(s["range_end"], "leakcause-cpp!funcA()", "{s:#}");
-    let causes: Vec<&str> = s["cause_functions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["function"].as_str().unwrap())
-        .collect();
+    let causes = cause_functions(s);
     assert_eq!(causes, ["leakcause-cpp!funcB(char*)"], "{s:#}");
     assert_eq!(
         s["cause_branches"][0]["function"], "leakcause-cpp!funcB(char*)",
         "{s:#}"
     );
-}
-
-/// The line of `wrapped.cpp` holding `marker`.
-fn wrapped_line(marker: &str) -> u64 {
-    let text = std::fs::read_to_string(source("wrapped.cpp")).unwrap();
-    text.lines().position(|l| l.contains(marker)).unwrap() as u64 + 1
 }
 
 /// Leaks through allocation wrappers (`wrapped.cpp`): `make` mallocs a block for `handle`,
@@ -282,18 +276,13 @@ fn leaks_through_allocation_wrappers_are_traced_to_the_callers_branch() {
                 s["traces"]["not_freed"].as_u64().unwrap() >= 1,
                 "{evidence}"
             );
-            let causes: Vec<&str> = s["cause_functions"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|c| c["function"].as_str().unwrap())
-                .collect();
+            let causes = cause_functions(s);
             assert_eq!(causes, [format!("{name}!{caller}")], "{evidence}");
             let branches = s["cause_branches"].as_array().unwrap();
             assert_eq!(branches.len(), 1, "{evidence}");
             assert_eq!(branches[0]["function"], format!("{name}!{caller}"));
             let line = branches[0]["line"].as_u64().unwrap();
-            let want = wrapped_line(marker);
+            let want = line_of("wrapped.cpp", marker);
             assert!(
                 line == want || line == want + 1,
                 "line {want}: {:#}, {evidence}",
