@@ -282,9 +282,8 @@ struct Site {
     reached: BTreeSet<u32>,
     not_freed: u32,
     traces: u32,
-    /// Traces granted to the agent so far, and those of them abandoned (not counted).
+    /// Traces granted to the agent so far.
     granted: u32,
-    abandoned: u32,
     /// Traces of the current range that could not be taken or were given up (the
     /// tracer's failures).
     failed: u32,
@@ -775,9 +774,10 @@ impl<S: Sink> LeakCauseSink<S> {
 /// Grants the agent more traces of `site` (its `remaining` is 0): what the limit leaves.
 /// Every trace granted before has been started then, so those still in flight, not settled
 /// yet, count against the limit (counting only the settled ones traced one more than
-/// `--traces`); abandoned ones do not.
+/// `--traces`). Failed ones count too: a site whose traces all fail (paths longer than
+/// `--trace-steps`) stops at the limit instead of holding its program up again and again.
 fn grant(site: &mut Site, remaining: &AtomicU32, traces: u32) {
-    let used = site.granted.saturating_sub(site.abandoned);
+    let used = site.granted;
     if used < traces {
         let n = BATCH.min(traces - used);
         site.granted += n;
@@ -937,10 +937,8 @@ impl Session {
         let freed = match d.end {
             FollowEnd::Stopped => true,
             FollowEnd::RangeEnd | FollowEnd::ThreadExited => false,
-            FollowEnd::Abandoned(_) => {
-                site.abandoned += 1;
-                return;
-            }
+            // Never sent: `trace_one` reports a trace given up as a failure.
+            FollowEnd::Abandoned(_) => return,
         };
         if d.range_depth != site.range_depth {
             // Followed to a range end the site has moved from: its path is not one of the
