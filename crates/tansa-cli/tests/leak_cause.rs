@@ -228,19 +228,37 @@ fn cpp_cause_functions_are_demangled() {
 /// (three C++ sites of one program had the same name); a caller's branches were never
 /// collected, because its activation began before the trace; and each trace taken before
 /// the range moved up from the wrapper moved it once more, to `main`, whose traces then
-/// ran out of steps (no cause at all).
+/// ran out of steps (no cause at all). A block leaked by an exception thrown past its
+/// `delete` is traced to the throwing branch; before, the follower waited for the throw to
+/// return, which it never does, and one trace ran to the end of the program.
 #[test]
 fn leaks_through_allocation_wrappers_are_traced_to_the_callers_branch() {
     for (name, opt) in [("wrapped-O0", "-O0"), ("wrapped-O2", "-O2")] {
         let dir = tempfile::tempdir().unwrap();
         let exe = program(name, "wrapped.cpp", &["-g", opt, "-fomit-frame-pointer"]);
         let r = record_and_report(dir.path(), &exe, &["400000"]);
-        for (function, caller, marker, through_new) in [
-            ("make(int)", "handle()", "handle's error condition", false),
+        // (site, range end, cause function, the cause branch's marker, through `new`)
+        for (function, caller, cause, marker, through_new) in [
+            (
+                "make(int)",
+                "handle()",
+                "handle()",
+                "handle's error condition",
+                false,
+            ),
             (
                 "request(long)",
                 "request(long)",
+                "request(long)",
                 "request's error condition",
+                true,
+            ),
+            // Left by an exception thrown in `validate`, caught in `main`.
+            (
+                "transact(long)",
+                "transact(long)",
+                "validate(long)",
+                "validate's error condition",
                 true,
             ),
         ] {
@@ -277,10 +295,10 @@ fn leaks_through_allocation_wrappers_are_traced_to_the_callers_branch() {
                 "{evidence}"
             );
             let causes = cause_functions(s);
-            assert_eq!(causes, [format!("{name}!{caller}")], "{evidence}");
+            assert_eq!(causes, [format!("{name}!{cause}")], "{evidence}");
             let branches = s["cause_branches"].as_array().unwrap();
             assert_eq!(branches.len(), 1, "{evidence}");
-            assert_eq!(branches[0]["function"], format!("{name}!{caller}"));
+            assert_eq!(branches[0]["function"], format!("{name}!{cause}"));
             let line = branches[0]["line"].as_u64().unwrap();
             let want = line_of("wrapped.cpp", marker);
             assert!(

@@ -22,7 +22,9 @@
 //!
 //! The follower stops when the caller's predicate says so (the traced block was freed),
 //! when the function `range_depth` frames above the starting one returns (the trace range
-//! end), when the thread exits, or after a step budget.
+//! end), when the thread lands on the return address of the range end's frame while code
+//! runs at full speed (an exception or a `longjmp` left the range: see
+//! [`AttachedThread::set_escape`]), when the thread exits, or after a step budget.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -162,6 +164,10 @@ pub struct AttachedThread {
     /// A signal that stopped the thread and must be delivered when it goes on.
     pending_signal: i32,
     steps: u64,
+    /// See [`AttachedThread::set_escape`].
+    escape: Option<u64>,
+    /// Whether the thread reached the escape address.
+    escaped: bool,
 }
 
 /// Limits of one [`AttachedThread::follow`].
@@ -186,6 +192,8 @@ fn ptrace(op: &'static str, tid: i32) -> impl FnOnce(std::io::Error) -> FollowEr
 /// DR7 bits enabling debug register 0 as an execution breakpoint (local enable, RW=00,
 /// LEN=00).
 const DR7_EXEC_DR0: u64 = 1;
+/// The same for debug register 1.
+const DR7_EXEC_DR1: u64 = 1 << 2;
 
 impl AttachedThread {
     /// Attaches to thread `tid` of process `pid` and stops it.
@@ -199,6 +207,8 @@ impl AttachedThread {
             insns: HashMap::new(),
             pending_signal: 0,
             steps: 0,
+            escape: None,
+            escaped: false,
         };
         sys::interrupt(tid).map_err(ptrace("PTRACE_INTERRUPT", tid))?;
         loop {
@@ -240,12 +250,28 @@ impl AttachedThread {
         self.steps
     }
 
+    /// Where the followed path lands if it leaves the trace's range other than through the
+    /// code followed: the return address of the range end's frame. A function run at full
+    /// speed may never return to its caller (a C++ exception caught further up, a
+    /// `longjmp`); without this the thread ran on unobserved until the program ended, and
+    /// the trace with it. [`AttachedThread::follow`] then ends at the range end.
+    pub fn set_escape(&mut self, addr: Option<u64>) {
+        self.escape = addr;
+    }
+
     /// Lets the thread run until it reaches `addr`, with the stack pointer at `sp` if given
-    /// (a hardware breakpoint private to this thread). Returns false if the thread exited.
+    /// (a hardware breakpoint private to this thread). Returns false if the thread exited,
+    /// or reached the escape address first (then `escaped` is set).
     pub fn run_to(&mut self, addr: u64, sp: Option<u64>) -> Result<bool, FollowError> {
         let tid = self.tid;
+        let escape = self.escape.filter(|&e| e != addr);
         sys::set_debug_register(tid, 0, addr).map_err(ptrace("PTRACE_POKEUSER", tid))?;
-        sys::set_debug_register(tid, 7, DR7_EXEC_DR0).map_err(ptrace("PTRACE_POKEUSER", tid))?;
+        let mut dr7 = DR7_EXEC_DR0;
+        if let Some(e) = escape {
+            sys::set_debug_register(tid, 1, e).map_err(ptrace("PTRACE_POKEUSER", tid))?;
+            dr7 |= DR7_EXEC_DR1;
+        }
+        sys::set_debug_register(tid, 7, dr7).map_err(ptrace("PTRACE_POKEUSER", tid))?;
         let reached = loop {
             match self.resume(false)? {
                 Resumed::Exited => break false,
@@ -253,6 +279,12 @@ impl AttachedThread {
                     if r.rip == addr && sp.is_none_or(|sp| r.rsp == sp) =>
                 {
                     break true;
+                }
+                Resumed::Trap(r) if Some(r.rip) == escape => {
+                    // Left the range without returning through the code followed.
+                    self.escaped = true;
+                    sys::set_debug_register(tid, 7, 0).map_err(ptrace("PTRACE_POKEUSER", tid))?;
+                    break false;
                 }
                 // The same address deeper in the stack (recursion), or a signal whose
                 // handler runs at full speed: go on.
@@ -364,6 +396,30 @@ impl AttachedThread {
     /// step and after every full-speed stretch), or the thread exits. Each step's event goes
     /// to `on_event`.
     pub fn follow(
+        &mut self,
+        code: &mut dyn CodeMap,
+        range_depth: u32,
+        limits: FollowLimits,
+        stop: &mut dyn FnMut() -> bool,
+        on_event: &mut dyn FnMut(PathEvent),
+    ) -> Result<FollowEnd, FollowError> {
+        self.escaped = false;
+        let end = self.follow_path(code, range_depth, limits, &mut *stop, on_event)?;
+        if end == FollowEnd::ThreadExited && self.escaped {
+            // The range was left by an exception or a `longjmp`: its end, unless the block
+            // was freed on the way.
+            return Ok(if stop() {
+                FollowEnd::Stopped
+            } else {
+                FollowEnd::RangeEnd
+            });
+        }
+        Ok(end)
+    }
+
+    /// [`AttachedThread::follow`], but for leaving the range by the escape address, which
+    /// ends it as if the thread exited.
+    fn follow_path(
         &mut self,
         code: &mut dyn CodeMap,
         range_depth: u32,

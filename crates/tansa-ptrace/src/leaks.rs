@@ -202,6 +202,11 @@ impl Blocks {
 /// Kinds of failure kept for the recording (each with its count).
 const MAX_FAILURES: usize = 16;
 
+/// The allocation stacks (runtime return addresses, innermost first) of the sites being
+/// traced, by (session, stack id): the tracer finds the return address of a trace's range
+/// end in them.
+type TracedStacks = Arc<Mutex<HashMap<(u32, u32), Vec<u64>>>>;
+
 /// Why traces could not be taken: each distinct message once, with how many traces it
 /// stopped; those of kinds past [`MAX_FAILURES`] are only counted.
 #[derive(Debug, Default)]
@@ -450,6 +455,8 @@ pub struct LeakCauseSink<S: Sink> {
     tracer: Tracer,
     done: Receiver<TraceMsg>,
     failures: Arc<Mutex<Failures>>,
+    /// The allocation stacks of the sites being traced, for the tracer.
+    traced_stacks: TracedStacks,
     /// Instruction text of branches, by (session, runtime address).
     code_text: HashMap<(u32, u64), String>,
 }
@@ -467,6 +474,7 @@ impl<S: Sink> LeakCauseSink<S> {
     pub fn new(inner: S, config: LeakCauseConfig) -> Self {
         let (tx, rx) = channel();
         let failures = Arc::new(Mutex::new(Failures::default()));
+        let traced_stacks = TracedStacks::default();
         LeakCauseSink {
             inner,
             config,
@@ -474,9 +482,10 @@ impl<S: Sink> LeakCauseSink<S> {
             decoders: FxHashMap::default(),
             events: Vec::new(),
             last_scan: Instant::now(),
-            tracer: Tracer::start(tx, config, failures.clone()),
+            tracer: Tracer::start(tx, config, failures.clone(), traced_stacks.clone()),
             done: rx,
             failures,
+            traced_stacks,
             code_text: HashMap::new(),
         }
     }
@@ -681,7 +690,7 @@ impl<S: Sink> LeakCauseSink<S> {
     fn scan(&mut self) {
         let traces = self.config.traces;
         let mut started = false;
-        for s in self.sessions.values_mut() {
+        for (&session, s) in &mut self.sessions {
             let Some(header) = s.header.clone() else {
                 continue;
             };
@@ -741,6 +750,9 @@ impl<S: Sink> LeakCauseSink<S> {
                 };
                 site.alloc_functions = alloc_fns.clone();
                 site.range_depth = depth_of(end, alloc_fns.len());
+                if let Ok(mut stacks) = self.traced_stacks.lock() {
+                    stacks.insert((session, stack), alloc.clone());
+                }
                 // A free stack that is a prefix of the allocation stack was made from a
                 // frame the allocating function's activation may have replaced (tail
                 // calls: `jmp free` leaves no frame) or from a caller after it returned. The
@@ -1269,6 +1281,7 @@ impl Tracer {
         done: Sender<TraceMsg>,
         config: LeakCauseConfig,
         failures: Arc<Mutex<Failures>>,
+        stacks: TracedStacks,
     ) -> Tracer {
         let (tx, rx) = channel::<Watched>();
         let stop = Arc::new(AtomicBool::new(false));
@@ -1276,7 +1289,9 @@ impl Tracer {
         let (stopping, kicks) = (stop.clone(), kick.clone());
         let thread = std::thread::Builder::new()
             .name("tansa-ptrace".into())
-            .spawn(move || tracer_loop(rx, done, config, &stopping, &kicks, &failures))
+            .spawn(move || {
+                tracer_loop(rx, done, config, &stopping, &kicks, &failures, &stacks);
+            })
             .ok();
         Tracer {
             add: Some(tx),
@@ -1329,6 +1344,7 @@ fn tracer_loop(
     stop: &AtomicBool,
     kick: &AtomicU32,
     failures: &Mutex<Failures>,
+    stacks: &Mutex<HashMap<(u32, u32), Vec<u64>>>,
 ) {
     let mut watched: Vec<Watched> = Vec::new();
     // Whether this kernel can sleep on the slots (`futex_waitv`).
@@ -1373,7 +1389,13 @@ fn tracer_loop(
                 slot.state.store(TRACE_IDLE, Ordering::Release);
                 continue;
             };
-            match trace_one(w, site, config, &done) {
+            // The return address of the range end's frame: where a trace lands that leaves
+            // the range by an exception or a `longjmp` while code runs at full speed.
+            let escape = stacks.lock().ok().and_then(|s| {
+                s.get(&(w.session, site.stack))
+                    .and_then(|frames| frames.get(site.range_depth as usize + 1).copied())
+            });
+            match trace_one(w, site, escape, config, &done) {
                 Ok(d) => {
                     let _ = done.send(TraceMsg::Done(d));
                 }
@@ -1465,6 +1487,7 @@ struct RequestedSite {
 fn trace_one(
     w: &mut Watched,
     site: RequestedSite,
+    escape: Option<u64>,
     config: LeakCauseConfig,
     tell: &Sender<TraceMsg>,
 ) -> Result<TraceDone, String> {
@@ -1504,6 +1527,7 @@ fn trace_one(
         if !t.run_to(resume_at, Some(resume_sp))? {
             return Ok(FollowEnd::ThreadExited);
         }
+        t.set_escape(escape);
         t.follow(
             code,
             range_depth,

@@ -2,12 +2,15 @@
  * the one that decides whether the block is freed. `make` allocates with malloc and hands
  * the block to `handle`; `request` allocates with `new`, whose `operator new` (libstdc++)
  * calls malloc. Each caller frees its block unless its error condition holds (20 %).
+ * `transact` allocates with `new` and frees after `validate`, which throws an exception
+ * (caught in `main`) when its error condition holds: the block leaks.
  *
  * Usage: wrapped [REQUESTS] [WORK] (default 2000 requests, no work); WORK is a busy loop of
  * that many iterations in `handle` between the allocation and its fate (a long traced
  * path). Prints "done REQUESTS". */
 #include <cstdio>
 #include <cstdlib>
+#include <stdexcept>
 
 #define NOINLINE __attribute__((noinline))
 
@@ -52,12 +55,34 @@ NOINLINE void request(long i) {
     delete s;
 }
 
+Session *volatile last_transaction;
+
+NOINLINE void validate(long i) {
+    if (chance(20)) { /* validate's error condition: the leak */
+        throw std::runtime_error("bad request");
+    }
+    sink += static_cast<int>(i);
+}
+
+NOINLINE void transact(long i) {
+    Session *s = new Session();
+    s->id = i;
+    last_transaction = s;
+    validate(i);
+    delete s;
+}
+
 int main(int argc, char **argv) {
     long requests = argc > 1 ? atol(argv[1]) : 2000;
     work = argc > 2 ? atol(argv[2]) : 0;
     for (long i = 0; i < requests; i++) {
         handle();
         request(i);
+        try {
+            transact(i);
+        } catch (const std::exception &) {
+            sink += 1;
+        }
     }
     printf("done %ld\n", requests);
     return 0;
