@@ -189,6 +189,48 @@ fn fold_repeats(sites: &[&SiteReport]) -> Vec<(usize, Vec<usize>)> {
     groups
 }
 
+/// Callers shown after a site: 6, or as many more (up to 16 in all) as it takes to show
+/// the first frame of the program's own code, when the site and those 6 are all in
+/// libraries or in code compiled from the toolchain's headers and sources (a Rust `Vec`
+/// grows some 7 frames below the function that pushed; a C++ container as deep).
+fn shown_callers(stack: &[CodePlace], site_frame: usize, program: &str) -> std::ops::Range<usize> {
+    const SHOWN: usize = 6;
+    const MOST: usize = 16;
+    let start = (site_frame + 1).min(stack.len());
+    let end = (start + SHOWN).min(stack.len());
+    let own = |f: &CodePlace| {
+        let in_program = !program.is_empty()
+            && f.function
+                .split_once('!')
+                .is_some_and(|(module, _)| module == program);
+        in_program && !f.file.is_empty() && !is_toolchain_source(&f.file)
+    };
+    if stack.get(site_frame..end).is_none_or(|s| s.iter().any(own)) {
+        return start..end;
+    }
+    match stack[end..(start + MOST).min(stack.len())]
+        .iter()
+        .position(own)
+    {
+        Some(i) => start..end + i + 1,
+        None => start..end,
+    }
+}
+
+/// Whether `file` is a source of the compiler's or the language's library (C++ headers,
+/// Rust's standard library and the crates it is built with, as `hashbrown` for
+/// `HashMap`), or of a Rust dependency from a registry: compiled into the program, but not
+/// its own code.
+fn is_toolchain_source(file: &str) -> bool {
+    file.starts_with("/usr/include/")
+        || file.starts_with("/usr/lib/gcc/")
+        || file.starts_with("/rustc/")
+        || file.starts_with("/rust/deps/")
+        || file.contains("/.rustup/toolchains/")
+        || file.contains("/.cargo/registry/")
+        || file.contains("/.cargo/git/")
+}
+
 /// The file name of a program's path (empty when unknown).
 fn program_name(exe: &str) -> &str {
     exe.rsplit('/').next().unwrap_or(exe)
@@ -228,7 +270,8 @@ fn site(
         };
         writeln!(out, "     through {}{more}", place(entry))?;
     }
-    for f in s.stack.iter().skip(s.site_frame + 1).take(6) {
+    let callers = shown_callers(&s.stack, s.site_frame, program_name(&s.exe));
+    for f in &s.stack[callers] {
         writeln!(out, "     called from {}", place(f))?;
     }
     let Some(status) = &s.tracing else {
@@ -343,6 +386,47 @@ fn calls(steps: &[String]) -> String {
 
 #[cfg(test)]
 mod tests {
+    use tansa_analysis::memory::leaks::CodePlace;
+
+    fn frame(function: &str, file: &str) -> CodePlace {
+        CodePlace {
+            function: function.into(),
+            file: file.into(),
+            line: 1,
+        }
+    }
+
+    /// A Rust `vec!` leaked in `handle`: the site and the next 6 frames are the standard
+    /// library's; the callers shown go on to `handle`, and no further.
+    #[test]
+    fn callers_are_shown_down_to_the_programs_own_code() {
+        let std = "/rustc/abc/library/alloc/src/raw_vec/mod.rs";
+        let mut stack = vec![frame("app!alloc::alloc::alloc", std)];
+        for i in 0..4 {
+            stack.push(frame(&format!("app!alloc::vec::f{i}"), std));
+        }
+        // `HashMap` is the `hashbrown` crate, built with the standard library.
+        for i in 0..4 {
+            let file = "/rust/deps/hashbrown-0.16.1/src/raw/mod.rs";
+            stack.push(frame(&format!("app!hashbrown::raw::f{i}"), file));
+        }
+        stack.push(frame("app!app::handle", "/src/app.rs"));
+        stack.push(frame("app!app::main", "/src/app.rs"));
+        stack.push(frame("libc.so.6!__libc_start_main", "../csu/libc-start.c"));
+        assert_eq!(super::shown_callers(&stack, 1, "app"), 2..10);
+        // Within the first 6 already: 6 shown.
+        assert_eq!(super::shown_callers(&stack, 4, "app"), 5..11);
+        // Another program's name: no frame is its own, 6 shown.
+        assert_eq!(super::shown_callers(&stack, 1, "other"), 2..8);
+        // C: the site is the program's own.
+        let c = [
+            frame("app!funcA", "/src/app.c"),
+            frame("app!main", "/src/app.c"),
+        ];
+        assert_eq!(super::shown_callers(&c, 0, "app"), 1..2);
+        assert_eq!(super::shown_callers(&[], 0, "app"), 0..0);
+    }
+
     #[test]
     fn path_calls_are_shortened_and_branches_left_out() {
         let steps: Vec<String> = [
