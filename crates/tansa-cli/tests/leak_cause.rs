@@ -702,6 +702,19 @@ fn bad_input_gets_one_clear_line() {
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     assert!(stderr(&o).starts_with("tansa: warning: "), "{}", stderr(&o));
     assert!(!stderr(&o).contains("panicked"));
+    // `--trace-steps` out of its range, or without leak-cause mode: usage errors that name
+    // the option, and nothing is run.
+    let out_file = dir.path().join("never.tansa");
+    for options in [
+        &["--leak-cause", "--trace-steps", "10"][..],
+        &["--trace-steps", "5000"][..],
+    ] {
+        let o = record(&out_file, options, &[exe.to_str().unwrap(), "20000"]);
+        assert_eq!(o.status.code(), Some(2), "{options:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains("--trace-steps"), "{}", stderr(&o));
+        assert!(o.stdout.is_empty(), "the program did not run");
+        assert!(!out_file.exists());
+    }
 }
 
 /// A short recording read with a later, longer one (two runs of a job made apart): the
