@@ -90,6 +90,18 @@ impl ShortStackCopies {
             .min(65528)
             .max(self.copy_bytes)
     }
+
+    /// Why such chains stop, and what reaches further, for reports and `tansa sample` to
+    /// say alike: "deeper than the 8192 bytes each sample copied (`tansa sample
+    /// --stack-size 32768` copies more)".
+    pub fn advice(&self) -> String {
+        format!(
+            "deeper than the {} bytes each sample copied (`tansa sample --stack-size {}` \
+             copies more)",
+            self.copy_bytes,
+            self.larger_copy()
+        )
+    }
 }
 
 /// [`Loc::module`] of an address that is in no known module (the offset is then the raw

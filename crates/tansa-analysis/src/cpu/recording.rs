@@ -337,12 +337,10 @@ impl CpuRecording {
         if truncated > 0 {
             let why = match rec.short_stack_copies.filter(|c| c.samples > 0) {
                 Some(c) => format!(
-                    "{} of them because the stack was deeper than the {} bytes each sample \
-                     copied (`tansa sample --stack-size {}` copies more), the others because \
-                     it could not be unwound further",
+                    "{} of them because the stack was {}, the others because it could not be \
+                     unwound further",
                     c.samples.min(truncated),
-                    c.copy_bytes,
-                    c.larger_copy()
+                    c.advice()
                 ),
                 None => "the stack could not be unwound further, or the stack copy was too \
                          short: --stack-size"

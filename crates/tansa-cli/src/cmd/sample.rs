@@ -453,12 +453,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let short = outcome.short_stack_copies;
     if short.samples > 0 {
         eprintln!(
-            "tansa: warning: {} of {} samples' stacks were deeper than the {} bytes each \
-             sample copied: their call chains stop short (--stack-size {} copies more)",
+            "tansa: warning: {} of {} samples' stacks were {}: their call chains stop short",
             short.samples,
             s.samples,
-            short.copy_bytes,
-            short.larger_copy()
+            short.advice()
         );
     }
     if std::env::var_os("TANSA_TIMINGS").is_some_and(|v| v == "1") {
