@@ -1584,6 +1584,28 @@ fn function_display_name(symbol: String, sym: String) -> String {
 
 #[cfg(test)]
 mod tests {
+    /// Failures are kept once per kind with their count; kinds past the 16 kept are
+    /// counted, not dropped.
+    #[test]
+    fn failures_are_kept_once_per_kind_and_counted() {
+        let mut f = super::Failures::default();
+        for _ in 0..3 {
+            f.add("process 1: more than 1000 instructions".into());
+        }
+        f.add("process 1: gone".into());
+        for i in 0..super::MAX_FAILURES + 2 {
+            f.add(format!("process 2: kind {i}"));
+        }
+        let m = f.messages();
+        assert_eq!(m[0], "process 1: more than 1000 instructions (3 traces)");
+        assert_eq!(m[1], "process 1: gone");
+        assert_eq!(m.len(), super::MAX_FAILURES + 1);
+        assert_eq!(
+            m.last().unwrap(),
+            "4 more trace(s) failed for other reasons, not kept"
+        );
+    }
+
     #[test]
     fn cause_functions_are_named_demangled_or_from_line_tables() {
         let name = |symbol: &str, sym: &str| {
