@@ -229,3 +229,78 @@ fn cpu_reports_give_each_unnamed_function_its_row() {
         .sum();
     assert_eq!(listed, bb, "{text}");
 }
+
+/// `tansa retrace` keeps the code of every function a region runs, whatever names it: the
+/// PLT stub (`lib_spin@plt`), the exported function, and the library's internal functions
+/// by their unwind extents (`fn@0x...`), each instruction disassembled. Before, only
+/// functions with a sized symbol were kept: the stub and the internal functions were
+/// unknown code (no name, no instruction).
+#[test]
+fn retrace_keeps_the_code_of_plt_stubs_and_unnamed_functions() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = build(dir.path());
+    let exe = dir.path().join("unnamed_region");
+    let dir_s = dir.path().to_str().unwrap();
+    compile(
+        &exe,
+        &[source("unnamed_region.c")],
+        &[
+            "-O1",
+            "-g",
+            "-L",
+            dir_s,
+            "-lunnamed",
+            &format!("-Wl,-rpath,{dir_s}"),
+        ],
+    );
+    let file = dir.path().join("region.tansa");
+    let out = run_tansa(&[
+        "retrace",
+        "record",
+        "--region",
+        "work",
+        "--source",
+        "ptrace",
+        "--period",
+        "3",
+        "--executions",
+        "40",
+        "-o",
+        file.to_str().unwrap(),
+        "--",
+        exe.to_str().unwrap(),
+        "100",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = run_tansa(&["retrace", file.to_str().unwrap(), "--format", "json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let modules: Vec<&str> = r["modules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m.as_str().unwrap())
+        .collect();
+    let mut seen = std::collections::BTreeSet::new();
+    for path in r["paths"].as_array().unwrap() {
+        for e in path["trace"].as_array().unwrap() {
+            let function = e["function"].as_str();
+            assert!(
+                function.is_some() && e["mnemonic"].is_string(),
+                "unknown code in the trace: {e}"
+            );
+            let module = modules[e["module"].as_u64().unwrap() as usize];
+            let module = module.rsplit('/').next().unwrap();
+            seen.insert(format!("{module}!{}", function.unwrap()));
+        }
+    }
+    for want in [
+        "unnamed_region!work".to_string(),
+        "unnamed_region!lib_spin@plt".to_string(),
+        "libunnamed.so!lib_spin".to_string(),
+        name(b.spin_a),
+        name(b.spin_b),
+    ] {
+        assert!(seen.contains(&want), "no {want} in {seen:?}");
+    }
+}

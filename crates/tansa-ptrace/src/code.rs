@@ -2,15 +2,17 @@
 //! recording touched, and a source line for each of its instructions.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use tansa_format::retrace::{Addr, Function, Line, Module, RegionCode};
 use tansa_retrace::{FunctionCode, Program};
-use tansa_symbols::resolve::demangle;
-use tansa_symbols::{ElfFile, Resolver};
+use tansa_symbols::{ElfFile, FunctionExtents, ModuleResolution, Resolver};
 
-/// Builds the [`RegionCode`] for `addrs` in the modules `paths` (by index). Addresses in
-/// modules that cannot be read, or outside any sized function symbol, are left out: they
-/// are reported as unknown code.
+/// Builds the [`RegionCode`] for `addrs` in the modules `paths` (by index): the code of
+/// each function they fall in ([`FunctionExtents`]: a symbol's, a PLT stub's, or the
+/// extent of a function without a symbol), named as reports name it. Addresses in modules
+/// that cannot be read, or in no function the file describes, are left out: they are
+/// reported as unknown code.
 pub(crate) fn collect(paths: &[String], addrs: impl IntoIterator<Item = Addr>) -> RegionCode {
     let mut by_module: BTreeMap<u32, BTreeSet<u64>> = BTreeMap::new();
     for (m, a) in addrs {
@@ -38,22 +40,26 @@ pub(crate) fn collect(paths: &[String], addrs: impl IntoIterator<Item = Addr>) -
         let Ok(elf) = ElfFile::open(path) else {
             continue;
         };
-        let functions = elf.functions();
+        let elf = Arc::new(elf);
+        // Names and lines as every report gives them (debug files, PLT stubs, functions
+        // without a symbol), from the file opened here.
+        let mut names = ModuleResolution::with_file(path, &[], elf.clone());
+        let mut extents = FunctionExtents::new();
         let mut picked = BTreeSet::new();
         for a in addrs {
-            let i = functions.partition_point(|f| f.address <= a);
-            let Some(f) = i.checked_sub(1).map(|i| &functions[i]) else {
-                continue;
-            };
-            if f.size > 0 && a < f.address + f.size {
-                picked.insert((f.address, f.size, f.name.clone()));
+            if let Some(e) = extents.containing(&elf, a) {
+                picked.insert((e.start, e.end - e.start));
             }
         }
-        for (start, size, raw) in picked {
+        for (start, size) in picked {
             let Some(bytes) = elf.read_at(start, size) else {
                 continue;
             };
-            let name = demangle(&raw).unwrap_or(raw);
+            let name = names
+                .lookup(&resolver, start)
+                .and_then(|r| r.frames.last())
+                .and_then(|f| f.function.clone())
+                .unwrap_or_else(|| tansa_format::symtab::unnamed_function(start));
             let fc = FunctionCode {
                 module,
                 name: name.clone(),
@@ -65,15 +71,13 @@ pub(crate) fn collect(paths: &[String], addrs: impl IntoIterator<Item = Addr>) -
                 .iter()
                 .map(|i| i.at.addr)
                 .collect();
-            let resolved = resolver
-                .resolve(std::path::Path::new(path), &insn_addrs)
-                .unwrap_or_default();
+            names.resolve(&resolver, insn_addrs.iter().copied());
             let lines = insn_addrs
                 .iter()
-                .zip(resolved)
-                .filter_map(|(&addr, r)| {
-                    let f = r.frames.first()?;
+                .filter_map(|&addr| {
+                    let f = names.lookup(&resolver, addr)?.frames.first()?;
                     let file = f.file.clone()?;
+                    let line = f.line;
                     let next = files.len() as u32;
                     let id = *files.entry(file.clone()).or_insert_with(|| {
                         code.files.push(file);
@@ -82,7 +86,7 @@ pub(crate) fn collect(paths: &[String], addrs: impl IntoIterator<Item = Addr>) -
                     Some(Line {
                         addr,
                         file: id,
-                        line: f.line,
+                        line,
                     })
                 })
                 .collect();

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use iced_x86::{Decoder, DecoderOptions};
 use tansa_format::cpu::{Module, ModuleKind};
 use tansa_format::symtab::{CodeBlock, ModuleStatus, ModuleSymbols, NO_STRING, SymbolTableBuilder};
-use tansa_symbols::{ElfFile, FunctionSymbol, ModuleResolution, Resolver, Unnamed};
+use tansa_symbols::{ElfFile, FunctionExtents, ModuleResolution, Resolver};
 
 /// Largest function whose code is kept for annotation.
 const MAX_FUNCTION_BYTES: u64 = 1 << 20;
@@ -22,9 +22,8 @@ pub(crate) struct ModuleWork {
     resolution: ModuleResolution,
     /// The file as it was mapped, whose code is kept (ELF modules only).
     elf: Option<Arc<ElfFile>>,
-    /// Its function symbols and, once needed, its unnamed functions' extents.
-    functions: Option<Vec<FunctionSymbol>>,
-    unnamed: Option<Unnamed>,
+    /// Where its functions lie, read on first need.
+    extents: FunctionExtents,
     /// Every offset the entry will hold: those looked up, and every instruction of the
     /// functions whose code is kept.
     offsets: BTreeSet<u64>,
@@ -48,8 +47,7 @@ impl ModuleWork {
                 None => ModuleResolution::open(&module.path, &module.build_id),
             },
             elf: elf.filter(|_| module.kind == ModuleKind::Elf),
-            functions: None,
-            unnamed: None,
+            extents: FunctionExtents::new(),
             offsets: BTreeSet::new(),
             placed: BTreeSet::new(),
             code: BTreeMap::new(),
@@ -89,33 +87,13 @@ impl ModuleWork {
         self.resolution.resolve(resolver, new);
     }
 
-    /// The function of the file containing `offset`, by its symbol, else by its extent
-    /// (a stripped library's internal functions): `(start, size)`, if its code is small
-    /// enough to keep.
+    /// The function of the file containing `offset` (by the one rule,
+    /// [`FunctionExtents`]): `(start, size)`, if its code is small enough to keep.
     fn function_at(&mut self, elf: &ElfFile, offset: u64) -> Option<(u64, u64)> {
-        let funcs = self.functions.get_or_insert_with(|| elf.functions());
-        let i = funcs.partition_point(|f| f.address <= offset);
-        let symbol = i.checked_sub(1).map(|i| {
-            let f = &funcs[i];
-            let size = if f.size > 0 {
-                f.size
-            } else {
-                funcs
-                    .get(i + 1..)
-                    .and_then(|rest| rest.iter().find(|g| g.address > f.address))
-                    .map_or(0, |g| g.address - f.address)
-            };
-            (f.address, size)
-        });
-        let found = match symbol {
-            Some((start, size)) if offset < start + size => Some((start, size)),
-            _ => self
-                .unnamed
-                .get_or_insert_with(|| Unnamed::new(elf))
-                .extent(offset)
-                .map(|e| (e.start, e.end - e.start)),
-        };
-        found.filter(|&(_, size)| size <= MAX_FUNCTION_BYTES)
+        self.extents
+            .containing(elf, offset)
+            .map(|e| (e.start, e.end - e.start))
+            .filter(|&(_, size)| size <= MAX_FUNCTION_BYTES)
     }
 
     /// The module's entry in `symtab`, with the ids (in `symtab`) of the source files of

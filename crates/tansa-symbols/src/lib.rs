@@ -10,11 +10,13 @@
 //! [`perfmap`] names JIT-compiled code from the map its runtime wrote.
 
 pub mod elf;
+pub mod extent;
 pub mod perfmap;
 pub mod resolve;
 pub mod vdso;
 
 pub use elf::{ElfFile, FunctionSymbol};
+pub use extent::FunctionExtents;
 pub use resolve::{ModuleResolution, Resolved, ResolvedFrame, Resolver, Unnamed, isolate};
 
 /// Errors reading binaries.
