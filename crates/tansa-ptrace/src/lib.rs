@@ -60,6 +60,16 @@ pub enum TraceError {
         /// Close matches.
         suggestions: Vec<String>,
     },
+    /// A short name that several functions of the executable answer to.
+    #[error("`{name}` names several functions in {exe}; pick one: {}", .candidates.join(", "))]
+    AmbiguousRegion {
+        /// The name asked for.
+        name: String,
+        /// The executable searched.
+        exe: String,
+        /// The functions it names.
+        candidates: Vec<String>,
+    },
     /// The program could not be started.
     #[error("cannot start `{program}`: {error}")]
     Spawn {

@@ -2,6 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
+use tansa_analysis::cpu::annotate::names_function;
 use tansa_retrace::accuracy::edit_distance;
 use tansa_symbols::ElfFile;
 use tansa_symbols::resolve::demangle;
@@ -57,22 +58,42 @@ pub fn close_matches<'a>(wanted: &str, names: impl Iterator<Item = &'a str>) -> 
         .collect()
 }
 
-/// Finds function `name` (raw or demangled spelling) in the executable `exe`.
+/// Finds function `name` in the executable `exe`: its raw or demangled spelling, else a
+/// short name as `tansa annotate` takes it (`Acc::step` or `step` for
+/// `calc::Acc::step(int)`; [`names_function`]) when exactly one function answers to it.
 pub fn find_region(exe: &Path, name: &str) -> Result<RegionTarget, TraceError> {
     let elf = ElfFile::open(exe)?;
-    let functions = elf.functions();
+    let functions: Vec<_> = elf.functions().into_iter().filter(|f| f.size > 0).collect();
     let display = |raw: &str| demangle(raw).unwrap_or_else(|| raw.to_string());
+    let target = |f: &tansa_symbols::FunctionSymbol| RegionTarget {
+        exe: exe.to_path_buf(),
+        name: display(&f.name),
+        address: f.address,
+        size: f.size,
+    };
     if let Some(f) = functions
         .iter()
         .find(|f| f.name == name || display(&f.name) == name)
-        .filter(|f| f.size > 0)
     {
-        return Ok(RegionTarget {
-            exe: exe.to_path_buf(),
-            name: display(&f.name),
-            address: f.address,
-            size: f.size,
-        });
+        return Ok(target(f));
+    }
+    // By a short name: one function (aliases at one address are one function).
+    let mut short: Vec<&tansa_symbols::FunctionSymbol> = functions
+        .iter()
+        .filter(|f| names_function(&display(&f.name), name))
+        .collect();
+    short.sort_by_key(|f| f.address);
+    short.dedup_by_key(|f| f.address);
+    match short.as_slice() {
+        [one] => return Ok(target(one)),
+        [] => {}
+        many => {
+            return Err(TraceError::AmbiguousRegion {
+                name: name.to_string(),
+                exe: exe.display().to_string(),
+                candidates: many.iter().map(|f| display(&f.name)).collect(),
+            });
+        }
     }
     let names: Vec<String> = functions.iter().map(|f| display(&f.name)).collect();
     Err(TraceError::UnknownRegion {
@@ -95,6 +116,47 @@ mod tests {
             vec!["work", "worker_loop"]
         );
         assert!(close_matches("zzzzzzzz", names.into_iter()).is_empty());
+    }
+
+    #[test]
+    fn regions_are_found_by_short_names_that_name_one_function() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("names.cpp");
+        std::fs::write(
+            &src,
+            "namespace a { __attribute__((noinline)) int step(int i) { return i * 3; } }\n\
+             namespace b { __attribute__((noinline)) int step(int i) { return i * 5; } }\n\
+             namespace calc { struct Acc { long v = 0;\n\
+               __attribute__((noinline)) long add(int i) { v += i; return v; } }; }\n\
+             int main(int n, char **) { calc::Acc acc; return a::step(n) + b::step(n) + (int)acc.add(n); }\n",
+        )
+        .unwrap();
+        let exe = dir.path().join("names");
+        let ok = std::process::Command::new("c++")
+            .args(["-O1", "-o"])
+            .arg(&exe)
+            .arg(&src)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+        let found = |name: &str| find_region(&exe, name).map(|r| r.name);
+        assert_eq!(found("calc::Acc::add(int)").unwrap(), "calc::Acc::add(int)");
+        assert_eq!(found("calc::Acc::add").unwrap(), "calc::Acc::add(int)");
+        assert_eq!(found("add").unwrap(), "calc::Acc::add(int)");
+        assert_eq!(found("Acc::add(…)").unwrap(), "calc::Acc::add(int)");
+        assert_eq!(found("b::step").unwrap(), "b::step(int)");
+        match found("step") {
+            Err(TraceError::AmbiguousRegion { candidates, .. }) => {
+                assert_eq!(candidates, ["a::step(int)", "b::step(int)"])
+            }
+            other => panic!("{other:?}"),
+        }
+        // Not a name's last components.
+        assert!(matches!(
+            found("cc::Acc::add"),
+            Err(TraceError::UnknownRegion { .. })
+        ));
     }
 
     #[test]

@@ -30,7 +30,9 @@ pub enum SourceArg {
 /// Options of `tansa retrace record`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The function whose executions form the region (it and everything it calls).
+    /// The function whose executions form the region (it and everything it calls): its
+    /// name as symbols give it, or a short one (`Acc::step` or `step` for
+    /// `calc::Acc::step(int)`) that names one function.
     #[arg(long, value_name = "FUNCTION")]
     region: String,
     /// Sampling period: every P-th instruction (ptrace: 7, instructions: 10007), or
