@@ -404,6 +404,10 @@ impl AttachedThread {
         on_event: &mut dyn FnMut(PathEvent),
     ) -> Result<FollowEnd, FollowError> {
         self.escaped = false;
+        // Stepping wakes the tracer and the thread in turn: on one CPU it costs less.
+        let _cpu = u32::try_from(self.tid)
+            .ok()
+            .and_then(tansa_proc::os::SharedCpu::new);
         let end = self.follow_path(code, range_depth, limits, &mut *stop, on_event)?;
         if end == FollowEnd::ThreadExited && self.escaped {
             // The range was left by an exception or a `longjmp`: its end, unless the block

@@ -32,6 +32,7 @@ use crate::maps::{Mapping, Modules, read_maps};
 use crate::region::{find_region, resolve_program};
 use crate::sys::Regs;
 use crate::tracee::{Stop, Tracee};
+use tansa_proc::os::SharedCpu;
 
 /// Which sampler to use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -193,6 +194,8 @@ fn step_through(
 ) -> Result<bool, TraceError> {
     let mut rip = entry.rip;
     let mut signal = 0;
+    // Stepping wakes the tracer and the thread in turn: on one CPU it costs less.
+    let _cpu = u32::try_from(t.pid).ok().and_then(SharedCpu::new);
     loop {
         match t.step(signal)? {
             Ok(r) => {
