@@ -801,3 +801,42 @@ fn a_program_with_more_call_sites_than_a_rule_cache_holds_is_attributed_exactly(
         assert_eq!(calls(u), (ROUNDS as u64, 0, 0, 0, 0), "calls of {name}");
     }
 }
+
+/// An allocation made through a C allocation wrapper (`xmalloc`, `xstrdup`, the C
+/// library's `strdup`, GLib's `g_malloc`, ...) is made where the wrapper is called, as one
+/// through C++'s `operator new`: by function with `--charge last`, and as `tansa leaks`
+/// names a site. Before, every such allocation was charged to `wrappers!xmalloc` or
+/// `libc.so.6!strdup`.
+#[test]
+fn allocations_through_c_wrappers_are_charged_to_their_callers() {
+    for (variant, flags) in [
+        ("O1", &["-O1", "-g"][..]),
+        ("O2", &["-O2", "-g", "-fomit-frame-pointer"][..]),
+    ] {
+        let exe = program(&format!("wrappers-{variant}"), "wrappers.c", flags);
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("w.tansa");
+        let out = record(&file, &[], &[exe.to_str().unwrap()]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let name = |f: &str| format!("wrappers-{variant}!{f}");
+        let r = report_json(&file, &["--by", "function", "--charge", "last"]);
+        assert_eq!(bytes(unit(&r, &name("parse"))), (1000, 1000, 1000, 0));
+        assert_eq!(bytes(unit(&r, &name("name"))), (120, 120, 120, 0));
+        assert_eq!(bytes(unit(&r, &name("label"))), (120, 120, 120, 0));
+        for wrapper in [name("xmalloc"), name("xstrdup"), "libc.so.6!strdup".into()] {
+            assert!(!has_unit(&r, &wrapper), "{wrapper} is a unit");
+        }
+        let out = run_tansa(&["leaks", file.to_str().unwrap(), "--format", "json"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let leaks: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let mut sites: Vec<String> = leaks["sites"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["site"]["function"].as_str().unwrap().to_string())
+            .filter(|f| f.starts_with("wrappers-"))
+            .collect();
+        sites.sort();
+        assert_eq!(sites, [name("label"), name("name"), name("parse")]);
+    }
+}

@@ -162,6 +162,112 @@ const ALLOCATOR: &[&str] = &[
     "__gnu_cxx::__alloc_traits",
 ];
 
+/// C allocation wrappers, by exact name: as with `operator new`, an allocation made
+/// through one is made where it is called (Valgrind's massif has the same idea as
+/// `--alloc-fn`). The C library's copying functions; GNU's `x*alloc` family (gnulib, bash,
+/// binutils, GCC's libiberty); GLib; CPython's allocator APIs (`PyObject_Malloc` takes
+/// small objects from arenas the agent does not see: `PYTHONMALLOC=malloc` sends them to
+/// `malloc`); OpenSSL; SQLite; FFmpeg; Lua.
+const ALLOCATION_WRAPPERS: &[&str] = &[
+    // The C library's.
+    "strdup",
+    "__strdup",
+    "strndup",
+    "__strndup",
+    "wcsdup",
+    // gnulib, libiberty and the programs that carry their own copy.
+    "xmalloc",
+    "xcalloc",
+    "xzalloc",
+    "xrealloc",
+    "xreallocarray",
+    "xnmalloc",
+    "xnrealloc",
+    "x2realloc",
+    "x2nrealloc",
+    "xcharalloc",
+    "xmemdup",
+    "xstrdup",
+    "xstrndup",
+    "ximalloc",
+    "xicalloc",
+    "xirealloc",
+    "xizalloc",
+    // GLib.
+    "g_malloc",
+    "g_malloc0",
+    "g_malloc_n",
+    "g_malloc0_n",
+    "g_realloc",
+    "g_realloc_n",
+    "g_try_malloc",
+    "g_try_malloc0",
+    "g_try_malloc_n",
+    "g_try_malloc0_n",
+    "g_try_realloc",
+    "g_try_realloc_n",
+    "g_aligned_alloc",
+    "g_aligned_alloc0",
+    "g_slice_alloc",
+    "g_slice_alloc0",
+    "g_strdup",
+    "g_strndup",
+    "g_memdup",
+    "g_memdup2",
+    // CPython.
+    "PyMem_Malloc",
+    "PyMem_Calloc",
+    "PyMem_Realloc",
+    "PyMem_RawMalloc",
+    "PyMem_RawCalloc",
+    "PyMem_RawRealloc",
+    "_PyMem_RawMalloc",
+    "_PyMem_RawCalloc",
+    "_PyMem_RawRealloc",
+    "PyObject_Malloc",
+    "PyObject_Calloc",
+    "PyObject_Realloc",
+    "_PyObject_Malloc",
+    "_PyObject_Calloc",
+    "_PyObject_Realloc",
+    // OpenSSL.
+    "CRYPTO_malloc",
+    "CRYPTO_zalloc",
+    "CRYPTO_realloc",
+    "CRYPTO_clear_realloc",
+    "CRYPTO_strdup",
+    "CRYPTO_strndup",
+    "CRYPTO_memdup",
+    // SQLite.
+    "sqlite3_malloc",
+    "sqlite3_malloc64",
+    "sqlite3_realloc",
+    "sqlite3_realloc64",
+    "sqlite3Malloc",
+    "sqlite3MallocZero",
+    "sqlite3Realloc",
+    "sqlite3MemMalloc",
+    "sqlite3MemRealloc",
+    "sqlite3DbMallocRaw",
+    "sqlite3DbMallocRawNN",
+    "sqlite3DbMallocZero",
+    "sqlite3DbRealloc",
+    "sqlite3DbReallocOrFree",
+    "sqlite3DbStrDup",
+    "sqlite3DbStrNDup",
+    // FFmpeg.
+    "av_malloc",
+    "av_mallocz",
+    "av_calloc",
+    "av_realloc",
+    "av_strdup",
+    "av_strndup",
+    // Lua.
+    "luaM_malloc_",
+    "luaM_realloc_",
+    "l_alloc",
+];
+
 fn is_c_library(m: &ModuleInfo) -> bool {
     m.name.starts_with("libc.so") || m.name.starts_with("libc-") || m.name.starts_with("libc.musl")
 }
@@ -197,14 +303,15 @@ const RUST_ALLOCATOR_FILES: &[&str] = &[
 ];
 
 /// Whether `f` is an allocator's entry point or its plumbing (C++ `operator new` and
-/// `std::allocator`, Rust's allocation shims and `Box`'s allocation): never a unit, and
-/// never the place an allocation is said to be made.
+/// `std::allocator`, Rust's allocation shims and `Box`'s allocation, the C allocation
+/// wrappers of [`ALLOCATION_WRAPPERS`]): never a unit, and never the place an allocation
+/// is said to be made.
 pub(crate) fn is_allocator_entry(f: &LogicalFrame) -> bool {
     let named = f.function.as_deref().is_some_and(|n| {
         // Rust 1.88 and later put the allocator shims in a `__rustc` namespace
         // (`__rustc::__rdl_alloc`).
         let n = n.strip_prefix("__rustc::").unwrap_or(n);
-        ALLOCATOR.iter().any(|p| n.starts_with(p))
+        ALLOCATOR.iter().any(|p| n.starts_with(p)) || ALLOCATION_WRAPPERS.contains(&n)
     });
     named
         || f.file
@@ -474,6 +581,40 @@ mod tests {
         assert_eq!(
             eligible(reg.stack(SessionId(0), StackId(vector)).unwrap(), &reg),
             2..4
+        );
+    }
+
+    #[test]
+    fn c_allocation_wrappers_are_skipped_at_the_inner_end() {
+        let mut kit = Kit::new();
+        let copied = kit.stack(&[
+            (LIBB, "g_malloc"),
+            (LIBB, "g_strdup"),
+            (LIBA, "a_name"),
+            (APP, "xstrdup_user"),
+            (APP, "main"),
+        ]);
+        let wrapped = kit.stack(&[(APP, "xmalloc"), (APP, "parse"), (APP, "main")]);
+        let reg = kit.registry(&[0]);
+        assert_eq!(
+            charged(&reg, Some(copied), true, Charge::Last),
+            s(&["liba.so!a_name"])
+        );
+        assert_eq!(
+            charged(&reg, Some(copied), false, Charge::Last),
+            s(&["liba.so"])
+        );
+        assert_eq!(
+            charged(&reg, Some(wrapped), true, Charge::Last),
+            s(&["app!parse"])
+        );
+        // Only the run at the inner end, and only exact names: a wrapper called from
+        // further out, or a function whose name merely starts like one, is a unit.
+        let inner = kit.stack(&[(APP, "xmalloc_stats"), (APP, "g_malloc"), (APP, "main")]);
+        let reg = kit.registry(&[0]);
+        assert_eq!(
+            eligible(reg.stack(SessionId(0), StackId(inner)).unwrap(), &reg),
+            0..3
         );
     }
 
