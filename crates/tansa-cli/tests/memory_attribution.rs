@@ -806,7 +806,7 @@ fn a_program_with_more_call_sites_than_a_rule_cache_holds_is_attributed_exactly(
 /// library's `strdup`, GLib's `g_malloc`, ...) is made where the wrapper is called, as one
 /// through C++'s `operator new`: by function with `--charge last`, and as `tansa leaks`
 /// names a site. Before, every such allocation was charged to `wrappers!xmalloc` or
-/// `libc.so.6!strdup`.
+/// `libc.so.6!strdup`. A wrapper of the program's own is one when `--alloc-fn` names it.
 #[test]
 fn allocations_through_c_wrappers_are_charged_to_their_callers() {
     for (variant, flags) in [
@@ -823,20 +823,39 @@ fn allocations_through_c_wrappers_are_charged_to_their_callers() {
         assert_eq!(bytes(unit(&r, &name("parse"))), (1000, 1000, 1000, 0));
         assert_eq!(bytes(unit(&r, &name("name"))), (120, 120, 120, 0));
         assert_eq!(bytes(unit(&r, &name("label"))), (120, 120, 120, 0));
+        assert_eq!(bytes(unit(&r, &name("my_alloc"))), (2000, 2000, 2000, 0));
         for wrapper in [name("xmalloc"), name("xstrdup"), "libc.so.6!strdup".into()] {
             assert!(!has_unit(&r, &wrapper), "{wrapper} is a unit");
         }
-        let out = run_tansa(&["leaks", file.to_str().unwrap(), "--format", "json"]);
-        assert!(out.status.success(), "{}", stderr(&out));
-        let leaks: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        let mut sites: Vec<String> = leaks["sites"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|s| s["site"]["function"].as_str().unwrap().to_string())
-            .filter(|f| f.starts_with("wrappers-"))
-            .collect();
-        sites.sort();
-        assert_eq!(sites, [name("label"), name("name"), name("parse")]);
+        let r = report_json(
+            &file,
+            &["--by", "function", "--charge", "last", "--alloc-fn", "my_alloc"],
+        );
+        assert_eq!(bytes(unit(&r, &name("build"))), (2000, 2000, 2000, 0));
+        assert!(!has_unit(&r, &name("my_alloc")));
+        let sites = |extra: &[&str]| {
+            let mut args = vec!["leaks", file.to_str().unwrap(), "--format", "json"];
+            args.extend(extra);
+            let out = run_tansa(&args);
+            assert!(out.status.success(), "{}", stderr(&out));
+            let leaks: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            let mut sites: Vec<String> = leaks["sites"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s["site"]["function"].as_str().unwrap().to_string())
+                .filter(|f| f.starts_with("wrappers-"))
+                .collect();
+            sites.sort();
+            sites
+        };
+        assert_eq!(
+            sites(&[]),
+            [name("label"), name("my_alloc"), name("name"), name("parse")]
+        );
+        assert_eq!(
+            sites(&["--alloc-fn", "my_alloc"]),
+            [name("build"), name("label"), name("name"), name("parse")]
+        );
     }
 }

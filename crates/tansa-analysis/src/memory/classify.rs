@@ -304,14 +304,19 @@ const RUST_ALLOCATOR_FILES: &[&str] = &[
 
 /// Whether `f` is an allocator's entry point or its plumbing (C++ `operator new` and
 /// `std::allocator`, Rust's allocation shims and `Box`'s allocation, the C allocation
-/// wrappers of [`ALLOCATION_WRAPPERS`]): never a unit, and never the place an allocation
-/// is said to be made.
-pub(crate) fn is_allocator_entry(f: &LogicalFrame) -> bool {
+/// wrappers of [`ALLOCATION_WRAPPERS`], and those `reg` was given by the user): never a
+/// unit, and never the place an allocation is said to be made.
+pub(crate) fn is_allocator_entry(f: &LogicalFrame, reg: &Registry) -> bool {
     let named = f.function.as_deref().is_some_and(|n| {
         // Rust 1.88 and later put the allocator shims in a `__rustc` namespace
         // (`__rustc::__rdl_alloc`).
         let n = n.strip_prefix("__rustc::").unwrap_or(n);
-        ALLOCATOR.iter().any(|p| n.starts_with(p)) || ALLOCATION_WRAPPERS.contains(&n)
+        ALLOCATOR.iter().any(|p| n.starts_with(p))
+            || ALLOCATION_WRAPPERS.contains(&n)
+            || reg
+                .allocation_functions()
+                .iter()
+                .any(|asked| crate::cpu::annotate::names_function(n, asked))
     });
     named
         || f.file
@@ -327,7 +332,7 @@ pub fn eligible(stack: &Stack, reg: &Registry) -> std::ops::Range<usize> {
     let module = |f: &LogicalFrame| f.module.map(|m| reg.module(m));
     let start = stack
         .frames()
-        .position(|f| !is_allocator_entry(f))
+        .position(|f| !is_allocator_entry(f, reg))
         .unwrap_or(len);
     // The root: `main` of the main executable, if the stack reaches it.
     let mut end = stack

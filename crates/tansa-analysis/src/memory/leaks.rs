@@ -421,7 +421,7 @@ fn stack_places(registry: &Registry, session: SessionId, id: StackId) -> (Vec<Co
         .collect();
     let site = frames
         .iter()
-        .position(|f| !classify::is_allocator_entry(f))
+        .position(|f| !classify::is_allocator_entry(f, registry))
         .unwrap_or(0);
     let places = frames
         .into_iter()

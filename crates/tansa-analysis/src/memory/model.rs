@@ -216,9 +216,23 @@ pub struct Registry {
     names: FxHashMap<String, Arc<str>>,
     frames_cache: FxHashMap<(Option<ModuleIdx>, u64), Arc<[LogicalFrame]>>,
     unresolved_stacks: Vec<(SessionId, StackId, Vec<StackFrame>)>,
+    /// Functions the user named allocation functions (`--alloc-fn`), as asked.
+    allocation_functions: Vec<String>,
 }
 
 impl Registry {
+    /// Takes the functions `names` for allocation functions, as the built-in wrappers are
+    /// (`--alloc-fn`; a name as `tansa annotate` takes it: `my_alloc`, `Pool::get`). Call
+    /// it before reporting.
+    pub fn add_allocation_functions(&mut self, names: impl IntoIterator<Item = String>) {
+        self.allocation_functions.extend(names);
+    }
+
+    /// The functions added by [`Registry::add_allocation_functions`].
+    pub fn allocation_functions(&self) -> &[String] {
+        &self.allocation_functions
+    }
+
     /// All modules.
     pub fn modules(&self) -> &[ModuleInfo] {
         &self.modules

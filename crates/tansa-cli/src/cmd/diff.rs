@@ -97,6 +97,14 @@ pub struct Args {
     #[arg(long, value_enum)]
     free_to: Option<FreeToArg>,
 
+    /// Also treat FUNCTION as an allocation function, as `operator new`, `strdup` and the
+    /// known wrappers (`xmalloc`, `g_malloc`, `PyObject_Malloc`, ...) are (heap): an
+    /// allocation made through it is charged to, and its leak site named after, its
+    /// caller. A name as symbols give it or a short one (`my_alloc`, `Pool::get`);
+    /// repeatable.
+    #[arg(long = "alloc-fn", value_name = "FUNCTION")]
+    alloc_fn: Vec<String>,
+
     /// Interval length for --by interval (heap), e.g. 100ms, 1s [default: 100ms].
     #[arg(long, value_parser = options::parse_interval)]
     interval: Option<Duration>,
@@ -295,6 +303,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let heap_only = [
             ("--charge", args.charge.is_some()),
             ("--free-to", args.free_to.is_some()),
+            ("--alloc-fn", !args.alloc_fn.is_empty()),
             ("--interval", args.interval.is_some()),
         ];
         if let Some((flag, _)) = heap_only.iter().find(|f| f.1) {
@@ -346,8 +355,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         options.check().map_err(usage_of)?;
         let with_pid = |pid| tansa_analysis::memory::Config { pid, ..config };
         drop((file_a, file_b));
-        let (ra, damaged_a) = report::memory_report(&files_a, with_pid(pid_a), "tansa diff")?;
-        let (rb, damaged_b) = report::memory_report(&files_b, with_pid(pid_b), "tansa diff")?;
+        let (ra, damaged_a) =
+            report::memory_report(&files_a, with_pid(pid_a), &args.alloc_fn, "tansa diff")?;
+        let (rb, damaged_b) =
+            report::memory_report(&files_b, with_pid(pid_b), &args.alloc_fn, "tansa diff")?;
         exit::print_warnings(&args.a, &ra.warnings);
         exit::print_warnings(&args.b, &rb.warnings);
         let d = diff::memory::diff((&label_a, &ra), (&label_b, &rb), &options).map_err(usage_of)?;

@@ -67,6 +67,14 @@ pub struct Args {
     #[arg(long, value_enum)]
     free_to: Option<FreeToArg>,
 
+    /// Also treat FUNCTION as an allocation function, as `operator new`, `strdup` and the
+    /// known wrappers (`xmalloc`, `g_malloc`, `PyObject_Malloc`, ...) are (heap): an
+    /// allocation made through it is charged to, and its leak site named after, its
+    /// caller. A name as symbols give it or a short one (`my_alloc`, `Pool::get`);
+    /// repeatable.
+    #[arg(long = "alloc-fn", value_name = "FUNCTION")]
+    alloc_fn: Vec<String>,
+
     /// How many of the hottest functions get their source and assembly (CPU).
     #[arg(long, value_name = "N", default_value_t = 5)]
     annotate: usize,
@@ -112,6 +120,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let heap_only = [
         ("--charge", args.charge.is_some()),
         ("--free-to", args.free_to.is_some()),
+        ("--alloc-fn", !args.alloc_fn.is_empty()),
     ];
     if !matches!(input, Input::Heap)
         && let Some((flag, _)) = heap_only.iter().find(|f| f.1)
@@ -167,6 +176,7 @@ fn heap(args: &Args, source: &str, limits: &Limits) -> anyhow::Result<(Page, Exi
         &paths,
         args.pid,
         None,
+        &args.alloc_fn,
         "`tansa html` reads heap and CPU recordings and leak-test reports",
     )?;
     let base = options::memory_config(

@@ -48,6 +48,14 @@ pub struct Args {
     /// In the text view, also the sites that are not leaking.
     #[arg(long)]
     all: bool,
+
+    /// Also treat FUNCTION as an allocation function, as `operator new`, `strdup` and the
+    /// known wrappers (`xmalloc`, `g_malloc`, `PyObject_Malloc`, ...) are: an
+    /// allocation made through it is charged to, and its leak site named after, its
+    /// caller. A name as symbols give it or a short one (`my_alloc`, `Pool::get`);
+    /// repeatable.
+    #[arg(long = "alloc-fn", value_name = "FUNCTION")]
+    alloc_fn: Vec<String>,
 }
 
 /// Runs `tansa leaks`.
@@ -59,6 +67,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         &args.files,
         None,
         None,
+        &args.alloc_fn,
         "`tansa leaks` reads heap recordings (made by `tansa record`)",
     )?;
     let mut report = leaks::report_without_stacks(&recording);

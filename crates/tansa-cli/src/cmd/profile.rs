@@ -58,6 +58,7 @@ pub fn load(paths: &[PathBuf], pid: Option<u32>, rank: Option<u32>) -> anyhow::R
         paths,
         pid,
         rank,
+        &[],
         "this command reads heap recordings (tansa record) and CPU recordings (tansa sample)",
     )?;
     let progress = options::spinner("reading events");

@@ -81,6 +81,13 @@ pub struct Args {
     #[arg(long, value_enum)]
     free_to: Option<FreeToArg>,
 
+    /// Also treat FUNCTION as an allocation function, as `operator new`, `strdup` and the
+    /// known wrappers (`xmalloc`, `g_malloc`, `PyObject_Malloc`, ...) are (memory): an allocation
+    /// made through it is charged to, and its leak site named after, its caller. A name as
+    /// symbols give it or a short one (`my_alloc`, `Pool::get`); repeatable.
+    #[arg(long = "alloc-fn", value_name = "FUNCTION")]
+    alloc_fn: Vec<String>,
+
     /// Interval length for --by interval, e.g. 100ms, 1s [default: 100ms for memory; for
     /// CPU, a round length giving about 40 intervals].
     #[arg(long, value_parser = options::parse_interval)]
@@ -142,6 +149,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let memory_only = [
             ("--charge", args.charge.is_some()),
             ("--free-to", args.free_to.is_some()),
+            ("--alloc-fn", !args.alloc_fn.is_empty()),
             ("--rank", args.rank.is_some()),
         ];
         if let Some((flag, _)) = memory_only.iter().find(|f| f.1) {
@@ -173,7 +181,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     );
     let mut config = options::memory_config(by, charge, free_to, interval, args.pid);
     config.rank = args.rank;
-    let (report, damaged) = memory_report(&args.files, config, "tansa report")?;
+    let (report, damaged) = memory_report(&args.files, config, &args.alloc_fn, "tansa report")?;
     let inputs: Vec<&Path> = args.files.iter().map(PathBuf::as_path).collect();
     let mut out = crate::output::open(args.output.as_deref(), &inputs)?;
     write_memory_report(
@@ -216,9 +224,10 @@ pub fn open_memory_job(
     paths: &[PathBuf],
     pid: Option<u32>,
     rank: Option<u32>,
+    allocation_functions: &[String],
     reads: &str,
 ) -> anyhow::Result<MemoryRecording<BufReader<File>>> {
-    let recording = if let [path] = paths {
+    let mut recording = if let [path] = paths {
         let file = options::open_recording(path)?;
         open_memory(path, file, pid, reads)?
     } else {
@@ -296,6 +305,9 @@ pub fn open_memory_job(
             }
         )));
     }
+    recording
+        .registry
+        .add_allocation_functions(allocation_functions.iter().cloned());
     Ok(recording)
 }
 
@@ -442,12 +454,14 @@ fn complete_if_abandoned(path: &Path, file: File) -> anyhow::Result<File> {
 pub fn memory_report(
     paths: &[PathBuf],
     config: Config,
+    allocation_functions: &[String],
     command: &str,
 ) -> anyhow::Result<(MemoryReport, bool)> {
     let recording = open_memory_job(
         paths,
         config.pid,
         config.rank,
+        allocation_functions,
         &format!("`{command}` reads memory and CPU recordings"),
     )?;
     let progress = options::spinner("reading events");
