@@ -829,7 +829,14 @@ fn allocations_through_c_wrappers_are_charged_to_their_callers() {
         }
         let r = report_json(
             &file,
-            &["--by", "function", "--charge", "last", "--alloc-fn", "my_alloc"],
+            &[
+                "--by",
+                "function",
+                "--charge",
+                "last",
+                "--alloc-fn",
+                "my_alloc",
+            ],
         );
         assert_eq!(bytes(unit(&r, &name("build"))), (2000, 2000, 2000, 0));
         assert!(!has_unit(&r, &name("my_alloc")));

@@ -51,11 +51,24 @@ fn build(dir: &Path) -> Built {
             .function_by_name("grow_a")
             .is_none()
     );
-    let exe = dir.join("unnamed_main");
+    let exe = linked_with_the_library(dir, "unnamed_main");
+    Built {
+        exe,
+        grow_a,
+        grow_b,
+        spin_a,
+        spin_b,
+    }
+}
+
+/// Builds the program `name` (`tests/programs/NAME.c`) in `dir`, linked against the
+/// stripped `libunnamed.so` there.
+fn linked_with_the_library(dir: &Path, name: &str) -> PathBuf {
+    let exe = dir.join(name);
     let dir_s = dir.to_str().unwrap();
     compile(
         &exe,
-        &[source("unnamed_main.c")],
+        &[source(&format!("{name}.c"))],
         &[
             "-O1",
             "-g",
@@ -65,13 +78,7 @@ fn build(dir: &Path) -> Built {
             &format!("-Wl,-rpath,{dir_s}"),
         ],
     );
-    Built {
-        exe,
-        grow_a,
-        grow_b,
-        spin_a,
-        spin_b,
-    }
+    exe
 }
 
 fn name(addr: u64) -> String {
@@ -239,20 +246,7 @@ fn cpu_reports_give_each_unnamed_function_its_row() {
 fn retrace_keeps_the_code_of_plt_stubs_and_unnamed_functions() {
     let dir = tempfile::tempdir().unwrap();
     let b = build(dir.path());
-    let exe = dir.path().join("unnamed_region");
-    let dir_s = dir.path().to_str().unwrap();
-    compile(
-        &exe,
-        &[source("unnamed_region.c")],
-        &[
-            "-O1",
-            "-g",
-            "-L",
-            dir_s,
-            "-lunnamed",
-            &format!("-Wl,-rpath,{dir_s}"),
-        ],
-    );
+    let exe = linked_with_the_library(dir.path(), "unnamed_region");
     let file = dir.path().join("region.tansa");
     let out = run_tansa(&[
         "retrace",
