@@ -40,7 +40,7 @@ fn a_real_snapshot_is_a_prefix_of_the_report_and_draws_per_unit() {
         every: Duration::ZERO,
         slot: Arc::clone(&slot),
     };
-    let (outcome, report) = record_online(&config, Config::default(), Some(feed)).unwrap();
+    let (outcome, report) = record_online(&config, Config::default(), &[], Some(feed)).unwrap();
     assert!(done.exists());
     let lib = |r: &tansa_analysis::memory::MemoryReport, unit: &str| {
         r.units.iter().find(|u| u.unit == unit).map(|u| u.stats)

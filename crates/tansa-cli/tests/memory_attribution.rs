@@ -806,7 +806,8 @@ fn a_program_with_more_call_sites_than_a_rule_cache_holds_is_attributed_exactly(
 /// library's `strdup`, GLib's `g_malloc`, ...) is made where the wrapper is called, as one
 /// through C++'s `operator new`: by function with `--charge last`, and as `tansa leaks`
 /// names a site. Before, every such allocation was charged to `wrappers!xmalloc` or
-/// `libc.so.6!strdup`. A wrapper of the program's own is one when `--alloc-fn` names it.
+/// `libc.so.6!strdup`. A wrapper of the program's own is one when `--alloc-fn` names it,
+/// in reports and online.
 #[test]
 fn allocations_through_c_wrappers_are_charged_to_their_callers() {
     for (variant, flags) in [
@@ -840,6 +841,28 @@ fn allocations_through_c_wrappers_are_charged_to_their_callers() {
         );
         assert_eq!(bytes(unit(&r, &name("build"))), (2000, 2000, 2000, 0));
         assert!(!has_unit(&r, &name("my_alloc")));
+        // Online, the same.
+        let json = dir.path().join("online.json");
+        let online_args = [
+            "--online",
+            "--by",
+            "function",
+            "--charge",
+            "last",
+            "--format",
+            "json",
+            "--alloc-fn",
+            "my_alloc",
+        ];
+        let out = record(&json, &online_args, &[exe.to_str().unwrap()]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let online: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        assert_eq!(bytes(unit(&online, &name("build"))), (2000, 2000, 2000, 0));
+        assert_eq!(bytes(unit(&online, &name("parse"))), (1000, 1000, 1000, 0));
+        assert_eq!(bytes(unit(&online, &name("label"))), (120, 120, 120, 0));
+        assert!(!has_unit(&online, &name("my_alloc")));
+        assert!(!has_unit(&online, &name("xmalloc")));
         let sites = |extra: &[&str]| {
             let mut args = vec!["leaks", file.to_str().unwrap(), "--format", "json"];
             args.extend(extra);

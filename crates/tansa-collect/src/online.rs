@@ -355,8 +355,9 @@ impl Sink for OnlineSink {
 
 /// Runs `config`'s command under the agent, aggregating with `analysis` as events arrive,
 /// and returns the collector's outcome with the report (which is complete even when the
-/// command died by a signal: the rings outlive it). With `live`, snapshots are left for a
-/// live view while the command runs; the report is the same.
+/// command died by a signal: the rings outlive it). `allocation_functions` are taken for
+/// allocation functions, as the built-in wrappers are (`--alloc-fn`). With `live`,
+/// snapshots are left for a live view while the command runs; the report is the same.
 ///
 /// # Errors
 ///
@@ -364,6 +365,7 @@ impl Sink for OnlineSink {
 pub fn record_online(
     config: &CollectConfig,
     analysis: Config,
+    allocation_functions: &[String],
     live: Option<LiveFeed>,
 ) -> Result<(Outcome, MemoryReport), CollectError> {
     let mut config = config.clone();
@@ -374,6 +376,8 @@ pub fn record_online(
         Some(feed) => OnlineSink::with_live(analysis, ClockSource::Monotonic, feed),
         None => OnlineSink::new(analysis, ClockSource::Monotonic),
     };
+    sink.registry
+        .add_allocation_functions(allocation_functions.iter().cloned());
     let outcome = crate::record(&config, &mut sink)?;
     Ok((outcome, sink.finish()))
 }

@@ -21,6 +21,7 @@ const EVERY: Duration = Duration::from_millis(250);
 pub fn record_online_live(
     config: &CollectConfig,
     analysis: MemoryConfig,
+    allocation_functions: &[String],
     command: &[OsString],
 ) -> anyhow::Result<(Outcome, MemoryReport)> {
     let slot = Arc::new(LiveSlot::default());
@@ -68,7 +69,7 @@ pub fn record_online_live(
         every: EVERY,
         slot: Arc::clone(&slot),
     };
-    let recorded = record_online(&config, analysis, Some(feed));
+    let recorded = record_online(&config, analysis, allocation_functions, Some(feed));
     done.store(true, Ordering::SeqCst);
     // A panic of the view was reported by the panic hook, which gave the terminal back.
     let _ = view.join();

@@ -58,6 +58,13 @@ pub struct Args {
     #[arg(long, value_enum, default_value = "owner", requires = "online")]
     free_to: FreeToArg,
 
+    /// Also treat FUNCTION as an allocation function (online), as `operator new`, `strdup`
+    /// and the known wrappers (`xmalloc`, `g_malloc`, `PyObject_Malloc`, ...) are: an
+    /// allocation made through it is charged to its caller. A name as symbols give it or a
+    /// short one (`my_alloc`, `Pool::get`); repeatable. (`tansa report` takes it too.)
+    #[arg(long = "alloc-fn", value_name = "FUNCTION", requires = "online")]
+    alloc_fn: Vec<String>,
+
     /// Interval length for --by interval (online), e.g. 100ms, 1s.
     #[arg(long, default_value = "100ms", value_parser = options::parse_interval, requires = "online")]
     interval: Duration,
@@ -560,9 +567,9 @@ fn run_durable(args: &Args, mut config: CollectConfig) -> anyhow::Result<ExitCod
 fn run_online(args: &Args, config: &CollectConfig) -> anyhow::Result<ExitCode> {
     let analysis = options::memory_config(args.by, args.charge, args.free_to, args.interval, None);
     let (outcome, report) = if live_view_wanted(args)? {
-        super::live::record_online_live(config, analysis, &args.command)?
+        super::live::record_online_live(config, analysis, &args.alloc_fn, &args.command)?
     } else {
-        tansa_collect::online::record_online(config, analysis, None)?
+        tansa_collect::online::record_online(config, analysis, &args.alloc_fn, None)?
     };
     let mut out = match &args.output {
         Some(p) => crate::output::open(Some(p), &[])?,
