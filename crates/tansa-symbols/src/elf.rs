@@ -438,6 +438,10 @@ impl ElfFile {
             return Vec::new();
         };
         let mut slots: std::collections::HashMap<u64, String> = std::collections::HashMap::new();
+        // Slots of functions chosen at load time (`IRELATIVE`: a local IFUNC, as the C
+        // library calls its own `strlen`) name no symbol; their addend is the IFUNC
+        // symbol's address (its resolver), which the symbol tables name.
+        let mut ifuncs: Option<std::collections::HashMap<u64, &str>> = None;
         for (slot, r) in relocs {
             if let RelocationTarget::Symbol(i) = r.target()
                 && let Ok(sym) = dynsym.symbol_by_index(i)
@@ -445,6 +449,41 @@ impl ElfFile {
                 && !name.is_empty()
             {
                 slots.insert(slot, name.to_string());
+            } else if r.flags()
+                == (object::RelocationFlags::Elf {
+                    r_type: object::elf::R_X86_64_IRELATIVE,
+                })
+            {
+                let names = ifuncs.get_or_insert_with(|| {
+                    let mut by_address: std::collections::HashMap<u64, &str> =
+                        std::collections::HashMap::new();
+                    for sym in obj.dynamic_symbols().chain(obj.symbols()) {
+                        // IFUNC symbols are not "definitions" to `object`.
+                        if let Ok(name) = sym.name()
+                            && !name.is_empty()
+                            && sym.address() != 0
+                        {
+                            // The public spelling: fewest leading underscores, then the
+                            // shortest (`strchrnul` over `__strchrnul`).
+                            let key =
+                                |n: &str| (n.len() - n.trim_start_matches('_').len(), n.len());
+                            by_address
+                                .entry(sym.address())
+                                .and_modify(|n| {
+                                    if key(name) < key(n) {
+                                        *n = name;
+                                    }
+                                })
+                                .or_insert(name);
+                        }
+                    }
+                    by_address
+                });
+                if let Ok(resolver) = u64::try_from(r.addend())
+                    && let Some(name) = names.get(&resolver)
+                {
+                    slots.insert(slot, name.to_string());
+                }
             }
         }
         let mut out = Vec::new();

@@ -127,4 +127,26 @@ mod tests {
             assert_eq!(extents.containing(&elf, e.end - 1), Some(e.clone()));
         }
     }
+
+    /// A function chosen at load time (a local IFUNC, as the C library calls its own
+    /// `strlen`): its PLT stub's slot has an `IRELATIVE` relocation, which names no
+    /// symbol; the stub is named after the IFUNC symbol its addend points at.
+    #[test]
+    fn a_stub_of_a_local_ifunc_is_named_after_it() {
+        let src = r#"
+            static int impl_a(void) { return 1; }
+            static int (*resolve_pick(void))(void) { return impl_a; }
+            static int pick(void) __attribute__((ifunc("resolve_pick")));
+            int use_pick(void) { return pick() + 1; }
+        "#;
+        let (_dir, lib) = build(src, &[]);
+        let elf = ElfFile::open(&lib).unwrap();
+        let stubs = elf.plt_entries();
+        let (stub, _) = stubs
+            .iter()
+            .find(|(_, n)| n == "pick@plt")
+            .unwrap_or_else(|| panic!("no pick@plt in {stubs:?}"));
+        let mut extents = FunctionExtents::new();
+        assert_eq!(extents.containing(&elf, stub.start), Some(stub.clone()));
+    }
 }
