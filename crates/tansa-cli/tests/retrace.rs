@@ -287,3 +287,34 @@ fn period_longer_than_the_region_with_enough_executions() {
     // Some positions were never sampled and came from the control-flow graph.
     assert!(paths.iter().any(|p| p["filled"].as_u64().unwrap() > 0));
 }
+
+/// A similarity merge of too few samples says so, and how many executions would do: 20
+/// executions of `region.c` (424 instructions each) at period 1009 give some 8 samples,
+/// one per address. Ordered by exact positions, the paths count what is missing instead,
+/// and there is no warning.
+#[test]
+fn too_few_samples_for_a_merge_are_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build_region(dir.path());
+    let file = record_ptrace(dir.path(), &exe, 1009, 20, "100");
+    let counts = report_json(&file, &[]);
+    assert_eq!(counts["warnings"], serde_json::json!([]), "{}", counts["warnings"]);
+    let merged = report_json(&file, &["--align", "merge"]);
+    let warnings = merged["warnings"].as_array().unwrap();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    let w = warnings[0].as_str().unwrap();
+    assert!(
+        w.contains("too few to put the trace in order")
+            && w.contains("of 20 executions")
+            && w.contains("tansa retrace record --executions"),
+        "{w}"
+    );
+    let o = tansa()
+        .arg("retrace")
+        .arg(&file)
+        .args(["--align", "merge"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains(&format!("warning: {w}")), "{}", text(&o));
+}

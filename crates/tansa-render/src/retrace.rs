@@ -104,6 +104,9 @@ fn header(r: &Report, trace_runs: usize) -> Header {
         "rebuilt trace: {} instructions in {trace_runs} runs",
         r.trace.len()
     ));
+    for w in &r.warnings {
+        h.line(format!("warning: {w}"));
+    }
     h
 }
 

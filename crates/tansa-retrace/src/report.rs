@@ -189,6 +189,69 @@ pub struct Report {
     pub paths: Vec<PathReport>,
     /// Accuracy, when the recording has a ground truth.
     pub accuracy: Option<AccuracyReport>,
+    /// What makes the rebuilt trace less than it could be, and how to do better.
+    pub warnings: Vec<String>,
+}
+
+/// Samples per sampled address below which a similarity merge has too little to go on.
+const FEW_SAMPLES_PER_ADDRESS: usize = 5;
+
+/// The warning for a recording whose samples are too few for a similarity merge to order
+/// (`None` with exact positions, whose paths count what is missing): fewer than
+/// [`FEW_SAMPLES_PER_ADDRESS`] samples per distinct address sampled. Most executions then
+/// got no sample at all, as when a time-based period is longer than an execution; more
+/// executions fix it.
+pub fn few_samples_warning(
+    alignment: Alignment,
+    executions: u64,
+    partials: usize,
+    samples: usize,
+    addresses: usize,
+) -> Option<String> {
+    if alignment != Alignment::Merge || samples >= FEW_SAMPLES_PER_ADDRESS * addresses.max(1) {
+        return None;
+    }
+    if samples == 0 {
+        return Some(format!(
+            "no sample in {executions} executions: the period is longer than all of them \
+             together; record many more executions (`tansa retrace record --executions`) or \
+             with a shorter period"
+        ));
+    }
+    let more = (FEW_SAMPLES_PER_ADDRESS * addresses.max(1)).div_ceil(samples) as u64;
+    Some(format!(
+        "{samples} samples for {addresses} distinct instructions, from {partials} of \
+         {executions} executions: too few to put the trace in order; record about {more}x \
+         more executions (`tansa retrace record --executions {}`) or with a shorter period",
+        executions.saturating_mul(more)
+    ))
+}
+
+#[cfg(test)]
+mod warning_tests {
+    use super::*;
+
+    #[test]
+    fn few_samples_for_a_merge_are_a_warning_that_says_how_many_more() {
+        let w = few_samples_warning(Alignment::Merge, 1000, 90, 90, 38).unwrap();
+        assert_eq!(
+            w,
+            "90 samples for 38 distinct instructions, from 90 of 1000 executions: too few \
+             to put the trace in order; record about 3x more executions (`tansa retrace \
+             record --executions 3000`) or with a shorter period"
+        );
+        let none = few_samples_warning(Alignment::Merge, 50, 0, 0, 0).unwrap();
+        assert!(none.starts_with("no sample in 50 executions"), "{none}");
+        // Enough samples, or exact positions (whose paths count what is missing): none.
+        assert_eq!(
+            few_samples_warning(Alignment::Merge, 1000, 900, 190, 38),
+            None
+        );
+        assert_eq!(
+            few_samples_warning(Alignment::Counts, 1000, 90, 90, 38),
+            None
+        );
+    }
 }
 
 /// What a report is built from: the frames of a recording.
@@ -371,6 +434,18 @@ pub fn build_report(
     let partials_count = distinct.len();
     distinct.sort_unstable();
     distinct.dedup();
+    let executions = input
+        .summary
+        .map_or(input.executions.len() as u64, |s| s.executions);
+    let samples: usize = sampled.iter().map(Vec::len).sum();
+    let addresses = sampled
+        .iter()
+        .flatten()
+        .collect::<std::collections::HashSet<_>>()
+        .len();
+    let warnings = few_samples_warning(alignment, executions, partials_count, samples, addresses)
+        .into_iter()
+        .collect();
     Ok(Report {
         schema: SCHEMA,
         region: input.info.region.clone(),
@@ -380,13 +455,11 @@ pub fn build_report(
         source_note: input.info.source_note.clone(),
         period: input.info.period,
         period_unit: input.info.source.period_unit(),
-        executions: input
-            .summary
-            .map_or(input.executions.len() as u64, |s| s.executions),
+        executions,
         recording_seconds: input.summary.map(|s| s.seconds),
         partials: partials_count,
         distinct_partials: distinct.len(),
-        samples: sampled.iter().map(Vec::len).sum(),
+        samples,
         variant: cfg.scores.likelihood.variant(),
         time_weighted: input.info.source.is_time_based(),
         scores: cfg.scores.clone(),
@@ -410,6 +483,7 @@ pub fn build_report(
         trace,
         paths,
         accuracy,
+        warnings,
     })
 }
 
