@@ -298,7 +298,12 @@ fn too_few_samples_for_a_merge_are_a_warning() {
     let exe = build_region(dir.path());
     let file = record_ptrace(dir.path(), &exe, 1009, 20, "100");
     let counts = report_json(&file, &[]);
-    assert_eq!(counts["warnings"], serde_json::json!([]), "{}", counts["warnings"]);
+    assert_eq!(
+        counts["warnings"],
+        serde_json::json!([]),
+        "{}",
+        counts["warnings"]
+    );
     let merged = report_json(&file, &["--align", "merge"]);
     let warnings = merged["warnings"].as_array().unwrap();
     assert_eq!(warnings.len(), 1, "{warnings:?}");
