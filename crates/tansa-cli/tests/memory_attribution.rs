@@ -842,22 +842,18 @@ fn allocations_through_c_wrappers_are_charged_to_their_callers() {
         assert_eq!(bytes(unit(&r, &name("build"))), (2000, 2000, 2000, 0));
         assert!(!has_unit(&r, &name("my_alloc")));
         // Online, the same.
-        let json = dir.path().join("online.json");
-        let online_args = [
-            "--online",
-            "--by",
-            "function",
-            "--charge",
-            "last",
-            "--format",
-            "json",
-            "--alloc-fn",
-            "my_alloc",
-        ];
-        let out = record(&json, &online_args, &[exe.to_str().unwrap()]);
-        assert!(out.status.success(), "{}", stderr(&out));
-        let online: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        let online = online_report_json(
+            &dir.path().join("online.json"),
+            &[
+                "--by",
+                "function",
+                "--charge",
+                "last",
+                "--alloc-fn",
+                "my_alloc",
+            ],
+            &[exe.to_str().unwrap()],
+        );
         assert_eq!(bytes(unit(&online, &name("build"))), (2000, 2000, 2000, 0));
         assert_eq!(bytes(unit(&online, &name("parse"))), (1000, 1000, 1000, 0));
         assert_eq!(bytes(unit(&online, &name("label"))), (120, 120, 120, 0));

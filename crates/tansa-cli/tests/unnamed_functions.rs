@@ -101,23 +101,11 @@ fn heap_reports_give_each_unnamed_function_its_row() {
     assert_eq!(bytes(bb), (4000, 4000, 4000, 0));
     assert_eq!(calls(bb), (20, 0, 0, 0, 0));
     // Online, the same rows from the binaries on disk.
-    let json = dir.path().join("online.json");
-    let out = run_tansa(&[
-        "record",
-        "--online",
-        "--by",
-        "function",
-        "--charge",
-        "last",
-        "--format",
-        "json",
-        "-o",
-        json.to_str().unwrap(),
-        "--",
-        b.exe.to_str().unwrap(),
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let online: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let online = online_report_json(
+        &dir.path().join("online.json"),
+        &["--by", "function", "--charge", "last"],
+        &[b.exe.to_str().unwrap()],
+    );
     assert_eq!(bytes(unit(&online, &name(b.grow_a))), (1000, 1000, 1000, 0));
     assert_eq!(bytes(unit(&online, &name(b.grow_b))), (4000, 4000, 4000, 0));
 }

@@ -454,31 +454,7 @@ impl ElfFile {
                     r_type: object::elf::R_X86_64_IRELATIVE,
                 })
             {
-                let names = ifuncs.get_or_insert_with(|| {
-                    let mut by_address: std::collections::HashMap<u64, &str> =
-                        std::collections::HashMap::new();
-                    for sym in obj.dynamic_symbols().chain(obj.symbols()) {
-                        // IFUNC symbols are not "definitions" to `object`.
-                        if let Ok(name) = sym.name()
-                            && !name.is_empty()
-                            && sym.address() != 0
-                        {
-                            // The public spelling: fewest leading underscores, then the
-                            // shortest (`strchrnul` over `__strchrnul`).
-                            let key =
-                                |n: &str| (n.len() - n.trim_start_matches('_').len(), n.len());
-                            by_address
-                                .entry(sym.address())
-                                .and_modify(|n| {
-                                    if key(name) < key(n) {
-                                        *n = name;
-                                    }
-                                })
-                                .or_insert(name);
-                        }
-                    }
-                    by_address
-                });
+                let names = ifuncs.get_or_insert_with(|| public_names_by_address(&obj));
                 if let Ok(resolver) = u64::try_from(r.addend())
                     && let Some(name) = names.get(&resolver)
                 {
@@ -624,6 +600,29 @@ impl ElfFile {
 
 fn blazesym_demangle(name: &str) -> Option<String> {
     crate::resolve::demangle(name)
+}
+
+/// The name of each address the symbol tables name, in its public spelling where several
+/// do: fewest leading underscores, then the shortest (`strchrnul` over `__strchrnul`).
+/// IFUNC symbols count, though `object` does not call them definitions.
+fn public_names_by_address<'a>(obj: &object::File<'a>) -> std::collections::HashMap<u64, &'a str> {
+    let key = |n: &str| (n.len() - n.trim_start_matches('_').len(), n.len());
+    let mut by_address: std::collections::HashMap<u64, &str> = std::collections::HashMap::new();
+    for sym in obj.dynamic_symbols().chain(obj.symbols()) {
+        let Ok(name) = sym.name() else { continue };
+        if name.is_empty() || sym.address() == 0 {
+            continue;
+        }
+        by_address
+            .entry(sym.address())
+            .and_modify(|n| {
+                if key(name) < key(n) {
+                    *n = name;
+                }
+            })
+            .or_insert(name);
+    }
+    by_address
 }
 
 #[cfg(test)]

@@ -38,6 +38,7 @@ impl FunctionExtents {
         {
             return Some(f.address..f.address + f.size);
         }
+        // A symbol without a size, as far as the next symbol: the last resort.
         let to_next = before.filter(|f| f.size == 0).and_then(|f| {
             let next = symbols[i..].iter().find(|g| g.address > f.address)?;
             (addr < next.address).then_some(f.address..next.address)

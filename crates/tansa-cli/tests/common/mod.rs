@@ -233,6 +233,16 @@ pub fn record(file: &Path, extra: &[&str], cmd: &[&str]) -> Output {
     run_tansa(&args)
 }
 
+/// Runs `tansa record --online --format json -o FILE [extra] -- cmd...` and parses the
+/// report it wrote.
+pub fn online_report_json(file: &Path, extra: &[&str], cmd: &[&str]) -> Value {
+    let mut args = vec!["--online", "--format", "json"];
+    args.extend(extra);
+    let out = record(file, &args, cmd);
+    assert!(out.status.success(), "{}", stderr(&out));
+    serde_json::from_slice(&std::fs::read(file).unwrap()).expect("online report JSON parses")
+}
+
 /// Runs `tansa report FILE --format json [args]` and parses the result.
 pub fn report_json(file: &Path, args: &[&str]) -> Value {
     let mut a = vec!["report", file.to_str().unwrap(), "--format", "json"];
