@@ -828,30 +828,21 @@ fn allocations_through_c_wrappers_are_charged_to_their_callers() {
         for wrapper in [name("xmalloc"), name("xstrdup"), "libc.so.6!strdup".into()] {
             assert!(!has_unit(&r, &wrapper), "{wrapper} is a unit");
         }
-        let r = report_json(
-            &file,
-            &[
-                "--by",
-                "function",
-                "--charge",
-                "last",
-                "--alloc-fn",
-                "my_alloc",
-            ],
-        );
+        let named = [
+            "--by",
+            "function",
+            "--charge",
+            "last",
+            "--alloc-fn",
+            "my_alloc",
+        ];
+        let r = report_json(&file, &named);
         assert_eq!(bytes(unit(&r, &name("build"))), (2000, 2000, 2000, 0));
         assert!(!has_unit(&r, &name("my_alloc")));
         // Online, the same.
         let online = online_report_json(
             &dir.path().join("online.json"),
-            &[
-                "--by",
-                "function",
-                "--charge",
-                "last",
-                "--alloc-fn",
-                "my_alloc",
-            ],
+            &named,
             &[exe.to_str().unwrap()],
         );
         assert_eq!(bytes(unit(&online, &name("build"))), (2000, 2000, 2000, 0));
