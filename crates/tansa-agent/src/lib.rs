@@ -104,7 +104,8 @@ use tansa_wire::control::{
     ENV_SAMPLE_HZ, ENV_SAMPLE_RATE, ENV_SEGMENT_DIR, Spawn,
 };
 use tansa_wire::layout::{
-    EXIT_IMMEDIATE, EXIT_NORMAL, FLAG_FREE_STACKS, FLAG_LEAK_CAUSE, FLAG_ONLINE, FLAG_SAMPLING,
+    EXIT_IMMEDIATE, EXIT_NORMAL, FLAG_FREE_STACKS, FLAG_LEAK_CAUSE, FLAG_ONLINE,
+    FLAG_PYTHON_MALLOC, FLAG_SAMPLING,
 };
 
 pub use recorder::ThreadCtx;
@@ -225,6 +226,14 @@ fn initialize() -> bool {
     }
     if env_flag(&cstr(ENV_LEAK_CAUSE), false) {
         flags |= FLAG_LEAK_CAUSE;
+    }
+    // Said to the collector, which warns about a CPython interpreter that keeps its small
+    // objects in its own arenas (pymalloc) unless told otherwise here.
+    if matches!(
+        sys::getenv(c"PYTHONMALLOC"),
+        Some(b"malloc") | Some(b"malloc_debug")
+    ) {
+        flags |= FLAG_PYTHON_MALLOC;
     }
     let sample_hz = sys::getenv(&cstr(ENV_SAMPLE_HZ))
         .and_then(sys::parse_u64)

@@ -1116,3 +1116,84 @@ fn an_executable_with_its_own_allocator_is_named_in_every_report() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(!stderr(&out).contains("allocates past"), "{}", stderr(&out));
 }
+
+/// A CPython interpreter takes its objects of 512 bytes or less from its own allocator,
+/// pymalloc, in arenas it maps itself: a recording of a Python program held its arenas'
+/// bookkeeping and nothing of the 100,000 strings it made, and no report said why. Now
+/// every report names the interpreter and says how to record every object, unless the
+/// program ran with `PYTHONMALLOC=malloc`; then each object is a `malloc` recorded.
+#[test]
+fn a_python_interpreter_with_objects_in_its_own_arenas_is_named() {
+    ensure_agent();
+    // Debian's python3 (.ci/install-deps): one executable, with the interpreter in it.
+    let python = std::fs::canonicalize("/usr/bin/python3")
+        .expect("/usr/bin/python3 (Debian's python3 package, from .ci/install-deps)");
+    let script = "x = [str(i) for i in range(100000)]";
+    let dir = tempfile::tempdir().unwrap();
+    let run = |file: &std::path::Path, online: bool, pythonmalloc: Option<&str>| {
+        let mut cmd = Command::new(tansa());
+        cmd.args(["record", "-o", file.to_str().unwrap()]);
+        if online {
+            cmd.args(["--online", "--format", "json"]);
+        }
+        cmd.args(["--", "/usr/bin/python3", "-c", script]);
+        match pythonmalloc {
+            Some(v) => cmd.env("PYTHONMALLOC", v),
+            None => cmd.env_remove("PYTHONMALLOC"),
+        };
+        let out = output_within(cmd, RUN_DEADLINE);
+        assert!(out.status.success(), "{}", stderr(&out));
+        out
+    };
+    let warning = format!(
+        "{} allocates past tansa's hooks: it is a CPython interpreter, which takes its \
+         objects of 512 bytes or less",
+        python.display()
+    );
+    let said = |warnings: &[Value]| {
+        warnings.iter().filter_map(Value::as_str).any(|w| {
+            w.starts_with(&warning) && w.ends_with("PYTHONMALLOC=malloc to record every object")
+        })
+    };
+    // pymalloc: said by `tansa record`, the report, and the online report.
+    let file = dir.path().join("pymalloc.tansa");
+    let out = run(&file, false, None);
+    assert!(stderr(&out).contains(&warning), "{}", stderr(&out));
+    let r = report_json(&file, &[]);
+    assert!(said(r["warnings"].as_array().unwrap()), "{}", r["warnings"]);
+    let pymalloc_calls = r["totals"]["calls"]["malloc"].as_u64().unwrap();
+    assert!(
+        pymalloc_calls < 100_000,
+        "{pymalloc_calls} mallocs under pymalloc"
+    );
+    let json = dir.path().join("pymalloc.json");
+    run(&json, true, None);
+    let online: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert!(said(online["warnings"].as_array().unwrap()), "{online}");
+    // PYTHONMALLOC=malloc (and its debug variant): every string is a malloc recorded, and
+    // no report warns.
+    for value in ["malloc", "malloc_debug"] {
+        let file = dir.path().join(format!("{value}.tansa"));
+        let out = run(&file, false, Some(value));
+        assert!(
+            !stderr(&out).contains("CPython"),
+            "{value}: {}",
+            stderr(&out)
+        );
+        let r = report_json(&file, &[]);
+        assert!(
+            !said(r["warnings"].as_array().unwrap()),
+            "{value}: {}",
+            r["warnings"]
+        );
+        let calls = r["totals"]["calls"]["malloc"].as_u64().unwrap();
+        assert!(calls >= 100_000, "{value}: {calls} mallocs");
+        let json = dir.path().join(format!("{value}.json"));
+        run(&json, true, Some(value));
+        let online: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        assert!(
+            !said(online["warnings"].as_array().unwrap()),
+            "{value}: {online}"
+        );
+    }
+}

@@ -24,7 +24,7 @@ use tansa_format::meta::{CalibrationPoint, ExitStatus};
 use tansa_wire::control::{
     HELLO_SEGMENT, HELLO_SESSION, HELLO_SPAWNED, Hello, SPAWNED_PATH_MAX, Spawn,
 };
-use tansa_wire::layout::Geometry;
+use tansa_wire::layout::{FLAG_PYTHON_MALLOC, Geometry};
 
 use crate::session::Session;
 use crate::{CollectError, Sink, sys};
@@ -377,6 +377,9 @@ impl Collector {
                 images.push(self.sessions.len());
                 self.pending_exec.remove(&s.pid);
                 sink.session_started(&s.info)?;
+                if s.info_flags & FLAG_PYTHON_MALLOC != 0 {
+                    sink.session_python_malloc(s.id);
+                }
                 if let Some(place) = &s.place {
                     sink.session_place(place)?;
                 }

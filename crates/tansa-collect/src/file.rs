@@ -83,7 +83,7 @@ pub struct FileSink {
     durable: Option<Durable>,
     last_calibration_frame: Instant,
     /// The executables of the recorded process images.
-    exes: std::collections::BTreeSet<String>,
+    own: crate::own_allocator::Watch,
 }
 
 /// A durable recording's bookkeeping (see [`Sink::stored`]).
@@ -278,7 +278,7 @@ impl FileSink {
                 stored: HashMap::new(),
             }),
             last_calibration_frame: Instant::now(),
-            exes: Default::default(),
+            own: Default::default(),
         })
     }
 
@@ -347,6 +347,7 @@ impl FileSink {
         while let Some(r) = d.next() {
             match r {
                 Ok(Record::ModuleLoad(m)) => {
+                    self.own.module(session, m.path);
                     let file = self.resolver.file_id(module_file(&m));
                     self.module_files.insert((session, m.id), file);
                 }
@@ -421,7 +422,7 @@ impl FileSink {
         for id in ids {
             addresses.add_meta_stream(id, &self.meta_all[&id]);
         }
-        let own = crate::own_allocator::of_executables(&self.exes);
+        let own = self.own.own_allocators();
         if !own.is_empty() {
             self.send(Job::Frame(memory::OWN_ALLOCATORS, encode(&own)?, None))?;
         }
@@ -452,7 +453,7 @@ fn encode<T: serde::Serialize>(value: &T) -> Result<Vec<u8>, CollectError> {
 
 impl Sink for FileSink {
     fn session_started(&mut self, info: &SessionInfo) -> Result<(), CollectError> {
-        self.exes.insert(info.exe.clone());
+        self.own.session(info);
         self.send(Job::Frame(memory::SESSION, encode(info)?, None))?;
         self.metas.insert(
             info.session,
@@ -466,6 +467,10 @@ impl Sink for FileSink {
 
     fn session_place(&mut self, place: &SessionPlace) -> Result<(), CollectError> {
         self.send(Job::Frame(memory::SESSION_PLACE, encode(place)?, None))
+    }
+
+    fn session_python_malloc(&mut self, session: u32) {
+        self.own.python_malloc(session);
     }
 
     fn volatile_segment(&mut self, segment: &VolatileSegment) -> Result<(), CollectError> {

@@ -85,6 +85,10 @@ pub trait Sink {
     fn session_place(&mut self, _place: &SessionPlace) -> Result<(), CollectError> {
         Ok(())
     }
+    /// The session's process sends CPython's object allocator to `malloc` (its environment
+    /// sets `PYTHONMALLOC`), given right after [`Sink::session_started`]: a Python
+    /// interpreter there allocates every object where the agent records it.
+    fn session_python_malloc(&mut self, _session: u32) {}
     /// In a durable recording, a session's shared segment is in memory, not in a file of
     /// the segment directory: a kill of the recorder would lose what its rings hold.
     fn volatile_segment(&mut self, _segment: &VolatileSegment) -> Result<(), CollectError> {

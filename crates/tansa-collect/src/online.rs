@@ -108,7 +108,7 @@ pub struct OnlineSink {
     resolver: LiveResolver,
     calibration: Calibration,
     /// The executables of the recorded process images.
-    exes: std::collections::BTreeSet<String>,
+    own: crate::own_allocator::Watch,
 }
 
 impl OnlineSink {
@@ -130,7 +130,7 @@ impl OnlineSink {
                 modules: FxHashMap::default(),
             },
             calibration,
-            exes: Default::default(),
+            own: Default::default(),
         }
     }
 
@@ -210,7 +210,7 @@ impl OnlineSink {
         self.registry.resolve_pending(&mut self.resolver, true);
         self.drain(u64::MAX);
         let mut report = self.aggregator.finish(&self.registry);
-        let own = crate::own_allocator::of_executables(&self.exes);
+        let own = self.own.own_allocators();
         report
             .warnings
             .extend(own.iter().map(tansa_format::memory::OwnAllocator::note));
@@ -251,11 +251,15 @@ impl OnlineSink {
 
 impl Sink for OnlineSink {
     fn session_started(&mut self, info: &SessionInfo) -> Result<(), CollectError> {
-        self.exes.insert(info.exe.clone());
+        self.own.session(info);
         for a in self.aggregators() {
             a.add_session(info);
         }
         Ok(())
+    }
+
+    fn session_python_malloc(&mut self, session: u32) {
+        self.own.python_malloc(session);
     }
 
     fn meta(&mut self, session: u32, bytes: &[u8]) -> Result<(), CollectError> {
@@ -268,6 +272,7 @@ impl Sink for OnlineSink {
         while let Some(r) = d.next() {
             match r {
                 Ok(Record::ModuleLoad(m)) => {
+                    self.own.module(session, m.path);
                     self.registry.add_module(SessionId(session), &m);
                 }
                 Ok(Record::StackDef { id, frames }) => stacks.push((id, frames)),

@@ -370,12 +370,18 @@ pub const VOLATILE_SEGMENT: FrameType = FrameType(0x0111);
 /// about each (readers that predate it skip it).
 pub const OWN_ALLOCATORS: FrameType = FrameType(0x0112);
 
+/// [`OwnAllocator::allocators`]' name for CPython's object allocator: a Python interpreter
+/// takes its objects of 512 bytes or less from arenas it maps itself, unless its
+/// environment sends them to `malloc` (`PYTHONMALLOC=malloc`).
+pub const PYMALLOC: &str = "pymalloc";
+
 /// A recorded executable with allocation functions of its own: an executable comes before
 /// `LD_PRELOAD` in the dynamic linker's search order, so the agent's hooks never see the
-/// calls that go to them.
+/// calls that go to them. Or a module (executable or library) with an allocator of its own
+/// that the program calls directly ([`PYMALLOC`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OwnAllocator {
-    /// The executable's path.
+    /// The executable's (or module's) path.
     pub exe: String,
     /// C allocation functions it defines and exports (every call to them in the process
     /// goes there, its libraries' too).
@@ -405,18 +411,38 @@ impl OwnAllocator {
                 self.internal.join(", ")
             ));
         }
-        if !self.allocators.is_empty() {
+        let linked: Vec<&str> = self
+            .allocators
+            .iter()
+            .map(String::as_str)
+            .filter(|&a| a != PYMALLOC)
+            .collect();
+        if !linked.is_empty() {
             parts.push(format!(
                 "it contains an allocator of its own ({}): what it allocates through that is \
                  not recorded",
-                self.allocators.join(", ")
+                linked.join(", ")
             ));
         }
-        format!(
-            "{exe} allocates past tansa's hooks: {}; link it with the C library's allocator \
-             to record those allocations",
-            parts.join("; ")
-        )
+        let pymalloc = self.allocators.iter().any(|a| a == PYMALLOC);
+        let python = "it is a CPython interpreter, which takes its objects of 512 bytes or \
+                      less (most of a Python program's) from its own allocator, pymalloc, in \
+                      arenas it maps itself: none of them is recorded, only the arenas' \
+                      bookkeeping and larger objects; run the program with \
+                      PYTHONMALLOC=malloc to record every object";
+        match (parts.is_empty(), pymalloc) {
+            (true, true) => format!("{exe} allocates past tansa's hooks: {python}"),
+            (_, pymalloc) => format!(
+                "{exe} allocates past tansa's hooks: {}; link it with the C library's \
+                 allocator to record those allocations{}",
+                parts.join("; "),
+                if pymalloc {
+                    format!("; {python}")
+                } else {
+                    String::new()
+                }
+            ),
+        }
     }
 }
 
@@ -530,5 +556,42 @@ mod tests {
             ["b0", "b1", "end b1", "enter b0", "branch in b1", "exit b1"]
         );
         assert_eq!(job.failures, ["failure of 0", "failure of 7"]);
+    }
+
+    #[test]
+    fn pymalloc_is_told_with_its_own_remedy() {
+        let python = OwnAllocator {
+            exe: "/usr/bin/python3.11".into(),
+            allocators: vec![PYMALLOC.into()],
+            ..OwnAllocator::default()
+        };
+        let note = python.note();
+        assert!(
+            note.starts_with(
+                "/usr/bin/python3.11 allocates past tansa's hooks: it is a CPython interpreter"
+            ),
+            "{note}"
+        );
+        assert!(note.ends_with("run the program with PYTHONMALLOC=malloc to record every object"));
+        assert!(!note.contains("link it"), "{note}");
+        // With an allocator linked in as well, each gets its remedy.
+        let both = OwnAllocator {
+            allocators: vec!["mi_malloc".into(), PYMALLOC.into()],
+            ..python
+        };
+        let note = both.note();
+        assert!(
+            note.contains("an allocator of its own (mi_malloc)"),
+            "{note}"
+        );
+        assert!(!note.contains("pymalloc)"), "{note}");
+        assert!(
+            note.contains("link it with the C library's allocator"),
+            "{note}"
+        );
+        assert!(
+            note.ends_with("PYTHONMALLOC=malloc to record every object"),
+            "{note}"
+        );
     }
 }

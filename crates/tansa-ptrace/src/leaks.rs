@@ -1000,6 +1000,10 @@ impl<S: Sink> Sink for LeakCauseSink<S> {
         self.inner.volatile_segment(segment)
     }
 
+    fn session_python_malloc(&mut self, session: u32) {
+        self.inner.session_python_malloc(session)
+    }
+
     fn session_header(&mut self, session: u32, pid: u32, header: SharedHeader) {
         if let Some(s) = self.sessions.get_mut(&session) {
             s.header = Some(header.clone());

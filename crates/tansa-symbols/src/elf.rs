@@ -366,6 +366,21 @@ impl ElfFile {
         found.then_some(out)
     }
 
+    /// Whether this file is a CPython interpreter or its library (`python3.11`,
+    /// `libpython3.11.so.1.0`): it defines and exports the object allocator's API,
+    /// `PyObject_Malloc`. Such a program takes its objects of 512 bytes or less from its
+    /// own allocator, pymalloc, unless its environment says otherwise (`PYTHONMALLOC`).
+    pub fn is_cpython(&self) -> bool {
+        self.parse().is_ok_and(|obj| {
+            obj.dynamic_symbols().any(|s| {
+                s.kind() == SymbolKind::Text
+                    && s.is_definition()
+                    && s.address() != 0
+                    && s.name() == Ok("PyObject_Malloc")
+            })
+        })
+    }
+
     /// The function named `name` (raw or demangled spelling), if defined in this file.
     pub fn function_by_name(&self, name: &str) -> Option<FunctionSymbol> {
         self.functions()
@@ -664,6 +679,49 @@ mod tests {
                 Some(s.address - (s.file_offset - page)),
                 "segment {s:?}"
             );
+        }
+    }
+
+    /// A library that exports `PyObject_Malloc` is a CPython interpreter's (pyenv's
+    /// `libpython3.11.so.1.0`); one that defines it without exporting it, or that only
+    /// calls it (an extension module), is not.
+    #[test]
+    fn a_file_that_exports_the_python_object_allocator_is_cpython() {
+        let dir = tempfile::tempdir().unwrap();
+        let cases = [
+            (
+                "libpython9.9.so",
+                "void *PyObject_Malloc(unsigned long n) { return 0; }",
+                true,
+            ),
+            (
+                "libhidden.so",
+                "__attribute__((visibility(\"hidden\"))) void *PyObject_Malloc(unsigned long n) \
+                 { return 0; }\nvoid *f(void) { return PyObject_Malloc(1); }",
+                false,
+            ),
+            (
+                "ext.so",
+                "void *PyObject_Malloc(unsigned long);\nvoid *f(void) { return PyObject_Malloc(1); }",
+                false,
+            ),
+        ];
+        for (name, src, cpython) in cases {
+            let c = dir.path().join(format!("{name}.c"));
+            std::fs::write(&c, src).unwrap();
+            let lib = dir.path().join(name);
+            let out = std::process::Command::new("cc")
+                .args(["-shared", "-fPIC", "-O1", "-o"])
+                .arg(&lib)
+                .arg(&c)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert_eq!(ElfFile::open(&lib).unwrap().is_cpython(), cpython, "{name}");
         }
     }
 

@@ -73,6 +73,11 @@ pub const FLAG_SAMPLING: u32 = 1 << 2;
 /// the collector's path follower through [`SegmentHeader::trace`].
 pub const FLAG_LEAK_CAUSE: u32 = 1 << 3;
 
+/// Session flag: the process's environment sends CPython's object allocator to `malloc`
+/// (`PYTHONMALLOC=malloc` or `malloc_debug`), so a Python interpreter in it allocates each
+/// object with `malloc`, where the agent records it, and not from pymalloc's arenas.
+pub const FLAG_PYTHON_MALLOC: u32 = 1 << 4;
+
 /// How many allocation sites can be traced at once (seed 001 ¶0057 limits it).
 pub const TRACE_SITES: usize = 16;
 
