@@ -726,6 +726,29 @@ fn flags_of_the_other_kind_and_damage_are_reported() {
     let out = run(&["report", f, "--charge", "last"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("--charge applies to memory recordings"));
+    // A wrapper named as an allocator means nothing to CPU samples, in any heap command.
+    let html = dir.path().join("c.html");
+    for args in [
+        vec!["report", f, "--alloc-fn", "my_alloc"],
+        vec!["diff", f, f, "--alloc-fn", "my_alloc"],
+        vec![
+            "html",
+            f,
+            "-o",
+            html.to_str().unwrap(),
+            "--alloc-fn",
+            "my_alloc",
+        ],
+    ] {
+        let out = run(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(
+            stderr(&out).contains("--alloc-fn applies to"),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+    }
+    assert!(!html.exists());
     let out = run(&["annotate", f, "no_such_function"]);
     assert_eq!(out.status.code(), Some(2));
     let e = stderr(&out);

@@ -875,4 +875,13 @@ fn allocations_through_c_wrappers_are_charged_to_their_callers() {
             [name("build"), name("label"), name("name"), name("parse")]
         );
     }
+    // An offline recording chooses no units: `--alloc-fn` belongs to its reports, and
+    // `record` without `--online` refuses it rather than ignore it.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("refused.tansa");
+    let exe = program("wrappers-O1", "wrappers.c", &["-O1", "-g"]);
+    let out = record(&file, &["--alloc-fn", "my_alloc"], &[exe.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--online"), "{}", stderr(&out));
+    assert!(!file.exists());
 }
