@@ -116,13 +116,6 @@ fn export(file: &Path, format: &str, extra: &[&str]) -> Vec<u8> {
     out.stdout
 }
 
-fn go_available() -> bool {
-    Command::new("go")
-        .arg("version")
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
 /// `go tool pprof -top` on `profile` for `sample_index`: (total, flat per function).
 fn pprof_top(profile: &Path, sample_index: &str) -> (i64, HashMap<String, i64>) {
     // Figures in the value's own unit, unscaled.

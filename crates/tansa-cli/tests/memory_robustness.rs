@@ -1197,3 +1197,77 @@ fn a_python_interpreter_with_objects_in_its_own_arenas_is_named() {
         );
     }
 }
+
+/// V8 (node) and the Go runtime keep their objects in garbage-collected heaps that no
+/// `malloc` reaches: a recording of a node script that made 100,000 objects, or of a Go
+/// program that made 10,000 slices, held a few native blocks and said nothing. Now every
+/// report names the runtime, says its objects are not recorded, and where to see them.
+#[test]
+fn the_garbage_collected_heaps_of_node_and_go_are_named() {
+    ensure_agent();
+    let dir = tempfile::tempdir().unwrap();
+    let warned = |file: &std::path::Path, out: &Output, what: &str| -> String {
+        assert!(out.status.success(), "{}", stderr(out));
+        let r = report_json(file, &[]);
+        let w: Vec<String> = warnings(&r)
+            .into_iter()
+            .filter(|w| w.contains("allocates past tansa's hooks") && w.contains(what))
+            .collect();
+        assert_eq!(w.len(), 1, "{what}: {:?}", warnings(&r));
+        assert!(stderr(out).contains(&w[0]), "{}", stderr(out));
+        w[0].clone()
+    };
+    // node (.ci/install-deps: nodejs), whose V8 is in its executable or in libnode.
+    if tansa_testkit::require(have("node"), "node (nodejs, from .ci/install-deps)") {
+        let file = dir.path().join("node.tansa");
+        let script = "let a = []; for (let i = 0; i < 100000; i++) a.push({ i });";
+        let out = record(&file, &[], &["node", "-e", script]);
+        let w = warned(&file, &out, "it runs JavaScript on V8");
+        let module = w.split(" allocates past").next().unwrap();
+        let name = module.rsplit('/').next().unwrap();
+        assert!(name == "node" || name.starts_with("libnode.so"), "{w}");
+        assert!(w.contains("node --heapsnapshot-signal"), "{w}");
+    }
+    // A Go program that uses cgo (.ci/install-deps: golang-go), so linked dynamically.
+    if tansa_testkit::require(go_available(), "go (golang-go, from .ci/install-deps)") {
+        let src = dir.path().join("main.go");
+        std::fs::write(
+            &src,
+            "package main\n\n// #include <stdlib.h>\nimport \"C\"\nimport \"fmt\"\n\n\
+             func main() {\n\tC.free(C.malloc(100))\n\ts := [][]byte{}\n\t\
+             for i := 0; i < 10000; i++ {\n\t\ts = append(s, make([]byte, 100))\n\t}\n\t\
+             fmt.Println(len(s))\n}\n",
+        )
+        .unwrap();
+        let exe = dir.path().join("cgoheap");
+        let out = Command::new("go")
+            .args(["build", "-o"])
+            .arg(&exe)
+            .arg(&src)
+            .current_dir(dir.path())
+            .env("GOCACHE", build_dir().join("gocache"))
+            .env("GOTOOLCHAIN", "local")
+            .env("GOFLAGS", "")
+            .env("CGO_ENABLED", "1")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "go build: {}", stderr(&out));
+        let file = dir.path().join("go.tansa");
+        let out = record(&file, &[], &[exe.to_str().unwrap()]);
+        let w = warned(&file, &out, "it is a Go program");
+        assert!(
+            w.starts_with(&format!("{} allocates past", exe.display())),
+            "{w}"
+        );
+        // Its C allocation is recorded; its 10,000 slices are not.
+        let r = report_json(&file, &[]);
+        let mallocs = r["totals"]["calls"]["malloc"].as_u64().unwrap();
+        assert!((1..10_000).contains(&mallocs), "{mallocs} mallocs");
+    }
+    // A C program is none of these.
+    let exe = program("allocer", "allocer.c", &["-g", "-O1"]);
+    let file = dir.path().join("plain.tansa");
+    let out = record(&file, &[], &[exe.to_str().unwrap(), "0", "3"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("allocates past"), "{}", stderr(&out));
+}

@@ -1,8 +1,10 @@
 //! Programs that allocate past the agent's hooks. An executable comes before `LD_PRELOAD`
 //! in the dynamic linker's search order, so the allocation functions it defines itself (a
 //! statically linked jemalloc, mimalloc or tcmalloc) take the calls the agent would
-//! record. And a CPython interpreter (its executable or its `libpython`) takes small
-//! objects from arenas of its own (pymalloc) unless its environment sends them to `malloc`.
+//! record. And language runtimes keep their objects in heaps of their own: a CPython
+//! interpreter (its executable or its `libpython`) takes small objects from its own arenas
+//! (pymalloc) unless its environment sends them to `malloc`; V8 (node), the Go runtime and
+//! a Java virtual machine collect their garbage in heaps that no `malloc` reaches.
 //! Both sinks gather the recorded executables and modules in a [`Watch`], read their
 //! symbols when the recording ends and say so, rather than show a heap that is silently
 //! missing.
@@ -10,7 +12,7 @@
 use std::collections::BTreeSet;
 
 use rustc_hash::FxHashSet;
-use tansa_format::memory::{OwnAllocator, PYMALLOC, SessionInfo};
+use tansa_format::memory::{JVM_HEAP, OwnAllocator, PYMALLOC, SessionInfo, V8_HEAP};
 
 /// What a sink gathers, as sessions start and load modules, to find the programs that
 /// allocate past the agent's hooks.
@@ -20,9 +22,10 @@ pub struct Watch {
     exes: BTreeSet<String>,
     /// Sessions whose environment sends CPython's object allocator to `malloc`.
     python_malloc: FxHashSet<u32>,
-    /// Modules, loaded by a session that does not, whose name may be a CPython
-    /// interpreter's (read when the recording ends).
-    pythons: BTreeSet<String>,
+    /// Modules whose name may be a language runtime's with a heap of its own (read when
+    /// the recording ends); a CPython interpreter's only when loaded by a session whose
+    /// environment does not send its objects to `malloc`.
+    runtimes: BTreeSet<String>,
 }
 
 impl Watch {
@@ -40,17 +43,20 @@ impl Watch {
 
     /// Session `session` loaded the module at `path`.
     pub fn module(&mut self, session: u32, path: &[u8]) {
-        if self.python_malloc.contains(&session) || !may_be_cpython(path) {
-            return;
-        }
+        let name = path.rsplit(|&b| b == b'/').next().unwrap_or(path);
+        let runtime = match runtime_by_name(name) {
+            Some(PYMALLOC) => !self.python_malloc.contains(&session),
+            Some(_) => true,
+            None => false,
+        };
         let path = String::from_utf8_lossy(path);
-        if !self.pythons.contains(path.as_ref()) {
-            self.pythons.insert(path.into_owned());
+        if runtime && !self.runtimes.contains(path.as_ref()) {
+            self.runtimes.insert(path.into_owned());
         }
     }
 
-    /// The executables with allocation functions of their own and the CPython interpreters
-    /// that used pymalloc, from their symbols (a file that cannot be read any more is
+    /// The executables with allocation functions of their own and the modules of runtimes
+    /// with heaps of their own, from their symbols (a file that cannot be read any more is
     /// passed over), in the order of their paths.
     pub fn own_allocators(&self) -> Vec<OwnAllocator> {
         let mut out: Vec<OwnAllocator> = self
@@ -58,15 +64,24 @@ impl Watch {
             .iter()
             .filter_map(|exe| tansa_symbols::ElfFile::open(exe).ok()?.own_allocator())
             .collect();
-        for path in &self.pythons {
-            if !tansa_symbols::ElfFile::open(path).is_ok_and(|f| f.is_cpython()) {
+        for path in &self.runtimes {
+            let Some(heap) = tansa_symbols::ElfFile::open(path)
+                .ok()
+                .and_then(|f| f.runtime_heap())
+            else {
+                continue;
+            };
+            // Its name said which runtime to look for; its symbols must say the same (a
+            // Python interpreter run with PYTHONMALLOC=malloc by another process is not
+            // taken for anything else).
+            if runtime_by_name(path.rsplit('/').next().unwrap_or(path).as_bytes()) != Some(heap) {
                 continue;
             }
             match out.iter_mut().find(|o| &o.exe == path) {
-                Some(o) => o.allocators.push(PYMALLOC.to_string()),
+                Some(o) => o.allocators.push(heap.to_string()),
                 None => out.push(OwnAllocator {
                     exe: path.clone(),
-                    allocators: vec![PYMALLOC.to_string()],
+                    allocators: vec![heap.to_string()],
                     ..OwnAllocator::default()
                 }),
             }
@@ -76,12 +91,19 @@ impl Watch {
     }
 }
 
-/// Whether a module's file name may be a CPython interpreter's (`python3.11`, `python3`,
-/// `libpython3.11.so.1.0`, `libpython3.7m.so.1.0`): only those files are read, when the
-/// recording ends.
-fn may_be_cpython(path: &[u8]) -> bool {
-    let name = path.rsplit(|&b| b == b'/').next().unwrap_or(path);
-    name.starts_with(b"python") || name.starts_with(b"libpython")
+/// The runtime with a heap of its own whose module file `name` may be: `python3.11`,
+/// `python3`, `libpython3.11.so.1.0` (CPython); `node`, `libnode.so.108` (V8);
+/// `libjvm.so` (a JVM). Only those files are read, when the recording ends.
+fn runtime_by_name(name: &[u8]) -> Option<&'static str> {
+    if name.starts_with(b"python") || name.starts_with(b"libpython") {
+        Some(PYMALLOC)
+    } else if name == b"node" || name == b"nodejs" || name.starts_with(b"libnode.so") {
+        Some(V8_HEAP)
+    } else if name == b"libjvm.so" {
+        Some(JVM_HEAP)
+    } else {
+        None
+    }
 }
 
 #[cfg(test)]
@@ -89,21 +111,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_python_names_are_read() {
-        for p in [
-            "/usr/bin/python3.11",
-            "/usr/bin/python3",
-            "/opt/py/lib/libpython3.11.so.1.0",
-            "libpython3.7m.so.1.0",
+    fn only_the_names_of_runtimes_are_read() {
+        for (name, heap) in [
+            ("python3.11", PYMALLOC),
+            ("python3", PYMALLOC),
+            ("libpython3.11.so.1.0", PYMALLOC),
+            ("libpython3.7m.so.1.0", PYMALLOC),
+            ("node", V8_HEAP),
+            ("libnode.so.108", V8_HEAP),
+            ("libjvm.so", JVM_HEAP),
         ] {
-            assert!(may_be_cpython(p.as_bytes()), "{p}");
+            assert_eq!(runtime_by_name(name.as_bytes()), Some(heap), "{name}");
         }
-        for p in [
-            "/usr/lib/python3.11/lib-dynload/x.so",
-            "/usr/bin/ipython",
-            "/bin/sh",
-        ] {
-            assert!(!may_be_cpython(p.as_bytes()), "{p}");
+        for name in ["x.so", "ipython", "sh", "nodemon", "libjvm.so.bak"] {
+            assert_eq!(runtime_by_name(name.as_bytes()), None, "{name}");
         }
     }
 
@@ -113,9 +134,13 @@ mod tests {
         w.python_malloc(1);
         w.module(1, b"/usr/bin/python3.11");
         w.module(2, b"/usr/lib/libc.so.6");
-        assert!(w.pythons.is_empty());
+        w.module(1, b"/usr/lib/libnode.so.108");
+        assert_eq!(
+            w.runtimes.iter().collect::<Vec<_>>(),
+            ["/usr/lib/libnode.so.108"]
+        );
         w.module(2, b"/usr/bin/python3.11");
         w.module(3, b"/usr/bin/python3.11");
-        assert_eq!(w.pythons.len(), 1);
+        assert_eq!(w.runtimes.len(), 2);
     }
 }

@@ -374,6 +374,44 @@ pub const OWN_ALLOCATORS: FrameType = FrameType(0x0112);
 /// takes its objects of 512 bytes or less from arenas it maps itself, unless its
 /// environment sends them to `malloc` (`PYTHONMALLOC=malloc`).
 pub const PYMALLOC: &str = "pymalloc";
+/// [`OwnAllocator::allocators`]' name for V8's garbage-collected heap (node, `libnode`).
+pub const V8_HEAP: &str = "V8 heap";
+/// [`OwnAllocator::allocators`]' name for the Go runtime's garbage-collected heap (a Go
+/// program linked dynamically, as cgo makes it).
+pub const GO_HEAP: &str = "Go heap";
+/// [`OwnAllocator::allocators`]' name for a Java virtual machine's garbage-collected heap
+/// (`libjvm.so`).
+pub const JVM_HEAP: &str = "JVM heap";
+
+/// The heaps of language runtimes, which no C allocation function reaches, with what a
+/// report says of each: where the objects are, and how to see them.
+const RUNTIME_HEAPS: [(&str, &str); 4] = [
+    (
+        PYMALLOC,
+        "it is a CPython interpreter, which takes its objects of 512 bytes or less (most of a \
+         Python program's) from its own allocator, pymalloc, in arenas it maps itself: none \
+         of them is recorded, only the arenas' bookkeeping and larger objects; run the \
+         program with PYTHONMALLOC=malloc to record every object",
+    ),
+    (
+        V8_HEAP,
+        "it runs JavaScript on V8, whose objects live in V8's own garbage-collected heap: \
+         none of them is recorded, only the engine's native allocations; a V8 heap snapshot \
+         shows them (node --heapsnapshot-signal=SIGUSR2, or the inspector)",
+    ),
+    (
+        GO_HEAP,
+        "it is a Go program, whose values live in the Go runtime's own garbage-collected \
+         heap: none of them is recorded, only the C allocations of its cgo code and \
+         libraries; a Go heap profile shows them (runtime/pprof, read with go tool pprof)",
+    ),
+    (
+        JVM_HEAP,
+        "it runs a Java virtual machine, whose objects live in its own garbage-collected \
+         heap: none of them is recorded, only the JVM's native allocations; a Java heap dump \
+         shows them (jcmd PID GC.heap_dump)",
+    ),
+];
 
 /// A recorded executable with allocation functions of its own: an executable comes before
 /// `LD_PRELOAD` in the dynamic linker's search order, so the agent's hooks never see the
@@ -411,11 +449,12 @@ impl OwnAllocator {
                 self.internal.join(", ")
             ));
         }
+        let runtime = |a: &str| RUNTIME_HEAPS.iter().find(|(name, _)| *name == a);
         let linked: Vec<&str> = self
             .allocators
             .iter()
             .map(String::as_str)
-            .filter(|&a| a != PYMALLOC)
+            .filter(|a| runtime(a).is_none())
             .collect();
         if !linked.is_empty() {
             parts.push(format!(
@@ -424,25 +463,20 @@ impl OwnAllocator {
                 linked.join(", ")
             ));
         }
-        let pymalloc = self.allocators.iter().any(|a| a == PYMALLOC);
-        let python = "it is a CPython interpreter, which takes its objects of 512 bytes or \
-                      less (most of a Python program's) from its own allocator, pymalloc, in \
-                      arenas it maps itself: none of them is recorded, only the arenas' \
-                      bookkeeping and larger objects; run the program with \
-                      PYTHONMALLOC=malloc to record every object";
-        match (parts.is_empty(), pymalloc) {
-            (true, true) => format!("{exe} allocates past tansa's hooks: {python}"),
-            (_, pymalloc) => format!(
-                "{exe} allocates past tansa's hooks: {}; link it with the C library's \
-                 allocator to record those allocations{}",
-                parts.join("; "),
-                if pymalloc {
-                    format!("; {python}")
-                } else {
-                    String::new()
-                }
-            ),
+        let mut said = Vec::new();
+        if !parts.is_empty() {
+            said.push(format!(
+                "{}; link it with the C library's allocator to record those allocations",
+                parts.join("; ")
+            ));
         }
+        said.extend(
+            self.allocators
+                .iter()
+                .filter_map(|a| runtime(a))
+                .map(|(_, note)| note.to_string()),
+        );
+        format!("{exe} allocates past tansa's hooks: {}", said.join("; "))
     }
 }
 

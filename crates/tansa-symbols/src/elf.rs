@@ -361,24 +361,34 @@ impl ElfFile {
             .filter(|n| all.contains(**n))
             .map(|n| n.to_string())
             .collect();
+        // A Go program (linked dynamically when it uses cgo): its values live in the Go
+        // runtime's heap.
+        if obj.section_by_name(".go.buildinfo").is_some() {
+            out.allocators
+                .push(tansa_format::memory::GO_HEAP.to_string());
+        }
         let found =
             !(out.exported.is_empty() && out.internal.is_empty() && out.allocators.is_empty());
         found.then_some(out)
     }
 
-    /// Whether this file is a CPython interpreter or its library (`python3.11`,
-    /// `libpython3.11.so.1.0`): it defines and exports the object allocator's API,
-    /// `PyObject_Malloc`. Such a program takes its objects of 512 bytes or less from its
-    /// own allocator, pymalloc, unless its environment says otherwise (`PYTHONMALLOC`).
-    pub fn is_cpython(&self) -> bool {
-        self.parse().is_ok_and(|obj| {
-            obj.dynamic_symbols().any(|s| {
-                s.kind() == SymbolKind::Text
-                    && s.is_definition()
-                    && s.address() != 0
-                    && s.name() == Ok("PyObject_Malloc")
+    /// The language runtime with a heap of its own this file is, or is the library of, by
+    /// what it exports: CPython's object allocator API, `PyObject_Malloc` (`python3.11`,
+    /// `libpython3.11.so.1.0`: [`tansa_format::memory::PYMALLOC`]); V8's `v8::Isolate`
+    /// (`node`, `libnode.so`: [`tansa_format::memory::V8_HEAP`]); a Java virtual machine's
+    /// `JNI_CreateJavaVM` (`libjvm.so`: [`tansa_format::memory::JVM_HEAP`]). A Go
+    /// executable is found by [`ElfFile::own_allocator`].
+    pub fn runtime_heap(&self) -> Option<&'static str> {
+        use tansa_format::memory::{JVM_HEAP, PYMALLOC, V8_HEAP};
+        let obj = self.parse().ok()?;
+        obj.dynamic_symbols()
+            .filter(|s| s.kind() == SymbolKind::Text && s.is_definition() && s.address() != 0)
+            .find_map(|s| match s.name().ok()? {
+                "PyObject_Malloc" => Some(PYMALLOC),
+                "JNI_CreateJavaVM" => Some(JVM_HEAP),
+                n if n.starts_with("_ZN2v87Isolate") => Some(V8_HEAP),
+                _ => None,
             })
-        })
     }
 
     /// The function named `name` (raw or demangled spelling), if defined in this file.
@@ -683,30 +693,42 @@ mod tests {
     }
 
     /// A library that exports `PyObject_Malloc` is a CPython interpreter's (pyenv's
-    /// `libpython3.11.so.1.0`); one that defines it without exporting it, or that only
-    /// calls it (an extension module), is not.
+    /// `libpython3.11.so.1.0`), one that exports `JNI_CreateJavaVM` a JVM's, one that
+    /// exports `v8::Isolate`'s members V8's; one that defines such a function without
+    /// exporting it, or that only calls it (an extension module), is none.
     #[test]
-    fn a_file_that_exports_the_python_object_allocator_is_cpython() {
+    fn a_file_that_exports_a_runtimes_api_has_its_heap() {
+        use tansa_format::memory::{JVM_HEAP, PYMALLOC, V8_HEAP};
         let dir = tempfile::tempdir().unwrap();
         let cases = [
             (
                 "libpython9.9.so",
                 "void *PyObject_Malloc(unsigned long n) { return 0; }",
-                true,
+                Some(PYMALLOC),
+            ),
+            (
+                "libjvm.so",
+                "int JNI_CreateJavaVM(void **vm, void **env, void *args) { return 0; }",
+                Some(JVM_HEAP),
+            ),
+            (
+                "libnode.so",
+                "int _ZN2v87Isolate10GetCurrentEv(void) { return 0; }",
+                Some(V8_HEAP),
             ),
             (
                 "libhidden.so",
                 "__attribute__((visibility(\"hidden\"))) void *PyObject_Malloc(unsigned long n) \
                  { return 0; }\nvoid *f(void) { return PyObject_Malloc(1); }",
-                false,
+                None,
             ),
             (
                 "ext.so",
                 "void *PyObject_Malloc(unsigned long);\nvoid *f(void) { return PyObject_Malloc(1); }",
-                false,
+                None,
             ),
         ];
-        for (name, src, cpython) in cases {
+        for (name, src, heap) in cases {
             let c = dir.path().join(format!("{name}.c"));
             std::fs::write(&c, src).unwrap();
             let lib = dir.path().join(name);
@@ -721,7 +743,7 @@ mod tests {
                 "{}",
                 String::from_utf8_lossy(&out.stderr)
             );
-            assert_eq!(ElfFile::open(&lib).unwrap().is_cpython(), cpython, "{name}");
+            assert_eq!(ElfFile::open(&lib).unwrap().runtime_heap(), heap, "{name}");
         }
     }
 

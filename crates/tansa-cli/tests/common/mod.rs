@@ -380,6 +380,14 @@ pub fn have(tool: &str) -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
+/// Whether Go's toolchain runs (`go version`: it has no `--version`).
+pub fn go_available() -> bool {
+    Command::new("go")
+        .arg("version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
 /// `tansa report FILES... --format json ARGS...` over a job's recordings. A launcher may
 /// return before a killed rank's recorder has finished its file (it then still holds the
 /// file's lock), or before a rank has let go of its segment files: the report says so, and
