@@ -201,6 +201,64 @@ fn heap_page_shows_the_report_figures_and_filters_by_time() {
     screenshot(&chromium, &page, "heap");
 }
 
+/// A script that runs a leaking program three times: the page listed the same leak site
+/// three times, one row per run (`tansa leaks` folds them). Now it shows the site once,
+/// with its two repeats and what they still hold, as `tansa leaks` does.
+#[test]
+fn heap_page_folds_a_leak_site_repeated_by_a_script() {
+    let Some(chromium) = chromium() else { return };
+    let exe = heap_program();
+    let tmp = tempfile::tempdir().unwrap();
+    let rec = tmp.path().join("script.tansa");
+    let run = format!("{0}; {0}; {0}", exe.display());
+    let out = record(&rec, &[], &["/bin/sh", "-c", &run]);
+    assert!(out.status.success(), "record failed: {}", stderr(&out));
+    let page = tmp.path().join("script.html");
+    html(&[rec.to_str().unwrap(), "-o", page.to_str().unwrap()]);
+    let dom = load(&chromium, &page, None);
+    let leaks = table_rows(&dom, "leaks");
+    let rows: Vec<&Vec<String>> = leaks
+        .iter()
+        .filter(|r| r[3].contains("html_leak"))
+        .collect();
+    assert_eq!(rows.len(), 1, "{leaks:?}");
+    let r = rows[0];
+    assert_eq!(r[8], "777", "{r:?}");
+    assert_eq!(
+        r[10].split(':').next().unwrap().split(" (").next().unwrap(),
+        "in 2 more process image(s) of html_heap",
+        "{r:?}"
+    );
+    assert!(r[10].ends_with(": 2 block(s), 1,554 byte(s)"), "{r:?}");
+    // The two folded sites are the other runs' (the JSON of `tansa leaks` numbers them).
+    let o = run_tansa(&["leaks", rec.to_str().unwrap(), "--format", "json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let mut numbers: Vec<u64> = j["sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| {
+            s["site"]["function"]
+                .as_str()
+                .unwrap()
+                .ends_with("!html_leak")
+        })
+        .map(|s| s["index"].as_u64().unwrap())
+        .collect();
+    assert_eq!(numbers.len(), 3, "{j}");
+    numbers.sort_unstable();
+    let listed = format!("(#{}, #{})", numbers[1], numbers[2]);
+    assert!(
+        r[10].contains(&listed) && r[0] == numbers[0].to_string(),
+        "{r:?} {listed}"
+    );
+    assert!(
+        dom.contains("repeat a site listed here"),
+        "the page says sites are folded"
+    );
+}
+
 #[test]
 fn cpu_page_shows_the_top_functions_and_their_listing() {
     let Some(chromium) = chromium() else { return };

@@ -215,7 +215,8 @@ T.run(function () {
   } else {
     var L2 = D.leaks;
     T.warnings(L2.warnings, leakSec);
-    if (D.leak_site_count > L2.sites.length) leakSec.appendChild(el("p", { class: "note", text: "The " + L2.sites.length + " sites with most bytes leaked of " + D.leak_site_count + "." }));
+    if (L2.folded > 0) leakSec.appendChild(el("p", { class: "note", text: L2.folded + " site(s) repeat a site listed here, with the same stack in another run of the same program or through a call path that looks the same, and are folded into it (column “repeats”)." }));
+    if (D.leak_site_count - L2.folded > L2.sites.length) leakSec.appendChild(el("p", { class: "note", text: "The " + L2.sites.length + " sites with most bytes leaked (with their repeats) of " + (D.leak_site_count - L2.folded) + "." }));
     function place(c) { return c.function + (c.file ? " (" + c.file + ":" + c.line + ")" : ""); }
     var leakRows = L2.sites.filter(function (s) { return s.judgement !== "freed"; });
     leakSec.appendChild(T.table([
@@ -241,6 +242,17 @@ T.run(function () {
           });
           if (s.tracing) parts.push("tracing: " + s.tracing);
           return parts.join("; ") || (L2.leak_cause ? "not traced" : "(record with --leak-cause for a diagnosis)");
+        } },
+      { label: "repeats", num: true,
+        get: function (s) { return s.repeats ? s.repeats.in_other_images + s.repeats.in_same_image : 0; },
+        fmt: function (v, s) {
+          if (!s.repeats) return "";
+          var r = s.repeats, where = [];
+          if (r.in_other_images) where.push(r.in_other_images + " more process image(s) of " + (s.exe || "").split("/").pop());
+          if (r.in_same_image) where.push(r.in_same_image + " more call path(s) of this process that look the same");
+          var more = v > r.indexes.length ? ", …" : "";
+          return "in " + where.join(" and ") + " (#" + r.indexes.join(", #") + more + "): " +
+            T.int(r.leaked_blocks) + " block(s), " + T.int(r.leaked_bytes) + " byte(s)";
         } }
     ], leakRows, { sort: 7, desc: true, empty: "no leaking site" }).el);
   }

@@ -13,7 +13,7 @@
 use std::collections::HashMap;
 
 use serde::Serialize;
-use tansa_analysis::memory::leaks::{LeaksReport, SiteReport};
+use tansa_analysis::memory::leaks::{LeaksReport, SiteReport, fold_repeats};
 use tansa_analysis::memory::report::{
     ImproperReport, ProcessReport, Stats, ThreadReport, UnitReport, UnrecordedReport,
 };
@@ -129,35 +129,83 @@ struct HeapData<'a> {
 #[derive(Debug, Serialize)]
 struct LeaksView<'a> {
     leak_cause: bool,
-    sites: Vec<&'a SiteReport>,
+    sites: Vec<ShownSite<'a>>,
+    /// Sites not freed that repeat one shown (or one cut), folded into it.
+    folded: usize,
     trace_failures: &'a [String],
     warnings: &'a [String],
 }
 
-/// The sites the page shows: the `max` that hold the most bytes at the end (in the report's
-/// order among equals), largest first.
-fn shown_sites(r: &LeaksReport, max: usize) -> Vec<&SiteReport> {
-    let mut sites: Vec<&SiteReport> = r.sites.iter().collect();
-    sites.sort_by(|a, b| {
-        b.leaked_bytes
-            .cmp(&a.leaked_bytes)
-            .then(a.index.cmp(&b.index))
-    });
-    sites.truncate(max);
-    sites
+/// A site the page shows, with the sites that repeat it ([`fold_repeats`]).
+#[derive(Debug, Serialize)]
+struct ShownSite<'a> {
+    #[serde(flatten)]
+    site: &'a SiteReport,
+    repeats: Option<Repeats>,
 }
 
-/// The numbers (`index`) of the leak sites a heap page of `r` shows with `max` sites at
-/// most: only their stacks need naming (`leaks::fill_stacks`).
-pub fn shown_leak_sites(r: &LeaksReport, max: usize) -> std::collections::BTreeSet<usize> {
-    shown_sites(r, max).iter().map(|s| s.index).collect()
+/// The sites that repeat a shown one, together.
+#[derive(Debug, Default, Serialize)]
+struct Repeats {
+    /// How many are in other images of the program.
+    in_other_images: usize,
+    /// How many are in the same image, through call paths that look the same.
+    in_same_image: usize,
+    /// Their numbers (`index`), the first [`REPEATS_LISTED`].
+    indexes: Vec<usize>,
+    leaked_blocks: u64,
+    leaked_bytes: u64,
 }
 
+/// How many repeats of a site the page lists by number.
+const REPEATS_LISTED: usize = 8;
+
+/// The sites the page shows: of the sites not freed (whose stacks are named), the `max`
+/// that hold the most bytes at the end with their repeats (in the report's order among
+/// equals), largest first, each with its repeats folded into it.
 fn leaks_view(r: &LeaksReport, max: usize) -> LeaksView<'_> {
-    let sites = shown_sites(r, max);
+    let candidates: Vec<&SiteReport> = r.sites.iter().filter(|s| s.judgement != "freed").collect();
+    let mut shown: Vec<(u64, ShownSite<'_>)> = fold_repeats(&candidates)
+        .into_iter()
+        .map(|(first, same)| {
+            let head = candidates[first];
+            let image = |s: &SiteReport| (s.pid, s.session);
+            let repeats = (!same.is_empty()).then(|| {
+                let mut rep = Repeats::default();
+                for &i in &same {
+                    let s = candidates[i];
+                    if image(s) == image(head) {
+                        rep.in_same_image += 1;
+                    } else {
+                        rep.in_other_images += 1;
+                    }
+                    if rep.indexes.len() < REPEATS_LISTED {
+                        rep.indexes.push(s.index);
+                    }
+                    rep.leaked_blocks = rep.leaked_blocks.saturating_add(s.leaked_blocks);
+                    rep.leaked_bytes = rep.leaked_bytes.saturating_add(s.leaked_bytes);
+                }
+                rep
+            });
+            let bytes = head
+                .leaked_bytes
+                .saturating_add(repeats.as_ref().map_or(0, |r| r.leaked_bytes));
+            (
+                bytes,
+                ShownSite {
+                    site: head,
+                    repeats,
+                },
+            )
+        })
+        .collect();
+    let folded = candidates.len() - shown.len();
+    shown.sort_by(|(a, x), (b, y)| b.cmp(a).then(x.site.index.cmp(&y.site.index)));
+    shown.truncate(max);
     LeaksView {
         leak_cause: r.leak_cause,
-        sites,
+        sites: shown.into_iter().map(|(_, s)| s).collect(),
+        folded,
         trace_failures: &r.trace_failures,
         warnings: &r.warnings,
     }
@@ -373,7 +421,9 @@ pub fn heap(
         calls,
         call_count,
         leaks: input.leaks.map(|l| leaks_view(l, limits.leak_sites)),
-        leak_site_count: input.leaks.map_or(0, |l| l.sites.len()),
+        leak_site_count: input.leaks.map_or(0, |l| {
+            l.sites.iter().filter(|s| s.judgement != "freed").count()
+        }),
         chart_bands: limits.chart_bands,
         improper: &lib.improper[..lib.improper.len().min(limits.improper)],
         processes: &lib.processes,

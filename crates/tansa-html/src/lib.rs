@@ -24,7 +24,7 @@ use std::io::{self, Write};
 use serde::Serialize;
 
 pub use cpu_page::{CpuInput, cpu};
-pub use heap_page::{HeapInput, heap, heap_configs, shown_leak_sites};
+pub use heap_page::{HeapInput, heap, heap_configs};
 pub use leaktest_page::leaktest;
 
 /// Errors of the page builders.

@@ -1,11 +1,11 @@
 //! Renderers of the leak report ([`LeaksReport`], `tansa leaks`): a diagnosis to read,
 //! and JSON (schema `tansa.leaks.v1`, docs/json/leaks.v1.md).
 
-use std::collections::HashMap;
-use std::collections::hash_map::Entry;
 use std::io::{self, Write};
 
-use tansa_analysis::memory::leaks::{CodePlace, GROWING_SCANS, LeaksReport, SiteReport};
+use tansa_analysis::memory::leaks::{
+    CodePlace, GROWING_SCANS, LeaksReport, SiteReport, fold_repeats,
+};
 
 /// The report as JSON (schema `tansa.leaks.v1`).
 pub fn json(report: &LeaksReport, out: &mut dyn Write) -> io::Result<()> {
@@ -163,30 +163,6 @@ fn still_allocated(shown: &[&SiteReport], which: &[usize]) -> String {
         )
     });
     format!("{blocks} block(s), {bytes} byte(s) still allocated there")
-}
-
-/// The sites to show in full, each with the later sites that repeat it (by number in
-/// `sites`): the same allocation stack and judgement in another image of the same program,
-/// as a script that runs a program many times gets. Sites with traces (leak-cause
-/// recordings) are never folded: each has its own diagnosis; nor are the sites of MPI
-/// ranks, which a job's report keeps apart.
-fn fold_repeats(sites: &[&SiteReport]) -> Vec<(usize, Vec<usize>)> {
-    let mut groups: Vec<(usize, Vec<usize>)> = Vec::new();
-    let mut group_of: HashMap<(&str, &str, &[CodePlace]), usize> = HashMap::new();
-    for (i, s) in sites.iter().enumerate() {
-        if s.tracing.is_some() || s.rank.is_some() || s.exe.is_empty() {
-            groups.push((i, Vec::new()));
-            continue;
-        }
-        match group_of.entry((s.exe.as_str(), s.judgement, s.stack.as_slice())) {
-            Entry::Occupied(g) => groups[*g.get()].1.push(i),
-            Entry::Vacant(v) => {
-                v.insert(groups.len());
-                groups.push((i, Vec::new()));
-            }
-        }
-    }
-    groups
 }
 
 /// Callers shown after a site: 6, or as many more (up to 16 in all) as it takes to show

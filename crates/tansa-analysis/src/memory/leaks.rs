@@ -407,6 +407,32 @@ pub fn fill_stacks<R: Read + Seek>(
     }
 }
 
+/// The sites to show in full, each with the later sites that repeat it (by position in
+/// `sites`, whose stacks [`fill_stacks`] named): the same program, judgement and named
+/// allocation stack, in another image of the program (a script that runs it many times)
+/// or in the same image (call paths that differ only where their names do not show it).
+/// Sites with traces (leak-cause recordings) are never folded: each has its own
+/// diagnosis; nor are the sites of MPI ranks, which a job's report keeps apart. The one
+/// rule of `tansa leaks` and of the HTML page.
+pub fn fold_repeats(sites: &[&SiteReport]) -> Vec<(usize, Vec<usize>)> {
+    let mut groups: Vec<(usize, Vec<usize>)> = Vec::new();
+    let mut group_of: FxHashMap<(&str, &str, &[CodePlace]), usize> = FxHashMap::default();
+    for (i, s) in sites.iter().enumerate() {
+        if s.tracing.is_some() || s.rank.is_some() || s.exe.is_empty() {
+            groups.push((i, Vec::new()));
+            continue;
+        }
+        match group_of.entry((s.exe.as_str(), s.judgement, s.stack.as_slice())) {
+            std::collections::hash_map::Entry::Occupied(g) => groups[*g.get()].1.push(i),
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(groups.len());
+                groups.push((i, Vec::new()));
+            }
+        }
+    }
+    groups
+}
+
 /// The frames of a stack as places, innermost first, without the agent's own frames; and
 /// the index of the allocation's site among them: the first frame that is not the
 /// allocator's ([`classify::is_allocator_entry`]: a `new` in C++ is made where `operator

@@ -210,8 +210,9 @@ fn heap(args: &Args, source: &str, limits: &Limits) -> anyhow::Result<(Page, Exi
     if let Some(pid) = args.pid {
         leak_report.sites.retain(|s| s.pid == pid);
     }
-    let shown = tansa_html::shown_leak_sites(&leak_report, limits.leak_sites);
-    leaks::fill_stacks(&mut leak_report, &recording, |s| shown.contains(&s.index));
+    // The page shows the sites not freed, each with its repeats folded in: their stacks
+    // decide what repeats what.
+    leaks::fill_stacks(&mut leak_report, &recording, |s| s.judgement != "freed");
     if let Some(p) = progress {
         p.finish_and_clear();
     }
