@@ -699,7 +699,6 @@ mod tests {
     #[test]
     fn a_file_that_exports_a_runtimes_api_has_its_heap() {
         use tansa_format::memory::{JVM_HEAP, PYMALLOC, V8_HEAP};
-        let dir = tempfile::tempdir().unwrap();
         let cases = [
             (
                 "libpython9.9.so",
@@ -729,20 +728,7 @@ mod tests {
             ),
         ];
         for (name, src, heap) in cases {
-            let c = dir.path().join(format!("{name}.c"));
-            std::fs::write(&c, src).unwrap();
-            let lib = dir.path().join(name);
-            let out = std::process::Command::new("cc")
-                .args(["-shared", "-fPIC", "-O1", "-o"])
-                .arg(&lib)
-                .arg(&c)
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            let (_dir, lib) = crate::extent::tests::build(src, &[]);
             assert_eq!(ElfFile::open(&lib).unwrap().runtime_heap(), heap, "{name}");
         }
     }

@@ -58,12 +58,13 @@ impl FunctionExtents {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::process::Command;
 
-    /// Builds `src` as a shared library with `flags`, in a fresh directory.
-    fn build(src: &str, flags: &[&str]) -> (tempfile::TempDir, std::path::PathBuf) {
+    /// Builds `src` as a shared library with `flags`, in a fresh directory (the other
+    /// modules' tests use it too).
+    pub(crate) fn build(src: &str, flags: &[&str]) -> (tempfile::TempDir, std::path::PathBuf) {
         let dir = tempfile::tempdir().unwrap();
         let c = dir.path().join("f.c");
         std::fs::write(&c, src).unwrap();
