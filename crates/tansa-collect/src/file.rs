@@ -82,7 +82,8 @@ pub struct FileSink {
     /// handed to it and those it has written.
     durable: Option<Durable>,
     last_calibration_frame: Instant,
-    /// The executables of the recorded process images.
+    /// The recorded executables and runtime modules, for the programs that allocate past
+    /// the agent's hooks.
     own: crate::own_allocator::Watch,
 }
 

@@ -107,7 +107,8 @@ pub struct OnlineSink {
     meta_carry: FxHashMap<u32, Vec<u8>>,
     resolver: LiveResolver,
     calibration: Calibration,
-    /// The executables of the recorded process images.
+    /// The recorded executables and runtime modules, for the programs that allocate past
+    /// the agent's hooks.
     own: crate::own_allocator::Watch,
 }
 

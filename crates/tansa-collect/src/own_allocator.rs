@@ -49,8 +49,11 @@ impl Watch {
             Some(_) => true,
             None => false,
         };
+        if !runtime {
+            return;
+        }
         let path = String::from_utf8_lossy(path);
-        if runtime && !self.runtimes.contains(path.as_ref()) {
+        if !self.runtimes.contains(path.as_ref()) {
             self.runtimes.insert(path.into_owned());
         }
     }

@@ -26,19 +26,38 @@ pub fn compile(out: &Path, sources: &[PathBuf], flags: &[&str]) {
     } else {
         "cc"
     };
+    // Built under a name of its own, then renamed into place: two tests that build the same
+    // program at once each run a whole file, never one the other's linker is rewriting (a
+    // run of `liveatexit` failed with EACCES so).
+    static BUILDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = BUILDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let name = out.file_name().map_or_else(
+        || panic!("{} has no file name", out.display()),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    let partial = out.with_file_name(format!(".{name}.{}.{n}.building", std::process::id()));
     let output = Command::new(compiler)
         .args(sources)
         .args(flags)
         .arg("-o")
-        .arg(out)
+        .arg(&partial)
         .output()
         .unwrap_or_else(|e| panic!("cannot run the C compiler `{compiler}`: {e}"));
-    assert!(
-        output.status.success(),
-        "compiling {} failed:\n{}",
-        out.display(),
-        String::from_utf8_lossy(&output.stderr)
-    );
+    if !output.status.success() {
+        let _ = std::fs::remove_file(&partial);
+        panic!(
+            "compiling {} failed:\n{}",
+            out.display(),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    std::fs::rename(&partial, out).unwrap_or_else(|e| {
+        panic!(
+            "cannot move {} to {}: {e}",
+            partial.display(),
+            out.display()
+        )
+    });
 }
 
 /// Compiles the single source `src` into `dir`, named after the source's stem, and returns
