@@ -224,12 +224,14 @@ fn heap_page_folds_a_leak_site_repeated_by_a_script() {
     assert_eq!(rows.len(), 1, "{leaks:?}");
     let r = rows[0];
     assert_eq!(r[8], "777", "{r:?}");
+    // Ranked, and sorted at first, by what it and its repeats hold.
+    assert_eq!(r[9], "2,331", "{r:?}");
     assert_eq!(
-        r[10].split(':').next().unwrap().split(" (").next().unwrap(),
+        r[11].split(':').next().unwrap().split(" (").next().unwrap(),
         "in 2 more process image(s) of html_heap",
         "{r:?}"
     );
-    assert!(r[10].ends_with(": 2 block(s), 1,554 byte(s)"), "{r:?}");
+    assert!(r[11].ends_with(": 2 block(s), 1,554 byte(s)"), "{r:?}");
     // The two folded sites are the other runs' (the JSON of `tansa leaks` numbers them).
     let o = run_tansa(&["leaks", rec.to_str().unwrap(), "--format", "json"]);
     assert!(o.status.success(), "{}", stderr(&o));
@@ -250,7 +252,7 @@ fn heap_page_folds_a_leak_site_repeated_by_a_script() {
     numbers.sort_unstable();
     let listed = format!("(#{}, #{})", numbers[1], numbers[2]);
     assert!(
-        r[10].contains(&listed) && r[0] == numbers[0].to_string(),
+        r[11].contains(&listed) && r[0] == numbers[0].to_string(),
         "{r:?} {listed}"
     );
     assert!(

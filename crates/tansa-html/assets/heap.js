@@ -233,6 +233,8 @@ T.run(function () {
       { label: "frees", num: true, get: function (s) { return s.frees; }, fmt: T.int },
       { label: "leaked blocks", num: true, get: function (s) { return s.leaked_blocks; }, fmt: T.int },
       { label: "leaked bytes", num: true, get: function (s) { return s.leaked_bytes; }, fmt: T.int },
+      { label: "with repeats", num: true, title: "leaked bytes of the site and of the sites that repeat it (column “repeats”)",
+        get: function (s) { return s.leaked_bytes + (s.repeats ? s.repeats.leaked_bytes : 0); }, fmt: T.int },
       { label: "diagnosis", get: function (s) {
           var parts = [];
           if (s.cause_functions.length) parts.push("leaking paths part in " + s.cause_functions.map(place).join(", "));
@@ -254,7 +256,7 @@ T.run(function () {
           return "in " + where.join(" and ") + " (#" + r.indexes.join(", #") + more + "): " +
             T.int(r.leaked_blocks) + " block(s), " + T.int(r.leaked_bytes) + " byte(s)";
         } }
-    ], leakRows, { sort: 7, desc: true, empty: "no leaking site" }).el);
+    ], leakRows, { sort: 9, desc: true, empty: "no leaking site" }).el);
   }
 
   // ---- Improper use.
