@@ -3,9 +3,20 @@
 
 use std::collections::HashSet;
 
-/// The file name of `path`.
+/// The file name of `path`; a program without a path ([`unknown_executable`]) whole.
 fn file_name(path: &str) -> &str {
+    if path.starts_with('[') {
+        return path;
+    }
     path.rsplit('/').next().unwrap_or(path)
+}
+
+/// The key, and name, of a program whose executable's path is not known: its command's
+/// name in brackets (`[worker]`, `[kworker/0:1]`, as `ps` shows a process without a
+/// command line), `[?]` when that is not known either. Heap and CPU reports name such a
+/// program alike.
+pub(crate) fn unknown_executable(command: Option<&str>) -> String {
+    format!("[{}]", command.filter(|c| !c.is_empty()).unwrap_or("?"))
 }
 
 /// The names of programs: one per distinct executable path of `paths`.
@@ -42,7 +53,21 @@ impl ProgramNames {
 
 #[cfg(test)]
 mod tests {
-    use super::ProgramNames;
+    use super::{ProgramNames, unknown_executable};
+
+    #[test]
+    fn a_program_without_a_path_is_named_by_its_command() {
+        assert_eq!(unknown_executable(Some("worker")), "[worker]");
+        assert_eq!(unknown_executable(Some("")), "[?]");
+        assert_eq!(unknown_executable(None), "[?]");
+        // A bracketed name is kept whole, a kernel thread's slash included (it was named
+        // `0:1]`).
+        let kworker = unknown_executable(Some("kworker/0:1"));
+        let names = ProgramNames::new([kworker.as_str(), "[worker]", "/usr/bin/worker"]);
+        assert_eq!(names.name(&kworker), "[kworker/0:1]");
+        assert_eq!(names.name("[worker]"), "[worker]");
+        assert_eq!(names.name("/usr/bin/worker"), "worker");
+    }
 
     #[test]
     fn a_shared_file_name_gives_paths() {

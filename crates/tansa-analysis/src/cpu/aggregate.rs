@@ -254,7 +254,7 @@ fn by_program(processes: Vec<CpuUnit>) -> Vec<CpuUnit> {
         }
         u.exe
             .clone()
-            .unwrap_or_else(|| format!("[{}]", u.command.as_deref().unwrap_or("?")))
+            .unwrap_or_else(|| crate::program::unknown_executable(u.command.as_deref()))
     };
     let mut per: std::collections::BTreeMap<String, CpuUnit> = Default::default();
     for p in processes {

@@ -773,8 +773,17 @@ impl Aggregator {
                 if let Some(&s) = self.thread_sets.get(&(e.session, u32::MAX)) {
                     return s;
                 }
-                let exe = self.session(e.session).meta.exe.clone();
-                let path = self.intern(if exe.is_empty() { "?".to_string() } else { exe });
+                let meta = &self.session(e.session).meta;
+                let exe = if meta.exe.is_empty() {
+                    let command = meta
+                        .cmdline
+                        .first()
+                        .map(|c| c.rsplit('/').next().unwrap_or(c));
+                    crate::program::unknown_executable(command)
+                } else {
+                    meta.exe.clone()
+                };
+                let path = self.intern(exe);
                 *self.program_images.entry(Arc::clone(&path)).or_default() += 1;
                 let b = self.base(BaseKey::Program(path), ts_ns);
                 let s = self.intern_set(vec![b]);

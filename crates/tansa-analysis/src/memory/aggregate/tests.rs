@@ -887,3 +887,40 @@ fn without_end_times_a_failure_seen_comes_before_an_end_not_seen() {
         (Some(2), Some("exit-status"))
     );
 }
+
+/// Two images whose executables' paths are not known (the agent could not read
+/// `/proc/self/exe`) and one that is: per program, the first two are one program named by
+/// their command's file name in brackets, as CPU reports name such a program; they were
+/// `?` before.
+#[test]
+fn a_program_without_a_known_executable_is_named_by_its_command() {
+    let (reg, st) = fixture(&[0, 1, 2]);
+    let unknown = |id: u32| SessionInfo {
+        exe: String::new(),
+        cmdline: vec!["/opt/bin/worker".into(), "-x".into()],
+        ..session(id, 100 + id, 1, 0)
+    };
+    let sessions = [unknown(0), unknown(1), session(2, 102, 1, 0)];
+    let events = [
+        alloc(1, 0, AllocOp::Malloc, 0x1000, 10, st.app),
+        alloc(2, 1, AllocOp::Malloc, 0x1000, 20, st.app),
+        alloc(3, 2, AllocOp::Malloc, 0x1000, 30, st.app),
+    ];
+    let r = report(
+        Config {
+            by: By::Program,
+            ..config(Charge::First, FreeTo::Owner)
+        },
+        &reg,
+        &sessions,
+        &events,
+    );
+    let got: Vec<(String, i64)> = r
+        .units
+        .iter()
+        .map(|u| (u.unit.clone(), u.stats.net_bytes))
+        .collect();
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert!(got.contains(&("[worker]".into(), 30)), "{got:?}");
+    assert!(got.contains(&("app".into(), 30)), "{got:?}");
+}
