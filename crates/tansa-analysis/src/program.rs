@@ -5,10 +5,15 @@ use std::collections::HashSet;
 
 /// The file name of `path`; a program without a path ([`unknown_executable`]) whole.
 fn file_name(path: &str) -> &str {
-    if path.starts_with('[') {
+    if is_unknown_executable(path) {
         return path;
     }
     path.rsplit('/').next().unwrap_or(path)
+}
+
+/// Whether `key` is a program without a known path, as [`unknown_executable`] names it.
+pub(crate) fn is_unknown_executable(key: &str) -> bool {
+    key.starts_with('[')
 }
 
 /// The key, and name, of a program whose executable's path is not known: its command's

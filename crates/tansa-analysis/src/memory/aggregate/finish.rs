@@ -79,7 +79,12 @@ impl Aggregator {
                     }
                     BaseKey::Program(path) => {
                         u.unit = programs.name(path);
-                        u.exe = Some(path.to_string());
+                        // `?` when not known, as the JSON schema has it.
+                        u.exe = Some(if crate::program::is_unknown_executable(path) {
+                            "?".to_string()
+                        } else {
+                            path.to_string()
+                        });
                         u.processes = self.program_images.get(path).copied();
                     }
                     BaseKey::Call(n, i) => {

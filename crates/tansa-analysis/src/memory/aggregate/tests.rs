@@ -923,4 +923,8 @@ fn a_program_without_a_known_executable_is_named_by_its_command() {
     assert_eq!(got.len(), 2, "{got:?}");
     assert!(got.contains(&("[worker]".into(), 30)), "{got:?}");
     assert!(got.contains(&("app".into(), 30)), "{got:?}");
+    // The JSON's `exe` stays `?` when not known.
+    let worker = r.units.iter().find(|u| u.unit == "[worker]").unwrap();
+    assert_eq!(worker.exe.as_deref(), Some("?"));
+    assert_eq!(worker.processes, Some(2));
 }
