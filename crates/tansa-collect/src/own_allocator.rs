@@ -9,7 +9,7 @@
 //! symbols when the recording ends and say so, rather than show a heap that is silently
 //! missing.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use rustc_hash::FxHashSet;
 use tansa_format::memory::{JVM_HEAP, OwnAllocator, PYMALLOC, SessionInfo, V8_HEAP};
@@ -22,10 +22,11 @@ pub struct Watch {
     exes: BTreeSet<String>,
     /// Sessions whose environment sends CPython's object allocator to `malloc`.
     python_malloc: FxHashSet<u32>,
-    /// Modules whose name may be a language runtime's with a heap of its own (read when
-    /// the recording ends); a CPython interpreter's only when loaded by a session whose
-    /// environment does not send its objects to `malloc`.
-    runtimes: BTreeSet<String>,
+    /// Modules whose name may be a language runtime's with a heap of its own, with that
+    /// heap (read when the recording ends: the symbols must say the same); a CPython
+    /// interpreter's only when loaded by a session whose environment does not send its
+    /// objects to `malloc`.
+    runtimes: BTreeMap<String, &'static str>,
 }
 
 impl Watch {
@@ -44,17 +45,15 @@ impl Watch {
     /// Session `session` loaded the module at `path`.
     pub fn module(&mut self, session: u32, path: &[u8]) {
         let name = path.rsplit(|&b| b == b'/').next().unwrap_or(path);
-        let runtime = match runtime_by_name(name) {
-            Some(PYMALLOC) => !self.python_malloc.contains(&session),
-            Some(_) => true,
-            None => false,
+        let Some(heap) = runtime_by_name(name) else {
+            return;
         };
-        if !runtime {
+        if heap == PYMALLOC && self.python_malloc.contains(&session) {
             return;
         }
         let path = String::from_utf8_lossy(path);
-        if !self.runtimes.contains(path.as_ref()) {
-            self.runtimes.insert(path.into_owned());
+        if !self.runtimes.contains_key(path.as_ref()) {
+            self.runtimes.insert(path.into_owned(), heap);
         }
     }
 
@@ -67,17 +66,11 @@ impl Watch {
             .iter()
             .filter_map(|exe| tansa_symbols::ElfFile::open(exe).ok()?.own_allocator())
             .collect();
-        for path in &self.runtimes {
-            let Some(heap) = tansa_symbols::ElfFile::open(path)
+        for (path, &heap) in &self.runtimes {
+            let runs = tansa_symbols::ElfFile::open(path)
                 .ok()
-                .and_then(|f| f.runtime_heap())
-            else {
-                continue;
-            };
-            // Its name said which runtime to look for; its symbols must say the same (a
-            // Python interpreter run with PYTHONMALLOC=malloc by another process is not
-            // taken for anything else).
-            if runtime_by_name(path.rsplit('/').next().unwrap_or(path).as_bytes()) != Some(heap) {
+                .and_then(|f| f.runtime_heap());
+            if runs != Some(heap) {
                 continue;
             }
             match out.iter_mut().find(|o| &o.exe == path) {
@@ -139,7 +132,7 @@ mod tests {
         w.module(2, b"/usr/lib/libc.so.6");
         w.module(1, b"/usr/lib/libnode.so.108");
         assert_eq!(
-            w.runtimes.iter().collect::<Vec<_>>(),
+            w.runtimes.keys().collect::<Vec<_>>(),
             ["/usr/lib/libnode.so.108"]
         );
         w.module(2, b"/usr/bin/python3.11");
