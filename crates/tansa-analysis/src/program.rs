@@ -24,6 +24,17 @@ pub(crate) fn unknown_executable(command: Option<&str>) -> String {
     format!("[{}]", command.filter(|c| !c.is_empty()).unwrap_or("?"))
 }
 
+/// The short name of a process image whose executable is `exe` (`?` or empty when not
+/// known) and whose command line is `command`: the executable's file name, or, without
+/// one, the command's in brackets ([`unknown_executable`]).
+pub(crate) fn image_name(exe: &str, command: &[String]) -> String {
+    if exe.is_empty() || exe == "?" {
+        let command = command.first().map(|c| c.rsplit('/').next().unwrap_or(c));
+        return unknown_executable(command);
+    }
+    file_name(exe).to_string()
+}
+
 /// The names of programs: one per distinct executable path of `paths`.
 #[derive(Debug, Default)]
 pub(crate) struct ProgramNames {

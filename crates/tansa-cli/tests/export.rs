@@ -376,6 +376,46 @@ fn pprof_main_binary_is_the_program_that_weighs_most() {
     );
 }
 
+/// A shell that replaces itself with the program (`sh -c 'exec prog'`): one pid, two
+/// programs. Each stack starts with the program that made it, as in CPU profiles: the
+/// program's under its own name, the shell's under the shell's (they were all the shell's).
+#[test]
+fn a_process_that_execs_is_drawn_as_each_program_it_ran() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("exec.tansa");
+    let exe = programs().heap.to_str().unwrap().to_string();
+    let out = record(&file, &[], &["/bin/sh", "-c", &format!("exec {exe} 5")]);
+    assert!(out.status.success(), "record failed: {}", stderr(&out));
+    let text = String::from_utf8(export(&file, "collapsed", &["--by-process"])).unwrap();
+    let roots: Vec<(&str, &str)> = text
+        .lines()
+        .map(|l| l.split_once(';').expect("a process frame and a stack"))
+        .collect();
+    let program: Vec<&str> = roots
+        .iter()
+        .filter(|(_, stack)| stack.contains("profile_main!main"))
+        .map(|(root, _)| *root)
+        .collect();
+    let shell: Vec<&str> = roots
+        .iter()
+        .filter(|(_, stack)| !stack.contains("profile_main!"))
+        .map(|(root, _)| *root)
+        .collect();
+    assert!(!program.is_empty() && !shell.is_empty(), "{text}");
+    let pid = |root: &str| root.rsplit_once(' ').map(|(_, p)| p.to_string());
+    assert!(
+        program.iter().all(|r| r.starts_with("profile_main [")),
+        "{text}"
+    );
+    assert!(
+        shell
+            .iter()
+            .all(|r| r.starts_with("dash [") || r.starts_with("sh [") || r.starts_with("bash [")),
+        "{text}"
+    );
+    assert_eq!(pid(program[0]), pid(shell[0]), "one process: {text}");
+}
+
 /// The GNU build id of an ELF file, as hex, read with `readelf -n` would: from the note.
 fn tansa_symbols_build_id(path: &Path) -> String {
     let data = std::fs::read(path).unwrap();

@@ -89,49 +89,49 @@ pub fn from_figures(reg: &Registry, data: &StackProfileData, report: &MemoryRepo
         p.peak_ns = Some(data.peak_ns);
         p.comments = comments(report);
     }
-    // A process is a recording and a pid (pids repeat across the recordings of a job); its
-    // images (fork, exec) are one process, named after its first.
-    let mut processes: FxHashMap<(Option<u32>, u32), u32> = FxHashMap::default();
-    let mut by_session: FxHashMap<u32, (Option<u32>, u32)> = FxHashMap::default();
+    // A process is a recording and a pid (pids repeat across the recordings of a job). Each
+    // program it runs (`exec`) is drawn apart, named after its own executable, as CPU
+    // profiles draw it: `sh -c 'exec ./prog'` is `dash [pid]`, then `prog [pid]`. The rank
+    // a launcher gives a later image is the process's, its earlier images' too.
+    let mut ranks: FxHashMap<(Option<u32>, u32), u32> = FxHashMap::default();
     for pr in &report.processes {
-        let key = (pr.recording, pr.pid);
-        by_session.insert(pr.session, key);
-        if let Some(&i) = processes.get(&key) {
-            // An image exec'd by a launcher has the rank the first image lacked.
-            let p = &mut b.profile_mut().processes[i as usize];
-            p.exe.clone_from(&pr.exe);
-            if p.rank.is_none() && pr.rank.is_some() {
-                p.rank = pr.rank;
-                p.name = pr.exe.rsplit('/').next().unwrap_or(&pr.exe).to_string();
-            }
-            continue;
+        if let Some(rank) = pr.rank {
+            ranks.entry((pr.recording, pr.pid)).or_insert(rank);
         }
-        let p = b.profile_mut();
-        processes.insert(key, p.processes.len() as u32);
-        p.processes.push(ProcessInfo {
-            pid: pr.pid,
-            name: pr.exe.rsplit('/').next().unwrap_or(&pr.exe).to_string(),
-            exe: pr.exe.clone(),
-            rank: pr.rank,
-            host: pr.host.clone(),
-        });
     }
-    for f in &data.stacks {
-        let key = by_session
-            .get(&f.session.0)
-            .copied()
-            .unwrap_or((None, f.pid));
-        let process = *processes.entry(key).or_insert_with(|| {
+    let mut processes: FxHashMap<(Option<u32>, u32, &str), u32> = FxHashMap::default();
+    let mut by_session: FxHashMap<u32, u32> = FxHashMap::default();
+    for pr in &report.processes {
+        let key = (pr.recording, pr.pid, pr.exe.as_str());
+        let index = *processes.entry(key).or_insert_with(|| {
             let p = b.profile_mut();
             p.processes.push(ProcessInfo {
-                pid: f.pid,
-                name: String::new(),
-                exe: String::new(),
-                rank: None,
-                host: None,
+                pid: pr.pid,
+                name: crate::program::image_name(&pr.exe, &pr.command),
+                exe: pr.exe.clone(),
+                rank: ranks.get(&(pr.recording, pr.pid)).copied(),
+                host: pr.host.clone(),
             });
             (p.processes.len() - 1) as u32
         });
+        by_session.insert(pr.session, index);
+    }
+    let mut unknown: FxHashMap<u32, u32> = FxHashMap::default();
+    for f in &data.stacks {
+        let process = match by_session.get(&f.session.0) {
+            Some(&i) => i,
+            None => *unknown.entry(f.pid).or_insert_with(|| {
+                let p = b.profile_mut();
+                p.processes.push(ProcessInfo {
+                    pid: f.pid,
+                    name: String::new(),
+                    exe: String::new(),
+                    rank: None,
+                    host: None,
+                });
+                (p.processes.len() - 1) as u32
+            }),
+        };
         let mut locations = Vec::new();
         if let Some(stack) = reg.stack(f.session, f.stack) {
             for segment in stack.segments() {

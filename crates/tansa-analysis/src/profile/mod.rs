@@ -103,8 +103,8 @@ pub struct ProcessInfo {
     pub pid: u32,
     /// Short name (executable file name or `comm`).
     pub name: String,
-    /// Path of its executable (of the last program it ran, for a process that called
-    /// `exec`; empty when unknown).
+    /// Path of its executable (empty when unknown). A process that calls `exec` has one
+    /// entry per program it runs, each with the same pid.
     pub exe: String,
     /// Its MPI rank (heap profiles of a job).
     pub rank: Option<u32>,
