@@ -134,8 +134,19 @@ fn heap_page_shows_the_report_figures_and_filters_by_time() {
                 .map(|f| grouped(u[f].as_i64().unwrap()))
                 .collect();
             assert_eq!(&shown[..4], &want[..], "{id}: {u}");
+            // The last column: temporary allocations.
+            assert_eq!(
+                r.last(),
+                Some(&grouped(u["temporary_allocations"].as_i64().unwrap())),
+                "{id}: {u}"
+            );
         }
     }
+    assert_eq!(
+        row(&table_rows(&dom, "by-function"), "html_heap!html_scratch").last(),
+        Some(&"250".to_string()),
+        "the program's known temporary allocations"
+    );
     assert_eq!(
         row(&table_rows(&dom, "by-library"), "libhtmlalloc.so")[1],
         "100,000"

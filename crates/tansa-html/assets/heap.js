@@ -135,14 +135,15 @@ T.run(function () {
   }
 
   // ---- Unit tables, filtered by the range.
-  // The figures of a unit over the range: [net, peak, min(unknown), allocated, freed, calls].
+  // The figures of a unit over the range: [net, peak, min(unknown), allocated, freed, calls,
+  // temporary allocations].
   function inRange(u, others) {
     if (!range) return u.total;
-    var t = [0, null, null, 0, 0, 0], any = false;
+    var t = [0, null, null, 0, 0, 0, 0], any = false;
     u.series.forEach(function (s) {
       if (s[0] < range[0] || s[0] > range[1]) return;
       any = true;
-      t[0] += s[1]; t[3] += s[3]; t[4] += s[4]; t[5] += s[5];
+      t[0] += s[1]; t[3] += s[3]; t[4] += s[4]; t[5] += s[5]; t[6] += s[7];
       if (!others) {
         var peak = s[6] - s[1] + s[2];
         t[1] = t[1] === null ? peak : Math.max(t[1], peak);
@@ -157,6 +158,8 @@ T.run(function () {
       { label: "allocated", num: true, get: function (r) { return r.t[3]; }, fmt: T.int },
       { label: "freed", num: true, get: function (r) { return r.t[4]; }, fmt: T.int },
       { label: "calls", num: true, get: function (r) { return r.t[5]; }, fmt: T.int }
+    ]).concat(D.sample_rate_bytes ? [] : [
+      { label: "temporary", num: true, get: function (r) { return r.t[6]; }, fmt: T.int, title: "allocations released by their own thread before it allocated again: heap churn a local variable or a reused buffer would avoid" }
     ]);
   }
   var titles = { library: "By library", "function": "By function", thread: "By thread" };

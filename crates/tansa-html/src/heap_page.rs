@@ -63,11 +63,11 @@ pub fn heap_configs(base: Config, span_ns: u64, limits: &Limits) -> [Config; 4] 
     ]
 }
 
-/// One unit's figures: net, peak, lowest, allocated, freed, calls.
-type Totals = [i64; 6];
+/// One unit's figures: net, peak, lowest, allocated, freed, calls, temporary allocations.
+type Totals = [i64; 7];
 /// One bucket of a unit: bucket index, net change, peak within the bucket (from its
-/// start), allocated, freed, calls, running net at its end.
-type Point = [i64; 7];
+/// start), allocated, freed, calls, running net at its end, temporary allocations.
+type Point = [i64; 8];
 
 #[derive(Debug, Serialize)]
 struct UnitData {
@@ -230,6 +230,7 @@ fn totals(s: &Stats) -> Totals {
         sat(s.allocated_bytes),
         sat(s.freed_bytes),
         sat(calls),
+        sat(s.temporary_allocations),
     ]
 }
 
@@ -281,7 +282,7 @@ fn series_of(units: &[UnitReport], interval_ns: u64, group: u64) -> Vec<Series> 
 
 fn point(bucket: u64, s: &Stats, cumulative: i64) -> Point {
     let t = totals(s);
-    [sat(bucket), t[0], t[1], t[3], t[4], t[5], cumulative]
+    [sat(bucket), t[0], t[1], t[3], t[4], t[5], cumulative, t[6]]
 }
 
 fn kind_data(kind: &'static str, series: Vec<Series>, top: usize) -> KindData {
@@ -325,7 +326,7 @@ fn others(rest: &[Series]) -> UnitData {
     buckets.dedup();
     let mut sums: Vec<Point> = buckets
         .iter()
-        .map(|&b| [sat(b), 0, 0, 0, 0, 0, 0])
+        .map(|&b| [sat(b), 0, 0, 0, 0, 0, 0, 0])
         .collect();
     for s in rest {
         let mut j = 0;
@@ -337,16 +338,17 @@ fn others(rest: &[Series]) -> UnitData {
                 p[3] = p[3].saturating_add(t[3]);
                 p[4] = p[4].saturating_add(t[4]);
                 p[5] = p[5].saturating_add(t[5]);
+                p[7] = p[7].saturating_add(t[6]);
                 cum = s.buckets[j].2;
                 j += 1;
             }
             p[6] = p[6].saturating_add(cum);
         }
     }
-    let mut total: Totals = [0; 6];
+    let mut total: Totals = [0; 7];
     for s in rest {
         let t = totals(&s.whole);
-        for k in [0, 3, 4, 5] {
+        for k in [0, 3, 4, 5, 6] {
             total[k] = total[k].saturating_add(t[k]);
         }
     }
@@ -475,13 +477,15 @@ mod tests {
     #[test]
     fn buckets_merge_intervals_exactly_and_others_sum_the_rest() {
         // a: +100 -40 in interval 0, +300 in 1, -360 in 3; b: +5 in 1; c: +7 in 2.
-        let units = vec![
+        let mut units = vec![
             row("a", 0, &[100, -40], 60),
             row("a", 1, &[300], 360),
             row("b", 1, &[5], 5),
             row("c", 2, &[7], 7),
             row("a", 3, &[-360], 0),
         ];
+        units[2].stats.temporary_allocations = 2;
+        units[3].stats.temporary_allocations = 3;
         // Two intervals per bucket.
         let s = series_of(&units, 10, 2);
         assert_eq!(s[0].name, "a");
@@ -496,11 +500,11 @@ mod tests {
         assert_eq!(k.units.len(), 1);
         let o = k.others.unwrap();
         assert_eq!(o.name, "(others: 2 units)");
-        assert_eq!(o.total[0], 12);
+        assert_eq!((o.total[0], o.total[6]), (12, 5));
         // b's bucket 0 (+5), then c's bucket 1 (+7, b still at 5).
         assert_eq!(
             o.series,
-            vec![[0, 5, 0, 5, 0, 1, 5], [1, 7, 0, 7, 0, 1, 12]]
+            vec![[0, 5, 0, 5, 0, 1, 5, 2], [1, 7, 0, 7, 0, 1, 12, 3]]
         );
     }
 }

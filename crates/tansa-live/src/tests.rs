@@ -38,6 +38,7 @@ fn unit(name: &str, net: i64, max: i64, allocated: u64, malloc: u64) -> UnitRepo
                 malloc,
                 ..Calls::default()
             },
+            ..Stats::default()
         },
         thread: None,
         call_index: None,

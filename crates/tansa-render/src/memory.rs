@@ -18,8 +18,10 @@ pub fn duration(ns: u64) -> String {
     }
 }
 
-fn stat_cells(s: &Stats) -> Vec<String> {
-    vec![
+/// The figures of `s`, the temporary allocations last when `temporary` (not in sampled
+/// reports, which do not count them).
+fn stat_cells(s: &Stats, temporary: bool) -> Vec<String> {
+    let mut cells = vec![
         crate::bytes(s.net_bytes),
         crate::bytes(s.max_bytes),
         crate::bytes(s.min_bytes),
@@ -29,19 +31,23 @@ fn stat_cells(s: &Stats) -> Vec<String> {
         s.calls.realloc.to_string(),
         s.calls.free.to_string(),
         s.calls.memalign.to_string(),
-    ]
+    ];
+    if temporary {
+        cells.push(s.temporary_allocations.to_string());
+    }
+    cells
 }
 
 /// One row for the units not shown (`--top`): their number, and the figures that add up
 /// (net and allocated bytes, calls; not the maxima and minima over time, which do not),
 /// unless units share events (`overlapping`: `--charge all` charges an event to every
 /// library on its stack), when only their number is given.
-fn rest_cells(rest: &[UnitReport], overlapping: bool) -> Option<Vec<String>> {
+fn rest_cells(rest: &[UnitReport], overlapping: bool, temporary: bool) -> Option<Vec<String>> {
     if rest.is_empty() {
         return None;
     }
     if overlapping {
-        let mut cells = vec![String::new(); STAT_HEADERS.len() + 1];
+        let mut cells = vec![String::new(); STAT_HEADERS.len() + 1 + usize::from(temporary)];
         cells[0] = format!("({} more)", rest.len());
         return Some(cells);
     }
@@ -49,7 +55,7 @@ fn rest_cells(rest: &[UnitReport], overlapping: bool) -> Option<Vec<String>> {
     // out below.
     let sum = rest.iter().fold(Stats::default(), |a, u| a.then(&u.stats));
     let mut cells = vec![format!("({} more)", rest.len())];
-    cells.extend(stat_cells(&sum));
+    cells.extend(stat_cells(&sum, temporary));
     cells[2] = String::new();
     cells[3] = String::new();
     Some(cells)
@@ -328,18 +334,22 @@ pub fn table_with(r: &MemoryReport, opts: &TableOptions, out: &mut dyn Write) ->
     h.write(out)?;
     let mut headers: Vec<(&str, Align)> = vec![("unit", Align::Left)];
     headers.extend(STAT_HEADERS);
+    let temporary = r.sample_rate_bytes.is_none();
+    if temporary {
+        headers.push(("temporary", Align::Right));
+    }
     let mut t = Table::new(&headers);
     let shown = opts.top.map_or(r.units.len(), |n| n.min(r.units.len()));
     for u in &r.units[..shown] {
         let mut cells = vec![unit_label(u)];
-        cells.extend(stat_cells(&u.stats));
+        cells.extend(stat_cells(&u.stats, temporary));
         t.row(cells);
     }
-    if let Some(rest) = rest_cells(&r.units[shown..], r.charge == "all") {
+    if let Some(rest) = rest_cells(&r.units[shown..], r.charge == "all", temporary) {
         t.row(rest);
     }
     let mut total = vec!["(total)".to_string()];
-    total.extend(stat_cells(&r.totals));
+    total.extend(stat_cells(&r.totals, temporary));
     t.row(total);
     t.write(out)?;
     if r.inherited_frees > 0 {
@@ -394,6 +404,10 @@ pub fn csv(r: &MemoryReport, out: &mut dyn Write) -> io::Result<()> {
     if per_rank {
         header.extend(["rank", "host"]);
     }
+    // Last, so that the columns before it keep their places (empty when sampled: not
+    // counted).
+    header.push("temporary_allocations");
+    let sampled = r.sample_rate_bytes.is_some();
     w.write_record(&header).map_err(crate::csv_io)?;
     let opt = |v: Option<String>| v.unwrap_or_default();
     for u in &r.units {
@@ -422,6 +436,11 @@ pub fn csv(r: &MemoryReport, out: &mut dyn Write) -> io::Result<()> {
             row.push(opt(u.rank.map(|v| v.to_string())));
             row.push(opt(u.host.clone()));
         }
+        row.push(if sampled {
+            String::new()
+        } else {
+            s.temporary_allocations.to_string()
+        });
         w.write_record(&row).map_err(crate::csv_io)?;
     }
     w.flush()

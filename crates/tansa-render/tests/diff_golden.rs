@@ -28,6 +28,7 @@ fn stats(net: i64, max: i64, allocated: u64, malloc: u64, free: u64) -> Stats {
             free,
             ..Calls::default()
         },
+        ..Stats::default()
     }
 }
 

@@ -76,6 +76,8 @@ pub struct HeapDelta {
     pub calls: CallsDelta,
     /// Of `total_calls`.
     pub total_calls: i64,
+    /// Of `temporary_allocations`.
+    pub temporary_allocations: i64,
 }
 
 impl HeapDelta {
@@ -98,6 +100,7 @@ impl HeapDelta {
                 memalign: c(|c| c.memalign),
             },
             total_calls: sub(b.total_calls, a.total_calls),
+            temporary_allocations: sub(y.temporary_allocations, x.temporary_allocations),
         }
     }
 }
@@ -331,6 +334,7 @@ mod tests {
                 free,
                 ..Calls::default()
             },
+            ..Stats::default()
         }
     }
 

@@ -41,6 +41,12 @@ pub struct Stats {
     pub freed_bytes: u64,
     /// Calls.
     pub calls: Calls,
+    /// Temporary allocations: blocks released by the thread that allocated them with no
+    /// other allocation of that thread in between (as heaptrack counts them): heap churn
+    /// a local variable or a reused buffer would avoid. Counted for the unit charged with
+    /// the allocation. Not counted in sampled recordings (0), where the allocations in
+    /// between are not seen.
+    pub temporary_allocations: u64,
 }
 
 impl Stats {
@@ -68,6 +74,9 @@ impl Stats {
             allocated_bytes: a.allocated_bytes.saturating_add(b.allocated_bytes),
             freed_bytes: a.freed_bytes.saturating_add(b.freed_bytes),
             calls,
+            temporary_allocations: a
+                .temporary_allocations
+                .saturating_add(b.temporary_allocations),
         }
     }
 }

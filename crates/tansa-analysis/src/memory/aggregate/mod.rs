@@ -314,6 +314,11 @@ pub struct Aggregator {
     set_members: Vec<u32>,
     set_rows: Vec<u32>,
     live: FxHashMap<(SessionId, u64), Block>,
+    /// Each thread's last allocation (its address and timestamp): a release of that block
+    /// by the same thread before the thread allocates again is a temporary allocation.
+    /// (The timestamp tells the block from a later one at the same address, allocated by
+    /// another thread once this one was released elsewhere.)
+    last_alloc: FxHashMap<(SessionId, u32), (u64, u64)>,
     thread_sets: FxHashMap<(SessionId, u32), UnitSetId>,
     /// `--by program`: how many process images of each program had events.
     program_images: FxHashMap<Arc<str>, u64>,
@@ -402,6 +407,7 @@ impl Aggregator {
             set_members: Vec::new(),
             set_rows: Vec::new(),
             live: FxHashMap::default(),
+            last_alloc: FxHashMap::default(),
             thread_sets: FxHashMap::default(),
             program_images: FxHashMap::default(),
             call_counter: FxHashMap::default(),
@@ -832,7 +838,20 @@ impl Aggregator {
 
     /// Charges `delta` bytes (none when 0) and one `call` to every unit of `set`.
     #[inline]
-    fn apply(&mut self, set: UnitSetId, delta: i64, (call, n): (Call, u64), ts_ns: u64) {
+    fn apply(&mut self, set: UnitSetId, delta: i64, call: (Call, u64), ts_ns: u64) {
+        self.apply_counting(set, delta, call, ts_ns, 0);
+    }
+
+    /// [`Self::apply`], counting `temporary` temporary allocations too.
+    #[inline]
+    fn apply_counting(
+        &mut self,
+        set: UnitSetId,
+        delta: i64,
+        (call, n): (Call, u64),
+        ts_ns: u64,
+        temporary: u64,
+    ) {
         let (start, len) = self.set_spans[set.0 as usize];
         for k in start as usize..(start + len) as usize {
             let b = self.set_members[k];
@@ -862,6 +881,22 @@ impl Aggregator {
             }
             row.cumulative = net;
             call.bump(&mut row.stats.calls, n);
+            row.stats.temporary_allocations += temporary;
+        }
+    }
+
+    /// Counts a temporary allocation for every unit of `set` (the allocation's, when the
+    /// release is charged to another).
+    fn count_temporary(&mut self, set: UnitSetId, ts_ns: u64) {
+        let (start, len) = self.set_spans[set.0 as usize];
+        for k in start as usize..(start + len) as usize {
+            let b = self.set_members[k];
+            let r = match self.set_rows[k] {
+                UNSET => self.row(b, ts_ns),
+                r => r as usize,
+            };
+            let stats = &mut self.rows[r].stats;
+            stats.temporary_allocations += 1;
         }
     }
 
@@ -948,6 +983,9 @@ impl Aggregator {
         if !charge {
             return Some(block.set);
         }
+        let temporary = call == Call::Free
+            && self.sample_rate == 0
+            && self.last_alloc.get(&(e.session, e.tid)) == Some(&(ptr, block.ts));
         if let Some(t) = self.stacks.as_deref_mut() {
             t.release(e.session, block.stack, block.size, block.weight);
         }
@@ -957,7 +995,17 @@ impl Aggregator {
         };
         let delta = -size_delta(block.size);
         let n = u64::from(block.weight);
-        self.apply(set, delta, (call, n), ts_ns);
+        if temporary {
+            self.totals.temporary_allocations += 1;
+            if set == block.set {
+                self.apply_counting(set, delta, (call, n), ts_ns, 1);
+            } else {
+                self.apply(set, delta, (call, n), ts_ns);
+                self.count_temporary(block.set, ts_ns);
+            }
+        } else {
+            self.apply(set, delta, (call, n), ts_ns);
+        }
         self.totals.add(delta);
         self.totals.freed_bytes = self.totals.freed_bytes.saturating_add(block.size);
         self.own_heap(e.session, delta);
@@ -979,6 +1027,9 @@ impl Aggregator {
         call: Call,
     ) {
         let (size, weight) = self.scaled(size, ptr ^ e.ts.rotate_left(32));
+        if charge && self.sample_rate == 0 {
+            self.last_alloc.insert((e.session, e.tid), (ptr, e.ts));
+        }
         if charge {
             if let Some(t) = self.stacks.as_deref_mut() {
                 t.allocate(e.session, stack, size, weight, e.ts);

@@ -103,6 +103,15 @@ fn stats(net: i64, max: i64, min: i64, allocated: u64, freed: u64, calls: Calls)
         allocated_bytes: allocated,
         freed_bytes: freed,
         calls,
+        ..Stats::default()
+    }
+}
+
+/// `s` with `n` temporary allocations.
+fn temporary(s: Stats, n: u64) -> Stats {
+    Stats {
+        temporary_allocations: n,
+        ..s
     }
 }
 
@@ -144,12 +153,14 @@ fn each_charge_policy_under_each_free_mode() {
         free(4, 0, 0x2000, st.b),
         alloc(5, 0, AllocOp::Malloc, 0x3000, 7, st.b),
     ];
-    // The allocator's view: running net 100, 140, 40, 0, 7.
-    let totals = stats(7, 140, 0, 147, 140, calls(2, 1, 0, 2));
+    // The allocator's view: running net 100, 140, 40, 0, 7. The 40 bytes are released
+    // before the thread allocates again: a temporary allocation, `app`'s (it allocated
+    // them) whoever released them.
+    let totals = temporary(stats(7, 140, 0, 147, 140, calls(2, 1, 0, 2)), 1);
     // The 40 bytes of `app`, released by `libb.so`: charged back to `app` (owner) or
     // to `libb.so` (caller); and the reverse for the 100 bytes of the library.
-    let app_owner = stats(0, 40, 0, 40, 40, calls(0, 1, 0, 1));
-    let app_caller = stats(-60, 40, -60, 40, 100, calls(0, 1, 0, 1));
+    let app_owner = temporary(stats(0, 40, 0, 40, 40, calls(0, 1, 0, 1)), 1);
+    let app_caller = temporary(stats(-60, 40, -60, 40, 100, calls(0, 1, 0, 1)), 1);
     let expected: [(Charge, FreeTo, Vec<Row>); 6] = [
         (
             Charge::First,
@@ -559,8 +570,10 @@ fn a_realloc_that_moves_is_a_release_and_an_allocation_one_in_place_a_new_size()
             ),
         ]
     );
-    // Every byte allocated is released: 100, 250 (in place), 400 (moved), 8.
-    let totals = stats(0, 400, 0, 758, 758, calls(1, 0, 4, 2));
+    // Every byte allocated is released: 100, 250 (in place), 400 (moved), 8. The block
+    // `app` moved is freed before the thread allocates again: a temporary allocation
+    // (realloc(p, 0) is not counted as one).
+    let totals = temporary(stats(0, 400, 0, 758, 758, calls(1, 0, 4, 2)), 1);
     let sessions = [session(0, 100, 1, 0)];
 
     // Owner: `libb.so` (first) holds 100 then 250 bytes and releases them when the block
@@ -575,7 +588,10 @@ fn a_realloc_that_moves_is_a_release_and_an_allocation_one_in_place_a_new_size()
     assert_eq!(
         units(&r),
         named(&[
-            ("app", stats(0, 400, 0, 408, 408, calls(0, 0, 2, 1))),
+            (
+                "app",
+                temporary(stats(0, 400, 0, 408, 408, calls(0, 0, 2, 1)), 1)
+            ),
             ("libb.so", stats(0, 250, 0, 350, 350, calls(1, 0, 2, 1))),
         ])
     );
@@ -601,7 +617,10 @@ fn a_realloc_that_moves_is_a_release_and_an_allocation_one_in_place_a_new_size()
     assert_eq!(
         units(&r),
         named(&[
-            ("app", stats(158, 158, -250, 408, 250, calls(0, 0, 2, 0))),
+            (
+                "app",
+                temporary(stats(158, 158, -250, 408, 250, calls(0, 0, 2, 0)), 1)
+            ),
             (
                 "libb.so",
                 stats(-158, 250, -158, 350, 508, calls(1, 0, 2, 2))
@@ -927,4 +946,44 @@ fn a_program_without_a_known_executable_is_named_by_its_command() {
     let worker = r.units.iter().find(|u| u.unit == "[worker]").unwrap();
     assert_eq!(worker.exe.as_deref(), Some("?"));
     assert_eq!(worker.processes, Some(2));
+}
+
+/// A temporary allocation is a block its own thread releases before allocating again.
+/// Another thread's allocations in between do not count, and a block at the address of the
+/// thread's last allocation is not that allocation once the address was released elsewhere
+/// and handed out again.
+#[test]
+fn temporary_allocations_are_per_thread_and_per_block() {
+    let (reg, st) = fixture(&[0]);
+    let on = |tid: u32, e: Event| Event { tid, ..e };
+    let events = [
+        // Thread 1 allocates and frees with thread 2's allocation in between: temporary.
+        on(1, alloc(1, 0, AllocOp::Malloc, 0x1000, 10, st.lib)),
+        on(2, alloc(2, 0, AllocOp::Malloc, 0x2000, 20, st.app)),
+        on(1, free(3, 0, 0x1000, st.lib)),
+        // Thread 2's block is freed by thread 1: not temporary.
+        on(1, free(4, 0, 0x2000, st.lib)),
+        // Thread 1 allocates 0x3000, thread 2 frees it and allocates at the same address;
+        // thread 1 frees that block: not thread 1's last allocation, nor thread 2's
+        // temporary (thread 1 released it).
+        on(1, alloc(5, 0, AllocOp::Malloc, 0x3000, 30, st.lib)),
+        on(2, free(6, 0, 0x3000, st.app)),
+        on(2, alloc(7, 0, AllocOp::Malloc, 0x3000, 40, st.app)),
+        on(1, free(8, 0, 0x3000, st.lib)),
+    ];
+    let r = report(
+        config(Charge::First, FreeTo::Owner),
+        &reg,
+        &[session(0, 100, 1, 0)],
+        &events,
+    );
+    assert_eq!(r.totals.temporary_allocations, 1);
+    let temporary: Vec<(String, u64)> = units(&r)
+        .into_iter()
+        .map(|(n, s)| (n, s.temporary_allocations))
+        .collect();
+    assert_eq!(
+        temporary,
+        [("app".to_string(), 0), ("libb.so".to_string(), 1)]
+    );
 }
