@@ -726,6 +726,10 @@ fn flags_of_the_other_kind_and_damage_are_reported() {
     let out = run(&["report", f, "--charge", "last"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("--charge applies to memory recordings"));
+    // (CPU reports come in samples' order.)
+    let out = run(&["report", f, "--sort", "temporary"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--sort applies to memory recordings"));
     // A wrapper named as an allocator means nothing to CPU samples, in any heap command.
     let html = dir.path().join("c.html");
     for args in [

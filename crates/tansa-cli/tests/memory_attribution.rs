@@ -969,6 +969,60 @@ fn temporary_allocations_per_function() {
         .expect("pairs row");
     assert_eq!(pairs.split_whitespace().last(), Some("100"), "{table}");
 
+    // --sort temporary: the most churn first, in JSON and the table (with --top), online
+    // too; the default order is by peak.
+    let figures = |report: &Value, key: &str| -> Vec<u64> {
+        report["units"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|u| u[key].as_u64().unwrap())
+            .collect()
+    };
+    let sorted = report_json(&file, &["--by", "function", "--sort", "temporary"]);
+    let temporary = figures(&sorted, "temporary_allocations");
+    assert!(temporary.windows(2).all(|w| w[0] >= w[1]), "{temporary:?}");
+    assert_eq!(sorted["units"][0]["unit"], "temporary!churn");
+    let peaks = figures(&report_json(&file, &["--by", "function"]), "max_bytes");
+    assert!(peaks.windows(2).all(|w| w[0] >= w[1]), "{peaks:?}");
+    let out = run_tansa(&[
+        "report",
+        file.to_str().unwrap(),
+        "--by",
+        "function",
+        "--sort",
+        "temporary",
+        "--top",
+        "2",
+    ]);
+    let table = String::from_utf8(out.stdout).unwrap();
+    let rows: Vec<&str> = table
+        .lines()
+        .skip_while(|l| !l.starts_with("unit "))
+        .skip(1)
+        .collect();
+    assert!(rows[0].starts_with("temporary!churn "), "{table}");
+    assert!(rows[1].starts_with("temporary!scratch "), "{table}");
+    let online = online_report_json(
+        &tmp.path().join("sorted.json"),
+        &["--by", "function", "--sort", "temporary"],
+        &[exe],
+    );
+    assert_eq!(online["units"][0]["unit"], "temporary!churn");
+    // Refused where rows come in order, and for CPU recordings.
+    for by in ["interval", "call", "rank"] {
+        let out = run_tansa(&[
+            "report",
+            file.to_str().unwrap(),
+            "--by",
+            by,
+            "--sort",
+            "net",
+        ]);
+        assert_eq!(out.status.code(), Some(2), "--by {by}: {}", stderr(&out));
+        assert!(stderr(&out).contains("--sort"), "{}", stderr(&out));
+    }
+
     // Sampled: no such figure.
     let sampled = tmp.path().join("sampled.tansa");
     let out = record(&sampled, &["--sample-rate", "1KiB"], &[exe]);

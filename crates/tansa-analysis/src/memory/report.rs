@@ -411,6 +411,54 @@ pub struct ImproperReport {
     pub stack: Vec<FrameReport>,
 }
 
+/// What the units of a report by size (library, function, thread, program) are ordered
+/// by, largest first.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum SortKey {
+    /// The peak of the running net (then bytes allocated): the default.
+    #[default]
+    Max,
+    /// Net bytes (live at the end, when releases are charged to the owner).
+    Net,
+    /// Bytes allocated.
+    Allocated,
+    /// Calls of every family.
+    Calls,
+    /// Temporary allocations.
+    Temporary,
+}
+
+impl SortKey {
+    /// The figure `units` are ordered by (then the peak, then bytes allocated).
+    fn figure(self, s: &Stats) -> i128 {
+        let c = &s.calls;
+        match self {
+            SortKey::Max => s.max_bytes.into(),
+            SortKey::Net => s.net_bytes.into(),
+            SortKey::Allocated => s.allocated_bytes.into(),
+            SortKey::Calls => [c.malloc, c.calloc, c.realloc, c.free, c.memalign]
+                .iter()
+                .map(|&n| i128::from(n))
+                .sum(),
+            SortKey::Temporary => s.temporary_allocations.into(),
+        }
+    }
+}
+
+/// Orders `units` by `key`, largest first; ties by peak, bytes allocated, then name.
+pub fn sort_units(units: &mut [UnitReport], key: SortKey) {
+    units.sort_by(|a, b| {
+        let k = |u: &UnitReport| {
+            (
+                key.figure(&u.stats),
+                u.stats.max_bytes,
+                u.stats.allocated_bytes,
+            )
+        };
+        k(b).cmp(&k(a)).then_with(|| a.unit.cmp(&b.unit))
+    });
+}
+
 /// A heap report.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct MemoryReport {

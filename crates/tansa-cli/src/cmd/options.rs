@@ -217,6 +217,53 @@ impl From<FormatArg> for tansa_render::Format {
     }
 }
 
+/// `--sort` of heap tables: the figure units are ordered by, largest first.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum SortArg {
+    /// Peak of the running net (the default).
+    Max,
+    /// Net bytes (live at the end, when releases are charged to the owner).
+    Net,
+    /// Bytes allocated.
+    Allocated,
+    /// Calls of every family.
+    Calls,
+    /// Temporary allocations (freed by their thread before it allocated again).
+    Temporary,
+}
+
+impl From<SortArg> for tansa_analysis::memory::report::SortKey {
+    fn from(s: SortArg) -> Self {
+        use tansa_analysis::memory::report::SortKey;
+        match s {
+            SortArg::Max => SortKey::Max,
+            SortArg::Net => SortKey::Net,
+            SortArg::Allocated => SortKey::Allocated,
+            SortArg::Calls => SortKey::Calls,
+            SortArg::Temporary => SortKey::Temporary,
+        }
+    }
+}
+
+/// The order `--sort` asks for, or a usage error for a report whose rows come in time or
+/// rank order (`--by interval`, `call`, `rank`). Checked before the recording is read.
+pub fn memory_sort(
+    by: tansa_analysis::memory::By,
+    sort: Option<SortArg>,
+) -> anyhow::Result<Option<tansa_analysis::memory::report::SortKey>> {
+    use tansa_analysis::memory::By;
+    let Some(sort) = sort else {
+        return Ok(None);
+    };
+    if matches!(by, By::Interval | By::Call | By::Rank) {
+        return Err(crate::exit::usage(format!(
+            "--sort orders units by size, and --by {} lists its rows in order",
+            by.name()
+        )));
+    }
+    Ok(Some(sort.into()))
+}
+
 /// The memory analysis configuration from the report options.
 pub fn memory_config(
     by: tansa_analysis::memory::By,

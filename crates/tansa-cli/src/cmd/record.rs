@@ -11,7 +11,7 @@ use tansa_collect::{Config as CollectConfig, Outcome};
 use tansa_format::meta::{ClockSource, RecordingMeta};
 use tansa_format::output::{DEFAULT_MODE, Naming, OutputFile};
 
-use super::options::{self, ChargeArg, FormatArg, FreeToArg};
+use super::options::{self, ChargeArg, FormatArg, FreeToArg, SortArg};
 use tansa_ptrace::leaks::{LeakCauseConfig, record_leak_cause};
 
 /// Options of `tansa record`.
@@ -64,6 +64,11 @@ pub struct Args {
     /// short one (`my_alloc`, `Pool::get`); repeatable. (`tansa report` takes it too.)
     #[arg(long = "alloc-fn", value_name = "FUNCTION", requires = "online")]
     alloc_fn: Vec<String>,
+
+    /// Order the units of the online report by this figure, largest first (as `tansa
+    /// report --sort`) [default: max].
+    #[arg(long, value_enum, requires = "online")]
+    sort: Option<SortArg>,
 
     /// Interval length for --by interval (online), e.g. 100ms, 1s.
     #[arg(long, default_value = "100ms", value_parser = options::parse_interval, requires = "online")]
@@ -566,11 +571,15 @@ fn run_durable(args: &Args, mut config: CollectConfig) -> anyhow::Result<ExitCod
 
 fn run_online(args: &Args, config: &CollectConfig) -> anyhow::Result<ExitCode> {
     let analysis = options::memory_config(args.by, args.charge, args.free_to, args.interval, None);
-    let (outcome, report) = if live_view_wanted(args)? {
+    let sort = options::memory_sort(args.by, args.sort)?;
+    let (outcome, mut report) = if live_view_wanted(args)? {
         super::live::record_online_live(config, analysis, &args.alloc_fn, &args.command)?
     } else {
         tansa_collect::online::record_online(config, analysis, &args.alloc_fn, None)?
     };
+    if let Some(key) = sort {
+        tansa_analysis::memory::report::sort_units(&mut report.units, key);
+    }
     let mut out = match &args.output {
         Some(p) => crate::output::open(Some(p), &[])?,
         None => crate::output::Output::stderr(),

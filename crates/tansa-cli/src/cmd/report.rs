@@ -9,7 +9,7 @@ use std::time::Duration;
 use tansa_analysis::memory::recording::{MemoryRecording, RecordingError};
 use tansa_analysis::memory::{Config, MemoryReport};
 
-use super::options::{self, ChargeArg, FormatArg, FreeToArg, ReportBy};
+use super::options::{self, ChargeArg, FormatArg, FreeToArg, ReportBy, SortArg};
 use super::report_cpu;
 use crate::exit;
 
@@ -20,6 +20,8 @@ Examples:
   tansa report run.tansa                          heap per shared library
   tansa report run.tansa --by function --charge last
   tansa report run.tansa --by thread
+  tansa report run.tansa --by function --sort temporary --top 10
+                                                  the most heap churn (allocations freed at once)
   tansa report run.tansa --by interval --interval 1s --format csv
   tansa report run.tansa --format json | jq '.units[0]'
   tansa report cpu.tansa --by function            CPU time per function (tansa sample)
@@ -105,6 +107,12 @@ pub struct Args {
     #[arg(long, value_name = "N")]
     rank: Option<u32>,
 
+    /// Order the units of a memory report by this figure, largest first (the table, JSON and
+    /// CSV alike; with --top, the N largest by it) [default: max]. By library, function,
+    /// thread or program.
+    #[arg(long, value_enum)]
+    sort: Option<SortArg>,
+
     /// Show only the N largest units in the table (the others are summed in one row, and
     /// the total stays that of all). Reports by library, function, thread, process, space,
     /// line or instruction; JSON and CSV always hold every unit.
@@ -151,6 +159,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             ("--free-to", args.free_to.is_some()),
             ("--alloc-fn", !args.alloc_fn.is_empty()),
             ("--rank", args.rank.is_some()),
+            ("--sort", args.sort.is_some()),
         ];
         if let Some((flag, _)) = memory_only.iter().find(|f| f.1) {
             return Err(exit::usage(format!(
@@ -181,7 +190,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     );
     let mut config = options::memory_config(by, charge, free_to, interval, args.pid);
     config.rank = args.rank;
-    let (report, damaged) = memory_report(&args.files, config, &args.alloc_fn, "tansa report")?;
+    let sort = options::memory_sort(by, args.sort)?;
+    let (mut report, damaged) = memory_report(&args.files, config, &args.alloc_fn, "tansa report")?;
+    if let Some(key) = sort {
+        tansa_analysis::memory::report::sort_units(&mut report.units, key);
+    }
     let inputs: Vec<&Path> = args.files.iter().map(PathBuf::as_path).collect();
     let mut out = crate::output::open(args.output.as_deref(), &inputs)?;
     write_memory_report(

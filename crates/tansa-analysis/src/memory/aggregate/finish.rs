@@ -10,7 +10,7 @@ use crate::memory::ids::{SessionId, StackId};
 use crate::memory::model::Registry;
 use crate::memory::report::{
     FrameReport, ImproperReport, JobReport, LauncherReport, MemoryReport, ProcessReport,
-    RankReport, SCHEMA, ThreadReport, UnitReport, UnrecordedReport,
+    RankReport, SCHEMA, SortKey, ThreadReport, UnitReport, UnrecordedReport, sort_units,
 };
 
 impl Aggregator {
@@ -113,13 +113,11 @@ impl Aggregator {
                     b.0.call_index,
                 ))
             }),
-            _ => units.sort_by(|a, b| {
-                (b.0.stats.max_bytes, b.0.stats.allocated_bytes, &a.0.unit).cmp(&(
-                    a.0.stats.max_bytes,
-                    a.0.stats.allocated_bytes,
-                    &b.0.unit,
-                ))
-            }),
+            _ => {}
+        }
+        let mut units: Vec<UnitReport> = units.into_iter().map(|(u, _)| u).collect();
+        if !per_interval && !matches!(self.config.by, By::Rank | By::Call) {
+            sort_units(&mut units, SortKey::default());
         }
         let job_view = self.job.is_some();
         let end_ticks: Vec<Option<u64>> = self
@@ -304,7 +302,7 @@ impl Aggregator {
             process,
             processes,
             totals: self.totals,
-            units: units.into_iter().map(|(u, _)| u).collect(),
+            units,
             unrecorded: self
                 .unrecorded
                 .iter()
