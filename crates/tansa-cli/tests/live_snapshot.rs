@@ -105,8 +105,7 @@ fn a_real_snapshot_is_a_prefix_of_the_report_and_draws_per_unit() {
     let rows = view.rows();
     assert!(
         rows.windows(2)
-            .all(|w| tansa_live::state::total_calls(&w[0].stats)
-                >= tansa_live::state::total_calls(&w[1].stats))
+            .all(|w| w[0].stats.calls.total() >= w[1].stats.calls.total())
     );
     view.key('u');
     let s = screen(&view);

@@ -216,13 +216,7 @@ fn sat(v: u64) -> i64 {
 }
 
 fn totals(s: &Stats) -> Totals {
-    let c = &s.calls;
-    let calls = c
-        .malloc
-        .saturating_add(c.calloc)
-        .saturating_add(c.realloc)
-        .saturating_add(c.free)
-        .saturating_add(c.memalign);
+    let calls = s.calls.total();
     [
         s.net_bytes,
         s.max_bytes,

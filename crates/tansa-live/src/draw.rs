@@ -9,11 +9,12 @@ use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row, Sparkline, Table};
 use tansa_analysis::memory::live::LiveSnapshot;
 use tansa_analysis::memory::report::MemoryReport;
 
-use crate::state::{SortKey, View, total_calls};
+use crate::state::{SortKey, View};
 
 /// The help line.
-pub const HELP: &str = "q close view (the program goes on)  n/m/a/c sort by net/max/alloc/calls  \
-u unit  r redraw  ^C interrupt";
+/// (Each sort key is its column's initial: net, max, allocated, calls, temporary.)
+pub const HELP: &str =
+    "q close view (the program goes on)  n/m/a/c/t sort by column  u unit  r redraw  ^C interrupt";
 
 fn bytes(b: i64) -> String {
     tansa_render::bytes(b)
@@ -138,6 +139,7 @@ fn draw_table(frame: &mut Frame<'_>, area: Rect, view: &View, r: &MemoryReport) 
         head("max", SortKey::Max),
         head("allocated", SortKey::Allocated),
         head("calls", SortKey::Calls),
+        head("temporary", SortKey::Temporary),
     ]);
     let shown = usize::from(area.height.saturating_sub(3));
     let title = if rows.len() > shown {
@@ -166,7 +168,8 @@ fn draw_table(frame: &mut Frame<'_>, area: Rect, view: &View, r: &MemoryReport) 
                 Line::from(bytes(i64::try_from(s.allocated_bytes).unwrap_or(i64::MAX)))
                     .right_aligned(),
             ),
-            Cell::from(Line::from(total_calls(s).to_string()).right_aligned()),
+            Cell::from(Line::from(s.calls.total().to_string()).right_aligned()),
+            Cell::from(Line::from(s.temporary_allocations.to_string()).right_aligned()),
         ])
     });
     let table = Table::new(
@@ -177,6 +180,7 @@ fn draw_table(frame: &mut Frame<'_>, area: Rect, view: &View, r: &MemoryReport) 
             Constraint::Length(11),
             Constraint::Length(11),
             Constraint::Length(10),
+            Constraint::Length(11),
         ],
     )
     .header(header)

@@ -3,54 +3,13 @@
 //! renders it.
 
 use tansa_analysis::memory::live::LiveSnapshot;
+/// The column the table is sorted by (largest first): keys `n` (net), `m` (max), `a`
+/// (allocated), `c` (calls), `t` (temporary allocations).
+pub use tansa_analysis::memory::report::SortKey;
 use tansa_analysis::memory::report::{MemoryReport, Stats};
 
 /// How many notes are kept (the newest is shown).
 const NOTES: usize = 8;
-
-/// The column the table is sorted by (largest first).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SortKey {
-    /// Net bytes (live bytes with `--free-to owner`), key `n`.
-    Net,
-    /// Largest net reached, key `m`.
-    Max,
-    /// Bytes allocated, key `a`.
-    Allocated,
-    /// Calls of every allocation function, key `c`.
-    Calls,
-}
-
-impl SortKey {
-    /// The column's name.
-    pub fn name(self) -> &'static str {
-        match self {
-            SortKey::Net => "net",
-            SortKey::Max => "max",
-            SortKey::Allocated => "allocated",
-            SortKey::Calls => "calls",
-        }
-    }
-
-    fn value(self, s: &Stats) -> i128 {
-        match self {
-            SortKey::Net => i128::from(s.net_bytes),
-            SortKey::Max => i128::from(s.max_bytes),
-            SortKey::Allocated => i128::from(s.allocated_bytes),
-            SortKey::Calls => i128::from(total_calls(s)),
-        }
-    }
-}
-
-/// Every call counted for a unit.
-pub fn total_calls(s: &Stats) -> u64 {
-    let c = &s.calls;
-    c.malloc
-        .saturating_add(c.calloc)
-        .saturating_add(c.realloc)
-        .saturating_add(c.free)
-        .saturating_add(c.memalign)
-}
 
 /// What a key asks of the terminal loop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -164,14 +123,14 @@ impl View {
             .collect();
         let key = self.sort;
         rows.sort_by(|a, b| {
-            key.value(&b.stats)
-                .cmp(&key.value(&a.stats))
+            key.figure(&b.stats)
+                .cmp(&key.figure(&a.stats))
                 .then_with(|| a.unit.cmp(&b.unit))
         });
         rows
     }
 
-    /// What key `c` does: `n`, `m`, `a`, `c` sort; `u` shows the next unit (`U` the
+    /// What key `c` does: `n`, `m`, `a`, `c`, `t` sort; `u` shows the next unit (`U` the
     /// previous one); `r` redraws; `q` quits the view.
     pub fn key(&mut self, c: char) -> Action {
         let sort = match c {
@@ -179,6 +138,7 @@ impl View {
             'm' => Some(SortKey::Max),
             'a' => Some(SortKey::Allocated),
             'c' => Some(SortKey::Calls),
+            't' => Some(SortKey::Temporary),
             _ => None,
         };
         if let Some(sort) = sort {

@@ -89,9 +89,16 @@ fn snapshot(lost: u64) -> LiveSnapshot {
             report(
                 "library",
                 vec![
-                    // net, max, allocated, calls: each unit first under one key.
+                    // net, max, allocated, calls: each unit first under one key;
+                    // libb.so makes the most temporary allocations.
                     unit("liba.so", 300, 400, 500, 1),
-                    unit("libb.so", 100, 900, 1000, 2),
+                    UnitReport {
+                        stats: Stats {
+                            temporary_allocations: 2,
+                            ..unit("libb.so", 100, 900, 1000, 2).stats
+                        },
+                        ..unit("libb.so", 100, 900, 1000, 2)
+                    },
                     unit("app", 200, 500, 4000, 3),
                     unit("libc.so.6", 0, 10, 10, 40),
                 ],
@@ -139,6 +146,8 @@ fn each_key_sorts_by_its_column_largest_first() {
     assert_eq!(names(&v), ["app", "libb.so", "liba.so", "libc.so.6"]);
     assert_eq!(v.key('c'), Action::Draw);
     assert_eq!(names(&v), ["libc.so.6", "app", "libb.so", "liba.so"]);
+    assert_eq!(v.key('t'), Action::Draw);
+    assert_eq!(names(&v)[0], "libb.so");
     assert_eq!(v.key('x'), Action::None);
     assert_eq!(v.key('r'), Action::Redraw);
     assert_eq!(v.key('q'), Action::Quit);
@@ -189,7 +198,7 @@ fn the_screen_shows_header_table_heap_and_help() {
     let cells: Vec<&str> = row.trim_matches('│').split_whitespace().collect();
     assert_eq!(
         cells,
-        ["liba.so", "300", "B", "400", "B", "500", "B", "1"],
+        ["liba.so", "300", "B", "400", "B", "500", "B", "1", "0"],
         "{s}"
     );
     assert!(
@@ -198,6 +207,10 @@ fn the_screen_shows_header_table_heap_and_help() {
     );
     assert!(s.contains("tansa: a note"), "{s}");
     assert!(lines[23].starts_with("q close view"), "{s}");
+    assert!(
+        lines[23].ends_with("^C interrupt"),
+        "the whole help line: {s}"
+    );
     // The sparkline: 4 columns, the third the highest (a full block).
     let spark = lines.iter().find(|l| l.contains('█')).expect("a full bar");
     assert_eq!(spark.chars().filter(|&c| c == '█').count(), 1, "{s}");

@@ -21,12 +21,9 @@ pub struct HeapFigures {
 
 impl From<Stats> for HeapFigures {
     fn from(stats: Stats) -> Self {
-        let c = stats.calls;
         HeapFigures {
             stats,
-            total_calls: [c.malloc, c.calloc, c.realloc, c.free, c.memalign]
-                .iter()
-                .fold(0u64, |s, n| s.saturating_add(*n)),
+            total_calls: stats.calls.total(),
         }
     }
 }

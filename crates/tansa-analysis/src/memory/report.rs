@@ -26,6 +26,17 @@ pub struct Calls {
     pub memalign: u64,
 }
 
+impl Calls {
+    /// The calls of every family, added.
+    pub fn total(&self) -> u64 {
+        self.malloc
+            .saturating_add(self.calloc)
+            .saturating_add(self.realloc)
+            .saturating_add(self.free)
+            .saturating_add(self.memalign)
+    }
+}
+
 /// Per-unit figures.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Stats {
@@ -429,17 +440,24 @@ pub enum SortKey {
 }
 
 impl SortKey {
+    /// The figure's name, as `--sort` takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            SortKey::Max => "max",
+            SortKey::Net => "net",
+            SortKey::Allocated => "allocated",
+            SortKey::Calls => "calls",
+            SortKey::Temporary => "temporary",
+        }
+    }
+
     /// The figure `units` are ordered by (then the peak, then bytes allocated).
-    fn figure(self, s: &Stats) -> i128 {
-        let c = &s.calls;
+    pub fn figure(self, s: &Stats) -> i128 {
         match self {
             SortKey::Max => s.max_bytes.into(),
             SortKey::Net => s.net_bytes.into(),
             SortKey::Allocated => s.allocated_bytes.into(),
-            SortKey::Calls => [c.malloc, c.calloc, c.realloc, c.free, c.memalign]
-                .iter()
-                .map(|&n| i128::from(n))
-                .sum(),
+            SortKey::Calls => s.calls.total().into(),
             SortKey::Temporary => s.temporary_allocations.into(),
         }
     }

@@ -78,8 +78,8 @@ pub struct Args {
     #[arg(long, value_enum, default_value = "table", requires = "online")]
     format: FormatArg,
 
-    /// Live view of the online table while the program runs (keys: n/m/a/c sort by
-    /// net/max/allocated/calls, u switches library/function/thread, q closes the view and
+    /// Live view of the online table while the program runs (keys: n/m/a/c/t sort by
+    /// net/max/allocated/calls/temporary allocations, u switches library/function/thread, q closes the view and
     /// lets the program and the recording go on; the report is printed at the end as
     /// without it). `auto` shows it when standard input and standard error are terminals,
     /// TERM is not `dumb` and no -o is given; `always` whenever standard error is a
