@@ -1023,6 +1023,43 @@ fn temporary_allocations_per_function() {
         assert!(stderr(&out).contains("--sort"), "{}", stderr(&out));
     }
 
+    // Exports carry them per allocation stack: collapsed stacks weighted by them sum to
+    // the report's total, each function's stacks to its figure.
+    let out = run_tansa(&[
+        "export",
+        file.to_str().unwrap(),
+        "--format",
+        "collapsed",
+        "--weight",
+        "temporary",
+        "-o",
+        "-",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut total = 0;
+    let mut per_function: std::collections::HashMap<&str, u64> = Default::default();
+    for line in text.lines() {
+        let (stack, n) = line.rsplit_once(' ').expect("stack and weight");
+        let n: u64 = n.parse().unwrap();
+        total += n;
+        let leaf = stack.rsplit(';').next().unwrap();
+        *per_function.entry(leaf).or_default() += n;
+    }
+    let report = report_json(&file, &["--by", "function"]);
+    assert_eq!(
+        total,
+        report["totals"]["temporary_allocations"].as_u64().unwrap(),
+        "{text}"
+    );
+    for (function, _, temporary) in expected {
+        assert_eq!(
+            per_function.get(function).copied().unwrap_or(0),
+            temporary,
+            "{function}: {text}"
+        );
+    }
+
     // Sampled: no such figure.
     let sampled = tmp.path().join("sampled.tansa");
     let out = record(&sampled, &["--sample-rate", "1KiB"], &[exe]);

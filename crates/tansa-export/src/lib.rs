@@ -48,6 +48,11 @@ pub fn weights(kind: ProfileKind) -> &'static [(&'static str, &'static str, &'st
             ("live", "inuse_space", "bytes never freed (live at the end)"),
             ("count", "alloc_objects", "allocations"),
             ("live-count", "inuse_objects", "blocks never freed"),
+            (
+                "temporary",
+                "temporary_objects",
+                "temporary allocations (freed by their own thread before it allocated again)",
+            ),
         ],
         ProfileKind::Cpu => &[
             ("samples", "samples", "samples"),

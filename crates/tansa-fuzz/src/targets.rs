@@ -382,6 +382,8 @@ pub fn memory_report(data: &[u8]) {
         assert_eq!(profile.total(1) as u64, report.totals.allocated_bytes);
         assert_eq!(profile.total(3), report.totals.net_bytes.max(0));
     }
+    // Temporary allocations, counted at the same releases in both.
+    assert_eq!(profile.total(6) as u64, report.totals.temporary_allocations);
     exports(&profile);
     // The leak report (with the leak-cause frame's paths, if any).
     let leaks = tansa_analysis::memory::leaks::report(&rec);

@@ -11,7 +11,7 @@ use crate::memory::recording::MemoryRecording;
 use crate::memory::{Config, MemoryReport};
 
 /// The value types of a heap profile, in order.
-pub const VALUE_TYPES: [ValueType; 6] = [
+pub const VALUE_TYPES: [ValueType; 7] = [
     ValueType {
         name: "alloc_objects",
         unit: "count",
@@ -35,6 +35,10 @@ pub const VALUE_TYPES: [ValueType; 6] = [
     ValueType {
         name: "peak_space",
         unit: "bytes",
+    },
+    ValueType {
+        name: "temporary_objects",
+        unit: "count",
     },
 ];
 
@@ -150,6 +154,7 @@ pub fn from_figures(reg: &Registry, data: &StackProfileData, report: &MemoryRepo
             clamp(f.live_bytes),
             clamp(f.peak_objects),
             clamp(f.peak_bytes),
+            clamp(f.temporary_objects),
         ];
         b.add(locations, process, None, &values);
     }

@@ -44,7 +44,8 @@ Examples:
 
 Heap recordings export, per allocation stack: alloc_objects and alloc_space (every block
 allocated), inuse_objects and inuse_space (blocks never freed: live at the end), as Go heap
-profiles name them, and peak_objects and peak_space (live when the heap peaked). CPU
+profiles name them, peak_objects and peak_space (live when the heap peaked), and
+temporary_objects (blocks freed by their own thread before it allocated again). CPU
 recordings export samples and cpu (nanoseconds: samples times the period). Collapsed
 stacks and speedscope frames are named module!function, as tansa's reports name them; pprof
 names functions alone and gives each location its module as a mapping, as pprof's own
@@ -69,7 +70,7 @@ pub struct Args {
     pid: Option<u32>,
 
     /// Collapsed stacks: the weight of each stack (heap: peak, allocated, live, count,
-    /// live-count; CPU: samples, cpu) [default: peak for heap, samples for CPU].
+    /// live-count, temporary; CPU: samples, cpu) [default: peak for heap, samples for CPU].
     #[arg(long, value_name = "WEIGHT")]
     weight: Option<String>,
 

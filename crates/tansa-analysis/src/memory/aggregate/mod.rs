@@ -987,7 +987,7 @@ impl Aggregator {
             && self.sample_rate == 0
             && self.last_alloc.get(&(e.session, e.tid)) == Some(&(ptr, block.ts));
         if let Some(t) = self.stacks.as_deref_mut() {
-            t.release(e.session, block.stack, block.size, block.weight);
+            t.release_counting(e.session, block.stack, block.size, block.weight, temporary);
         }
         let set = match self.config.free_to {
             FreeTo::Owner => block.set,

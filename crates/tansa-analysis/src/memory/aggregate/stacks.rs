@@ -35,6 +35,9 @@ pub struct StackFigures {
     pub peak_objects: u64,
     /// Bytes live when the heap peaked.
     pub peak_bytes: u64,
+    /// Temporary allocations: blocks released by their own thread before it allocated
+    /// again (0 in sampled recordings).
+    pub temporary_objects: u64,
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -46,6 +49,7 @@ struct Entry {
     saved_objects: u64,
     saved_bytes: u64,
     changed: u64,
+    temporary_objects: u64,
 }
 
 /// The per-stack tally.
@@ -113,7 +117,20 @@ impl StackTally {
 
     /// A block of `size` bytes (standing for `weight` blocks) allocated at `stack` is gone.
     pub(super) fn release(&mut self, session: SessionId, stack: StackId, size: u64, weight: u32) {
+        self.release_counting(session, stack, size, weight, false);
+    }
+
+    /// [`Self::release`] of a temporary allocation when `temporary`.
+    pub(super) fn release_counting(
+        &mut self,
+        session: SessionId,
+        stack: StackId,
+        size: u64,
+        weight: u32,
+        temporary: bool,
+    ) {
         let e = self.entry(session, stack);
+        e.temporary_objects += u64::from(temporary);
         e.live_objects = e.live_objects.saturating_sub(u64::from(weight));
         e.live_bytes = e.live_bytes.saturating_sub(size);
         self.live_total = self.live_total.saturating_sub(super::size_delta(size));
@@ -143,6 +160,7 @@ impl StackTally {
                     live_bytes: e.live_bytes,
                     peak_objects,
                     peak_bytes,
+                    temporary_objects: e.temporary_objects,
                 }
             })
             .collect();
