@@ -451,6 +451,6 @@ mod tests {
             "inuse_space"
         );
         assert_eq!(back.string_table[back.comment[0] as usize], "note");
-        assert_eq!(back.sample_type.len(), 6);
+        assert_eq!(back.sample_type.len(), 7);
     }
 }
