@@ -1060,6 +1060,51 @@ fn temporary_allocations_per_function() {
         );
     }
 
+    // tansa diff: twice the churn in scratch, judged by --metric temporary.
+    let twice = tmp.path().join("twice.tansa");
+    let out = record(&twice, &[], &[exe, "2"]);
+    assert!(out.status.success(), "record failed: {}", stderr(&out));
+    let (a, b) = (file.to_str().unwrap(), twice.to_str().unwrap());
+    let gate = [
+        "--by",
+        "function",
+        "--metric",
+        "temporary",
+        "--fail-if-growth",
+    ];
+    let out = run_tansa(&[&["diff", a, b][..], &gate, &["400", "--format", "json"]].concat());
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let d: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(d["units"][0]["unit"], "temporary!scratch", "{d}");
+    assert_eq!(d["units"][0]["delta"]["temporary_allocations"], 500, "{d}");
+    assert!(
+        stderr(&out).contains("temporary!scratch"),
+        "{}",
+        stderr(&out)
+    );
+    let out = run_tansa(&[&["diff", a, b][..], &gate, &["500"]].concat());
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = run_tansa(&[&["diff", a, b][..], &gate, &["1KiB"]].concat());
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("counts allocations"),
+        "{}",
+        stderr(&out)
+    );
+    let out = run_tansa(&["diff", a, b, "--by", "function", "--format", "csv"]);
+    let csv = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        csv.lines().next().unwrap().ends_with(
+            ",a_temporary_allocations,b_temporary_allocations,delta_temporary_allocations"
+        ),
+        "{csv}"
+    );
+    let scratch = csv
+        .lines()
+        .find(|l| l.contains("temporary!scratch"))
+        .expect("scratch row");
+    assert!(scratch.ends_with(",500,1000,500"), "{scratch}");
+
     // Sampled: no such figure.
     let sampled = tmp.path().join("sampled.tansa");
     let out = record(&sampled, &["--sample-rate", "1KiB"], &[exe]);

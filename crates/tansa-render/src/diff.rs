@@ -377,6 +377,8 @@ pub fn heap_csv(d: &HeapDiff, out: &mut dyn Write) -> io::Result<()> {
     for side in ["a", "b", "delta"] {
         header.extend(HEAP_FIELDS.iter().map(|f| format!("{side}_{f}")));
     }
+    // Added later, after every column that was there before (scripts read by position).
+    header.extend(["a", "b", "delta"].map(|side| format!("{side}_temporary_allocations")));
     w.write_record(&header).map_err(crate::csv_io)?;
     let cells = |key: Vec<String>, a: &HeapFigures, b: &HeapFigures| {
         let (fa, fb) = (heap_fields(a), heap_fields(b));
@@ -384,6 +386,11 @@ pub fn heap_csv(d: &HeapDiff, out: &mut dyn Write) -> io::Result<()> {
         row.extend(fa.iter().map(i128::to_string));
         row.extend(fb.iter().map(i128::to_string));
         row.extend(fa.iter().zip(&fb).map(|(x, y)| (y - x).to_string()));
+        let (ta, tb) = (
+            i128::from(a.stats.temporary_allocations),
+            i128::from(b.stats.temporary_allocations),
+        );
+        row.extend([ta, tb, tb - ta].map(|v| v.to_string()));
         row
     };
     for u in &d.units {

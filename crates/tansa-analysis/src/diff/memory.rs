@@ -36,6 +36,7 @@ impl HeapFigures {
             Metric::Max => self.stats.max_bytes.into(),
             Metric::Allocated => self.stats.allocated_bytes.into(),
             Metric::Calls => self.total_calls.into(),
+            Metric::Temporary => self.stats.temporary_allocations.into(),
             Metric::SelfSamples | Metric::TotalSamples => 0,
         }
     }

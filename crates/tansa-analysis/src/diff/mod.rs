@@ -58,6 +58,8 @@ pub enum Metric {
     Allocated,
     /// Heap: allocator calls of every family.
     Calls,
+    /// Heap: temporary allocations (`temporary_allocations`).
+    Temporary,
     /// CPU: the unit's share of the samples taken in it (`self_samples`).
     SelfSamples,
     /// CPU: the unit's share of the samples taken in it or its callees (`total_samples`).
@@ -72,6 +74,7 @@ impl Metric {
             Metric::Max => "max",
             Metric::Allocated => "allocated",
             Metric::Calls => "calls",
+            Metric::Temporary => "temporary",
             Metric::SelfSamples => "self",
             Metric::TotalSamples => "total",
         }
@@ -84,6 +87,7 @@ impl Metric {
             Metric::Max,
             Metric::Allocated,
             Metric::Calls,
+            Metric::Temporary,
             Metric::SelfSamples,
             Metric::TotalSamples,
         ]

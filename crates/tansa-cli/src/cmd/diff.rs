@@ -21,6 +21,8 @@ Examples:
   tansa diff before.tansa after.tansa --by function --top 20
   tansa diff before.tansa after.tansa --metric net --fail-if-growth 10%
   tansa diff before.tansa after.tansa --fail-if-growth 10% --fail-if-growth 64KiB
+  tansa diff before.tansa after.tansa --by function --metric temporary --fail-if-growth 1000
+                                                           a gate on heap churn
   tansa diff before.tansa after.tansa --format json | jq '.units[0].delta'
   tansa diff cpu-a.tansa cpu-b.tansa --by function         two `tansa sample` recordings
 
@@ -43,7 +45,8 @@ more than THRESHOLD:
   10%      more than 10 percent of its value in A (of |A| when negative); a unit whose
            value in A is zero (new in B) crosses any percentage as soon as B is above zero
   64KiB    more than that many bytes (heap byte metrics; 4096, 1MiB, 1.5MB, ...), or calls
-           with --metric calls (a plain number); not for CPU recordings
+           or allocations with --metric calls or temporary (a plain number); not for CPU
+           recordings
 Given twice (a percentage and an amount), a unit must cross both: `--fail-if-growth 10%
 --fail-if-growth 64KiB` ignores new units of a few bytes. Every unit is judged, whatever
 --top shows; the totals row is not. The units that crossed it are listed on standard error.
@@ -134,6 +137,9 @@ pub enum MetricArg {
     Allocated,
     /// Allocator calls (heap).
     Calls,
+    /// Temporary allocations: blocks freed by their own thread before it allocated again
+    /// (heap).
+    Temporary,
     /// Share of samples taken in the unit itself (CPU).
     #[value(name = "self")]
     SelfSamples,
@@ -148,6 +154,7 @@ impl From<MetricArg> for Metric {
             MetricArg::Net => Metric::Net,
             MetricArg::Allocated => Metric::Allocated,
             MetricArg::Calls => Metric::Calls,
+            MetricArg::Temporary => Metric::Temporary,
             MetricArg::SelfSamples => Metric::SelfSamples,
             MetricArg::Total => Metric::TotalSamples,
         }
@@ -166,15 +173,22 @@ fn parse_threshold_arg(s: &str) -> Result<ThresholdArg, String> {
     Ok(ThresholdArg(t, with_unit.then(|| s.trim().to_string())))
 }
 
-/// The thresholds, refusing an amount of bytes for `--metric calls` (it was taken as that
-/// many calls: `1KiB` as 1,024).
+/// The thresholds, refusing an amount of bytes for a heap metric that counts
+/// (`--metric calls`, `temporary`: `1KiB` was taken as 1,024 calls).
 fn thresholds_for(args: &[ThresholdArg], metric: Metric) -> anyhow::Result<Vec<Threshold>> {
-    if metric == Metric::Calls
+    if metric.is_heap()
+        && !metric.is_bytes()
         && let Some(text) = args.iter().find_map(|a| a.1.as_deref())
     {
         return Err(exit::usage(format!(
-            "--fail-if-growth {text} is an amount of bytes, but --metric calls counts calls: \
-             give a plain number (100) or a percentage (10%)"
+            "--fail-if-growth {text} is an amount of bytes, but --metric {} counts {}: \
+             give a plain number (100) or a percentage (10%)",
+            metric.name(),
+            if metric == Metric::Calls {
+                "calls"
+            } else {
+                "allocations"
+            }
         )));
     }
     Ok(args.iter().map(|a| a.0).collect())

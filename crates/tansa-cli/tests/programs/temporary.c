@@ -1,7 +1,8 @@
 /* Temporary allocations (blocks released by the thread that made them before it allocates
  * again), in known numbers per function; tests/memory_attribution.rs checks them.
  *
- * scratch: 500 blocks, each freed at once: 500 temporary.
+ * scratch: 500 blocks (500 times the argument, if any), each freed at once: 500
+ *          temporary.
  * pairs:   100 times two blocks, freed in the order allocated: the first is not temporary
  *          (the second was allocated in between), the second is (only a free in between):
  *          200 allocations, 100 temporary.
@@ -15,8 +16,10 @@
 
 static void *volatile sink;
 
+static int rounds = 1;
+
 __attribute__((noinline)) static void scratch(void) {
-    for (int i = 0; i < 500; i++) {
+    for (int i = 0; i < 500 * rounds; i++) {
         char *p = malloc(64);
         p[0] = 1;
         sink = p;
@@ -60,7 +63,10 @@ __attribute__((noinline)) static void *kept(void) {
     return malloc(32);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    if (argc > 1) {
+        rounds = atoi(argv[1]);
+    }
     void *k[10];
     for (int i = 0; i < 10; i++) {
         k[i] = kept();
