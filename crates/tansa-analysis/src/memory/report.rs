@@ -53,7 +53,7 @@ pub struct Stats {
     /// Calls.
     pub calls: Calls,
     /// Temporary allocations: blocks released by the thread that allocated them with no
-    /// other allocation of that thread in between (as heaptrack counts them): heap churn
+    /// other allocation of that thread in between (heaptrack's figure, by block): heap churn
     /// a local variable or a reused buffer would avoid. Counted for the unit charged with
     /// the allocation. Not counted in sampled recordings (0), where the allocations in
     /// between are not seen.
