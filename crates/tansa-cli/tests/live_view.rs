@@ -294,6 +294,8 @@ fn ctrl_c_in_the_view_interrupts_the_program_as_without_it() {
         &[
             "record",
             "--online",
+            "--sort",
+            "allocated",
             "--",
             exe.to_str().unwrap(),
             "100000",
@@ -302,9 +304,11 @@ fn ctrl_c_in_the_view_interrupts_the_program_as_without_it() {
         ],
         &[],
     );
-    pty.wait_for("the live table", Duration::from_secs(60), |s, alt| {
+    let first = pty.wait_for("the live table", Duration::from_secs(60), |s, alt| {
         alt && table_row(s, "liblive.so").is_some()
     });
+    // The view sorts as --sort asks.
+    assert!(first.contains("sorted by allocated"), "{first}");
     pty.send(b"\x03");
     let (status, end) = pty.wait();
     // The terminal sent SIGINT to the foreground process group: the program died of it

@@ -90,6 +90,11 @@ impl View {
         self.sort
     }
 
+    /// Sorts by `key` (as its key would).
+    pub fn set_sort(&mut self, key: SortKey) {
+        self.sort = key;
+    }
+
     /// The report of the unit shown: the one chosen with `u` if the snapshot has it, else
     /// the recording's own unit.
     pub fn report(&self) -> Option<&MemoryReport> {

@@ -20,7 +20,7 @@ use ratatui::backend::CrosstermBackend;
 use tansa_analysis::memory::live::LiveSlot;
 
 use crate::draw::draw;
-use crate::state::{Action, View};
+use crate::state::{Action, SortKey, View};
 
 /// Whether the view holds the terminal (read by the panic hook).
 static TAKEN: AtomicBool = AtomicBool::new(false);
@@ -109,18 +109,25 @@ fn repaint<B: ratatui::backend::Backend>(term: &mut Terminal<B>) -> Result<(), B
 }
 
 /// Shows the live view of the recording of `command` on standard error until `done` is set
-/// (the recording is over) or the user closes it; takes snapshots and notes from `slot`.
+/// (the recording is over) or the user closes it, sorted by `sort` until a key changes it;
+/// takes snapshots and notes from `slot`.
 /// The terminal is given back on every way out.
 ///
 /// # Errors
 ///
 /// The terminal's: it could not be put in raw mode, drawn on or read.
-pub fn run(command: String, slot: &LiveSlot, done: &AtomicBool) -> io::Result<Ended> {
+pub fn run(
+    command: String,
+    sort: SortKey,
+    slot: &LiveSlot,
+    done: &AtomicBool,
+) -> io::Result<Ended> {
     let _taken = Taken::take()?;
     let backend = CrosstermBackend::new(BufWriter::new(io::stderr()));
     let mut term: Terminal<CrosstermBackend<BufWriter<Stderr>>> = Terminal::new(backend)?;
     repaint(&mut term)?;
     let mut view = View::new(command);
+    view.set_sort(sort);
     let mut dirty = true;
     loop {
         if done.load(Ordering::SeqCst) {

@@ -23,6 +23,7 @@ pub fn record_online_live(
     analysis: MemoryConfig,
     allocation_functions: &[String],
     command: &[OsString],
+    sort: tansa_live::SortKey,
 ) -> anyhow::Result<(Outcome, MemoryReport)> {
     let slot = Arc::new(LiveSlot::default());
     let done = Arc::new(AtomicBool::new(false));
@@ -48,7 +49,7 @@ pub fn record_online_live(
             let (slot, done, viewing) =
                 (Arc::clone(&slot), Arc::clone(&done), Arc::clone(&viewing));
             move || {
-                let ended = tansa_live::run(shown.join(" "), &slot, &done);
+                let ended = tansa_live::run(shown.join(" "), sort, &slot, &done);
                 viewing.store(false, Ordering::SeqCst);
                 match &ended {
                     Ok(tansa_live::Ended::Closed) => eprintln!(

@@ -66,7 +66,8 @@ pub struct Args {
     alloc_fn: Vec<String>,
 
     /// Order the units of the online report by this figure, largest first (as `tansa
-    /// report --sort`) [default: max].
+    /// report --sort`), and the live view's table until a key changes it [default: max;
+    /// the live view: net].
     #[arg(long, value_enum, requires = "online")]
     sort: Option<SortArg>,
 
@@ -573,7 +574,9 @@ fn run_online(args: &Args, config: &CollectConfig) -> anyhow::Result<ExitCode> {
     let analysis = options::memory_config(args.by, args.charge, args.free_to, args.interval, None);
     let sort = options::memory_sort(args.by, args.sort)?;
     let (outcome, mut report) = if live_view_wanted(args)? {
-        super::live::record_online_live(config, analysis, &args.alloc_fn, &args.command)?
+        // The view sorts as the report will, by net bytes unless --sort says otherwise.
+        let view_sort = sort.unwrap_or(tansa_live::SortKey::Net);
+        super::live::record_online_live(config, analysis, &args.alloc_fn, &args.command, view_sort)?
     } else {
         tansa_collect::online::record_online(config, analysis, &args.alloc_fn, None)?
     };
