@@ -24,15 +24,21 @@ pub(crate) fn unknown_executable(command: Option<&str>) -> String {
     format!("[{}]", command.filter(|c| !c.is_empty()).unwrap_or("?"))
 }
 
-/// The short name of a process image whose executable is `exe` (`?` or empty when not
-/// known) and whose command line is `command`: the executable's file name, or, without
-/// one, the command's in brackets ([`unknown_executable`]).
-pub(crate) fn image_name(exe: &str, command: &[String]) -> String {
+/// The program key of a process image whose executable is `exe` (`?` or empty when not
+/// known) and whose command line is `command`: the executable's path, or, without one,
+/// the command's file name in brackets ([`unknown_executable`]).
+pub(crate) fn image_program(exe: &str, command: &[String]) -> String {
     if exe.is_empty() || exe == "?" {
         let command = command.first().map(|c| c.rsplit('/').next().unwrap_or(c));
         return unknown_executable(command);
     }
-    file_name(exe).to_string()
+    exe.to_string()
+}
+
+/// The short name of a process image ([`image_program`]): its executable's file name, or
+/// its command's in brackets.
+pub(crate) fn image_name(exe: &str, command: &[String]) -> String {
+    file_name(&image_program(exe, command)).to_string()
 }
 
 /// The names of programs: one per distinct executable path of `paths`.

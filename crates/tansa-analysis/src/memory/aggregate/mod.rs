@@ -780,15 +780,7 @@ impl Aggregator {
                     return s;
                 }
                 let meta = &self.session(e.session).meta;
-                let exe = if meta.exe.is_empty() {
-                    let command = meta
-                        .cmdline
-                        .first()
-                        .map(|c| c.rsplit('/').next().unwrap_or(c));
-                    crate::program::unknown_executable(command)
-                } else {
-                    meta.exe.clone()
-                };
+                let exe = crate::program::image_program(&meta.exe, &meta.cmdline);
                 let path = self.intern(exe);
                 *self.program_images.entry(Arc::clone(&path)).or_default() += 1;
                 let b = self.base(BaseKey::Program(path), ts_ns);
@@ -882,21 +874,6 @@ impl Aggregator {
             row.cumulative = net;
             call.bump(&mut row.stats.calls, n);
             row.stats.temporary_allocations += temporary;
-        }
-    }
-
-    /// Counts a temporary allocation for every unit of `set` (the allocation's, when the
-    /// release is charged to another).
-    fn count_temporary(&mut self, set: UnitSetId, ts_ns: u64) {
-        let (start, len) = self.set_spans[set.0 as usize];
-        for k in start as usize..(start + len) as usize {
-            let b = self.set_members[k];
-            let r = match self.set_rows[k] {
-                UNSET => self.row(b, ts_ns),
-                r => r as usize,
-            };
-            let stats = &mut self.rows[r].stats;
-            stats.temporary_allocations += 1;
         }
     }
 
@@ -995,16 +972,15 @@ impl Aggregator {
         };
         let delta = -size_delta(block.size);
         let n = u64::from(block.weight);
+        // A temporary allocation is the allocation's units': counted with the release when
+        // they are charged it (releases to the owner), else on its own.
+        let with_release = temporary && set == block.set;
+        self.apply_counting(set, delta, (call, n), ts_ns, u64::from(with_release));
         if temporary {
             self.totals.temporary_allocations += 1;
-            if set == block.set {
-                self.apply_counting(set, delta, (call, n), ts_ns, 1);
-            } else {
-                self.apply(set, delta, (call, n), ts_ns);
-                self.count_temporary(block.set, ts_ns);
+            if !with_release {
+                self.apply_counting(block.set, 0, (Call::None, 0), ts_ns, 1);
             }
-        } else {
-            self.apply(set, delta, (call, n), ts_ns);
         }
         self.totals.add(delta);
         self.totals.freed_bytes = self.totals.freed_bytes.saturating_add(block.size);
