@@ -81,6 +81,7 @@ pub mod clock;
 pub mod heap;
 pub mod hooks;
 pub mod leakcause;
+pub mod leakcheck;
 pub mod livetable;
 pub mod modules;
 pub mod reach;
@@ -100,11 +101,11 @@ use core::ffi::{c_int, c_void};
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 
 use tansa_wire::control::{
-    ENV_CLOCK, ENV_FD, ENV_FREE_STACKS, ENV_LEAK_CAUSE, ENV_MAX_FRAMES, ENV_ONLINE, ENV_RING_KB,
-    ENV_SAMPLE_HZ, ENV_SAMPLE_RATE, ENV_SEGMENT_DIR, Spawn,
+    ENV_CLOCK, ENV_FD, ENV_FREE_STACKS, ENV_LEAK_CAUSE, ENV_LEAK_CHECK, ENV_MAX_FRAMES, ENV_ONLINE,
+    ENV_RING_KB, ENV_SAMPLE_HZ, ENV_SAMPLE_RATE, ENV_SEGMENT_DIR, Spawn,
 };
 use tansa_wire::layout::{
-    EXIT_IMMEDIATE, EXIT_NORMAL, FLAG_FREE_STACKS, FLAG_LEAK_CAUSE, FLAG_ONLINE,
+    EXIT_IMMEDIATE, EXIT_NORMAL, FLAG_FREE_STACKS, FLAG_LEAK_CAUSE, FLAG_LEAK_CHECK, FLAG_ONLINE,
     FLAG_PYTHON_MALLOC, FLAG_SAMPLING,
 };
 
@@ -227,6 +228,9 @@ fn initialize() -> bool {
     if env_flag(&cstr(ENV_LEAK_CAUSE), false) {
         flags |= FLAG_LEAK_CAUSE;
     }
+    if env_flag(&cstr(ENV_LEAK_CHECK), false) {
+        flags |= FLAG_LEAK_CHECK;
+    }
     // Said to the collector, which warns about a CPython interpreter that keeps its small
     // objects in its own arenas (pymalloc) unless told otherwise here.
     if matches!(
@@ -318,6 +322,11 @@ unsafe extern "C" fn thread_exit(value: *mut c_void) {
 extern "C" fn on_exit_handler(code: c_int, _arg: *mut c_void) {
     sampler::account_unsampled();
     sampler::account_running_threads();
+    // The child of `vfork` shares its parent's memory: the parent's exit checks it.
+    if session::SESSION.flags() & FLAG_LEAK_CHECK != 0 && thread::current().vfork_return.get() == 0
+    {
+        leakcheck::at_exit();
+    }
     session::SESSION.note_exit(EXIT_NORMAL, code);
 }
 

@@ -234,6 +234,24 @@ impl LiveTable {
         found
     }
 
+    /// Calls `f` with every block in the table, one shard at a time under its lock (the
+    /// caller keeps signal handlers out: `thread::Busy`).
+    pub fn each(&self, mut f: impl FnMut(u64)) {
+        for s in &self.shards {
+            s.lock.lock();
+            // SAFETY: the shard lock is held.
+            let inner = unsafe { &*s.inner.get() };
+            for i in 0..inner.cap {
+                // SAFETY: `i < cap`.
+                let k = unsafe { *inner.keys.add(i) };
+                if k > TOMB {
+                    f(k);
+                }
+            }
+            s.lock.unlock();
+        }
+    }
+
     fn locks(&'static self) -> impl Iterator<Item = &'static SpinLock> {
         self.shards.iter().map(|s| &s.lock)
     }

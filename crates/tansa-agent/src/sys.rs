@@ -150,7 +150,11 @@ pub fn map_anonymous(len: usize) -> Option<*mut u8> {
             0,
         )
     };
-    (p != libc::MAP_FAILED).then_some(p as *mut u8)
+    if p == libc::MAP_FAILED {
+        return None;
+    }
+    own::note(p as usize, len);
+    Some(p as *mut u8)
 }
 
 /// Unmaps memory obtained from this module.
@@ -159,8 +163,103 @@ pub fn map_anonymous(len: usize) -> Option<*mut u8> {
 ///
 /// `p` and `len` must describe a mapping made here that nothing references any more.
 pub unsafe fn unmap(p: *mut u8, len: usize) {
+    own::forget(p as usize);
     // SAFETY: guaranteed by the caller.
     unsafe { libc::munmap(p as *mut c_void, len) };
+}
+
+/// The agent's own anonymous mappings ([`map_anonymous`]), which the leak check at exit
+/// must not take for the program's memory: they hold copies of the program's pointers (the
+/// live-block table, cached stack words). Lock-free, so that a signal handler that maps
+/// memory never waits; a fixed number of entries, and a flag when more were needed.
+pub mod own {
+    use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+    const SLOTS: usize = 8192;
+    static START: [AtomicUsize; SLOTS] = [const { AtomicUsize::new(0) }; SLOTS];
+    static LEN: [AtomicUsize; SLOTS] = [const { AtomicUsize::new(0) }; SLOTS];
+    static OVERFLOW: AtomicBool = AtomicBool::new(false);
+
+    /// Notes a mapping made.
+    pub(super) fn note(start: usize, len: usize) {
+        for i in 0..SLOTS {
+            if START[i].load(Ordering::Relaxed) == 0
+                && START[i]
+                    .compare_exchange(0, start, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_ok()
+            {
+                LEN[i].store(len, Ordering::Release);
+                return;
+            }
+        }
+        OVERFLOW.store(true, Ordering::Release);
+    }
+
+    /// Forgets a mapping about to be unmapped.
+    pub(super) fn forget(start: usize) {
+        for i in 0..SLOTS {
+            if START[i].load(Ordering::Acquire) == start {
+                LEN[i].store(0, Ordering::Release);
+                START[i].store(0, Ordering::Release);
+                return;
+            }
+        }
+    }
+
+    /// Calls `f(start, end)` for each mapping noted; false if some could not be noted.
+    pub fn each(mut f: impl FnMut(u64, u64)) -> bool {
+        for i in 0..SLOTS {
+            let start = START[i].load(Ordering::Acquire);
+            let len = LEN[i].load(Ordering::Acquire);
+            if start != 0 && len != 0 {
+                f(start as u64, (start + len) as u64);
+            }
+        }
+        !OVERFLOW.load(Ordering::Acquire)
+    }
+}
+
+/// Whether two addresses lie in the same loaded object (`dladdr`). The addresses are only
+/// looked up in the loader's tables, never read.
+pub fn same_object(a: usize, b: usize) -> bool {
+    // SAFETY: `Dl_info` is plain data that `dladdr` fills in; it reads no memory at the
+    // addresses, only the loader's tables.
+    unsafe {
+        let mut x: libc::Dl_info = core::mem::zeroed();
+        let mut y: libc::Dl_info = core::mem::zeroed();
+        libc::dladdr(a as *const c_void, &mut x) != 0
+            && libc::dladdr(b as *const c_void, &mut y) != 0
+            && !x.dli_fbase.is_null()
+            && x.dli_fbase == y.dli_fbase
+    }
+}
+
+/// Reads `buf.len()` bytes of this process's memory at `addr` without faulting on memory
+/// that is not mapped (`process_vm_readv` on itself). Returns the bytes read: fewer when the
+/// range runs into unmapped or unreadable memory.
+pub fn read_own_memory(addr: u64, buf: &mut [u8]) -> usize {
+    let local = libc::iovec {
+        iov_base: buf.as_mut_ptr() as *mut c_void,
+        iov_len: buf.len(),
+    };
+    let remote = libc::iovec {
+        iov_base: addr as *mut c_void,
+        iov_len: buf.len(),
+    };
+    // SAFETY: `local` describes `buf`, writable for its length; the kernel checks `remote`
+    // and reports unmapped memory as a short read or an error instead of faulting.
+    let n = unsafe {
+        libc::syscall(
+            libc::SYS_process_vm_readv,
+            libc::getpid() as c_long,
+            &local as *const libc::iovec,
+            1 as c_long,
+            &remote as *const libc::iovec,
+            1 as c_long,
+            0 as c_long,
+        )
+    };
+    usize::try_from(n).unwrap_or(0)
 }
 
 /// Creates a close-on-exec memfd of `len` bytes and maps it shared. Returns the fd and the

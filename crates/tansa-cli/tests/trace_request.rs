@@ -134,6 +134,7 @@ fn a_request_the_collector_no_longer_wants_is_withdrawn_at_once() {
     let exe = program("requester", "requester.c", &["-g", "-O1"]);
     let config = tansa_collect::Config {
         leak_cause: true,
+        leak_check: false,
         ..collect_config(vec![exe.into_os_string()])
     };
     let mut sink = StopsOnRequest::default();

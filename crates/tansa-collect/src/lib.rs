@@ -42,7 +42,8 @@ use tansa_format::memory::{
 use tansa_format::meta::{CalibrationPoint, ClockSource, ExitStatus};
 use tansa_wire::control::{
     ENV_CLOCK, ENV_COLLECTOR_PID, ENV_ENDPOINT, ENV_FD, ENV_FD_ID, ENV_FREE_STACKS, ENV_LEAK_CAUSE,
-    ENV_MAX_FRAMES, ENV_ONLINE, ENV_RING_KB, ENV_SAMPLE_HZ, ENV_SAMPLE_RATE, ENV_SEGMENT_DIR,
+    ENV_LEAK_CHECK, ENV_MAX_FRAMES, ENV_ONLINE, ENV_RING_KB, ENV_SAMPLE_HZ, ENV_SAMPLE_RATE,
+    ENV_SEGMENT_DIR,
 };
 
 use crate::collector::Collector;
@@ -201,6 +202,9 @@ pub struct Config {
     /// [`Sink::session_header`]), and programs run with `LD_BIND_NOW=1` so that a traced
     /// path never goes through the dynamic linker's lazy binding.
     pub leak_cause: bool,
+    /// Leak check at exit: the agent keeps the table of live blocks and, when a process
+    /// calls `exit`, writes which of them the program can no longer reach.
+    pub leak_check: bool,
     /// Sampled heap mode: record allocations sampled every this many bytes on average, and
     /// the releases of sampled blocks only (`None`: every allocation). Not with `online`.
     pub sample_rate: Option<u64>,
@@ -425,6 +429,11 @@ fn spawn(
         cmd.env(ENV_LEAK_CAUSE, "1").env("LD_BIND_NOW", "1");
     } else {
         cmd.env_remove(ENV_LEAK_CAUSE);
+    }
+    if config.leak_check {
+        cmd.env(ENV_LEAK_CHECK, "1");
+    } else {
+        cmd.env_remove(ENV_LEAK_CHECK);
     }
     if let Some(kb) = config.ring_kb {
         cmd.env(ENV_RING_KB, kb.to_string());

@@ -4,7 +4,7 @@
 use std::io::{self, Write};
 
 use tansa_analysis::memory::leaks::{
-    CodePlace, GROWING_SCANS, LeaksReport, SiteReport, fold_repeats,
+    CodePlace, GROWING_SCANS, LeakCheckSummary, LeaksReport, SiteReport, fold_repeats,
 };
 
 /// The report as JSON (schema `tansa.leaks.v1`).
@@ -42,7 +42,7 @@ pub fn text(
     let shown: Vec<&SiteReport> = report
         .sites
         .iter()
-        .filter(|s| all || s.judgement == "leaking")
+        .filter(|s| all || s.worth_showing())
         .collect();
     let groups = fold_repeats(&shown);
     let image = |i: usize| (shown[i].pid, shown[i].session);
@@ -82,6 +82,10 @@ pub fn text(
             " (record with --leak-cause to find why they leak)"
         }
     )?;
+    if let Some(check) = &report.leak_check {
+        let lost = |s: &&SiteReport| s.at_exit.is_some_and(|x| x.lost_blocks() > 0);
+        leak_check(check, report.sites.iter().filter(lost).count(), out)?;
+    }
     for (first, same) in groups {
         let s = shown[first];
         site(s, source_line, out)?;
@@ -138,6 +142,54 @@ pub fn text(
         writeln!(out, "\nnote: a trace could not be taken: {f}")?;
     }
     Ok(())
+}
+
+/// The leak check's summary, as Valgrind's leak summary reads.
+fn leak_check(check: &LeakCheckSummary, lost_sites: usize, out: &mut dyn Write) -> io::Result<()> {
+    let x = &check.at_exit;
+    let not_checked = match check.images_not_checked {
+        0 => String::new(),
+        n => format!(
+            "; {n} process image(s) not checked (they ended otherwise than by exit: a signal, \
+             _exit or exec)"
+        ),
+    };
+    writeln!(
+        out,
+        "leak check at exit of {} process image(s){not_checked}:",
+        check.images_checked
+    )?;
+    writeln!(
+        out,
+        "   definitely lost: {} in {} block(s)\n   indirectly lost: {} in {} block(s)\n   \
+         still reachable: {} in {} block(s)",
+        bytes(x.definite_bytes),
+        x.definite_blocks,
+        bytes(x.indirect_bytes),
+        x.indirect_blocks,
+        bytes(x.reachable_bytes),
+        x.reachable_blocks
+    )?;
+    if x.released_blocks > 0 {
+        writeln!(
+            out,
+            "   freed by the C library unseen: {} in {} block(s) (not lost: glibc releases \
+             some of its own blocks at exit with calls no hook sees)",
+            bytes(x.released_bytes),
+            x.released_blocks
+        )?;
+    }
+    if lost_sites > 0 {
+        writeln!(
+            out,
+            "   {lost_sites} allocation site(s) lost blocks: shown below with the leaking ones"
+        )?;
+    }
+    Ok(())
+}
+
+fn bytes(n: u64) -> String {
+    format!("{n} byte(s)")
 }
 
 /// `#3, #5, ...` for the sites `which` of `shown`, the first 8 of them.
@@ -237,6 +289,18 @@ fn site(
         "   {} allocation(s), {} free(s); {} block(s), {} byte(s) still allocated at the end",
         s.allocations, s.frees, s.leaked_blocks, s.leaked_bytes
     )?;
+    if let Some(x) = s.at_exit.filter(|x| x.lost_blocks() > 0) {
+        let parts: Vec<String> = [
+            (x.definite_blocks, x.definite_bytes, "definitely lost"),
+            (x.indirect_blocks, x.indirect_bytes, "indirectly lost"),
+            (x.reachable_blocks, x.reachable_bytes, "still reachable"),
+        ]
+        .iter()
+        .filter(|p| p.0 > 0)
+        .map(|(n, b, how)| format!("{n} block(s), {b} byte(s) {how}"))
+        .collect();
+        writeln!(out, "   at exit: {}", parts.join("; "))?;
+    }
     // The allocator's own frames (C++ `operator new`, Rust's shims) come before the site:
     // named by the innermost, they would leave out the site's callers.
     if let Some(entry) = s.stack.first().filter(|_| s.site_frame > 0) {

@@ -122,6 +122,7 @@ pub fn record<W: Write>(
     let info = agent_info(hz, config.timeline);
     let collect = tansa_collect::Config {
         leak_cause: false,
+        leak_check: false,
         sample_rate: None,
         command: config.command.clone(),
         agent: config.agent.clone(),

@@ -84,6 +84,8 @@ pub const ENV_SAMPLE_HZ: &str = "TANSA_SAMPLE_HZ";
 pub const ENV_SAMPLE_RATE: &str = "TANSA_SAMPLE_RATE";
 /// Name of the environment variable holding the collector's process id.
 pub const ENV_COLLECTOR_PID: &str = "TANSA_COLLECTOR_PID";
+/// Name of the environment variable selecting the leak check at exit (`1`).
+pub const ENV_LEAK_CHECK: &str = "TANSA_LEAK_CHECK";
 /// Name of the environment variable selecting leak-cause mode (`1`).
 pub const ENV_LEAK_CAUSE: &str = "TANSA_LEAK_CAUSE";
 /// Name of the environment variable holding the identity of the [`ENV_FD`] socket,

@@ -78,6 +78,11 @@ pub const FLAG_LEAK_CAUSE: u32 = 1 << 3;
 /// object with `malloc`, where the agent records it, and not from pymalloc's arenas.
 pub const FLAG_PYTHON_MALLOC: u32 = 1 << 4;
 
+/// Session flag: leak check at exit. The agent keeps the table of live blocks and, when the
+/// process calls `exit` (or returns from `main`), finds which of them no pointer outside the
+/// heap leads to ([`crate::event::Tag::Unreached`], [`crate::event::Tag::LeakScan`]).
+pub const FLAG_LEAK_CHECK: u32 = 1 << 5;
+
 /// How many allocation sites can be traced at once (seed 001 ¶0057 limits it).
 pub const TRACE_SITES: usize = 16;
 

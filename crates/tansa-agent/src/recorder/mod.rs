@@ -25,9 +25,10 @@ use core::ffi::c_void;
 use core::sync::atomic::Ordering;
 
 use tansa_wire::event::{
-    AllocEvent, AllocOp, EventSlot, FreeEvent, ImproperEvent, ImproperOp, ReallocEvent, StreamState,
+    AllocEvent, AllocOp, EventSlot, FreeEvent, ImproperEvent, ImproperOp, LeakClass, LeakScan,
+    ReallocEvent, StreamState,
 };
-use tansa_wire::layout::{FLAG_FREE_STACKS, FLAG_ONLINE, LossCause};
+use tansa_wire::layout::{FLAG_FREE_STACKS, FLAG_LEAK_CHECK, FLAG_ONLINE, LossCause};
 
 use crate::livetable::{LIVE, LiveTable, UNRECORDED};
 use crate::modules::{MODULES, rescan};
@@ -131,11 +132,11 @@ fn online() -> bool {
     SESSION.flags() & FLAG_ONLINE != 0
 }
 
-/// Whether the live-block table follows this session's blocks: online mode (every block)
-/// or sampled mode (the sampled ones).
+/// Whether the live-block table follows this session's blocks: online mode and the leak
+/// check at exit (every block) or sampled mode (the sampled ones).
 #[inline]
-fn tracks_live() -> bool {
-    online() || crate::bytesample::rate() != 0
+pub(super) fn tracks_live() -> bool {
+    SESSION.flags() & (FLAG_ONLINE | FLAG_LEAK_CHECK) != 0 || crate::bytesample::rate() != 0
 }
 
 /// Runs `f` on the live-block tables for a thread without a ring, when they are kept. Not
@@ -205,6 +206,28 @@ pub fn lost_realloc(
         lost_alloc(st, new);
     }
     new
+}
+
+/// Writes the findings of the leak check at exit in the calling thread's stream: each
+/// unreachable block, then the check's summary (stamped now). False when this thread cannot
+/// record.
+pub fn write_leak_check(lost: &[(u64, LeakClass)], scan: &LeakScan) -> bool {
+    let Mode::Record(mut active) = enter() else {
+        return false;
+    };
+    for &(ptr, class) in lost {
+        emit(active.st, active.ctx(), |stream, buf| {
+            stream.encode_unreached(ptr, class, buf)
+        });
+    }
+    let scan = LeakScan {
+        ts: clock::now(),
+        ..*scan
+    };
+    emit(active.st, active.ctx(), |stream, buf| {
+        stream.encode_leak_scan(&scan, buf)
+    });
+    true
 }
 
 impl Drop for Active {

@@ -5,7 +5,7 @@ use core::ffi::c_void;
 use core::sync::atomic::Ordering;
 
 use tansa_wire::event::{AllocEvent, AllocOp, EventSlot, FreeEvent, ReallocEvent, StreamState};
-use tansa_wire::layout::{FLAG_FREE_STACKS, FLAG_ONLINE, LossCause};
+use tansa_wire::layout::{FLAG_FREE_STACKS, LossCause};
 
 use crate::clock;
 use crate::livetable::LIVE;
@@ -39,7 +39,7 @@ pub(super) fn flush_nested(st: &'static ThreadState, ctx: &mut ThreadCtx) {
 
 /// Records one signal-handler event: its live-table update (online) and its record.
 pub(super) fn apply_nested(st: &'static ThreadState, ctx: &mut ThreadCtx, ev: &Nested) {
-    if SESSION.flags() & FLAG_ONLINE != 0 || crate::bytesample::rate() != 0 {
+    if super::tracks_live() {
         let _busy = Busy::enter(st);
         match *ev {
             Nested::Alloc(a) => LIVE.insert(a.ptr),

@@ -15,6 +15,9 @@ use rustc_hash::FxHashMap;
 use serde::Serialize;
 use tansa_format::memory::{LeakCause, PathStep, TracedSite};
 use tansa_leakcause::identify::{self, Event, Step};
+use tansa_wire::event::{
+    LeakClass, LeakScan, SCAN_NO_SIZES, SCAN_NOTHING_CLASSIFIED, SCAN_OWN_MAPPINGS, SCAN_UNREADABLE,
+};
 
 /// Scans in a row at which a site's outstanding blocks must grow for it to be leaking.
 pub use tansa_leakcause::judge::GROWING_SCANS;
@@ -47,12 +50,87 @@ pub struct LeaksReport {
     /// (`--scan-interval`; leak-cause recordings).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scan_interval_ms: Option<u32>,
-    /// Sites, leaking first, then by bytes still allocated.
+    /// What the leak check at exit found (`tansa record --leak-check`), in every process
+    /// image it checked; absent for recordings made without it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub leak_check: Option<LeakCheckSummary>,
+    /// Sites, leaking first, then by bytes lost at exit, then by bytes still allocated.
     pub sites: Vec<SiteReport>,
     /// Trace requests that could not be followed (first few).
     pub trace_failures: Vec<String>,
     /// Problems with the recording.
     pub warnings: Vec<String>,
+}
+
+/// The blocks still allocated at a process image's end, as the leak check at exit
+/// (`tansa record --leak-check`) found them.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+pub struct AtExit {
+    /// Blocks no pointer outside the lost blocks leads to: the program dropped its last
+    /// pointer to them (of a group pointing at one another, one).
+    pub definite_blocks: u64,
+    /// Their bytes.
+    pub definite_bytes: u64,
+    /// Blocks only lost blocks point to.
+    pub indirect_blocks: u64,
+    /// Their bytes.
+    pub indirect_bytes: u64,
+    /// Blocks the program could still reach (from its globals, stacks or reachable
+    /// blocks).
+    pub reachable_blocks: u64,
+    /// Their bytes.
+    pub reachable_bytes: u64,
+    /// Blocks the allocator held as free at exit: released by the C library with a call
+    /// tansa does not see (glibc frees some of its own blocks internally). Not lost.
+    pub released_blocks: u64,
+    /// Their bytes.
+    pub released_bytes: u64,
+}
+
+impl AtExit {
+    fn add(&mut self, class: Option<LeakClass>, bytes: u64) {
+        let (n, b) = match class {
+            Some(LeakClass::Definite) => (&mut self.definite_blocks, &mut self.definite_bytes),
+            Some(LeakClass::Indirect) => (&mut self.indirect_blocks, &mut self.indirect_bytes),
+            Some(LeakClass::Released) => (&mut self.released_blocks, &mut self.released_bytes),
+            None => (&mut self.reachable_blocks, &mut self.reachable_bytes),
+        };
+        *n += 1;
+        *b = b.saturating_add(bytes);
+    }
+
+    fn sum(&mut self, o: &AtExit) {
+        self.definite_blocks += o.definite_blocks;
+        self.definite_bytes = self.definite_bytes.saturating_add(o.definite_bytes);
+        self.indirect_blocks += o.indirect_blocks;
+        self.indirect_bytes = self.indirect_bytes.saturating_add(o.indirect_bytes);
+        self.reachable_blocks += o.reachable_blocks;
+        self.reachable_bytes = self.reachable_bytes.saturating_add(o.reachable_bytes);
+        self.released_blocks += o.released_blocks;
+        self.released_bytes = self.released_bytes.saturating_add(o.released_bytes);
+    }
+
+    /// Bytes lost, definitely and indirectly.
+    pub fn lost_bytes(&self) -> u64 {
+        self.definite_bytes.saturating_add(self.indirect_bytes)
+    }
+
+    /// Blocks lost, definitely and indirectly.
+    pub fn lost_blocks(&self) -> u64 {
+        self.definite_blocks + self.indirect_blocks
+    }
+}
+
+/// The leak check at exit over a whole recording.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct LeakCheckSummary {
+    /// Process images checked when they called `exit`.
+    pub images_checked: u64,
+    /// Process images not checked: they ended otherwise (a signal, `_exit`, `exec`), or
+    /// the check could not be made (`warnings` says why).
+    pub images_not_checked: u64,
+    /// The blocks still allocated at the end of the images checked.
+    pub at_exit: AtExit,
 }
 
 /// A place in the code.
@@ -139,6 +217,10 @@ pub struct SiteReport {
     pub leaked_blocks: u64,
     /// Bytes still allocated at the end.
     pub leaked_bytes: u64,
+    /// Those blocks as the leak check at exit found them (absent when its process image
+    /// was not checked).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub at_exit: Option<AtExit>,
     /// Blocks allocated at the checkpoints of the judgement (evenly spread over the
     /// process's allocations and releases; the last is its end).
     pub outstanding: Vec<u64>,
@@ -160,6 +242,15 @@ pub struct SiteReport {
     pub cause_functions: Vec<CodePlace>,
     /// ... and branches.
     pub cause_branches: Vec<BranchReport>,
+}
+
+impl SiteReport {
+    /// Whether `tansa leaks` shows it without `--all`: it is leaking, or the leak check at
+    /// exit found blocks of it lost.
+    pub fn worth_showing(&self) -> bool {
+        self.judgement == Judgement::Leaking.name()
+            || self.at_exit.is_some_and(|x| x.lost_blocks() > 0)
+    }
 }
 
 /// The moments at which one process image's sites are counted: after every `stride` of its
@@ -192,6 +283,7 @@ struct SiteStats {
     live_blocks: u64,
     live_bytes: u64,
     history: Vec<u64>,
+    at_exit: AtExit,
 }
 
 /// Builds the leak report of `rec` (pass two: reads every event), every site with its stack.
@@ -217,6 +309,10 @@ pub fn report_without_stacks<R: Read + Seek>(rec: &MemoryRecording<R>) -> LeaksR
     let mut grids: FxHashMap<SessionId, Grid> = FxHashMap::default();
     let mut sites: BTreeMap<(SessionId, StackId), SiteStats> = BTreeMap::new();
     let mut live: FxHashMap<(SessionId, u64), (StackId, u64)> = FxHashMap::default();
+    // The leak check at exit: the blocks it found unreachable (while they stay live), and
+    // each image's summary.
+    let mut unreached: FxHashMap<(SessionId, u64), LeakClass> = FxHashMap::default();
+    let mut scans: FxHashMap<SessionId, LeakScan> = FxHashMap::default();
     let session_sites = |session: SessionId| (session, StackId(0))..=(session, StackId(u32::MAX));
     let snapshot =
         |sites: &mut BTreeMap<(SessionId, StackId), SiteStats>, session: SessionId, k: usize| {
@@ -238,7 +334,18 @@ pub fn report_without_stacks<R: Read + Seek>(rec: &MemoryRecording<R>) -> LeaksR
                 ptr, size, stack, ..
             } => alloc(*ptr, *size, *stack),
             EventKind::ReallocAlloc { new, size, stack } => alloc(*new, *size, *stack),
+            EventKind::Unreached { ptr, class } => {
+                if live.contains_key(&(e.session, *ptr)) {
+                    unreached.insert((e.session, *ptr), *class);
+                }
+                return;
+            }
+            EventKind::LeakScan(scan) => {
+                scans.insert(e.session, **scan);
+                return;
+            }
             EventKind::Free { ptr, .. } | EventKind::ReallocRelease { old: ptr, .. } => {
+                unreached.remove(&(e.session, *ptr));
                 if let Some((stack, size)) = live.remove(&(e.session, *ptr))
                     && let Some(s) = sites.get_mut(&(e.session, stack))
                 {
@@ -265,6 +372,19 @@ pub fn report_without_stacks<R: Read + Seek>(rec: &MemoryRecording<R>) -> LeaksR
             }
         }
     });
+    // The blocks still allocated at the end of each image the leak check classified.
+    let classified = |session: &SessionId| {
+        scans
+            .get(session)
+            .is_some_and(|s| s.status & SCAN_NOTHING_CLASSIFIED == 0)
+    };
+    for (&(session, ptr), &(stack, size)) in &live {
+        if classified(&session)
+            && let Some(s) = sites.get_mut(&(session, stack))
+        {
+            s.at_exit.add(unreached.get(&(session, ptr)).copied(), size);
+        }
+    }
     // The last moment: each image's end.
     let mut moments: FxHashMap<SessionId, usize> = FxHashMap::default();
     for (&session, g) in &grids {
@@ -319,6 +439,7 @@ pub fn report_without_stacks<R: Read + Seek>(rec: &MemoryRecording<R>) -> LeaksR
                 frees: s.frees,
                 leaked_blocks: s.live_blocks,
                 leaked_bytes: s.live_bytes,
+                at_exit: classified(&session).then_some(s.at_exit),
                 outstanding: s.history.clone(),
                 range_end: None,
                 range_moves: 0,
@@ -338,14 +459,17 @@ pub fn report_without_stacks<R: Read + Seek>(rec: &MemoryRecording<R>) -> LeaksR
         .collect();
     out.sort_by(|a, b| {
         let leaking = |s: &SiteReport| s.judgement != Judgement::Leaking.name();
+        let lost = |s: &SiteReport| std::cmp::Reverse(s.at_exit.map_or(0, |x| x.lost_bytes()));
         (
             leaking(a),
+            lost(a),
             std::cmp::Reverse(a.leaked_bytes),
             a.session,
             a.stack_id,
         )
             .cmp(&(
                 leaking(b),
+                lost(b),
                 std::cmp::Reverse(b.leaked_bytes),
                 b.session,
                 b.stack_id,
@@ -374,8 +498,43 @@ pub fn report_without_stacks<R: Read + Seek>(rec: &MemoryRecording<R>) -> LeaksR
              otherwise than it would be from every allocation"
         ));
     }
+    let leak_check = rec.leak_check().then(|| {
+        let mut summary = LeakCheckSummary::default();
+        for site in &out {
+            if let Some(x) = &site.at_exit {
+                summary.at_exit.sum(x);
+            }
+        }
+        for image in &rec.sessions {
+            let session = SessionId(image.session);
+            match scans.get(&session) {
+                Some(scan) if scan.status & SCAN_NOTHING_CLASSIFIED == 0 => {
+                    summary.images_checked += 1;
+                    if scan.status & SCAN_UNREADABLE != 0 {
+                        warnings.push(format!(
+                            "the leak check at exit of process {} could not read all of its \
+                             memory (a mapping went away while other threads ran): a block \
+                             only that memory pointed to is counted as lost",
+                            image.pid
+                        ));
+                    }
+                }
+                Some(scan) => {
+                    summary.images_not_checked += 1;
+                    warnings.push(format!(
+                        "the leak check at exit of process {} classified no block: {}",
+                        image.pid,
+                        scan_failure(scan.status)
+                    ));
+                }
+                None => summary.images_not_checked += 1,
+            }
+        }
+        summary
+    });
     LeaksReport {
         schema: "tansa.leaks.v1",
+        leak_check,
         leak_cause: rec.leak_cause.is_some(),
         scan_interval_ms: rec.leak_cause.as_ref().map(|l| l.scan_interval_ms),
         sites: out,
@@ -385,6 +544,17 @@ pub fn report_without_stacks<R: Read + Seek>(rec: &MemoryRecording<R>) -> LeaksR
             .map(|l| l.failures.clone())
             .unwrap_or_default(),
         warnings,
+    }
+}
+
+/// Why a leak check classified nothing, from its status bits.
+fn scan_failure(status: u32) -> &'static str {
+    if status & SCAN_NO_SIZES != 0 {
+        "the program's allocator gives no block sizes (it has no malloc_usable_size)"
+    } else if status & SCAN_OWN_MAPPINGS != 0 {
+        "the recorder had more memory mappings of its own than it could tell apart"
+    } else {
+        "its memory map could not be read"
     }
 }
 
@@ -416,13 +586,16 @@ pub fn fill_stacks<R: Read + Seek>(
 /// rule of `tansa leaks` and of the HTML page.
 pub fn fold_repeats(sites: &[&SiteReport]) -> Vec<(usize, Vec<usize>)> {
     let mut groups: Vec<(usize, Vec<usize>)> = Vec::new();
-    let mut group_of: FxHashMap<(&str, &str, &[CodePlace]), usize> = FxHashMap::default();
+    // Lost blocks at exit are the news of a site: one that lost some is not folded with one
+    // that did not.
+    let mut group_of: FxHashMap<(&str, &str, bool, &[CodePlace]), usize> = FxHashMap::default();
     for (i, s) in sites.iter().enumerate() {
         if s.tracing.is_some() || s.rank.is_some() || s.exe.is_empty() {
             groups.push((i, Vec::new()));
             continue;
         }
-        match group_of.entry((s.exe.as_str(), s.judgement, s.stack.as_slice())) {
+        let lost = s.at_exit.is_some_and(|x| x.lost_blocks() > 0);
+        match group_of.entry((s.exe.as_str(), s.judgement, lost, s.stack.as_slice())) {
             std::collections::hash_map::Entry::Occupied(g) => groups[*g.get()].1.push(i),
             std::collections::hash_map::Entry::Vacant(v) => {
                 v.insert(groups.len());

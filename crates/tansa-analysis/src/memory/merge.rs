@@ -10,7 +10,9 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use tansa_wire::event::{AllocOp, DecodeError, Decoder, ImproperEvent, Record, StreamState};
+use tansa_wire::event::{
+    AllocOp, DecodeError, Decoder, ImproperEvent, LeakClass, LeakScan, Record, StreamState,
+};
 
 use super::ids::{SessionId, StackId};
 
@@ -99,6 +101,16 @@ pub enum EventKind {
     ThreadName(Box<str>),
     /// The agent could not record this many events.
     Lost(u64),
+    /// The leak check at exit found this block unreachable (it is live at this point of
+    /// its thread's stream).
+    Unreached {
+        /// Block.
+        ptr: u64,
+        /// How.
+        class: LeakClass,
+    },
+    /// The leak check at exit ended. Boxed: one per process image.
+    LeakScan(Box<LeakScan>),
 }
 
 /// An event of one thread of one session.
@@ -299,6 +311,10 @@ impl StreamDecoder {
                 ),
                 Record::Improper(i) => emit(i.ts, EventKind::Improper(Box::new(i))),
                 Record::Lost { count } => emit(self.state.prev_ts, EventKind::Lost(count)),
+                Record::Unreached { ptr, class } => {
+                    emit(self.state.prev_ts, EventKind::Unreached { ptr, class })
+                }
+                Record::LeakScan(scan) => emit(scan.ts, EventKind::LeakScan(Box::new(scan))),
                 // Meta records never appear in thread streams.
                 Record::StackDef { .. } | Record::ModuleLoad(_) | Record::ModuleUnload { .. } => {}
                 // CPU samples belong to CPU recordings.

@@ -31,6 +31,10 @@ pub use aggregate::{Aggregator, Config};
 /// samples of a sampled recording (`tansa record --sample-rate`).
 pub const SAMPLE_RATE_OPTION: &str = "sample_rate";
 
+/// The recording option that says whether the leak check at exit was made (`tansa record
+/// --leak-check`: `true`).
+pub const LEAK_CHECK_OPTION: &str = "leak_check";
+
 /// The recording option a durable recording (`tansa record --durable`) carries in its
 /// `META` frame (`durable` = `true`).
 pub const DURABLE_OPTION: &str = "durable";

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use tansa_format::container::{FrameType, Reader};
 use tansa_format::cpu;
 use tansa_format::memory::{self, split_meta_chunk, split_thread_chunk};
-use tansa_wire::event::{DecodeError, Decoder, ImproperOp, Record, StreamState};
+use tansa_wire::event::{DecodeError, Decoder, ImproperOp, LeakClass, Record, StreamState};
 
 use crate::exit;
 
@@ -117,6 +117,23 @@ fn record_json(id: StreamId, tid: Option<u32>, rec: &Record<'_>) -> Value {
             "ticks": i.ts,
         }),
         Record::Lost { count } => json!({ "kind": "lost", "count": count }),
+        Record::Unreached { ptr, class } => json!({
+            "kind": "unreached",
+            "ptr": ptr,
+            "class": match class {
+                LeakClass::Definite => "definite",
+                LeakClass::Indirect => "indirect",
+                LeakClass::Released => "released",
+            },
+        }),
+        Record::LeakScan(s) => json!({
+            "kind": "leak_scan",
+            "blocks": s.blocks,
+            "reachable": s.reachable,
+            "root_bytes": s.root_bytes,
+            "status": s.status,
+            "ticks": s.ts,
+        }),
         Record::Sample { ts, stack, weight } => json!({
             "kind": "sample",
             "stack": stack,

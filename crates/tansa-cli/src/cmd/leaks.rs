@@ -86,9 +86,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     // The stacks of the sites shown: every site in JSON, the leaking ones (or all) in text.
     let every = args.all || args.site.is_some() || matches!(args.format, Format::Json);
-    leaks::fill_stacks(&mut report, &recording, |s| {
-        every || s.judgement == "leaking"
-    });
+    leaks::fill_stacks(&mut report, &recording, |s| every || s.worth_showing());
     let mut out = crate::output::open(None, &[])?;
     match args.format {
         Format::Json => tansa_render::leaks::json(&report, &mut out)?,

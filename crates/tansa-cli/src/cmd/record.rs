@@ -117,6 +117,16 @@ pub struct Args {
     #[arg(long, conflicts_with = "online")]
     leak_cause: bool,
 
+    /// Leak check at exit, as Valgrind's memcheck and LeakSanitizer do: when a process calls
+    /// `exit` (or returns from `main`), look for pointers to each block still allocated in
+    /// its globals, stacks and reachable blocks, and record which blocks it can no longer
+    /// reach (definitely lost, or indirectly: only through lost blocks). `tansa leaks`
+    /// and `tansa report` then tell lost memory from memory still in use. The agent keeps
+    /// a table of live blocks for it, which costs some time per call. Not with --online or
+    /// --sample-rate.
+    #[arg(long, conflicts_with_all = ["online", "sample_rate"])]
+    leak_check: bool,
+
     /// Most allocations traced per leaking site (leak-cause mode); tracing of a site stops
     /// earlier once every free site was reached on a traced path, a leaking path was seen,
     /// and 16 traces in a row brought no new path.
@@ -285,6 +295,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         monotonic_clock: args.online,
         sample_hz: None,
         leak_cause: args.leak_cause,
+        leak_check: args.leak_check,
         sample_rate: args.sample_rate,
         events: Some(options::print_collect_events()),
         segment_dir: None,
@@ -395,6 +406,10 @@ fn recording_meta(args: &Args, durable: bool) -> RecordingMeta {
             ("free_stacks".into(), (!args.no_free_stacks).to_string()),
             ("max_frames".into(), args.max_frames.to_string()),
             ("leak_cause".into(), args.leak_cause.to_string()),
+            (
+                tansa_analysis::memory::LEAK_CHECK_OPTION.into(),
+                args.leak_check.to_string(),
+            ),
         ]
         .into_iter()
         .chain(args.sample_rate.map(|r| {

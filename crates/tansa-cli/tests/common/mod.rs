@@ -30,6 +30,7 @@ pub fn collect_config(command: Vec<std::ffi::OsString>) -> tansa_collect::Config
         monotonic_clock: false,
         sample_hz: None,
         leak_cause: false,
+        leak_check: false,
         sample_rate: None,
         events: None,
         segment_dir: None,

@@ -237,6 +237,18 @@ impl<'a> Decoder<'a> {
                 stack: r.u32()?,
                 weight: r.u32()?,
             },
+            Tag::Unreached => {
+                let ptr = r.varint()?;
+                let class = LeakClass::from_code(r.varint()?).ok_or(VarintError::Overflow)?;
+                Record::Unreached { ptr, class }
+            }
+            Tag::LeakScan => Record::LeakScan(LeakScan {
+                ts: st.ts_undelta(r.varint()?),
+                blocks: r.varint()?,
+                reachable: r.varint()?,
+                root_bytes: r.varint()?,
+                status: r.u32()?,
+            }),
         };
         self.state = st;
         self.pos = r.pos;

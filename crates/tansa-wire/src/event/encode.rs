@@ -201,6 +201,28 @@ impl StreamState {
         out.varint(u64::from(weight));
     }
 
+    /// Encodes a block the leak check found unreachable.
+    pub fn encode_unreached<S: EventStorage>(
+        &mut self,
+        ptr: u64,
+        class: LeakClass,
+        out: &mut EventBuf<S>,
+    ) {
+        out.start(Tag::Unreached);
+        out.varint(ptr);
+        out.varint(u64::from(class.code()));
+    }
+
+    /// Encodes the end of the leak check.
+    pub fn encode_leak_scan<S: EventStorage>(&mut self, scan: &LeakScan, out: &mut EventBuf<S>) {
+        out.start(Tag::LeakScan);
+        out.varint(self.ts_delta(scan.ts));
+        out.varint(scan.blocks);
+        out.varint(scan.reachable);
+        out.varint(scan.root_bytes);
+        out.varint(u64::from(scan.status));
+    }
+
     /// Encodes the end of a thread's stream.
     pub fn encode_thread_end<S: EventStorage>(&mut self, ts: u64, out: &mut EventBuf<S>) {
         out.start(Tag::ThreadEnd);

@@ -61,6 +61,12 @@ pub enum Tag {
     ImproperRealloc = 0x1e,
     /// Events the thread could not record: `count`.
     Lost = 0x1f,
+    /// A block the leak check at exit found unreachable: `ptr, class` (see
+    /// [`LeakClass`]).
+    Unreached = 0x24,
+    /// The end of the leak check at exit: `ts, blocks, reachable, root_bytes, status` (see
+    /// [`LeakScan`]); the [`Tag::Unreached`] records of the check precede it.
+    LeakScan = 0x25,
     /// Meta: a call stack: `id, n, n x (module, offset)`.
     StackDef = 0x20,
     /// Meta: a module (executable or shared object) was mapped.
@@ -98,6 +104,8 @@ impl Tag {
             0x20 => StackDef,
             0x21 => ModuleLoad,
             0x22 => ModuleUnload,
+            0x24 => Unreached,
+            0x25 => LeakScan,
             0x30 => Sample,
             _ => return None,
         })
@@ -404,7 +412,81 @@ pub enum Record<'a> {
         /// Sampling periods this sample stands for (1 + timer overruns).
         weight: u32,
     },
+    /// A block the leak check at exit found unreachable.
+    Unreached {
+        /// The block.
+        ptr: u64,
+        /// How it was found.
+        class: LeakClass,
+    },
+    /// The end of the leak check at exit.
+    LeakScan(LeakScan),
 }
+
+/// How the leak check at exit found a block that no pointer in the program's memory
+/// outside the heap leads to (Valgrind's terms).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum LeakClass {
+    /// No other unreachable block points to it either: the program lost its last pointer to
+    /// it (for a group of blocks that point at one another, one of them).
+    Definite,
+    /// Only other unreachable blocks point to it: it goes with the block that lost them.
+    Indirect,
+    /// Not a live block any more: the allocator holds it as free, released by a call the
+    /// hooks do not see (the C library frees some of its own blocks internally at exit).
+    Released,
+}
+
+impl LeakClass {
+    /// The byte that encodes it.
+    pub fn code(self) -> u8 {
+        match self {
+            LeakClass::Definite => 1,
+            LeakClass::Indirect => 2,
+            LeakClass::Released => 3,
+        }
+    }
+
+    /// Parses [`LeakClass::code`].
+    pub fn from_code(code: u64) -> Option<LeakClass> {
+        match code {
+            1 => Some(LeakClass::Definite),
+            2 => Some(LeakClass::Indirect),
+            3 => Some(LeakClass::Released),
+            _ => None,
+        }
+    }
+}
+
+/// What the leak check at exit did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LeakScan {
+    /// When it ended.
+    pub ts: u64,
+    /// Live blocks it looked at.
+    pub blocks: u64,
+    /// Of which reachable.
+    pub reachable: u64,
+    /// Bytes of memory outside the heap (globals, stacks, other mappings) it read for
+    /// pointers.
+    pub root_bytes: u64,
+    /// [`SCAN_UNREADABLE`] and the other `SCAN_` bits: what kept it from being complete.
+    pub status: u32,
+}
+
+/// [`LeakScan::status`]: some memory could not be read (a block or a mapping that went
+/// away while the check ran); what it held was not followed.
+pub const SCAN_UNREADABLE: u32 = 1 << 0;
+/// [`LeakScan::status`]: the blocks' sizes could not be had (the program's allocator has
+/// no `malloc_usable_size`); nothing was classified.
+pub const SCAN_NO_SIZES: u32 = 1 << 1;
+/// [`LeakScan::status`]: the agent's own mappings could not all be told apart (more than
+/// its registry holds); nothing was classified.
+pub const SCAN_OWN_MAPPINGS: u32 = 1 << 2;
+/// [`LeakScan::status`]: the memory map could not be read; nothing was classified.
+pub const SCAN_NO_MAPS: u32 = 1 << 3;
+/// [`LeakScan::status`] bits for which no block was classified.
+pub const SCAN_NOTHING_CLASSIFIED: u32 = SCAN_NO_SIZES | SCAN_OWN_MAPPINGS | SCAN_NO_MAPS;
 
 /// Why a stream could not be decoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -61,6 +61,21 @@ fn sample_stream() -> (Vec<u8>, Vec<Record<'static>>) {
             stack: 4,
             weight: 3,
         },
+        Record::Unreached {
+            ptr: 0x5555_0000_0800,
+            class: LeakClass::Definite,
+        },
+        Record::Unreached {
+            ptr: 0x7f00_0000_0010,
+            class: LeakClass::Indirect,
+        },
+        Record::LeakScan(LeakScan {
+            ts: 1_000_480,
+            blocks: 12,
+            reachable: 10,
+            root_bytes: 1 << 20,
+            status: SCAN_UNREADABLE,
+        }),
         Record::ThreadEnd { ts: 1_000_500 },
     ];
     for ev in events {
@@ -72,6 +87,8 @@ fn sample_stream() -> (Vec<u8>, Vec<Record<'static>>) {
             Record::Improper(i) => st.encode_improper(&i, &mut buf),
             Record::Lost { count } => st.encode_lost(count, &mut buf),
             Record::Sample { ts, stack, weight } => st.encode_sample(ts, stack, weight, &mut buf),
+            Record::Unreached { ptr, class } => st.encode_unreached(ptr, class, &mut buf),
+            Record::LeakScan(scan) => st.encode_leak_scan(&scan, &mut buf),
             Record::ThreadEnd { ts } => st.encode_thread_end(ts, &mut buf),
             _ => unreachable!(),
         }
@@ -101,6 +118,8 @@ fn in_place_encoding_matches_the_owned_buffer() {
             Record::Improper(i) => st.encode_improper(&i, &mut buf),
             Record::Lost { count } => st.encode_lost(count, &mut buf),
             Record::Sample { ts, stack, weight } => st.encode_sample(ts, stack, weight, &mut buf),
+            Record::Unreached { ptr, class } => st.encode_unreached(ptr, class, &mut buf),
+            Record::LeakScan(scan) => st.encode_leak_scan(&scan, &mut buf),
             Record::ThreadEnd { ts } => st.encode_thread_end(ts, &mut buf),
             _ => unreachable!(),
         }

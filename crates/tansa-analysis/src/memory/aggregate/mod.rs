@@ -1042,6 +1042,10 @@ impl Aggregator {
 
     /// Processes one event. Events must come in time order (see [`super::merge`]).
     pub fn event(&mut self, reg: &Registry, e: &Event) {
+        // The leak check's findings are not calls of the program (`tansa leaks` reads them).
+        if matches!(e.kind, EventKind::Unreached { .. } | EventKind::LeakScan(_)) {
+            return;
+        }
         let Some(state) = self.sessions.get_mut(e.session.0) else {
             return;
         };
@@ -1069,6 +1073,7 @@ impl Aggregator {
                 let s = self.session_mut(e.session);
                 s.lost = s.lost.saturating_add(*n);
             }
+            EventKind::Unreached { .. } | EventKind::LeakScan(_) => {}
             &EventKind::Alloc {
                 op,
                 ptr,

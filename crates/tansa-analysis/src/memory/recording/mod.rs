@@ -730,6 +730,16 @@ impl<R: Read + Seek> MemoryRecording<R> {
             .filter(|&r| r > 0)
     }
 
+    /// Whether the recording was made with the leak check at exit (`tansa record
+    /// --leak-check`).
+    pub fn leak_check(&self) -> bool {
+        self.meta.as_ref().is_some_and(|m| {
+            m.options
+                .iter()
+                .any(|(k, v)| k == super::LEAK_CHECK_OPTION && v == "true")
+        })
+    }
+
     /// The time from the first session's start to the last session's end, in nanoseconds,
     /// as far as pass one knows it (0 when no session ended).
     pub fn span_ns(&self) -> u64 {
