@@ -235,27 +235,51 @@ pub fn same_object(a: usize, b: usize) -> bool {
 }
 
 /// Reads `buf.len()` bytes of this process's memory at `addr` without faulting on memory
-/// that is not mapped (`process_vm_readv` on itself). Returns the bytes read: fewer when the
-/// range runs into unmapped or unreadable memory.
+/// that is not mapped. Returns the bytes read: fewer when the range runs into unmapped or
+/// unreadable memory.
 pub fn read_own_memory(addr: u64, buf: &mut [u8]) -> usize {
+    let n = buf.len();
+    gather_own_memory(&[(addr, n)], buf)
+}
+
+/// Reads the ranges `(address, length)` of this process's memory one after the other into
+/// `buf` (at most 1024 of them and `buf.len()` bytes in all) without faulting on memory
+/// that is not mapped (`process_vm_readv` on itself). Returns the bytes read: fewer when a
+/// range could not be read.
+pub fn gather_own_memory(ranges: &[(u64, usize)], buf: &mut [u8]) -> usize {
+    const MOST: usize = 1024;
+    let mut remote = [libc::iovec {
+        iov_base: core::ptr::null_mut(),
+        iov_len: 0,
+    }; MOST];
+    let mut total = 0usize;
+    let mut count = 0;
+    for (slot, &(addr, len)) in remote.iter_mut().zip(ranges) {
+        if total + len > buf.len() {
+            break;
+        }
+        *slot = libc::iovec {
+            iov_base: addr as *mut c_void,
+            iov_len: len,
+        };
+        total += len;
+        count += 1;
+    }
     let local = libc::iovec {
         iov_base: buf.as_mut_ptr() as *mut c_void,
-        iov_len: buf.len(),
+        iov_len: total,
     };
-    let remote = libc::iovec {
-        iov_base: addr as *mut c_void,
-        iov_len: buf.len(),
-    };
-    // SAFETY: `local` describes `buf`, writable for its length; the kernel checks `remote`
-    // and reports unmapped memory as a short read or an error instead of faulting.
+    // SAFETY: `local` describes the first `total` bytes of `buf`, writable; the kernel
+    // checks the remote ranges and reports unmapped memory as a short read or an error
+    // instead of faulting.
     let n = unsafe {
         libc::syscall(
             libc::SYS_process_vm_readv,
             libc::getpid() as c_long,
             &local as *const libc::iovec,
             1 as c_long,
-            &remote as *const libc::iovec,
-            1 as c_long,
+            remote.as_ptr(),
+            count as c_long,
             0 as c_long,
         )
     };

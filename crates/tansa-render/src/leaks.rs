@@ -83,8 +83,8 @@ pub fn text(
         }
     )?;
     if let Some(check) = &report.leak_check {
-        let lost = |s: &&SiteReport| s.at_exit.is_some_and(|x| x.lost_blocks() > 0);
-        leak_check(check, report.sites.iter().filter(lost).count(), out)?;
+        let lost = report.sites.iter().filter(|s| s.lost_at_exit()).count();
+        leak_check(check, lost, out)?;
     }
     for (first, same) in groups {
         let s = shown[first];
@@ -289,7 +289,7 @@ fn site(
         "   {} allocation(s), {} free(s); {} block(s), {} byte(s) still allocated at the end",
         s.allocations, s.frees, s.leaked_blocks, s.leaked_bytes
     )?;
-    if let Some(x) = s.at_exit.filter(|x| x.lost_blocks() > 0) {
+    if let Some(x) = s.at_exit.filter(|_| s.lost_at_exit()) {
         let parts: Vec<String> = [
             (x.definite_blocks, x.definite_bytes, "definitely lost"),
             (x.indirect_blocks, x.indirect_bytes, "indirectly lost"),

@@ -209,11 +209,11 @@ pub fn lost_realloc(
 }
 
 /// Writes the findings of the leak check at exit in the calling thread's stream: each
-/// unreachable block, then the check's summary (stamped now). False when this thread cannot
-/// record.
-pub fn write_leak_check(lost: &[(u64, LeakClass)], scan: &LeakScan) -> bool {
+/// unreachable block, then the check's summary (stamped now). A thread that cannot record
+/// writes nothing (the call is counted as lost, and the image reads as not checked).
+pub fn write_leak_check(lost: &[(u64, LeakClass)], scan: &LeakScan) {
     let Mode::Record(mut active) = enter() else {
-        return false;
+        return;
     };
     for &(ptr, class) in lost {
         emit(active.st, active.ctx(), |stream, buf| {
@@ -227,7 +227,6 @@ pub fn write_leak_check(lost: &[(u64, LeakClass)], scan: &LeakScan) -> bool {
     emit(active.st, active.ctx(), |stream, buf| {
         stream.encode_leak_scan(&scan, buf)
     });
-    true
 }
 
 impl Drop for Active {

@@ -245,11 +245,14 @@ pub struct SiteReport {
 }
 
 impl SiteReport {
-    /// Whether `tansa leaks` shows it without `--all`: it is leaking, or the leak check at
-    /// exit found blocks of it lost.
+    /// Whether the leak check at exit found blocks of it lost.
+    pub fn lost_at_exit(&self) -> bool {
+        self.at_exit.is_some_and(|x| x.lost_blocks() > 0)
+    }
+
+    /// Whether `tansa leaks` shows it without `--all`: it is leaking, or it lost blocks.
     pub fn worth_showing(&self) -> bool {
-        self.judgement == Judgement::Leaking.name()
-            || self.at_exit.is_some_and(|x| x.lost_blocks() > 0)
+        self.judgement == Judgement::Leaking.name() || self.lost_at_exit()
     }
 }
 
@@ -594,8 +597,13 @@ pub fn fold_repeats(sites: &[&SiteReport]) -> Vec<(usize, Vec<usize>)> {
             groups.push((i, Vec::new()));
             continue;
         }
-        let lost = s.at_exit.is_some_and(|x| x.lost_blocks() > 0);
-        match group_of.entry((s.exe.as_str(), s.judgement, lost, s.stack.as_slice())) {
+        let key = (
+            s.exe.as_str(),
+            s.judgement,
+            s.lost_at_exit(),
+            s.stack.as_slice(),
+        );
+        match group_of.entry(key) {
             std::collections::hash_map::Entry::Occupied(g) => groups[*g.get()].1.push(i),
             std::collections::hash_map::Entry::Vacant(v) => {
                 v.insert(groups.len());

@@ -121,7 +121,7 @@ pub struct Args {
     /// `exit` (or returns from `main`), look for pointers to each block still allocated in
     /// its globals, stacks and reachable blocks, and record which blocks it can no longer
     /// reach (definitely lost, or indirectly: only through lost blocks). `tansa leaks`
-    /// and `tansa report` then tell lost memory from memory still in use. The agent keeps
+    /// then tells lost memory from memory still in use. The agent keeps
     /// a table of live blocks for it, which costs some time per call. Not with --online or
     /// --sample-rate.
     #[arg(long, conflicts_with_all = ["online", "sample_rate"])]
