@@ -14,6 +14,8 @@ trap 'rm -rf "$work"' EXIT
 cc -g -O1 -pthread fuzz/seeds/heap.c -o "$work/heap"
 cc -g -O1 fuzz/seeds/spin.c -o "$work/spin"
 "$tansa" record -o "$work/heap.tansa" -- "$work/heap"
+# With the leak check at exit, so that the seeds carry its records.
+"$tansa" record --leak-check -o "$work/heap-leak-check.tansa" -- "$work/heap"
 # As rank 1 of a 2-rank job, so that the seeds carry a SESSION_PLACE frame.
 OMPI_COMM_WORLD_RANK=1 OMPI_COMM_WORLD_SIZE=2 PMIX_NAMESPACE=seed-job \
     "$tansa" record --no-free-stacks -o "$work/heap-no-free-stacks.tansa" -- "$work/heap"
