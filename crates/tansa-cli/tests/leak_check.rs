@@ -132,7 +132,9 @@ fn lost_blocks_are_told_from_reachable_ones_at_exit() {
 }
 
 /// At the scale of real programs: 200,000 blocks (every tenth lost) and 10,000 threads
-/// still running at exit, each holding a block on its stack. Every figure is exact.
+/// still running at exit, each holding a block on its stack (8 MiB each, mostly never
+/// touched: 80 GB of stacks, of which only the pages touched are read). Every figure is
+/// exact.
 #[test]
 fn two_hundred_thousand_blocks_and_ten_thousand_threads_are_checked_exactly() {
     let exe = program("lost_many", "lost_many.c", &["-g", "-O1", "-pthread"]);
