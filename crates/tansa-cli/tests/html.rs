@@ -9,7 +9,9 @@ mod lt;
 
 use std::path::{Path, PathBuf};
 
-use common::{build_dir, compile, record, report_json, require, run_tansa, source, stderr, unit};
+use common::{
+    build_dir, compile, program, record, report_json, require, run_tansa, source, stderr, unit,
+};
 use tansa_testkit::browser::{self, Loaded, errors_element, grouped, table_rows};
 
 /// Chromium, which CI must have (`.ci/install-deps`); elsewhere the test says it did not
@@ -270,6 +272,51 @@ fn heap_page_folds_a_leak_site_repeated_by_a_script() {
         dom.contains("repeat a site listed here"),
         "the page says sites are folded"
     );
+}
+
+/// A recording made with the leak check at exit: the page gives Valgrind's leak summary of
+/// `lost.c` (tests/leak_check.rs says why each block is lost or not) and each leak site's
+/// bytes lost, sorted by them.
+#[test]
+fn heap_page_shows_the_leak_check_at_exit() {
+    let Some(chromium) = chromium() else { return };
+    let exe = program("lost", "lost.c", &["-g", "-O0", "-pthread"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let rec = tmp.path().join("lost.tansa");
+    let out = record(&rec, &["--leak-check"], &[exe.to_str().unwrap()]);
+    assert!(out.status.success(), "record failed: {}", stderr(&out));
+    let page = tmp.path().join("lost.html");
+    html(&[rec.to_str().unwrap(), "-o", page.to_str().unwrap()]);
+    let dom = load(&chromium, &page, None);
+    let check = table_rows(&dom, "leak-check");
+    assert_eq!(
+        row(&check, "definitely lost")[1..],
+        ["205,048", "8"],
+        "{check:?}"
+    );
+    assert_eq!(
+        row(&check, "indirectly lost")[1..],
+        ["56", "2"],
+        "{check:?}"
+    );
+    assert!(
+        dom.contains("205,104 B in 10 block(s)"),
+        "the summary gives the bytes lost"
+    );
+    let sites = table_rows(&dom, "leaks");
+    let site = |function: &str| {
+        let name = format!("lost!{function} (");
+        sites
+            .iter()
+            .find(|r| r[3].starts_with(&name))
+            .unwrap_or_else(|| panic!("no site {function}: {sites:?}"))
+    };
+    assert_eq!(site("lose_many")[10], "200 (5)", "{sites:?}");
+    assert_eq!(site("lose_inner")[10], "24 (1)", "{sites:?}");
+    assert_eq!(site("keep_global")[10], "0 (0)", "{sites:?}");
+    // Sorted by bytes lost: the 200 KiB block first.
+    assert!(sites[0][3].starts_with("lost!lose_big ("), "{sites:?}");
+    screenshot(&chromium, &page, "heap-leak-check");
 }
 
 #[test]

@@ -35,6 +35,29 @@ fn figures(site: &Value) -> [(u64, u64); 3] {
     ]
 }
 
+const NONE: (u64, u64) = (0, 0);
+
+/// What the check must find of each function's blocks in `lost.c` (its comment says
+/// why): `(definite, indirect, reachable)` blocks and bytes. `lose_cycle`'s two blocks come
+/// from two sites (one line, two call paths), given here together.
+const LOST_C: [(&str, [(u64, u64); 3]); 11] = [
+    ("lost!lose_many", [(5, 200), NONE, NONE]),
+    ("lost!lose_box", [(1, 16), NONE, NONE]),
+    ("lost!lose_inner", [NONE, (1, 24), NONE]),
+    ("lost!lose_cycle", [(1, 32), (1, 32), NONE]),
+    ("lost!lose_big", [(1, 200 * 1024), NONE, NONE]),
+    ("lost!keep_global", [NONE, NONE, (1, 100)]),
+    ("lost!keep_interior", [NONE, NONE, (1, 64)]),
+    ("lost!keep_in_thread", [NONE, NONE, (1, 48)]),
+    ("lost!keep_in_mapping", [NONE, NONE, (1, 56)]),
+    ("lost!keep_big", [NONE, NONE, (1, 300_000)]),
+    ("lost!freed", [NONE, NONE, NONE]),
+];
+
+/// Valgrind's leak summary of `lost.c`: definitely lost (blocks, bytes), indirectly lost.
+const LOST_C_DEFINITE: (u64, u64) = (8, 5 * 40 + 16 + 32 + 200 * 1024);
+const LOST_C_INDIRECT: (u64, u64) = (2, 24 + 32);
+
 fn leaks_json(file: &std::path::Path) -> Value {
     let out = run_tansa(&["leaks", file.to_str().unwrap(), "--format", "json"]);
     assert!(out.status.success(), "leaks failed: {}", stderr(&out));
@@ -50,21 +73,10 @@ fn lost_blocks_are_told_from_reachable_ones_at_exit() {
     let out = record(&file, &["--leak-check"], &[exe]);
     assert!(out.status.success(), "record failed: {}", stderr(&out));
     let report = leaks_json(&file);
-    let none = (0, 0);
-    let expected: [(&str, [(u64, u64); 3]); 10] = [
-        ("lost!lose_many", [(5, 200), none, none]),
-        ("lost!lose_box", [(1, 16), none, none]),
-        ("lost!lose_inner", [none, (1, 24), none]),
-        ("lost!lose_big", [(1, 200 * 1024), none, none]),
-        ("lost!keep_global", [none, none, (1, 100)]),
-        ("lost!keep_interior", [none, none, (1, 64)]),
-        ("lost!keep_in_thread", [none, none, (1, 48)]),
-        ("lost!keep_in_mapping", [none, none, (1, 56)]),
-        ("lost!keep_big", [none, none, (1, 300_000)]),
-        ("lost!freed", [none, none, none]),
-    ];
-    for (function, figures) in expected {
-        assert_eq!(at_exit(&report, function), figures, "{function}");
+    for (function, figures) in LOST_C {
+        if function != "lost!lose_cycle" {
+            assert_eq!(at_exit(&report, function), figures, "{function}");
+        }
     }
     // The two blocks that point at each other: one leads the group, the other goes with
     // it (two sites: the same line, two call paths).
@@ -79,7 +91,7 @@ fn lost_blocks_are_told_from_reachable_ones_at_exit() {
     for c in &cycle {
         definite = (definite.0 + c[0].0, definite.1 + c[0].1);
         indirect = (indirect.0 + c[1].0, indirect.1 + c[1].1);
-        assert_eq!(c[2], none, "a cycle block counted reachable: {cycle:?}");
+        assert_eq!(c[2], NONE, "a cycle block counted reachable: {cycle:?}");
     }
     assert_eq!((definite, indirect), ((1, 32), (1, 32)), "{cycle:?}");
 
@@ -88,19 +100,7 @@ fn lost_blocks_are_told_from_reachable_ones_at_exit() {
     let check = &report["leak_check"];
     assert_eq!(check["images_checked"], 1, "{check:#}");
     assert_eq!(check["images_not_checked"], 0, "{check:#}");
-    let x = &check["at_exit"];
-    assert_eq!(x["definite_blocks"], 8, "{check:#}");
-    assert_eq!(
-        x["definite_bytes"],
-        5 * 40 + 16 + 32 + 200 * 1024,
-        "{check:#}"
-    );
-    assert_eq!(x["indirect_blocks"], 2, "{check:#}");
-    assert_eq!(x["indirect_bytes"], 24 + 32, "{check:#}");
-    assert!(
-        x["reachable_bytes"].as_u64().unwrap() >= 100 + 64 + 48 + 56 + 300_000,
-        "{check:#}"
-    );
+    lost_c_summary(check);
 
     // The text view: the summary, and the sites that lost blocks shown without --all.
     let out = run_tansa(&["leaks", file.to_str().unwrap()]);
@@ -147,7 +147,7 @@ fn two_hundred_thousand_blocks_and_ten_thousand_threads_are_checked_exactly() {
     );
     assert!(out.status.success(), "record failed: {}", stderr(&out));
     let report = leaks_json(&file);
-    let none = (0, 0);
+    let none = NONE;
     // kept(i) allocates 24 + (i % 5) * 8 bytes; every tenth (i % 5 == 0: 24 bytes) is lost.
     let kept_bytes: u64 = (0..200_000u64).map(|i| 24 + (i % 5) * 8).sum();
     assert_eq!(
@@ -197,12 +197,114 @@ fn a_process_that_does_not_exit_is_not_checked_and_no_check_is_made_unasked() {
             .iter()
             .all(|r| r["kind"] != "leak_scan" && r["kind"] != "unreached")
     );
-    // Not with --online or --sample-rate.
-    for other in [&["--online"][..], &["--sample-rate", "64KiB"][..]] {
-        let mut args = vec!["record", "--leak-check"];
-        args.extend_from_slice(other);
-        args.extend(["-o", "/dev/null", "--", exe]);
-        let out = run_tansa(&args);
-        assert_eq!(out.status.code(), Some(2), "{other:?}: {}", stderr(&out));
+    // Not with --sample-rate.
+    let out = run_tansa(&[
+        "record",
+        "--leak-check",
+        "--sample-rate",
+        "64KiB",
+        "-o",
+        "/dev/null",
+        "--",
+        exe,
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+}
+
+/// Checks a leak check summary (`leak_check` of `tansa leaks` or `tansa report`) of one run
+/// of `lost.c`: Valgrind's figures.
+fn lost_c_summary(check: &Value) {
+    assert_eq!(check["images_checked"], 1, "{check:#}");
+    assert_eq!(check["images_not_checked"], 0, "{check:#}");
+    let x = &check["at_exit"];
+    let n = |k: &str| x[k].as_u64().unwrap();
+    assert_eq!(
+        (n("definite_blocks"), n("definite_bytes")),
+        LOST_C_DEFINITE,
+        "{check:#}"
+    );
+    assert_eq!(
+        (n("indirect_blocks"), n("indirect_bytes")),
+        LOST_C_INDIRECT,
+        "{check:#}"
+    );
+    assert!(
+        n("reachable_bytes") >= 100 + 64 + 48 + 56 + 300_000,
+        "{check:#}"
+    );
+}
+
+/// Checks a heap report by function (`tansa.memory-report.v1`) of one run of `lost.c`: the
+/// leak check in total, for the process, and for each function as [`LOST_C`] says.
+fn lost_c_report(report: &Value) {
+    lost_c_summary(&report["leak_check"]);
+    assert_eq!(
+        report["process"]["at_exit"], report["leak_check"]["at_exit"],
+        "{report:#}"
+    );
+    for (function, expected) in LOST_C {
+        assert_eq!(figures(unit(report, function)), expected, "{function}");
     }
+}
+
+/// The heap report sums the check up, in total, per process and per unit, with the same
+/// figures as per site; so does the report `record --online` prints at exit. A recording
+/// made without the check says nothing of it.
+#[test]
+fn the_heap_report_and_the_online_report_give_the_leak_check_per_unit() {
+    let exe = program("lost", "lost.c", &["-g", "-O0", "-pthread"]);
+    let exe = exe.to_str().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("lost.tansa");
+    let out = record(&file, &["--leak-check"], &[exe]);
+    assert!(out.status.success(), "record failed: {}", stderr(&out));
+    lost_c_report(&report_json(&file, &["--by", "function"]));
+    // By library, with every library on the stack charged: the program's own library
+    // holds every lost block.
+    let by_lib = report_json(&file, &["--charge", "all"]);
+    let lib = &unit(&by_lib, "lost")["at_exit"];
+    assert_eq!(lib["definite_bytes"], LOST_C_DEFINITE.1, "{by_lib:#}");
+    assert_eq!(lib["indirect_bytes"], LOST_C_INDIRECT.1, "{by_lib:#}");
+
+    // The table: a column of bytes lost per unit, and the summary.
+    let out = run_tansa(&["report", file.to_str().unwrap(), "--by", "function"]);
+    assert!(out.status.success(), "report failed: {}", stderr(&out));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let header = text.lines().find(|l| l.starts_with("unit ")).unwrap();
+    assert!(header.ends_with("lost at exit"), "{text}");
+    let row = |name: &str| {
+        text.lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .unwrap_or_else(|| panic!("no row {name}: {text}"))
+            .to_string()
+    };
+    assert!(row("lost!lose_many").ends_with(" 200 B"), "{text}");
+    assert!(row("lost!keep_global").ends_with(" 0 B"), "{text}");
+    assert!(
+        text.contains("definitely lost: 205048 byte(s) in 8 block(s)")
+            && text.contains("indirectly lost: 56 byte(s) in 2 block(s)"),
+        "{text}"
+    );
+
+    // Online: the same figures, from the events as they arrive.
+    let online = online_report_json(
+        &tmp.path().join("online.json"),
+        &["--leak-check", "--by", "function"],
+        &[exe],
+    );
+    lost_c_report(&online);
+
+    // Without the check: nothing said of it.
+    let plain = tmp.path().join("plain.tansa");
+    let out = record(&plain, &[], &[exe]);
+    assert!(out.status.success(), "record failed: {}", stderr(&out));
+    let report = report_json(&plain, &["--by", "function"]);
+    assert!(report.get("leak_check").is_none(), "{report:#}");
+    assert!(unit(&report, "lost!lose_many").get("at_exit").is_none());
+    let out = run_tansa(&["report", plain.to_str().unwrap()]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        !text.contains("lost at exit") && !text.contains("leak check"),
+        "{text}"
+    );
 }

@@ -382,6 +382,9 @@ pub fn record_online(
         Some(feed) => OnlineSink::with_live(analysis, ClockSource::Monotonic, feed),
         None => OnlineSink::new(analysis, ClockSource::Monotonic),
     };
+    if config.leak_check {
+        sink.aggregator.set_leak_check();
+    }
     sink.registry
         .add_allocation_functions(allocation_functions.iter().cloned());
     let outcome = crate::record(&config, &mut sink)?;

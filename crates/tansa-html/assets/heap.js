@@ -7,6 +7,15 @@ T.run(function () {
   var range = null;
   document.body.setAttribute("data-buckets", NB);
 
+  // Bytes and blocks the leak check at exit found lost (record --leak-check), or null.
+  function lostAtExit() {
+    var c = D.leaks && D.leaks.leak_check;
+    if (!c) return null;
+    var x = c.at_exit;
+    return T.int(x.definite_bytes + x.indirect_bytes) + " B in " +
+      T.int(x.definite_blocks + x.indirect_blocks) + " block(s) (section “Leak check at exit”)";
+  }
+
   var p = D.process;
   T.summary([
     ["Recording", D.source],
@@ -19,6 +28,7 @@ T.run(function () {
     ["Peak", T.int(D.totals[1]) + " B (" + T.bytes(D.totals[1]) + ")"],
     ["Allocated", T.int(D.totals[3]) + " B"],
     ["Freed", T.int(D.totals[4]) + " B"],
+    ["Lost at exit", lostAtExit()],
     ["Charge", D.charge + ", releases to " + D.free_to]
   ].concat(D.sample_rate_bytes ? [["Sampled",
     "every figure is an estimate from allocations sampled every " +
@@ -211,6 +221,29 @@ T.run(function () {
   // ---- Flame graphs.
   T.flameGraphs(D.flame_graphs);
 
+  // ---- The leak check at exit (record --leak-check), as Valgrind's leak summary reads.
+  var LC = D.leaks && D.leaks.leak_check;
+  if (LC) {
+    var X = LC.at_exit;
+    var checkSec = T.section("leak-check", "Leak check at exit",
+      "Of the blocks still allocated when " + T.int(LC.images_checked) + " process image(s) called exit" +
+      (LC.images_not_checked ? " (" + T.int(LC.images_not_checked) +
+        " more not checked: they ended otherwise, by a signal, _exit or exec)" : "") +
+      ": lost when no pointer to them is left in the program's globals, stacks or reachable blocks. " +
+      "Column “lost at exit” of the leak sites says where they were allocated.");
+    var checkRows = [
+      ["definitely lost", X.definite_bytes, X.definite_blocks],
+      ["indirectly lost", X.indirect_bytes, X.indirect_blocks],
+      ["still reachable", X.reachable_bytes, X.reachable_blocks]
+    ];
+    if (X.released_blocks) checkRows.push(["freed by the C library unseen (not lost)", X.released_bytes, X.released_blocks]);
+    checkSec.appendChild(T.table([
+      { label: "blocks at exit", get: function (r) { return r[0]; } },
+      { label: "bytes", num: true, get: function (r) { return r[1]; }, fmt: T.int },
+      { label: "blocks", num: true, get: function (r) { return r[2]; }, fmt: T.int }
+    ], checkRows).el);
+  }
+
   // ---- Leak sites.
   var leakSec = T.section("leaks", "Leak sites");
   if (!D.leaks) {
@@ -237,7 +270,15 @@ T.run(function () {
       { label: "leaked blocks", num: true, get: function (s) { return s.leaked_blocks; }, fmt: T.int },
       { label: "leaked bytes", num: true, get: function (s) { return s.leaked_bytes; }, fmt: T.int },
       { label: "with repeats", num: true, title: "leaked bytes of the site and of the sites that repeat it (column “repeats”)",
-        get: function (s) { return s.leaked_bytes + (s.repeats ? s.repeats.leaked_bytes : 0); }, fmt: T.int },
+        get: function (s) { return s.leaked_bytes + (s.repeats ? s.repeats.leaked_bytes : 0); }, fmt: T.int }
+    ].concat(LC ? [
+      { label: "lost at exit", num: true, title: "bytes of the site the leak check at exit found lost, definitely or indirectly (blocks in parentheses)",
+        get: function (s) { return s.at_exit ? s.at_exit.definite_bytes + s.at_exit.indirect_bytes : -1; },
+        fmt: function (v, s) {
+          if (!s.at_exit) return "not checked";
+          return T.int(v) + " (" + T.int(s.at_exit.definite_blocks + s.at_exit.indirect_blocks) + ")";
+        } }
+    ] : []).concat([
       { label: "diagnosis", get: function (s) {
           var parts = [];
           if (s.cause_functions.length) parts.push("leaking paths part in " + s.cause_functions.map(place).join(", "));
@@ -259,7 +300,7 @@ T.run(function () {
           return "in " + where.join(" and ") + " (#" + r.indexes.join(", #") + more + "): " +
             T.int(r.leaked_blocks) + " block(s), " + T.int(r.leaked_bytes) + " byte(s)";
         } }
-    ], leakRows, { sort: 9, desc: true, empty: "no leaking site" }).el);
+    ]), leakRows, { sort: LC ? 10 : 9, desc: true, empty: "no leaking site" }).el);
   }
 
   // ---- Improper use.

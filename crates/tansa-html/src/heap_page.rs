@@ -13,7 +13,7 @@
 use std::collections::HashMap;
 
 use serde::Serialize;
-use tansa_analysis::memory::leaks::{LeaksReport, SiteReport, fold_repeats};
+use tansa_analysis::memory::leaks::{LeakCheckSummary, LeaksReport, SiteReport, fold_repeats};
 use tansa_analysis::memory::report::{
     ImproperReport, ProcessReport, Stats, ThreadReport, UnitReport, UnrecordedReport,
 };
@@ -129,6 +129,8 @@ struct HeapData<'a> {
 #[derive(Debug, Serialize)]
 struct LeaksView<'a> {
     leak_cause: bool,
+    /// The leak check at exit's summary (`record --leak-check`).
+    leak_check: Option<&'a LeakCheckSummary>,
     sites: Vec<ShownSite<'a>>,
     /// Sites not freed that repeat one shown (or one cut), folded into it.
     folded: usize,
@@ -161,11 +163,12 @@ struct Repeats {
 const REPEATS_LISTED: usize = 8;
 
 /// The sites the page shows: of the sites not freed (whose stacks are named), the `max`
-/// that hold the most bytes at the end with their repeats (in the report's order among
-/// equals), largest first, each with its repeats folded into it.
+/// that lost the most bytes at exit (recordings made with the leak check), then that hold
+/// the most bytes at the end with their repeats (in the report's order among equals),
+/// largest first, each with its repeats folded into it.
 fn leaks_view(r: &LeaksReport, max: usize) -> LeaksView<'_> {
     let candidates: Vec<&SiteReport> = r.sites.iter().filter(|s| s.judgement != "freed").collect();
-    let mut shown: Vec<(u64, ShownSite<'_>)> = fold_repeats(&candidates)
+    let mut shown: Vec<((u64, u64), ShownSite<'_>)> = fold_repeats(&candidates)
         .into_iter()
         .map(|(first, same)| {
             let head = candidates[first];
@@ -190,8 +193,9 @@ fn leaks_view(r: &LeaksReport, max: usize) -> LeaksView<'_> {
             let bytes = head
                 .leaked_bytes
                 .saturating_add(repeats.as_ref().map_or(0, |r| r.leaked_bytes));
+            let lost = head.at_exit.map_or(0, |x| x.lost_bytes());
             (
-                bytes,
+                (lost, bytes),
                 ShownSite {
                     site: head,
                     repeats,
@@ -204,6 +208,7 @@ fn leaks_view(r: &LeaksReport, max: usize) -> LeaksView<'_> {
     shown.truncate(max);
     LeaksView {
         leak_cause: r.leak_cause,
+        leak_check: r.leak_check.as_ref(),
         sites: shown.into_iter().map(|(_, s)| s).collect(),
         folded,
         trace_failures: &r.trace_failures,
@@ -465,6 +470,7 @@ mod tests {
             host: None,
             exe: None,
             processes: None,
+            at_exit: None,
         }
     }
 

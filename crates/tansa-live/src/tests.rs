@@ -49,6 +49,7 @@ fn unit(name: &str, net: i64, max: i64, allocated: u64, malloc: u64) -> UnitRepo
         host: None,
         exe: None,
         processes: None,
+        at_exit: None,
     }
 }
 
@@ -71,6 +72,7 @@ fn report(by: &'static str, units: Vec<UnitReport>, lost: u64) -> MemoryReport {
         unrecorded: Vec::new(),
         recordings: Vec::new(),
         job: None,
+        leak_check: None,
         warnings: Vec::new(),
     }
 }

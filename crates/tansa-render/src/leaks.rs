@@ -144,8 +144,21 @@ pub fn text(
     Ok(())
 }
 
-/// The leak check's summary, as Valgrind's leak summary reads.
+/// The leak check's summary, as Valgrind's leak summary reads; `lost_sites` allocation sites
+/// that lost blocks are listed below it.
 fn leak_check(check: &LeakCheckSummary, lost_sites: usize, out: &mut dyn Write) -> io::Result<()> {
+    leak_check_summary(check, out)?;
+    if lost_sites > 0 {
+        writeln!(
+            out,
+            "   {lost_sites} allocation site(s) lost blocks: shown below with the leaking ones"
+        )?;
+    }
+    Ok(())
+}
+
+/// The leak check's summary lines (`tansa leaks` and the heap report).
+pub(crate) fn leak_check_summary(check: &LeakCheckSummary, out: &mut dyn Write) -> io::Result<()> {
     let x = &check.at_exit;
     let not_checked = match check.images_not_checked {
         0 => String::new(),
@@ -177,12 +190,6 @@ fn leak_check(check: &LeakCheckSummary, lost_sites: usize, out: &mut dyn Write) 
              some of its own blocks at exit with calls no hook sees)",
             bytes(x.released_bytes),
             x.released_blocks
-        )?;
-    }
-    if lost_sites > 0 {
-        writeln!(
-            out,
-            "   {lost_sites} allocation site(s) lost blocks: shown below with the leaking ones"
         )?;
     }
     Ok(())

@@ -2,7 +2,7 @@
 
 use std::io::{self, Write};
 
-use tansa_analysis::memory::report::{ImproperReport, MemoryReport, Stats, UnitReport};
+use tansa_analysis::memory::report::{AtExit, ImproperReport, MemoryReport, Stats, UnitReport};
 
 use crate::header::Header;
 use crate::table::{Align, Table};
@@ -25,7 +25,7 @@ fn stat_cells(s: &Stats, temporary: bool) -> Vec<String> {
         crate::bytes(s.net_bytes),
         crate::bytes(s.max_bytes),
         crate::bytes(s.min_bytes),
-        crate::bytes(i64::try_from(s.allocated_bytes).unwrap_or(i64::MAX)),
+        crate::bytes(sat(s.allocated_bytes)),
         s.calls.malloc.to_string(),
         s.calls.calloc.to_string(),
         s.calls.realloc.to_string(),
@@ -36,6 +36,10 @@ fn stat_cells(s: &Stats, temporary: bool) -> Vec<String> {
         cells.push(s.temporary_allocations.to_string());
     }
     cells
+}
+
+fn sat(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
 }
 
 /// One row for the units not shown (`--top`): their number, and the figures that add up
@@ -338,18 +342,44 @@ pub fn table_with(r: &MemoryReport, opts: &TableOptions, out: &mut dyn Write) ->
     if temporary {
         headers.push(("temporary", Align::Right));
     }
+    // The leak check's lost bytes per unit (not per interval: it is made at the end).
+    let lost = r.leak_check.as_ref().filter(|_| r.interval_ns.is_none());
+    if lost.is_some() {
+        headers.push(("lost at exit", Align::Right));
+    }
+    let lost_cell = |x: Option<&AtExit>| crate::bytes(sat(x.map_or(0, AtExit::lost_bytes)));
     let mut t = Table::new(&headers);
     let shown = opts.top.map_or(r.units.len(), |n| n.min(r.units.len()));
     for u in &r.units[..shown] {
         let mut cells = vec![unit_label(u)];
         cells.extend(stat_cells(&u.stats, temporary));
+        if lost.is_some() {
+            cells.push(lost_cell(u.at_exit.as_ref()));
+        }
         t.row(cells);
     }
-    if let Some(rest) = rest_cells(&r.units[shown..], r.charge == "all", temporary) {
+    let overlapping = r.charge == "all";
+    if let Some(mut rest) = rest_cells(&r.units[shown..], overlapping, temporary) {
+        if lost.is_some() {
+            let mut sum = AtExit::default();
+            for u in &r.units[shown..] {
+                if let Some(x) = &u.at_exit {
+                    sum.sum(x);
+                }
+            }
+            rest.push(if overlapping {
+                String::new()
+            } else {
+                lost_cell(Some(&sum))
+            });
+        }
         t.row(rest);
     }
     let mut total = vec!["(total)".to_string()];
     total.extend(stat_cells(&r.totals, temporary));
+    if let Some(check) = lost {
+        total.push(lost_cell(Some(&check.at_exit)));
+    }
     t.row(total);
     t.write(out)?;
     if r.inherited_frees > 0 {
@@ -358,6 +388,17 @@ pub fn table_with(r: &MemoryReport, opts: &TableOptions, out: &mut dyn Write) ->
             "\n{} release(s) of blocks inherited from a parent process were not charged.",
             r.inherited_frees
         )?;
+    }
+    if let Some(check) = &r.leak_check {
+        writeln!(out)?;
+        crate::leaks::leak_check_summary(check, out)?;
+        if check.at_exit.lost_blocks() > 0 {
+            writeln!(
+                out,
+                "   (column `lost at exit`: per unit; `tansa leaks` on the recording names the \
+                 allocation sites that lost them)"
+            )?;
+        }
     }
     if !r.improper.is_empty() {
         writeln!(out, "\nimproper use:")?;

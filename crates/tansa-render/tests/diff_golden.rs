@@ -45,6 +45,7 @@ fn unit(name: &str, s: Stats) -> UnitReport {
         host: None,
         exe: None,
         processes: None,
+        at_exit: None,
     }
 }
 
@@ -93,6 +94,7 @@ fn heap(
         unrecorded: vec![],
         recordings: vec![],
         job: None,
+        leak_check: None,
         warnings: vec![],
     }
 }

@@ -349,6 +349,7 @@ mod tests {
             host: None,
             exe: None,
             processes: None,
+            at_exit: None,
         }
     }
 
@@ -390,6 +391,7 @@ mod tests {
             unrecorded: vec![],
             recordings: vec![],
             job: None,
+            leak_check: None,
             warnings: vec![],
         }
     }

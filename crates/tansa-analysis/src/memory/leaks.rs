@@ -15,15 +15,14 @@ use rustc_hash::FxHashMap;
 use serde::Serialize;
 use tansa_format::memory::{LeakCause, PathStep, TracedSite};
 use tansa_leakcause::identify::{self, Event, Step};
-use tansa_wire::event::{
-    LeakClass, LeakScan, SCAN_NO_SIZES, SCAN_NOTHING_CLASSIFIED, SCAN_OWN_MAPPINGS, SCAN_UNREADABLE,
-};
 
 /// Scans in a row at which a site's outstanding blocks must grow for it to be leaking.
 pub use tansa_leakcause::judge::GROWING_SCANS;
 use tansa_leakcause::judge::{Judgement, judge};
 use tansa_leakcause::sequitur::{End, PathSet};
 
+use super::atexit::Findings;
+pub use super::atexit::{AtExit, LeakCheckSummary};
 use super::classify;
 use super::ids::{SessionId, StackId};
 use super::merge::EventKind;
@@ -60,77 +59,6 @@ pub struct LeaksReport {
     pub trace_failures: Vec<String>,
     /// Problems with the recording.
     pub warnings: Vec<String>,
-}
-
-/// The blocks still allocated at a process image's end, as the leak check at exit
-/// (`tansa record --leak-check`) found them.
-#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
-pub struct AtExit {
-    /// Blocks no pointer outside the lost blocks leads to: the program dropped its last
-    /// pointer to them (of a group pointing at one another, one).
-    pub definite_blocks: u64,
-    /// Their bytes.
-    pub definite_bytes: u64,
-    /// Blocks only lost blocks point to.
-    pub indirect_blocks: u64,
-    /// Their bytes.
-    pub indirect_bytes: u64,
-    /// Blocks the program could still reach (from its globals, stacks or reachable
-    /// blocks).
-    pub reachable_blocks: u64,
-    /// Their bytes.
-    pub reachable_bytes: u64,
-    /// Blocks the allocator held as free at exit: released by the C library with a call
-    /// tansa does not see (glibc frees some of its own blocks internally). Not lost.
-    pub released_blocks: u64,
-    /// Their bytes.
-    pub released_bytes: u64,
-}
-
-impl AtExit {
-    fn add(&mut self, class: Option<LeakClass>, bytes: u64) {
-        let (n, b) = match class {
-            Some(LeakClass::Definite) => (&mut self.definite_blocks, &mut self.definite_bytes),
-            Some(LeakClass::Indirect) => (&mut self.indirect_blocks, &mut self.indirect_bytes),
-            Some(LeakClass::Released) => (&mut self.released_blocks, &mut self.released_bytes),
-            None => (&mut self.reachable_blocks, &mut self.reachable_bytes),
-        };
-        *n += 1;
-        *b = b.saturating_add(bytes);
-    }
-
-    fn sum(&mut self, o: &AtExit) {
-        self.definite_blocks += o.definite_blocks;
-        self.definite_bytes = self.definite_bytes.saturating_add(o.definite_bytes);
-        self.indirect_blocks += o.indirect_blocks;
-        self.indirect_bytes = self.indirect_bytes.saturating_add(o.indirect_bytes);
-        self.reachable_blocks += o.reachable_blocks;
-        self.reachable_bytes = self.reachable_bytes.saturating_add(o.reachable_bytes);
-        self.released_blocks += o.released_blocks;
-        self.released_bytes = self.released_bytes.saturating_add(o.released_bytes);
-    }
-
-    /// Bytes lost, definitely and indirectly.
-    pub fn lost_bytes(&self) -> u64 {
-        self.definite_bytes.saturating_add(self.indirect_bytes)
-    }
-
-    /// Blocks lost, definitely and indirectly.
-    pub fn lost_blocks(&self) -> u64 {
-        self.definite_blocks + self.indirect_blocks
-    }
-}
-
-/// The leak check at exit over a whole recording.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct LeakCheckSummary {
-    /// Process images checked when they called `exit`.
-    pub images_checked: u64,
-    /// Process images not checked: they ended otherwise (a signal, `_exit`, `exec`), or
-    /// the check could not be made (`warnings` says why).
-    pub images_not_checked: u64,
-    /// The blocks still allocated at the end of the images checked.
-    pub at_exit: AtExit,
 }
 
 /// A place in the code.
@@ -314,8 +242,7 @@ pub fn report_without_stacks<R: Read + Seek>(rec: &MemoryRecording<R>) -> LeaksR
     let mut live: FxHashMap<(SessionId, u64), (StackId, u64)> = FxHashMap::default();
     // The leak check at exit: the blocks it found unreachable (while they stay live), and
     // each image's summary.
-    let mut unreached: FxHashMap<(SessionId, u64), LeakClass> = FxHashMap::default();
-    let mut scans: FxHashMap<SessionId, LeakScan> = FxHashMap::default();
+    let mut findings = Findings::default();
     let session_sites = |session: SessionId| (session, StackId(0))..=(session, StackId(u32::MAX));
     let snapshot =
         |sites: &mut BTreeMap<(SessionId, StackId), SiteStats>, session: SessionId, k: usize| {
@@ -325,6 +252,11 @@ pub fn report_without_stacks<R: Read + Seek>(rec: &MemoryRecording<R>) -> LeaksR
             }
         };
     rec.for_each_event(|e| {
+        if findings.take(e.session, &e.kind, |ptr| {
+            live.contains_key(&(e.session, ptr))
+        }) {
+            return;
+        }
         let mut alloc = |ptr: u64, size: u64, stack: StackId| {
             live.insert((e.session, ptr), (stack, size));
             let s = sites.entry((e.session, stack)).or_default();
@@ -337,18 +269,8 @@ pub fn report_without_stacks<R: Read + Seek>(rec: &MemoryRecording<R>) -> LeaksR
                 ptr, size, stack, ..
             } => alloc(*ptr, *size, *stack),
             EventKind::ReallocAlloc { new, size, stack } => alloc(*new, *size, *stack),
-            EventKind::Unreached { ptr, class } => {
-                if live.contains_key(&(e.session, *ptr)) {
-                    unreached.insert((e.session, *ptr), *class);
-                }
-                return;
-            }
-            EventKind::LeakScan(scan) => {
-                scans.insert(e.session, **scan);
-                return;
-            }
             EventKind::Free { ptr, .. } | EventKind::ReallocRelease { old: ptr, .. } => {
-                unreached.remove(&(e.session, *ptr));
+                findings.released(e.session, *ptr);
                 if let Some((stack, size)) = live.remove(&(e.session, *ptr))
                     && let Some(s) = sites.get_mut(&(e.session, stack))
                 {
@@ -376,16 +298,11 @@ pub fn report_without_stacks<R: Read + Seek>(rec: &MemoryRecording<R>) -> LeaksR
         }
     });
     // The blocks still allocated at the end of each image the leak check classified.
-    let classified = |session: &SessionId| {
-        scans
-            .get(session)
-            .is_some_and(|s| s.status & SCAN_NOTHING_CLASSIFIED == 0)
-    };
     for (&(session, ptr), &(stack, size)) in &live {
-        if classified(&session)
+        if findings.classified(session)
             && let Some(s) = sites.get_mut(&(session, stack))
         {
-            s.at_exit.add(unreached.get(&(session, ptr)).copied(), size);
+            s.at_exit.add(findings.class(session, ptr), size);
         }
     }
     // The last moment: each image's end.
@@ -442,7 +359,7 @@ pub fn report_without_stacks<R: Read + Seek>(rec: &MemoryRecording<R>) -> LeaksR
                 frees: s.frees,
                 leaked_blocks: s.live_blocks,
                 leaked_bytes: s.live_bytes,
-                at_exit: classified(&session).then_some(s.at_exit),
+                at_exit: findings.classified(session).then_some(s.at_exit),
                 outstanding: s.history.clone(),
                 range_end: None,
                 range_moves: 0,
@@ -502,38 +419,17 @@ pub fn report_without_stacks<R: Read + Seek>(rec: &MemoryRecording<R>) -> LeaksR
         ));
     }
     let leak_check = rec.leak_check().then(|| {
-        let mut summary = LeakCheckSummary::default();
+        let mut at_exit = AtExit::default();
         for site in &out {
             if let Some(x) = &site.at_exit {
-                summary.at_exit.sum(x);
+                at_exit.sum(x);
             }
         }
-        for image in &rec.sessions {
-            let session = SessionId(image.session);
-            match scans.get(&session) {
-                Some(scan) if scan.status & SCAN_NOTHING_CLASSIFIED == 0 => {
-                    summary.images_checked += 1;
-                    if scan.status & SCAN_UNREADABLE != 0 {
-                        warnings.push(format!(
-                            "the leak check at exit of process {} could not read all of its \
-                             memory (a mapping went away while other threads ran): a block \
-                             only that memory pointed to is counted as lost",
-                            image.pid
-                        ));
-                    }
-                }
-                Some(scan) => {
-                    summary.images_not_checked += 1;
-                    warnings.push(format!(
-                        "the leak check at exit of process {} classified no block: {}",
-                        image.pid,
-                        scan_failure(scan.status)
-                    ));
-                }
-                None => summary.images_not_checked += 1,
-            }
-        }
-        summary
+        let images = rec
+            .sessions
+            .iter()
+            .map(|image| (SessionId(image.session), image.pid));
+        findings.summary(images, at_exit, &mut warnings)
     });
     LeaksReport {
         schema: "tansa.leaks.v1",
@@ -547,17 +443,6 @@ pub fn report_without_stacks<R: Read + Seek>(rec: &MemoryRecording<R>) -> LeaksR
             .map(|l| l.failures.clone())
             .unwrap_or_default(),
         warnings,
-    }
-}
-
-/// Why a leak check classified nothing, from its status bits.
-fn scan_failure(status: u32) -> &'static str {
-    if status & SCAN_NO_SIZES != 0 {
-        "the program's allocator gives no block sizes (it has no malloc_usable_size)"
-    } else if status & SCAN_OWN_MAPPINGS != 0 {
-        "the recorder had more memory mappings of its own than it could tell apart"
-    } else {
-        "its memory map could not be read"
     }
 }
 

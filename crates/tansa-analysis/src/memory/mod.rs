@@ -6,6 +6,7 @@
 //! * [`classify`]: which unit a stack is charged to under each policy;
 //! * [`merge`]: decoding thread streams and merging them into one time-ordered event
 //!   sequence;
+//! * [`atexit`]: the findings of the leak check at exit, per block and per image;
 //! * [`aggregate`]: the accounting itself (net, maximum, minimum, allocated, call counts)
 //!   per library, function, thread, library call or time interval;
 //! * [`recording`]: reading a recording file in two passes;
@@ -14,6 +15,7 @@
 //!   (reports so far, the heap over time) and the slot it is handed through.
 
 pub mod aggregate;
+pub mod atexit;
 pub mod classify;
 pub mod ids;
 pub mod leaks;

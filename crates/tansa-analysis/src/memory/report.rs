@@ -3,6 +3,7 @@
 //! The JSON form of [`MemoryReport`] is the documented contract `tansa.memory-report.v1`
 //! (see `docs/json/memory-report.v1.md`): fields are only ever added.
 
+pub use super::atexit::{AtExit, LeakCheckSummary};
 use serde::Serialize;
 use tansa_format::memory::Losses;
 use tansa_format::meta::ExitStatus;
@@ -193,6 +194,11 @@ pub struct ProcessReport {
     /// recordings or an MPI job; absent when unknown).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub end_ns: Option<u64>,
+    /// The blocks still allocated at its end as the leak check at exit found them
+    /// (recordings made with `tansa record --leak-check`; absent when the image was not
+    /// checked).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub at_exit: Option<AtExit>,
     /// The process image's session number in the report (not serialized: profiles map
     /// allocation stacks to processes with it).
     #[serde(skip)]
@@ -218,6 +224,7 @@ impl ProcessReport {
             recording: None,
             peak_bytes: None,
             end_ns: None,
+            at_exit: None,
             session: 0,
         }
     }
@@ -283,6 +290,11 @@ pub struct UnitReport {
     /// How many process images ran the program and had events (`--by program`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub processes: Option<u64>,
+    /// The unit's blocks still allocated at the end of the process images the leak check
+    /// at exit classified, as it found them (recordings made with `tansa record
+    /// --leak-check`; absent otherwise, and on rows of one interval).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub at_exit: Option<AtExit>,
 }
 
 /// One recording of a report over several (`tansa report A.tansa B.tansa ...`).
@@ -520,6 +532,10 @@ pub struct MemoryReport {
     /// or of an MPI job).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub job: Option<JobReport>,
+    /// What the leak check at exit found in the processes reported on (recordings made
+    /// with `tansa record --leak-check`; absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub leak_check: Option<LeakCheckSummary>,
     /// Things the reader should know (truncated recording, lost events, ...).
     pub warnings: Vec<String>,
 }

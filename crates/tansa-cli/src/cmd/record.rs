@@ -120,11 +120,11 @@ pub struct Args {
     /// Leak check at exit, as Valgrind's memcheck and LeakSanitizer do: when a process calls
     /// `exit` (or returns from `main`), look for pointers to each block still allocated in
     /// its globals, stacks and reachable blocks, and record which blocks it can no longer
-    /// reach (definitely lost, or indirectly: only through lost blocks). `tansa leaks`
-    /// then tells lost memory from memory still in use. The agent keeps
-    /// a table of live blocks for it, which costs some time per call. Not with --online or
-    /// --sample-rate.
-    #[arg(long, conflicts_with_all = ["online", "sample_rate"])]
+    /// reach (definitely lost, or indirectly: only through lost blocks). `tansa report`
+    /// sums it up (with --online, the report at exit); `tansa leaks` names the allocation
+    /// sites that lost blocks. The agent keeps a table of live blocks for it, which costs
+    /// some time per call. Not with --sample-rate.
+    #[arg(long, conflicts_with = "sample_rate")]
     leak_check: bool,
 
     /// Most allocations traced per leaking site (leak-cause mode); tracing of a site stops

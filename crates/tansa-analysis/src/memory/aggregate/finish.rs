@@ -4,7 +4,10 @@ use tansa_format::memory::Losses;
 use tansa_format::meta::ExitStatus;
 use tansa_wire::event::ImproperOp;
 
+use rustc_hash::FxHashMap;
+
 use super::{Aggregator, BaseKey};
+use crate::memory::atexit::AtExit;
 use crate::memory::classify::By;
 use crate::memory::ids::{SessionId, StackId};
 use crate::memory::model::Registry;
@@ -41,6 +44,7 @@ impl Aggregator {
                 .cloned()
                 .unwrap_or_default()
         };
+        let (at_exit, unit_at_exit) = self.at_exit();
         let programs = crate::program::ProgramNames::new(self.program_images.keys().map(|p| &**p));
         let mut units: Vec<(UnitReport, u64)> = self
             .rows
@@ -59,6 +63,7 @@ impl Aggregator {
                     host: None,
                     exe: None,
                     processes: None,
+                    at_exit: None,
                 };
                 match &base.key {
                     BaseKey::Named(n) => u.unit = n.to_string(),
@@ -93,6 +98,9 @@ impl Aggregator {
                         u.start_ns = Some(base.start_ns.saturating_sub(t0));
                         u.end_ns = Some(base.end_ns.saturating_sub(t0));
                     }
+                }
+                if self.leak_check.is_some() && !per_interval {
+                    u.at_exit = Some(unit_at_exit.get(&row.base).copied().unwrap_or_default());
                 }
                 if per_interval {
                     u.start_ns = Some(row.interval.saturating_mul(interval));
@@ -151,6 +159,7 @@ impl Aggregator {
                 recording: job_view.then_some(s.origin.recording),
                 peak_bytes: job_view.then_some(s.heap.max_bytes),
                 end_ns: ends_by_session.get(id).copied().flatten(),
+                at_exit: at_exit.as_ref().and_then(|x| x.get(id).copied()),
                 session: id.0,
             }
         };
@@ -287,6 +296,21 @@ impl Aggregator {
                 super::interval::duration_text(interval),
             ));
         }
+        let leak_check = self.leak_check.as_deref().map(|findings| {
+            let mut total = AtExit::default();
+            let images: Vec<(SessionId, u32)> = self
+                .order
+                .iter()
+                .filter(|id| self.session(**id).included)
+                .map(|id| (*id, self.session(*id).meta.pid))
+                .collect();
+            for (id, _) in &images {
+                if let Some(x) = at_exit.as_ref().and_then(|x| x.get(id)) {
+                    total.sum(x);
+                }
+            }
+            findings.summary(images, total, &mut warnings)
+        });
         if self.anomalies > 0 {
             warnings.push(format!(
                 "{} address(es) were handed out again without a recorded release",
@@ -325,8 +349,41 @@ impl Aggregator {
                 .map(|j| j.recordings.clone())
                 .unwrap_or_default(),
             job,
+            leak_check,
             warnings,
         }
+    }
+
+    /// For a recording made with the leak check at exit, the blocks still allocated at the
+    /// end of each image it classified, as it found them: per image and per unit (base) they
+    /// are charged to.
+    #[allow(clippy::type_complexity)]
+    fn at_exit(&self) -> (Option<FxHashMap<SessionId, AtExit>>, FxHashMap<u32, AtExit>) {
+        let mut units: FxHashMap<u32, AtExit> = FxHashMap::default();
+        let Some(findings) = self.leak_check.as_deref() else {
+            return (None, units);
+        };
+        let mut images: FxHashMap<SessionId, AtExit> = FxHashMap::default();
+        for id in &self.order {
+            if findings.classified(*id) {
+                images.insert(*id, AtExit::default());
+            }
+        }
+        if images.is_empty() {
+            return (Some(images), units);
+        }
+        for (&(session, ptr), block) in &self.live {
+            let Some(x) = images.get_mut(&session) else {
+                continue;
+            };
+            let class = findings.class(session, ptr);
+            x.add(class, block.size);
+            let (start, len) = self.set_spans[block.set.0 as usize];
+            for &base in &self.set_members[start as usize..(start + len) as usize] {
+                units.entry(base).or_default().add(class, block.size);
+            }
+        }
+        (Some(images), units)
     }
 
     /// The host(s) of the processes of `rank`, comma-separated.

@@ -28,6 +28,7 @@ use tansa_format::memory::{Losses, SessionInfo, Unrecorded};
 use tansa_format::meta::{Calibration, ExitStatus};
 use tansa_wire::event::{AllocOp, ImproperOp};
 
+use super::atexit::Findings;
 use super::classify::{By, Charge, FreeTo, Target, targets};
 use super::ids::{SessionId, StackId, UnitSetId};
 use super::merge::{Event, EventKind};
@@ -344,6 +345,9 @@ pub struct Aggregator {
     /// What the report says about the job, when it covers several recordings or an MPI
     /// job ([`Aggregator::set_job`]).
     job: Option<JobSetup>,
+    /// The leak check's findings, for a recording made with it
+    /// ([`Aggregator::set_leak_check`]).
+    leak_check: Option<Box<Findings>>,
 }
 
 /// What an aggregator over several recordings, or over an MPI job, is told about them
@@ -426,6 +430,7 @@ impl Aggregator {
             ranks: Vec::new(),
             rank_slots: FxHashMap::default(),
             job: None,
+            leak_check: None,
         };
         // Set 0 is the empty set (events not charged: sessions outside `--pid`).
         a.intern_set(Vec::new());
@@ -445,6 +450,13 @@ impl Aggregator {
     /// releases of blocks never seen allocated are expected and ignored.
     pub fn set_sample_rate(&mut self, rate: u64) {
         self.sample_rate = rate;
+    }
+
+    /// Reads the events of a recording made with the leak check at exit (`tansa record
+    /// --leak-check`): the report then says, per process image and in total, what the
+    /// check found of the blocks still allocated at the end ([`MemoryReport::leak_check`]).
+    pub fn set_leak_check(&mut self) {
+        self.leak_check = Some(Box::default());
     }
 
     /// What a sampled block of `size` bytes stands for: (bytes, blocks). Blocks are rounded
@@ -957,6 +969,9 @@ impl Aggregator {
         call: Call,
     ) -> Option<UnitSetId> {
         let block = self.live.remove(&(e.session, ptr))?;
+        if let Some(f) = self.leak_check.as_deref_mut() {
+            f.released(e.session, ptr);
+        }
         if !charge {
             return Some(block.set);
         }
@@ -1042,8 +1057,14 @@ impl Aggregator {
 
     /// Processes one event. Events must come in time order (see [`super::merge`]).
     pub fn event(&mut self, reg: &Registry, e: &Event) {
-        // The leak check's findings are not calls of the program (`tansa leaks` reads them).
+        // The leak check's findings are not calls of the program.
         if matches!(e.kind, EventKind::Unreached { .. } | EventKind::LeakScan(_)) {
+            if let Some(f) = self.leak_check.as_deref_mut() {
+                let live = &self.live;
+                f.take(e.session, &e.kind, |ptr| {
+                    live.contains_key(&(e.session, ptr))
+                });
+            }
             return;
         }
         let Some(state) = self.sessions.get_mut(e.session.0) else {

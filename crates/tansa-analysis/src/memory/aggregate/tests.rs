@@ -987,3 +987,95 @@ fn temporary_allocations_are_per_thread_and_per_block() {
         [("app".to_string(), 0), ("libb.so".to_string(), 1)]
     );
 }
+
+/// The leak check's findings (`record --leak-check`), per process image and per unit: a
+/// block found lost stays lost unless freed after the check (other threads run on while it
+/// reads); a finding about an address not allocated is dropped; an image without the
+/// check's summary record was not checked, and its blocks count nowhere.
+#[test]
+fn leak_check_findings_count_per_image_and_unit_until_freed() {
+    use crate::memory::report::AtExit;
+    use tansa_wire::event::{LeakClass, LeakScan};
+    let (reg, st) = fixture(&[1, 2]);
+    let sessions = [session(1, 100, 1, 0), session(2, 200, 1, 0)];
+    let unreached =
+        |ts: u64, ptr: u64, class: LeakClass| event(ts, 1, EventKind::Unreached { ptr, class });
+    let scan = LeakScan {
+        ts: 8,
+        blocks: 4,
+        reachable: 1,
+        root_bytes: 4096,
+        status: 0,
+    };
+    let events = [
+        alloc(1, 1, AllocOp::Malloc, 0x10, 40, st.lib),
+        alloc(2, 1, AllocOp::Malloc, 0x20, 24, st.app),
+        alloc(3, 1, AllocOp::Malloc, 0x30, 100, st.app),
+        alloc(4, 1, AllocOp::Malloc, 0x40, 8, st.lib),
+        alloc(5, 2, AllocOp::Malloc, 0x10, 50, st.app),
+        unreached(6, 0x10, LeakClass::Definite),
+        unreached(6, 0x20, LeakClass::Indirect),
+        unreached(6, 0x40, LeakClass::Definite),
+        unreached(6, 0x99, LeakClass::Definite),
+        unreached(7, 0x30, LeakClass::Released),
+        event(8, 1, EventKind::LeakScan(Box::new(scan))),
+        free(9, 1, 0x40, st.b),
+        // Allocated again after the check: not found lost.
+        alloc(10, 1, AllocOp::Malloc, 0x40, 16, st.app),
+    ];
+    let mut agg = Aggregator::new(
+        config(Charge::First, FreeTo::Owner),
+        Calibration::monotonic(),
+    );
+    agg.set_leak_check();
+    for s in &sessions {
+        agg.add_session(s);
+    }
+    for e in &events {
+        agg.event(&reg, e);
+    }
+    let r = agg.finish(&reg);
+    let x = |d: (u64, u64), i: (u64, u64), reach: (u64, u64), rel: (u64, u64)| AtExit {
+        definite_blocks: d.0,
+        definite_bytes: d.1,
+        indirect_blocks: i.0,
+        indirect_bytes: i.1,
+        reachable_blocks: reach.0,
+        reachable_bytes: reach.1,
+        released_blocks: rel.0,
+        released_bytes: rel.1,
+    };
+    let none = (0, 0);
+    let image = x((1, 40), (1, 24), (1, 16), (1, 100));
+    let check = r.leak_check.as_ref().expect("a leak check summary");
+    assert_eq!(check.images_checked, 1);
+    assert_eq!(check.images_not_checked, 1);
+    assert_eq!(check.at_exit, image);
+    assert_eq!(r.processes[0].at_exit, Some(image));
+    assert_eq!(r.processes[1].at_exit, None, "not checked");
+    // Per unit: `libb.so` allocated the lost 40 bytes (the 8 were freed); `app` the
+    // indirectly lost, the released and the reachable blocks, and 50 bytes in the image
+    // not checked.
+    let mut per_unit: Vec<(&str, Option<AtExit>)> =
+        r.units.iter().map(|u| (&*u.unit, u.at_exit)).collect();
+    per_unit.sort_by_key(|u| u.0);
+    assert_eq!(
+        per_unit,
+        [
+            ("app", Some(x(none, (1, 24), (1, 16), (1, 100)))),
+            ("libb.so", Some(x((1, 40), none, none, none))),
+        ]
+    );
+    // The check's records are not the program's events, and without `set_leak_check`
+    // nothing is said of them.
+    assert_eq!(r.events, 7);
+    let plain = report(
+        config(Charge::First, FreeTo::Owner),
+        &reg,
+        &sessions,
+        &events,
+    );
+    assert!(plain.leak_check.is_none());
+    assert!(plain.units.iter().all(|u| u.at_exit.is_none()));
+    assert!(plain.processes.iter().all(|p| p.at_exit.is_none()));
+}

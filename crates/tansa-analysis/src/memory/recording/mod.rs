@@ -666,6 +666,9 @@ impl<R: Read + Seek> MemoryRecording<R> {
                 if let Some(rate) = self.sample_rate() {
                     agg.set_sample_rate(rate);
                 }
+                if self.leak_check() {
+                    agg.set_leak_check();
+                }
                 if let Some(setup) = &job {
                     agg.set_job(setup.clone());
                     for s in &self.sessions {
