@@ -307,4 +307,31 @@ fn the_heap_report_and_the_online_report_give_the_leak_check_per_unit() {
         !text.contains("lost at exit") && !text.contains("leak check"),
         "{text}"
     );
+
+    // Read with a recording made without it (first): the check covers the other's image
+    // only, and says so.
+    let both = report_json(&plain, &[file.to_str().unwrap(), "--by", "function"]);
+    lost_c_summary(&both["leak_check"]);
+    for (function, expected) in LOST_C {
+        assert_eq!(figures(unit(&both, function)), expected, "{function}");
+    }
+    let warned = |r: &Value| {
+        r["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("made without --leak-check"))
+    };
+    assert!(warned(&both), "{both:#}");
+    let out = run_tansa(&[
+        "leaks",
+        plain.to_str().unwrap(),
+        file.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    assert!(out.status.success(), "leaks failed: {}", stderr(&out));
+    let leaks: Value = serde_json::from_slice(&out.stdout).unwrap();
+    lost_c_summary(&leaks["leak_check"]);
+    assert!(warned(&leaks), "{leaks:#}");
 }

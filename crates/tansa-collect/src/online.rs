@@ -383,7 +383,7 @@ pub fn record_online(
         None => OnlineSink::new(analysis, ClockSource::Monotonic),
     };
     if config.leak_check {
-        sink.aggregator.set_leak_check();
+        sink.aggregator.set_leak_check(None);
     }
     sink.registry
         .add_allocation_functions(allocation_functions.iter().cloned());

@@ -5,7 +5,7 @@
 //! the heap report (`tansa report`, the HTML page, `record --online`) per process and in
 //! total.
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 use serde::Serialize;
 use tansa_wire::event::{
     LeakClass, LeakScan, SCAN_NO_SIZES, SCAN_NOTHING_CLASSIFIED, SCAN_OWN_MAPPINGS, SCAN_UNREADABLE,
@@ -90,6 +90,8 @@ pub struct LeakCheckSummary {
 /// What the leak check's records said so far.
 #[derive(Debug, Default, Clone)]
 pub struct Findings {
+    /// The images the check was asked of (`None`: every image).
+    asked: Option<FxHashSet<SessionId>>,
     /// The blocks found lost, while they stay allocated.
     unreached: FxHashMap<(SessionId, u64), LeakClass>,
     /// Each checked image's summary record.
@@ -97,6 +99,16 @@ pub struct Findings {
 }
 
 impl Findings {
+    /// Findings about `asked`, the images of the recordings made with the check (`None`:
+    /// every image, as in `record --online`): the others are neither checked nor not
+    /// checked.
+    pub fn new(asked: Option<Vec<SessionId>>) -> Self {
+        Findings {
+            asked: asked.map(|a| a.into_iter().collect()),
+            ..Findings::default()
+        }
+    }
+
     /// Takes `kind` if it is one of the leak check's records (`live` says whether a block
     /// starts at an address of `session`: a finding about a block not allocated is
     /// dropped); returns whether it was.
@@ -142,9 +154,9 @@ impl Findings {
         self.unreached.get(&(session, ptr)).copied()
     }
 
-    /// The summary over `images` (session and process id of each), whose blocks still
-    /// allocated at their ends are `at_exit`; says in `warnings` which checks were not
-    /// complete.
+    /// The summary over `images` (session and process id of each; those the check was
+    /// asked of count), whose blocks still allocated at their ends are `at_exit`; says in
+    /// `warnings` which checks were not complete.
     pub fn summary(
         &self,
         images: impl IntoIterator<Item = (SessionId, u32)>,
@@ -155,7 +167,13 @@ impl Findings {
             at_exit,
             ..LeakCheckSummary::default()
         };
+        let asked = |s: &SessionId| self.asked.as_ref().is_none_or(|a| a.contains(s));
+        let mut unasked = 0u64;
         for (session, pid) in images {
+            if !asked(&session) {
+                unasked += 1;
+                continue;
+            }
             match self.scans.get(&session) {
                 Some(scan) if scan.status & SCAN_NOTHING_CLASSIFIED == 0 => {
                     summary.images_checked += 1;
@@ -176,6 +194,12 @@ impl Findings {
                 }
                 None => summary.images_not_checked += 1,
             }
+        }
+        if unasked > 0 {
+            warnings.push(format!(
+                "{unasked} process image(s) come from recordings made without --leak-check: \
+                 the leak check's figures leave their blocks out"
+            ));
         }
         summary
     }

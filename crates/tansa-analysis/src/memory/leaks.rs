@@ -242,7 +242,7 @@ pub fn report_without_stacks<R: Read + Seek>(rec: &MemoryRecording<R>) -> LeaksR
     let mut live: FxHashMap<(SessionId, u64), (StackId, u64)> = FxHashMap::default();
     // The leak check at exit: the blocks it found unreachable (while they stay live), and
     // each image's summary.
-    let mut findings = Findings::default();
+    let mut findings = Findings::new(Some(rec.leak_check_images()));
     let session_sites = |session: SessionId| (session, StackId(0))..=(session, StackId(u32::MAX));
     let snapshot =
         |sites: &mut BTreeMap<(SessionId, StackId), SiteStats>, session: SessionId, k: usize| {

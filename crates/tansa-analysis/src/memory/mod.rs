@@ -37,6 +37,14 @@ pub const SAMPLE_RATE_OPTION: &str = "sample_rate";
 /// --leak-check`: `true`).
 pub const LEAK_CHECK_OPTION: &str = "leak_check";
 
+/// Whether `meta` is that of a recording made with the leak check at exit
+/// ([`LEAK_CHECK_OPTION`]).
+pub fn asked_leak_check(meta: &tansa_format::meta::RecordingMeta) -> bool {
+    meta.options
+        .iter()
+        .any(|(k, v)| k == LEAK_CHECK_OPTION && v == "true")
+}
+
 /// The recording option a durable recording (`tansa record --durable`) carries in its
 /// `META` frame (`durable` = `true`).
 pub const DURABLE_OPTION: &str = "durable";

@@ -455,8 +455,9 @@ impl Aggregator {
     /// Reads the events of a recording made with the leak check at exit (`tansa record
     /// --leak-check`): the report then says, per process image and in total, what the
     /// check found of the blocks still allocated at the end ([`MemoryReport::leak_check`]).
-    pub fn set_leak_check(&mut self) {
-        self.leak_check = Some(Box::default());
+    /// `images` are those of the recordings made with the check (`None`: every image).
+    pub fn set_leak_check(&mut self, images: Option<Vec<SessionId>>) {
+        self.leak_check = Some(Box::new(Findings::new(images)));
     }
 
     /// What a sampled block of `size` bytes stands for: (bytes, blocks). Blocks are rounded

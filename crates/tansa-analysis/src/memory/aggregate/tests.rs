@@ -1027,7 +1027,7 @@ fn leak_check_findings_count_per_image_and_unit_until_freed() {
         config(Charge::First, FreeTo::Owner),
         Calibration::monotonic(),
     );
-    agg.set_leak_check();
+    agg.set_leak_check(None);
     for s in &sessions {
         agg.add_session(s);
     }

@@ -667,7 +667,7 @@ impl<R: Read + Seek> MemoryRecording<R> {
                     agg.set_sample_rate(rate);
                 }
                 if self.leak_check() {
-                    agg.set_leak_check();
+                    agg.set_leak_check(Some(self.leak_check_images()));
                 }
                 if let Some(setup) = &job {
                     agg.set_job(setup.clone());
@@ -733,14 +733,27 @@ impl<R: Read + Seek> MemoryRecording<R> {
             .filter(|&r| r > 0)
     }
 
-    /// Whether the recording was made with the leak check at exit (`tansa record
-    /// --leak-check`).
+    /// Whether the recording (one of the recordings, in a job's) was made with the leak
+    /// check at exit (`tansa record --leak-check`).
     pub fn leak_check(&self) -> bool {
-        self.meta.as_ref().is_some_and(|m| {
-            m.options
-                .iter()
-                .any(|(k, v)| k == super::LEAK_CHECK_OPTION && v == "true")
-        })
+        self.parts_info
+            .iter()
+            .any(|p| p.meta.as_ref().is_some_and(super::asked_leak_check))
+    }
+
+    /// The process images of the recordings made with the leak check at exit: those it
+    /// was to check (in a job read with recordings made without it, not all).
+    pub fn leak_check_images(&self) -> Vec<super::SessionId> {
+        self.sessions
+            .iter()
+            .map(|s| s.session)
+            .filter(|&s| {
+                self.parts_info
+                    .iter()
+                    .any(|p| p.holds(s) && p.meta.as_ref().is_some_and(super::asked_leak_check))
+            })
+            .map(super::SessionId)
+            .collect()
     }
 
     /// The time from the first session's start to the last session's end, in nanoseconds,
