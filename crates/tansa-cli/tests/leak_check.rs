@@ -72,6 +72,11 @@ fn lost_blocks_are_told_from_reachable_ones_at_exit() {
     let file = tmp.path().join("lost.tansa");
     let out = record(&file, &["--leak-check"], &[exe]);
     assert!(out.status.success(), "record failed: {}", stderr(&out));
+    assert!(
+        stderr(&out).contains("blocks lost at exit, and their allocation sites: tansa leaks"),
+        "{}",
+        stderr(&out)
+    );
     let report = leaks_json(&file);
     for (function, figures) in LOST_C {
         if function != "lost!lose_cycle" {

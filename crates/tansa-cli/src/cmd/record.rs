@@ -507,6 +507,11 @@ fn summarize(
                 "tansa: leaking sites and their causes: tansa leaks {}",
                 final_path.display()
             );
+        } else if args.leak_check {
+            eprintln!(
+                "tansa: blocks lost at exit, and their allocation sites: tansa leaks {}",
+                final_path.display()
+            );
         }
     }
 }
