@@ -42,24 +42,6 @@ fn warned_count(r: &Value, suffix: &str) -> Option<u64> {
         .find_map(|w| w.split_once(suffix).map(|(n, _)| n.trim().parse().unwrap()))
 }
 
-fn record_env(
-    file: &std::path::Path,
-    extra: &[&str],
-    cmd: &[&str],
-    env: &[(&str, &str)],
-) -> std::process::Output {
-    ensure_agent();
-    let mut c = Command::new(tansa());
-    c.args(["record", "-o", file.to_str().unwrap()])
-        .args(extra)
-        .arg("--")
-        .args(cmd);
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    output_within(c, RUN_DEADLINE)
-}
-
 /// Threads that find no ring: with the agent limited to 4 rings (main and 3 workers), 16
 /// threads alive at once. Every call of the workers is either recorded or counted, and the
 /// count is in the JSON, the table and (on stderr) the CSV report.

@@ -340,3 +340,59 @@ fn the_heap_report_and_the_online_report_give_the_leak_check_per_unit() {
     lost_c_summary(&leaks["leak_check"]);
     assert!(warned(&leaks), "{leaks:#}");
 }
+
+/// `exit` called from a signal handler that interrupted an allocation (a handler that
+/// exits on Ctrl-C, say): the leak check runs inside the agent's hook. Its findings are
+/// written there, after what handlers queued; when they cannot be (the agent was busy:
+/// forced here by a test setting), they are counted lost and the report says so.
+#[test]
+fn a_leak_check_called_from_a_signal_handler_inside_a_hook_is_recorded_or_counted() {
+    let raiser = build_dir().join("raiser.so");
+    compile(
+        &raiser,
+        &[source("raiser.c")],
+        &["-shared", "-fPIC", "-O1", "-ldl"],
+    );
+    let exe = program("sigqueue", "sigqueue.c", &["-g", "-O1"]);
+    let cmd = [exe.to_str().unwrap(), "3", raiser.to_str().unwrap(), "exit"];
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("exit.tansa");
+    let out = record(&file, &["--leak-check"], &cmd);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report = leaks_json(&file);
+    // The first image re-executes itself (with the shim behind the agent): not checked.
+    let check = &report["leak_check"];
+    assert_eq!(check["images_checked"], 1, "{report:#}");
+    assert_eq!(check["images_not_checked"], 1, "{report:#}");
+    // lose()'s blocks are lost; the handler's, in a global, are not.
+    assert_eq!(at_exit(&report, "sigqueue!lose"), [(5, 200), NONE, NONE]);
+    assert_eq!(
+        at_exit(&report, "sigqueue!handler"),
+        [NONE, NONE, (40, 40 * 33)]
+    );
+
+    // The agent busy when the handler ran: the findings are counted lost, and said.
+    let busy = dir.path().join("busy.tansa");
+    let out = record_env(
+        &busy,
+        &["--leak-check"],
+        &cmd,
+        &[("TANSA_TEST_QUEUE_NESTED", "1")],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r = report_json(&busy, &[]);
+    assert_eq!(r["leak_check"]["images_checked"], 0, "{r:#}");
+    // The handler's 8 allocations beyond the queue of 32, and the findings (at least
+    // lose()'s 5 blocks and the summary).
+    let lost = r["processes"][1]["losses"]["signal_queue"]
+        .as_u64()
+        .unwrap();
+    assert!(lost >= 8 + 6, "{r:#}");
+    assert!(
+        r["warnings"].as_array().unwrap().iter().any(|w| w
+            .as_str()
+            .unwrap()
+            .contains("the leak check's findings could not be written")),
+        "{r:#}"
+    );
+}

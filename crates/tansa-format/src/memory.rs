@@ -98,7 +98,8 @@ pub struct Losses {
     /// Events of threads that found no ring to write to (online mode: with the releases of
     /// their blocks by other threads, which the agent passes on unrecorded).
     pub no_ring: u64,
-    /// Signal-handler events beyond the queue of a hook they interrupted.
+    /// Signal-handler events beyond the queue of a hook they interrupted (and the leak
+    /// check's records, when a handler called `exit` while the agent was busy).
     pub signal_queue: u64,
     /// Events after the collector was gone.
     pub collector_gone: u64,
@@ -143,7 +144,8 @@ impl Losses {
         if self.signal_queue > 0 {
             out.push(format!(
                 "{} event(s) not recorded: signal handlers allocated more than the agent can \
-                 queue while it was busy",
+                 queue while it was busy (or called exit then, and the leak check's findings \
+                 could not be written)",
                 self.signal_queue
             ));
         }

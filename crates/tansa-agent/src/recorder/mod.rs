@@ -212,21 +212,51 @@ pub fn lost_realloc(
 /// unreachable block, then the check's summary (stamped now). A thread that cannot record
 /// writes nothing (the call is counted as lost, and the image reads as not checked).
 pub fn write_leak_check(lost: &[(u64, LeakClass)], scan: &LeakScan) {
-    let Mode::Record(mut active) = enter() else {
-        return;
-    };
-    for &(ptr, class) in lost {
-        emit(active.st, active.ctx(), |stream, buf| {
-            stream.encode_unreached(ptr, class, buf)
-        });
-    }
     let scan = LeakScan {
         ts: clock::now(),
         ..*scan
     };
-    emit(active.st, active.ctx(), |stream, buf| {
-        stream.encode_leak_scan(&scan, buf)
-    });
+    let records = lost.len() as u64 + 1;
+    match enter() {
+        Mode::Record(mut active) => write_findings(active.st, active.ctx(), lost, &scan),
+        // `exit` called from a signal handler that interrupted a hook (Ctrl-C in a handler
+        // that exits, say): the interrupted call never completes. Outside the agent's busy
+        // sections its context is consistent: the findings are written there, after what
+        // handlers queued. Inside one they cannot be, and are counted lost.
+        Mode::Nested(st) => {
+            let p = st.ctx.get();
+            if !p.is_null() && st.busy.get() == 0 && !crate::test_queue_nested() {
+                // SAFETY: the interrupted code of this thread is suspended (for good: the
+                // process is exiting) and not in a busy section, so the context is
+                // consistent and unused, as for `queue_nested`.
+                let ctx = unsafe { &mut *p };
+                if ctx.writer.is_some() {
+                    flush_nested(st, ctx);
+                    write_findings(st, ctx, lost, &scan);
+                    return;
+                }
+            }
+            SESSION.add_lost(LossCause::SignalQueue, records);
+        }
+        // One record was counted lost already.
+        Mode::Lost(_) => SESSION.add_lost(no_context_cause(), records - 1),
+        Mode::Pass => {}
+    }
+}
+
+/// Writes the leak check's findings on the calling thread's stream.
+fn write_findings(
+    st: &'static ThreadState,
+    ctx: &mut ThreadCtx,
+    lost: &[(u64, LeakClass)],
+    scan: &LeakScan,
+) {
+    for &(ptr, class) in lost {
+        emit(st, ctx, |stream, buf| {
+            stream.encode_unreached(ptr, class, buf)
+        });
+    }
+    emit(st, ctx, |stream, buf| stream.encode_leak_scan(scan, buf));
 }
 
 impl Drop for Active {

@@ -225,6 +225,20 @@ pub fn output_within(mut cmd: Command, deadline: Duration) -> Output {
     }
 }
 
+/// [`record`] with variables set in tansa's environment (and so the program's).
+pub fn record_env(file: &Path, extra: &[&str], cmd: &[&str], env: &[(&str, &str)]) -> Output {
+    ensure_agent();
+    let mut c = Command::new(tansa());
+    c.args(["record", "-o", file.to_str().unwrap()])
+        .args(extra)
+        .arg("--")
+        .args(cmd);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    output_within(c, RUN_DEADLINE)
+}
+
 /// Runs `tansa record -o FILE [extra] -- cmd...`, returning its output.
 pub fn record(file: &Path, extra: &[&str], cmd: &[&str]) -> Output {
     let mut args = vec!["record", "-o", file.to_str().unwrap()];

@@ -1,8 +1,10 @@
-/* sigqueue ROUNDS RAISER_SO: re-executes itself with RAISER_SO appended to LD_PRELOAD (so
- * that the shim sits behind the agent, and only in this program), then: each round mallocs
- * 77 bytes (the shim raises SIGUSR1 inside that call, that is inside the agent's malloc
- * hook) and frees them; the SIGUSR1 handler mallocs 40 blocks of 33 bytes, kept until the
- * end (40 is more than the agent's per-thread queue of signal-handler events holds). */
+/* sigqueue ROUNDS RAISER_SO [exit]: re-executes itself with RAISER_SO appended to LD_PRELOAD
+ * (so that the shim sits behind the agent, and only in this program), then: each round
+ * mallocs 77 bytes (the shim raises SIGUSR1 inside that call, that is inside the agent's
+ * malloc hook) and frees them; the SIGUSR1 handler mallocs 40 blocks of 33 bytes, kept until
+ * the end (40 is more than the agent's per-thread queue of signal-handler events holds).
+ * With `exit`, the program first loses 5 blocks of 40 bytes (dropped by lose()), and the
+ * handler calls exit(0) once it has made its blocks, from inside that malloc hook. */
 #define _GNU_SOURCE
 #include <signal.h>
 #include <stdio.h>
@@ -11,12 +13,36 @@
 #include <unistd.h>
 
 #define PER_SIGNAL 40
-static void *kept[100000];
+/* Not static: the stores to a static array no code reads would be optimized away, and the
+ * blocks would then be lost indeed. */
+void *kept[100000];
 static volatile int nkept;
+static volatile int exit_in_handler;
 
 static void handler(int sig) {
     (void)sig;
     for (int i = 0; i < PER_SIGNAL && nkept < 100000; i++) kept[nkept++] = malloc(33);
+    if (exit_in_handler) exit(0);
+}
+
+__attribute__((noinline)) static void lose(void) {
+    for (int i = 0; i < 5; i++) {
+        void *volatile p = malloc(40);
+        memset(p, 1, 40);
+    }
+}
+
+/* Overwrites the stack below main's frame, where lose()'s dead frames held its pointers;
+ * then allocates and frees a block the way lose() allocated its own, so that registers the
+ * agent's hook left holding lose()'s last block hold that freed one instead (the registers
+ * of the call the handler interrupts are saved on the stack, where the check finds them). */
+__attribute__((noinline)) static void scrub(void) {
+    volatile char zeros[16384];
+    memset((char *)zeros, 0, sizeof zeros);
+    for (int i = 0; i < 2; i++) {
+        void *volatile p = malloc(40);
+        free(p);
+    }
 }
 
 int main(int argc, char **argv) {
@@ -32,6 +58,11 @@ int main(int argc, char **argv) {
         return 2;
     }
     signal(SIGUSR1, handler);
+    if (argc > 3 && strcmp(argv[3], "exit") == 0) {
+        exit_in_handler = 1;
+        lose();
+        scrub();
+    }
     for (int i = 0; i < rounds; i++) {
         void *volatile p = malloc(77);
         free(p);
