@@ -271,6 +271,94 @@ fn heap_deltas_per_library_and_function_are_exact_and_gate_on_them() {
     );
 }
 
+/// `--metric lost`: the bytes the leak check at exit found lost, per unit, compared and
+/// gated on (`lost_n.c` loses N blocks of 24 bytes, and one of 100 when N > 2). A recording
+/// made without the check cannot be compared on it.
+#[test]
+fn lost_bytes_at_exit_are_compared_and_gated_on() {
+    let exe = program("lost_n", "lost_n.c", &["-g", "-O0"]);
+    let dir = tempfile::tempdir().unwrap();
+    let rec = |name: &str, n: &str, extra: &[&str]| {
+        let file = dir.path().join(name);
+        let out = record(&file, extra, &[exe.to_str().unwrap(), n]);
+        assert!(out.status.success(), "record failed: {}", stderr(&out));
+        file
+    };
+    let a = rec("a.tansa", "1", &["--leak-check"]);
+    let b = rec("b.tansa", "3", &["--leak-check"]);
+    let d = diff_json(&a, &b, &["--by", "function", "--metric", "lost"]);
+    assert_eq!(d["metric"], "lost");
+    let lost = |side: &Value| side["lost_at_exit_bytes"].as_i64();
+    let some = row(&d, "lost_n!lose_some");
+    assert_eq!((lost(&some["a"]), lost(&some["b"])), (Some(24), Some(72)));
+    assert_eq!(lost(&some["delta"]), Some(48));
+    let more = row(&d, "lost_n!lose_more");
+    assert_eq!(more["status"], "added");
+    assert_eq!(lost(&more["delta"]), Some(100));
+    let keep = row(&d, "lost_n!keep");
+    assert_eq!((lost(&keep["a"]), lost(&keep["b"])), (Some(0), Some(0)));
+    assert_eq!(
+        (lost(&d["totals"]["a"]), lost(&d["totals"]["b"])),
+        (Some(24), Some(172))
+    );
+    // Sorted by the change of bytes lost: the new 100 bytes first.
+    assert_eq!(d["units"][0]["unit"], "lost_n!lose_more", "{d:#}");
+
+    // The gate: any unit that lost more than before fails the run.
+    let o = diff(
+        &a,
+        &b,
+        &[
+            "--by",
+            "function",
+            "--metric",
+            "lost",
+            "--fail-if-growth",
+            "0",
+        ],
+    );
+    assert_eq!(code(&o), 1, "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("lost_n!lose_some") && err.contains("lost_n!lose_more"),
+        "{err}"
+    );
+    assert!(!err.contains("lost_n!keep"), "{err}");
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert!(text.contains("lost A") && text.contains("+100 B"), "{text}");
+    // The same run on both sides: nothing grew.
+    let o = diff(
+        &b,
+        &b,
+        &[
+            "--by",
+            "function",
+            "--metric",
+            "lost",
+            "--fail-if-growth",
+            "0",
+        ],
+    );
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+
+    // Without the check on one side: a clear usage error.
+    let plain = rec("plain.tansa", "3", &[]);
+    let o = diff(&a, &plain, &["--metric", "lost"]);
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("B was recorded without it (tansa record --leak-check)"),
+        "{}",
+        stderr(&o)
+    );
+    // Other metrics do not carry the figure for recordings made without the check.
+    let d = diff_json(&a, &plain, &["--by", "function"]);
+    assert!(
+        row(&d, "lost_n!lose_some")["b"]
+            .get("lost_at_exit_bytes")
+            .is_none()
+    );
+}
+
 /// A side may be a directory: its heap recordings are read as one (a job's per-rank files,
 /// `mpiexec ... tansa record -o run1/job-%r.tansa`), and the additive figures are the sums
 /// of its recordings. A directory of nothing, or of a CPU recording beside heap ones, is a

@@ -17,6 +17,10 @@ pub struct HeapFigures {
     pub stats: Stats,
     /// Calls of every family.
     pub total_calls: u64,
+    /// Bytes the leak check at exit found lost, definitely or indirectly (recordings made
+    /// with `tansa record --leak-check`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lost_at_exit_bytes: Option<u64>,
 }
 
 impl From<Stats> for HeapFigures {
@@ -24,6 +28,7 @@ impl From<Stats> for HeapFigures {
         HeapFigures {
             stats,
             total_calls: stats.calls.total(),
+            lost_at_exit_bytes: None,
         }
     }
 }
@@ -37,6 +42,7 @@ impl HeapFigures {
             Metric::Allocated => self.stats.allocated_bytes.into(),
             Metric::Calls => self.total_calls.into(),
             Metric::Temporary => self.stats.temporary_allocations.into(),
+            Metric::Lost => self.lost_at_exit_bytes.unwrap_or(0).into(),
             Metric::SelfSamples | Metric::TotalSamples => 0,
         }
     }
@@ -76,6 +82,9 @@ pub struct HeapDelta {
     pub total_calls: i64,
     /// Of `temporary_allocations`.
     pub temporary_allocations: i64,
+    /// Of `lost_at_exit_bytes`, when either side has it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lost_at_exit_bytes: Option<i64>,
 }
 
 impl HeapDelta {
@@ -99,6 +108,13 @@ impl HeapDelta {
             },
             total_calls: sub(b.total_calls, a.total_calls),
             temporary_allocations: sub(y.temporary_allocations, x.temporary_allocations),
+            lost_at_exit_bytes: (a.lost_at_exit_bytes.is_some() || b.lost_at_exit_bytes.is_some())
+                .then(|| {
+                    sub(
+                        b.lost_at_exit_bytes.unwrap_or(0),
+                        a.lost_at_exit_bytes.unwrap_or(0),
+                    )
+                }),
         }
     }
 }
@@ -210,7 +226,10 @@ fn items(r: &MemoryReport) -> Vec<Item<HeapFigures>> {
                 index,
                 order,
                 name: u.unit.clone(),
-                figures: u.stats.into(),
+                figures: HeapFigures {
+                    lost_at_exit_bytes: u.at_exit.map(|x| x.lost_bytes()),
+                    ..u.stats.into()
+                },
             }
         })
         .collect()
@@ -224,6 +243,14 @@ pub fn diff(
     options: &Options,
 ) -> Result<HeapDiff, DiffError> {
     options.check()?;
+    if options.metric == Metric::Lost {
+        match (a.leak_check.is_some(), b.leak_check.is_some()) {
+            (true, true) => {}
+            (false, true) => return Err(DiffError::NoLeakCheck { side: "A" }),
+            (true, false) => return Err(DiffError::NoLeakCheck { side: "B" }),
+            (false, false) => return Err(DiffError::NoLeakCheck { side: "A and B" }),
+        }
+    }
     let index_kind = match (a.by, a.interval_ns) {
         ("call", _) => IndexKind::Call,
         (_, Some(_)) => IndexKind::Interval,
@@ -255,7 +282,11 @@ pub fn diff(
     });
     let units_omitted = options.top.map_or(0, |n| units.len().saturating_sub(n));
     units.truncate(units.len() - units_omitted);
-    let (ta, tb) = (HeapFigures::from(a.totals), HeapFigures::from(b.totals));
+    let total = |r: &MemoryReport| HeapFigures {
+        lost_at_exit_bytes: r.leak_check.as_ref().map(|c| c.at_exit.lost_bytes()),
+        ..r.totals.into()
+    };
+    let (ta, tb) = (total(a), total(b));
     let mut warnings: Vec<String> = a.warnings.iter().map(|w| format!("A: {w}")).collect();
     warnings.extend(b.warnings.iter().map(|w| format!("B: {w}")));
     // Sampled figures are estimates: compared with exact ones, or with another rate's,

@@ -42,6 +42,15 @@ pub enum DiffError {
          (their shares of the samples are compared, since runs differ in length)"
     )]
     AmountForCpu,
+    /// `--metric lost` for a recording made without the leak check.
+    #[error(
+        "the metric `lost` compares the blocks the leak check at exit found lost, but {side} \
+         was recorded without it (tansa record --leak-check)"
+    )]
+    NoLeakCheck {
+        /// `A`, `B` or `A and B`.
+        side: &'static str,
+    },
     /// Two thresholds of the same kind.
     #[error("give at most one percentage and one amount as growth thresholds")]
     DuplicateThreshold,
@@ -60,6 +69,9 @@ pub enum Metric {
     Calls,
     /// Heap: temporary allocations (`temporary_allocations`).
     Temporary,
+    /// Heap: bytes the leak check at exit found lost, definitely or indirectly
+    /// (`lost_at_exit_bytes`; recordings made with `tansa record --leak-check`).
+    Lost,
     /// CPU: the unit's share of the samples taken in it (`self_samples`).
     SelfSamples,
     /// CPU: the unit's share of the samples taken in it or its callees (`total_samples`).
@@ -75,6 +87,7 @@ impl Metric {
             Metric::Allocated => "allocated",
             Metric::Calls => "calls",
             Metric::Temporary => "temporary",
+            Metric::Lost => "lost",
             Metric::SelfSamples => "self",
             Metric::TotalSamples => "total",
         }
@@ -88,6 +101,7 @@ impl Metric {
             Metric::Allocated,
             Metric::Calls,
             Metric::Temporary,
+            Metric::Lost,
             Metric::SelfSamples,
             Metric::TotalSamples,
         ]
@@ -102,7 +116,10 @@ impl Metric {
 
     /// Whether it counts bytes.
     pub fn is_bytes(self) -> bool {
-        matches!(self, Metric::Net | Metric::Max | Metric::Allocated)
+        matches!(
+            self,
+            Metric::Net | Metric::Max | Metric::Allocated | Metric::Lost
+        )
     }
 
     fn check(self, heap: bool) -> Result<(), DiffError> {

@@ -23,6 +23,9 @@ Examples:
   tansa diff before.tansa after.tansa --fail-if-growth 10% --fail-if-growth 64KiB
   tansa diff before.tansa after.tansa --by function --metric temporary --fail-if-growth 1000
                                                            a gate on heap churn
+  tansa diff before.tansa after.tansa --by function --metric lost --fail-if-growth 0
+                                                           a gate on memory lost at exit
+                                                           (both made with record --leak-check)
   tansa diff before.tansa after.tansa --format json | jq '.units[0].delta'
   tansa diff cpu-a.tansa cpu-b.tansa --by function         two `tansa sample` recordings
 
@@ -77,7 +80,8 @@ pub struct Args {
     /// the default: what a memory limit or the OOM killer sees, and the order of `tansa
     /// report`; a leak that outgrows the unit's earlier peak raises it too), net (bytes
     /// still held at the end: leaks alone, even those smaller than an earlier peak),
-    /// allocated (bytes requested: allocation churn), calls (allocator calls). CPU: self,
+    /// allocated (bytes requested: allocation churn), calls (allocator calls), lost (bytes
+    /// the leak check at exit found lost: recordings made with --leak-check). CPU: self,
     /// total (the unit's share of the samples). [default: max for heap, self for CPU]
     #[arg(long, value_enum)]
     metric: Option<MetricArg>,
@@ -140,6 +144,9 @@ pub enum MetricArg {
     /// Temporary allocations: blocks freed by their own thread before it allocated again
     /// (heap).
     Temporary,
+    /// Bytes the leak check at exit found lost (heap recordings made with `tansa record
+    /// --leak-check`).
+    Lost,
     /// Share of samples taken in the unit itself (CPU).
     #[value(name = "self")]
     SelfSamples,
@@ -155,6 +162,7 @@ impl From<MetricArg> for Metric {
             MetricArg::Allocated => Metric::Allocated,
             MetricArg::Calls => Metric::Calls,
             MetricArg::Temporary => Metric::Temporary,
+            MetricArg::Lost => Metric::Lost,
             MetricArg::SelfSamples => Metric::SelfSamples,
             MetricArg::Total => Metric::TotalSamples,
         }
