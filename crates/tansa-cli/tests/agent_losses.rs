@@ -122,13 +122,7 @@ fn events_of_threads_without_a_ring_are_counted_and_reported() {
 /// queue (always used in this test setting) holds 32 of them.
 #[test]
 fn signal_handler_events_beyond_the_queue_are_counted_and_reported() {
-    let raiser = build_dir().join("raiser.so");
-    compile(
-        &raiser,
-        &[source("raiser.c")],
-        &["-shared", "-fPIC", "-O1", "-ldl"],
-    );
-    let exe = program("sigqueue", "sigqueue.c", &["-g", "-O1"]);
+    let (exe, raiser) = sigqueue_with_raiser();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("queue.tansa");
     let out = record_env(

@@ -271,6 +271,16 @@ fn heap_deltas_per_library_and_function_are_exact_and_gate_on_them() {
     );
 }
 
+/// The gate on bytes lost at exit, per function.
+const GATE_ON_LOST: [&str; 6] = [
+    "--by",
+    "function",
+    "--metric",
+    "lost",
+    "--fail-if-growth",
+    "0",
+];
+
 /// `--metric lost`: the bytes the leak check at exit found lost, per unit, compared and
 /// gated on (`lost_n.c` loses N blocks of 24 bytes, and one of 100 when N > 2). A recording
 /// made without the check cannot be compared on it.
@@ -305,18 +315,7 @@ fn lost_bytes_at_exit_are_compared_and_gated_on() {
     assert_eq!(d["units"][0]["unit"], "lost_n!lose_more", "{d:#}");
 
     // The gate: any unit that lost more than before fails the run.
-    let o = diff(
-        &a,
-        &b,
-        &[
-            "--by",
-            "function",
-            "--metric",
-            "lost",
-            "--fail-if-growth",
-            "0",
-        ],
-    );
+    let o = diff(&a, &b, &GATE_ON_LOST);
     assert_eq!(code(&o), 1, "{}", stderr(&o));
     let err = stderr(&o);
     assert!(
@@ -327,18 +326,7 @@ fn lost_bytes_at_exit_are_compared_and_gated_on() {
     let text = String::from_utf8(o.stdout).unwrap();
     assert!(text.contains("lost A") && text.contains("+100 B"), "{text}");
     // The same run on both sides: nothing grew.
-    let o = diff(
-        &b,
-        &b,
-        &[
-            "--by",
-            "function",
-            "--metric",
-            "lost",
-            "--fail-if-growth",
-            "0",
-        ],
-    );
+    let o = diff(&b, &b, &GATE_ON_LOST);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
 
     // Without the check on one side: a clear usage error.

@@ -58,6 +58,19 @@ const LOST_C: [(&str, [(u64, u64); 3]); 11] = [
 const LOST_C_DEFINITE: (u64, u64) = (8, 5 * 40 + 16 + 32 + 200 * 1024);
 const LOST_C_INDIRECT: (u64, u64) = (2, 24 + 32);
 
+/// `lost.c`, built.
+fn lost_c() -> std::path::PathBuf {
+    program("lost", "lost.c", &["-g", "-O0", "-pthread"])
+}
+
+/// Records `lost.c` with the leak check into `dir`: the recording and tansa's output.
+fn record_lost_c(dir: &std::path::Path) -> (std::path::PathBuf, std::process::Output) {
+    let file = dir.join("lost.tansa");
+    let out = record(&file, &["--leak-check"], &[lost_c().to_str().unwrap()]);
+    assert!(out.status.success(), "record failed: {}", stderr(&out));
+    (file, out)
+}
+
 fn leaks_json(file: &std::path::Path) -> Value {
     let out = run_tansa(&["leaks", file.to_str().unwrap(), "--format", "json"]);
     assert!(out.status.success(), "leaks failed: {}", stderr(&out));
@@ -66,12 +79,8 @@ fn leaks_json(file: &std::path::Path) -> Value {
 
 #[test]
 fn lost_blocks_are_told_from_reachable_ones_at_exit() {
-    let exe = program("lost", "lost.c", &["-g", "-O0", "-pthread"]);
-    let exe = exe.to_str().unwrap();
     let tmp = tempfile::tempdir().unwrap();
-    let file = tmp.path().join("lost.tansa");
-    let out = record(&file, &["--leak-check"], &[exe]);
-    assert!(out.status.success(), "record failed: {}", stderr(&out));
+    let (file, out) = record_lost_c(tmp.path());
     assert!(
         stderr(&out).contains("blocks lost at exit, and their allocation sites: tansa leaks"),
         "{}",
@@ -176,7 +185,7 @@ fn two_hundred_thousand_blocks_and_ten_thousand_threads_are_checked_exactly() {
 
 #[test]
 fn a_process_that_does_not_exit_is_not_checked_and_no_check_is_made_unasked() {
-    let exe = program("lost", "lost.c", &["-g", "-O0", "-pthread"]);
+    let exe = lost_c();
     let exe = exe.to_str().unwrap();
     let tmp = tempfile::tempdir().unwrap();
     // Killed by a signal: nothing is checked, and the report says so.
@@ -257,12 +266,10 @@ fn lost_c_report(report: &Value) {
 /// made without the check says nothing of it.
 #[test]
 fn the_heap_report_and_the_online_report_give_the_leak_check_per_unit() {
-    let exe = program("lost", "lost.c", &["-g", "-O0", "-pthread"]);
-    let exe = exe.to_str().unwrap();
     let tmp = tempfile::tempdir().unwrap();
-    let file = tmp.path().join("lost.tansa");
-    let out = record(&file, &["--leak-check"], &[exe]);
-    assert!(out.status.success(), "record failed: {}", stderr(&out));
+    let (file, _) = record_lost_c(tmp.path());
+    let exe = lost_c();
+    let exe = exe.to_str().unwrap();
     lost_c_report(&report_json(&file, &["--by", "function"]));
     // By library, with every library on the stack charged: the program's own library
     // holds every lost block.
@@ -347,13 +354,7 @@ fn the_heap_report_and_the_online_report_give_the_leak_check_per_unit() {
 /// forced here by a test setting), they are counted lost and the report says so.
 #[test]
 fn a_leak_check_called_from_a_signal_handler_inside_a_hook_is_recorded_or_counted() {
-    let raiser = build_dir().join("raiser.so");
-    compile(
-        &raiser,
-        &[source("raiser.c")],
-        &["-shared", "-fPIC", "-O1", "-ldl"],
-    );
-    let exe = program("sigqueue", "sigqueue.c", &["-g", "-O1"]);
+    let (exe, raiser) = sigqueue_with_raiser();
     let cmd = [exe.to_str().unwrap(), "3", raiser.to_str().unwrap(), "exit"];
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("exit.tansa");

@@ -225,6 +225,18 @@ pub fn output_within(mut cmd: Command, deadline: Duration) -> Output {
     }
 }
 
+/// `sigqueue.c` and the shim `raiser.c` it runs behind the agent (a signal raised inside the
+/// agent's malloc hook): the program and the shim.
+pub fn sigqueue_with_raiser() -> (PathBuf, PathBuf) {
+    let raiser = build_dir().join("raiser.so");
+    compile(
+        &raiser,
+        &[source("raiser.c")],
+        &["-shared", "-fPIC", "-O1", "-ldl"],
+    );
+    (program("sigqueue", "sigqueue.c", &["-g", "-O1"]), raiser)
+}
+
 /// [`record`] with variables set in tansa's environment (and so the program's).
 pub fn record_env(file: &Path, extra: &[&str], cmd: &[&str], env: &[(&str, &str)]) -> Output {
     ensure_agent();
