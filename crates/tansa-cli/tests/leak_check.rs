@@ -278,6 +278,18 @@ fn the_heap_report_and_the_online_report_give_the_leak_check_per_unit() {
     assert_eq!(lib["definite_bytes"], LOST_C_DEFINITE.1, "{by_lib:#}");
     assert_eq!(lib["indirect_bytes"], LOST_C_INDIRECT.1, "{by_lib:#}");
 
+    // Ordered by bytes lost: the 200 KiB block's function first, then the five blocks'.
+    let sorted = report_json(&file, &["--by", "function", "--sort", "lost"]);
+    let first: Vec<&str> = sorted["units"].as_array().unwrap()[..3]
+        .iter()
+        .map(|u| u["unit"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        first,
+        ["lost!lose_big", "lost!lose_many", "lost!lose_cycle"],
+        "{sorted:#}"
+    );
+
     // The table: a column of bytes lost per unit, and the summary.
     let out = run_tansa(&["report", file.to_str().unwrap(), "--by", "function"]);
     assert!(out.status.success(), "report failed: {}", stderr(&out));
@@ -313,6 +325,9 @@ fn the_heap_report_and_the_online_report_give_the_leak_check_per_unit() {
     let report = report_json(&plain, &["--by", "function"]);
     assert!(report.get("leak_check").is_none(), "{report:#}");
     assert!(unit(&report, "lost!lose_many").get("at_exit").is_none());
+    let out = run_tansa(&["report", plain.to_str().unwrap(), "--sort", "lost"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("made without it"), "{}", stderr(&out));
     let out = run_tansa(&["report", plain.to_str().unwrap()]);
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(

@@ -449,6 +449,9 @@ pub enum SortKey {
     Calls,
     /// Temporary allocations.
     Temporary,
+    /// Bytes the leak check at exit found lost (recordings made with `tansa record
+    /// --leak-check`).
+    Lost,
 }
 
 impl SortKey {
@@ -460,10 +463,13 @@ impl SortKey {
             SortKey::Allocated => "allocated",
             SortKey::Calls => "calls",
             SortKey::Temporary => "temporary",
+            SortKey::Lost => "lost",
         }
     }
 
-    /// The figure `units` are ordered by (then the peak, then bytes allocated).
+    /// The figure `units` are ordered by (then the peak, then bytes allocated), of a
+    /// unit's figures: 0 for [`SortKey::Lost`], which is not one of them (see
+    /// [`SortKey::of_unit`]).
     pub fn figure(self, s: &Stats) -> i128 {
         match self {
             SortKey::Max => s.max_bytes.into(),
@@ -471,6 +477,15 @@ impl SortKey {
             SortKey::Allocated => s.allocated_bytes.into(),
             SortKey::Calls => s.calls.total().into(),
             SortKey::Temporary => s.temporary_allocations.into(),
+            SortKey::Lost => 0,
+        }
+    }
+
+    /// The figure a unit is ordered by.
+    pub fn of_unit(self, u: &UnitReport) -> i128 {
+        match self {
+            SortKey::Lost => u.at_exit.map_or(0, |x| x.lost_bytes()).into(),
+            _ => self.figure(&u.stats),
         }
     }
 }
@@ -478,13 +493,7 @@ impl SortKey {
 /// Orders `units` by `key`, largest first; ties by peak, bytes allocated, then name.
 pub fn sort_units(units: &mut [UnitReport], key: SortKey) {
     units.sort_by(|a, b| {
-        let k = |u: &UnitReport| {
-            (
-                key.figure(&u.stats),
-                u.stats.max_bytes,
-                u.stats.allocated_bytes,
-            )
-        };
+        let k = |u: &UnitReport| (key.of_unit(u), u.stats.max_bytes, u.stats.allocated_bytes);
         k(b).cmp(&k(a)).then_with(|| a.unit.cmp(&b.unit))
     });
 }

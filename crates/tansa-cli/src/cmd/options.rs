@@ -230,6 +230,8 @@ pub enum SortArg {
     Calls,
     /// Temporary allocations (freed by their thread before it allocated again).
     Temporary,
+    /// Bytes the leak check at exit found lost (recordings made with --leak-check).
+    Lost,
 }
 
 impl From<SortArg> for tansa_analysis::memory::report::SortKey {
@@ -241,6 +243,7 @@ impl From<SortArg> for tansa_analysis::memory::report::SortKey {
             SortArg::Allocated => SortKey::Allocated,
             SortArg::Calls => SortKey::Calls,
             SortArg::Temporary => SortKey::Temporary,
+            SortArg::Lost => SortKey::Lost,
         }
     }
 }

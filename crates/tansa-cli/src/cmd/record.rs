@@ -593,9 +593,18 @@ fn run_durable(args: &Args, mut config: CollectConfig) -> anyhow::Result<ExitCod
 fn run_online(args: &Args, config: &CollectConfig) -> anyhow::Result<ExitCode> {
     let analysis = options::memory_config(args.by, args.charge, args.free_to, args.interval, None);
     let sort = options::memory_sort(args.by, args.sort)?;
+    if sort == Some(tansa_live::SortKey::Lost) && !args.leak_check {
+        return Err(crate::exit::usage(
+            "--sort lost orders units by the bytes the leak check at exit found lost: give \
+             --leak-check too",
+        ));
+    }
     let (outcome, mut report) = if live_view_wanted(args)? {
-        // The view sorts as the report will, by net bytes unless --sort says otherwise.
-        let view_sort = sort.unwrap_or(tansa_live::SortKey::Net);
+        // The view sorts as the report will, by net bytes unless --sort says otherwise
+        // (bytes lost are known at exit only).
+        let view_sort = sort
+            .filter(|&k| k != tansa_live::SortKey::Lost)
+            .unwrap_or(tansa_live::SortKey::Net);
         super::live::record_online_live(config, analysis, &args.alloc_fn, &args.command, view_sort)?
     } else {
         tansa_collect::online::record_online(config, analysis, &args.alloc_fn, None)?

@@ -192,6 +192,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     config.rank = args.rank;
     let sort = options::memory_sort(by, args.sort)?;
     let (mut report, damaged) = memory_report(&args.files, config, &args.alloc_fn, "tansa report")?;
+    if sort == Some(tansa_analysis::memory::report::SortKey::Lost) && report.leak_check.is_none() {
+        return Err(crate::exit::usage(
+            "--sort lost orders units by the bytes the leak check at exit found lost, and \
+             the recording was made without it (tansa record --leak-check)",
+        ));
+    }
     if let Some(key) = sort {
         tansa_analysis::memory::report::sort_units(&mut report.units, key);
     }
