@@ -5,7 +5,9 @@
 #   sqlite   bench/sqlite.sql in sqlite3 :memory: (3 M calls; few blocks left at exit)
 #   lost     tests/.../lost_many.c with 10 threads and 1,000,000 blocks left at exit
 #            (every tenth lost): the cost of the check itself
-# and the leak summary of the last `lost` recording. Prints figures; asserts nothing.
+# and the leak summary of the last `lost` recording, and what reading the check's findings
+# costs `tansa report` (the same workload recorded with and without the check, alternating).
+# Prints figures; asserts nothing.
 #
 #   bash bench/leakcheck.sh [ROUNDS]     # default 5
 #
@@ -42,3 +44,11 @@ run() {
 run sqlite sh -c "sqlite3 :memory: < bench/sqlite.sql"
 run lost "$out/lost_many" 10 1000000
 "$tansa" leaks "$out/lost.tansa" | sed -n '2,5p'
+"$tansa" record -o "$out/lost-plain.tansa" -- "$out/lost_many" 10 1000000 > /dev/null 2>&1
+report_plain="" report_check=""
+for _ in $(seq "$rounds"); do
+    report_plain="$report_plain $(seconds "$tansa" report "$out/lost-plain.tansa")"
+    report_check="$report_check $(seconds "$tansa" report "$out/lost.tansa")"
+done
+printf 'report of lost, recorded without the check: %s (median %s s)\n' "$report_plain" "$(echo "$report_plain" | median)"
+printf 'report of lost, recorded with it: %s (median %s s)\n' "$report_check" "$(echo "$report_check" | median)"
