@@ -1,10 +1,9 @@
 //! Building the report from the aggregator's state.
 
+use rustc_hash::FxHashMap;
 use tansa_format::memory::Losses;
 use tansa_format::meta::ExitStatus;
 use tansa_wire::event::ImproperOp;
-
-use rustc_hash::FxHashMap;
 
 use super::{Aggregator, BaseKey};
 use crate::memory::atexit::AtExit;
@@ -357,13 +356,12 @@ impl Aggregator {
     /// For a recording made with the leak check at exit, the blocks still allocated at the
     /// end of each image it classified, as it found them: per image and per unit (base) they
     /// are charged to.
-    #[allow(clippy::type_complexity)]
-    fn at_exit(&self) -> (Option<FxHashMap<SessionId, AtExit>>, FxHashMap<u32, AtExit>) {
+    fn at_exit(&self) -> (Option<PerImage>, FxHashMap<u32, AtExit>) {
         let mut units: FxHashMap<u32, AtExit> = FxHashMap::default();
         let Some(findings) = self.leak_check.as_deref() else {
             return (None, units);
         };
-        let mut images: FxHashMap<SessionId, AtExit> = FxHashMap::default();
+        let mut images = PerImage::default();
         for id in &self.order {
             if findings.classified(*id) {
                 images.insert(*id, AtExit::default());
@@ -436,6 +434,9 @@ impl Aggregator {
         ranks
     }
 }
+
+/// Figures per process image.
+type PerImage = FxHashMap<SessionId, AtExit>;
 
 /// Whether a failure was seen or is only possible (an end the agent did not see).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
