@@ -412,3 +412,77 @@ fn a_leak_check_called_from_a_signal_handler_inside_a_hook_is_recorded_or_counte
         "{r:#}"
     );
 }
+
+/// The bytes lost at exit are a weight of flame graphs and exports (`lost`, `lost-count`):
+/// per allocation stack, each function of `lost.c` as [`LOST_C`] says, and nothing for the
+/// blocks kept. A recording made without the check has no such weight.
+#[test]
+fn lost_memory_is_a_weight_of_flame_graphs_and_exports() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (file, _) = record_lost_c(tmp.path());
+    let leaves = |weight: &str| -> std::collections::BTreeMap<String, u64> {
+        let out = run_tansa(&[
+            "export",
+            file.to_str().unwrap(),
+            "--format",
+            "collapsed",
+            "--weight",
+            weight,
+            "-o",
+            "-",
+        ]);
+        assert!(out.status.success(), "export failed: {}", stderr(&out));
+        let mut by_leaf = std::collections::BTreeMap::new();
+        for line in String::from_utf8(out.stdout).unwrap().lines() {
+            let (stack, n) = line.rsplit_once(' ').unwrap();
+            let leaf = stack.rsplit(';').next().unwrap().to_string();
+            *by_leaf.entry(leaf).or_insert(0) += n.parse::<u64>().unwrap();
+        }
+        by_leaf
+    };
+    let expected = |blocks: bool| -> std::collections::BTreeMap<String, u64> {
+        LOST_C
+            .iter()
+            .map(|(f, x)| {
+                let (n, b) = (x[0].0 + x[1].0, x[0].1 + x[1].1);
+                (f.to_string(), if blocks { n } else { b })
+            })
+            .filter(|(_, v)| *v > 0)
+            .collect()
+    };
+    assert_eq!(leaves("lost"), expected(false));
+    assert_eq!(leaves("lost-count"), expected(true));
+    let svg = tmp.path().join("lost.svg");
+    let out = run_tansa(&[
+        "flamegraph",
+        file.to_str().unwrap(),
+        "--weight",
+        "lost",
+        "-o",
+        svg.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "flamegraph failed: {}", stderr(&out));
+    let drawn = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        drawn.contains("lost!lose_big") && !drawn.contains("lost!keep_big"),
+        "the graph draws the lost blocks' stacks only"
+    );
+
+    let plain = tmp.path().join("plain.tansa");
+    let out = record(&plain, &[], &[lost_c().to_str().unwrap()]);
+    assert!(out.status.success(), "record failed: {}", stderr(&out));
+    let out = run_tansa(&[
+        "flamegraph",
+        plain.to_str().unwrap(),
+        "--weight",
+        "lost",
+        "-o",
+        "-",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("made without it (tansa record --leak-check)"),
+        "{}",
+        stderr(&out)
+    );
+}

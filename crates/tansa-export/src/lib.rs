@@ -33,6 +33,15 @@ pub enum ExportError {
         /// The names that exist.
         choices: String,
     },
+    /// A weight of the leak check at exit, for a recording made without it.
+    #[error(
+        "the weight `{name}` is what the leak check at exit found lost, and the recording was \
+         made without it (tansa record --leak-check)"
+    )]
+    NoLeakCheck {
+        /// The name asked for.
+        name: String,
+    },
     /// Two profiles of different kinds cannot be compared.
     #[error("cannot compare a heap recording with a CPU recording")]
     KindMismatch,
@@ -53,6 +62,12 @@ pub fn weights(kind: ProfileKind) -> &'static [(&'static str, &'static str, &'st
                 "temporary_objects",
                 "temporary allocations (freed by their own thread before it allocated again)",
             ),
+            (
+                "lost",
+                "lost_space",
+                "bytes lost at exit (recordings made with record --leak-check)",
+            ),
+            ("lost-count", "lost_objects", "blocks lost at exit"),
         ],
         ProfileKind::Cpu => &[
             ("samples", "samples", "samples"),
@@ -69,6 +84,11 @@ pub fn weight_index(profile: &Profile, name: Option<&str>) -> Result<usize, Expo
         None => table[0].1,
         Some(n) => table.iter().find(|w| w.0 == n).map(|w| w.1).unwrap_or(n),
     };
+    if profile.value_index(value).is_none() && name.is_some_and(|n| n.starts_with("lost")) {
+        return Err(ExportError::NoLeakCheck {
+            name: name.unwrap_or(value).to_string(),
+        });
+    }
     profile
         .value_index(value)
         .ok_or_else(|| ExportError::UnknownWeight {

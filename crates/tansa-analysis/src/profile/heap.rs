@@ -45,6 +45,20 @@ pub const VALUE_TYPES: [ValueType; 7] = [
 /// Index of `inuse_space`, the default (as in Go heap profiles).
 pub const INUSE_SPACE: usize = 3;
 
+/// The value types a profile of a recording made with the leak check at exit (`tansa
+/// record --leak-check`) has after [`VALUE_TYPES`]: the blocks it found lost, definitely or
+/// indirectly, and their bytes.
+pub const LOST_VALUE_TYPES: [ValueType; 2] = [
+    ValueType {
+        name: "lost_objects",
+        unit: "count",
+    },
+    ValueType {
+        name: "lost_space",
+        unit: "bytes",
+    },
+];
+
 /// The stack profile of a heap recording (only process `pid`, or the processes of MPI
 /// rank `rank`, if given), and the report of the same pass (for its totals, losses and
 /// warnings). `progress` is called with the number of events read, every 2^20.
@@ -65,7 +79,12 @@ pub fn profile<R: Read + Seek>(
 
 /// Builds the profile from the aggregator's per-stack figures.
 pub fn from_figures(reg: &Registry, data: &StackProfileData, report: &MemoryReport) -> Profile {
-    let mut b = Builder::new(ProfileKind::Heap, VALUE_TYPES.to_vec(), INUSE_SPACE);
+    let leak_check = report.leak_check.is_some();
+    let mut types = VALUE_TYPES.to_vec();
+    if leak_check {
+        types.extend(LOST_VALUE_TYPES);
+    }
+    let mut b = Builder::new(ProfileKind::Heap, types, INUSE_SPACE);
     {
         let p = b.profile_mut();
         p.mappings = reg
@@ -155,8 +174,15 @@ pub fn from_figures(reg: &Registry, data: &StackProfileData, report: &MemoryRepo
             clamp(f.peak_objects),
             clamp(f.peak_bytes),
             clamp(f.temporary_objects),
+            clamp(f.lost_objects),
+            clamp(f.lost_bytes),
         ];
-        b.add(locations, process, None, &values);
+        let n = if leak_check {
+            values.len()
+        } else {
+            VALUE_TYPES.len()
+        };
+        b.add(locations, process, None, &values[..n]);
     }
     b.finish()
 }

@@ -70,7 +70,8 @@ pub struct Args {
     pid: Option<u32>,
 
     /// Collapsed stacks: the weight of each stack (heap: peak, allocated, live, count,
-    /// live-count, temporary; CPU: samples, cpu) [default: peak for heap, samples for CPU].
+    /// live-count, temporary, lost, lost-count (the last two for recordings made with
+    /// --leak-check); CPU: samples, cpu) [default: peak for heap, samples for CPU].
     #[arg(long, value_name = "WEIGHT")]
     weight: Option<String>,
 

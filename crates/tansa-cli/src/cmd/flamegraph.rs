@@ -23,7 +23,9 @@ Examples:
 
 Weights: heap recordings: peak (bytes live when the heap peaked, the default), allocated
 (bytes), live (bytes never freed), count (allocations), live-count (blocks never freed),
-temporary (allocations freed by their own thread before it allocated again: heap churn);
+temporary (allocations freed by their own thread before it allocated again: heap churn),
+lost and lost-count (bytes and blocks the leak check at exit found lost: recordings made
+with `tansa record --leak-check`);
 CPU recordings: samples (the default), cpu (nanoseconds). Frames are named
 module!function and coloured by library (one hue per library); open the SVG in a browser
 to search (Ctrl-F or the Search button) and click a frame to zoom.

@@ -26,7 +26,7 @@ use std::sync::Arc;
 use rustc_hash::FxHashMap;
 use tansa_format::memory::{Losses, SessionInfo, Unrecorded};
 use tansa_format::meta::{Calibration, ExitStatus};
-use tansa_wire::event::{AllocOp, ImproperOp};
+use tansa_wire::event::{AllocOp, ImproperOp, LeakClass};
 
 use super::atexit::Findings;
 use super::classify::{By, Charge, FreeTo, Target, targets};
@@ -500,6 +500,27 @@ impl Aggregator {
         let (mut stacks, peak_bytes) = tally.finish();
         for f in &mut stacks {
             f.pid = self.sessions.get(f.session.0).map_or(0, |s| s.meta.pid);
+        }
+        if let Some(findings) = self.leak_check.as_deref() {
+            // The blocks the leak check found lost, by allocation stack.
+            let index: FxHashMap<(SessionId, StackId), usize> = stacks
+                .iter()
+                .enumerate()
+                .map(|(i, f)| ((f.session, f.stack), i))
+                .collect();
+            for (&(session, ptr), block) in &self.live {
+                let lost = matches!(
+                    findings.class(session, ptr),
+                    Some(LeakClass::Definite | LeakClass::Indirect)
+                );
+                if lost
+                    && findings.classified(session)
+                    && let Some(&i) = index.get(&(session, block.stack))
+                {
+                    stacks[i].lost_objects += 1;
+                    stacks[i].lost_bytes = stacks[i].lost_bytes.saturating_add(block.size);
+                }
+            }
         }
         let t0 = if self.t0_ns == u64::MAX {
             0

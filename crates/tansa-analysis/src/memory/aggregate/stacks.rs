@@ -38,6 +38,11 @@ pub struct StackFigures {
     /// Temporary allocations: blocks released by their own thread before it allocated
     /// again (0 in sampled recordings).
     pub temporary_objects: u64,
+    /// Blocks the leak check at exit found lost, definitely or indirectly (recordings made
+    /// with `tansa record --leak-check`; 0 otherwise).
+    pub lost_objects: u64,
+    /// Their bytes.
+    pub lost_bytes: u64,
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -161,6 +166,8 @@ impl StackTally {
                     peak_objects,
                     peak_bytes,
                     temporary_objects: e.temporary_objects,
+                    lost_objects: 0,
+                    lost_bytes: 0,
                 }
             })
             .collect();
