@@ -467,6 +467,9 @@ fn touched_runs(
 const ARENA_HEAP: u64 = 64 << 20;
 /// glibc's chunk header bit for a chunk in a mapping of its own.
 const IS_MMAPPED: u64 = 2;
+/// glibc's chunk header bit: the chunk belongs to a thread arena (whose heap is an
+/// `ARENA_HEAP`-aligned mapping of its own), not to the main arena.
+const NON_MAIN_ARENA: u64 = 4;
 
 /// Whether `f` (an address in a loaded object) comes from the object of the real `malloc`.
 fn from_allocator(f: *mut c_void) -> bool {
@@ -554,10 +557,13 @@ fn check(sp: u64) -> (Vec<(u64, LeakClass)>, LeakScan) {
         if glibc {
             if header & IS_MMAPPED != 0 {
                 holes.push(((p - 16) & !4095, (p + size).next_multiple_of(4096)));
-            } else {
+            } else if header & NON_MAIN_ARENA != 0 {
                 let heap = p & !(ARENA_HEAP - 1);
                 holes.push((heap, heap + ARENA_HEAP));
             }
+            // A chunk of the main arena lies in `[heap]`, left out whole below. Its 64 MiB
+            // window would be wrong: it can hold the executable's data, whose globals are
+            // roots (the brk heap starts at most 32 MiB after them).
         }
     }
     drop(addrs);
