@@ -224,19 +224,9 @@ pub fn write_leak_check(lost: &[(u64, LeakClass)], scan: &LeakScan) {
         // sections its context is consistent: the findings are written there, after what
         // handlers queued. Inside one they cannot be, and are counted lost.
         Mode::Nested(st) => {
-            let p = st.ctx.get();
-            if !p.is_null() && st.busy.get() == 0 && !crate::test_queue_nested() {
-                // SAFETY: the interrupted code of this thread is suspended (for good: the
-                // process is exiting) and not in a busy section, so the context is
-                // consistent and unused, as for `queue_nested`.
-                let ctx = unsafe { &mut *p };
-                if ctx.writer.is_some() {
-                    flush_nested(st, ctx);
-                    write_findings(st, ctx, lost, &scan);
-                    return;
-                }
+            if !nested::with_quiet_context(st, |ctx| write_findings(st, ctx, lost, &scan)) {
+                SESSION.add_lost(LossCause::SignalQueue, records);
             }
-            SESSION.add_lost(LossCause::SignalQueue, records);
         }
         // One record was counted lost already.
         Mode::Lost(_) => SESSION.add_lost(no_context_cause(), records - 1),

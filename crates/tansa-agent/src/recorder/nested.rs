@@ -63,33 +63,47 @@ pub(super) fn encode_nested(ev: &Nested, stream: &mut StreamState, buf: &mut Eve
     }
 }
 
+/// For a signal handler that interrupted a hook: runs `f` on the thread's context, after
+/// writing what handlers queued before, when the interrupted code is not in a busy section
+/// (the context is then consistent and unused) and can write. Returns whether it ran.
+pub(super) fn with_quiet_context(st: &'static ThreadState, f: impl FnOnce(&mut ThreadCtx)) -> bool {
+    let p = st.ctx.get();
+    if p.is_null() || st.busy.get() != 0 || crate::test_queue_nested() {
+        return false;
+    }
+    // SAFETY: the interrupted code of this same thread is suspended while the handler runs
+    // and is not in a busy section, so the context is consistent and unused.
+    let ctx = unsafe { &mut *p };
+    if ctx.writer.is_none() {
+        return false;
+    }
+    flush_nested(st, ctx);
+    f(ctx);
+    true
+}
+
 /// Records an event of a signal handler that interrupted a hook: directly when the thread
 /// is not busy (draining what was queued before it first, to keep the order), else into the
 /// thread's queue for the interrupted hook to write.
 pub(super) fn queue_nested(st: &'static ThreadState, mut ev: Nested, regs: CallerRegs) {
-    let p = st.ctx.get();
-    if !p.is_null() && st.busy.get() == 0 && !crate::test_queue_nested() {
-        // SAFETY: the interrupted code of this same thread is suspended while the handler
-        // runs and is not in a busy section, so the context is consistent and unused.
-        let ctx = unsafe { &mut *p };
-        if ctx.writer.is_some() {
-            flush_nested(st, ctx);
-            let stack = {
-                let _busy = Busy::enter(st);
-                capture(ctx, regs)
-            };
-            match &mut ev {
-                Nested::Alloc(a) => a.stack = stack,
-                Nested::Realloc(r) => r.stack = stack,
-                Nested::Free(f) => {
-                    if SESSION.flags() & FLAG_FREE_STACKS != 0 {
-                        f.stack = stack;
-                    }
+    let written = with_quiet_context(st, |ctx| {
+        let stack = {
+            let _busy = Busy::enter(st);
+            capture(ctx, regs)
+        };
+        match &mut ev {
+            Nested::Alloc(a) => a.stack = stack,
+            Nested::Realloc(r) => r.stack = stack,
+            Nested::Free(f) => {
+                if SESSION.flags() & FLAG_FREE_STACKS != 0 {
+                    f.stack = stack;
                 }
             }
-            apply_nested(st, ctx, &ev);
-            return;
         }
+        apply_nested(st, ctx, &ev);
+    });
+    if written {
+        return;
     }
     let tail = st.nested_tail.get();
     if tail - st.nested_head.get() < NESTED_CAPACITY {
