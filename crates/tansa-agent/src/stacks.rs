@@ -6,7 +6,9 @@
 //! size, each slot claimed with a compare-and-swap. A slot becomes visible (its id non-zero)
 //! only after the stack's definition was written to the meta ring, so every event that
 //! refers to an id is written after that id's definition. Two threads meeting the same new
-//! stack at the same moment may both define it under different ids; that is harmless.
+//! stack at the same moment may both define it under different ids; the reader gives every
+//! event the first of them (`tansa_analysis::memory::model::StackAliases`). Waiting here
+//! for the other thread's id instead would make a hook wait on another thread.
 
 use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 

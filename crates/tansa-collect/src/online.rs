@@ -17,7 +17,7 @@ use crate::{CollectError, Config as CollectConfig, Outcome, Sink};
 use rustc_hash::FxHashMap;
 use tansa_analysis::memory::aggregate::Aggregator;
 use tansa_analysis::memory::live::{HeapPoint, HeapSeries, LiveSlot, LiveSnapshot};
-use tansa_analysis::memory::merge::{EventKind, OnlineOrder, StreamDecoder};
+use tansa_analysis::memory::merge::{OnlineOrder, StreamDecoder};
 use tansa_analysis::memory::model::{
     AddressResolver, ModuleInfo, Registry, Resolution, SourceFrame,
 };
@@ -220,26 +220,19 @@ impl OnlineSink {
 
     fn drain(&mut self, watermark: u64) {
         while let Some(e) = self.order.peek_before(watermark) {
-            let stack = match &e.kind {
-                EventKind::Alloc { stack, .. }
-                | EventKind::Free { stack, .. }
-                | EventKind::ReallocRelease { stack, .. }
-                | EventKind::ReallocAlloc { stack, .. } => *stack,
-                EventKind::Improper(i) => StackId(i.stack),
-                _ => StackId::NONE,
-            };
             // A stack is defined before any event using it, but its definition may still be
             // on the way; wait for it unless this is the end.
             if watermark != u64::MAX
                 && self
                     .aggregator
-                    .needs_stack(&self.registry, e.session, stack)
+                    .needs_stack(&self.registry, e.session, e.kind.stack())
             {
                 break;
             }
-            let Some(e) = self.order.pop() else {
+            let Some(mut e) = self.order.pop() else {
                 break;
             };
+            self.registry.canonicalize(&mut e);
             self.aggregator.event(&self.registry, &e);
             if let Some(live) = &mut self.live {
                 for v in &mut live.views {

@@ -9,12 +9,14 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+use std::sync::Arc;
 
 use tansa_wire::event::{
     AllocOp, DecodeError, Decoder, ImproperEvent, LeakClass, LeakScan, Record, StreamState,
 };
 
 use super::ids::{SessionId, StackId};
+use super::model::StackAliases;
 
 /// Largest block an allocator can hand out (`PTRDIFF_MAX`): a recorded allocation that is
 /// larger is damage.
@@ -113,6 +115,32 @@ pub enum EventKind {
     LeakScan(Box<LeakScan>),
 }
 
+impl EventKind {
+    /// The stack the event was recorded with ([`StackId::NONE`] for kinds without one).
+    pub fn stack(&self) -> StackId {
+        match self {
+            EventKind::Alloc { stack, .. }
+            | EventKind::Free { stack, .. }
+            | EventKind::ReallocRelease { stack, .. }
+            | EventKind::ReallocAlloc { stack, .. } => *stack,
+            EventKind::Improper(i) => StackId(i.stack),
+            _ => StackId::NONE,
+        }
+    }
+
+    /// Replaces the event's stack id with `f` of it (kinds without one are left as they are).
+    pub fn map_stack(&mut self, f: impl FnOnce(StackId) -> StackId) {
+        match self {
+            EventKind::Alloc { stack, .. }
+            | EventKind::Free { stack, .. }
+            | EventKind::ReallocRelease { stack, .. }
+            | EventKind::ReallocAlloc { stack, .. } => *stack = f(*stack),
+            EventKind::Improper(i) => i.stack = f(StackId(i.stack)).0,
+            _ => {}
+        }
+    }
+}
+
 /// An event of one thread of one session.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Event {
@@ -149,6 +177,8 @@ pub struct StreamDecoder {
     consumed: u64,
     error: Option<StreamError>,
     reported: bool,
+    /// Stack ids its session defined twice (see [`StackAliases`]).
+    aliases: Option<Arc<StackAliases>>,
 }
 
 impl StreamDecoder {
@@ -162,7 +192,17 @@ impl StreamDecoder {
             consumed: 0,
             error: None,
             reported: false,
+            aliases: None,
         }
+    }
+
+    /// Gives each event the first id of its stack (from [`Registry::stack_aliases`]:
+    /// the recording's definitions must all be read before its events are).
+    ///
+    /// [`Registry::stack_aliases`]: super::model::Registry::stack_aliases
+    pub fn with_stack_aliases(mut self, aliases: Option<Arc<StackAliases>>) -> Self {
+        self.aliases = aliases;
+        self
     }
 
     /// Decodes the complete records in `bytes` (after any carried partial record), handing
@@ -248,13 +288,18 @@ impl StreamDecoder {
             }
             used = d.position();
             self.state = d.state();
+            let aliases = self.aliases.as_deref();
             let mut emit = |ts, kind| {
-                out(Event {
+                let mut e = Event {
                     ts,
                     session,
                     tid: self.tid,
                     kind,
-                })
+                };
+                if let Some(a) = aliases {
+                    a.apply(&mut e);
+                }
+                out(e)
             };
             match rec {
                 Record::ThreadStart { tid, ts, name, .. } => {

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use super::ids::{ModuleId, SessionId, StackId};
+use super::merge::Event;
 use rustc_hash::FxHashMap;
 use tansa_wire::event::{MODULE_AGENT, MODULE_MAIN, MODULE_VDSO, ModuleLoad, StackFrame};
 
@@ -200,6 +201,41 @@ pub trait AddressResolver {
 /// outside any module).
 type StackContent = Box<[(Option<ModuleIdx>, u64)]>;
 
+/// The stack ids a process image defined more than once for the same frames, each with the
+/// first id it gave them. The agent's table of stacks takes no lock: two threads that meet
+/// the same new stack at the same moment each define it, under ids of their own. Without
+/// this, everything counted per stack (a leak site, a pprof sample, a refused call) would
+/// be split in two for no reason a user could see.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct StackAliases(FxHashMap<(SessionId, StackId), StackId>);
+
+impl StackAliases {
+    /// The id `session` first gave the frames it defined as `id`.
+    #[inline]
+    pub fn canonical(&self, session: SessionId, id: StackId) -> StackId {
+        self.0.get(&(session, id)).copied().unwrap_or(id)
+    }
+
+    /// Gives `e` the first id of its stack.
+    #[inline]
+    pub fn apply(&self, e: &mut Event) {
+        if !self.0.is_empty() {
+            let session = e.session;
+            e.kind.map_stack(|id| self.canonical(session, id));
+        }
+    }
+
+    /// How many ids are second definitions.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether no stack was defined twice.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
 /// Modules and stacks of every session, resolved.
 #[derive(Debug, Default)]
 pub struct Registry {
@@ -213,6 +249,11 @@ pub struct Registry {
     by_content: FxHashMap<StackContent, Arc<Stack>>,
     /// Number of stacks defined by each session.
     session_stacks: FxHashMap<SessionId, u32>,
+    /// The first id each session gave each resolved stack (keyed by the address of the
+    /// shared [`Stack`], which `by_content` keeps alive), to find the ids it gave it again.
+    first_ids: FxHashMap<(SessionId, usize), StackId>,
+    /// Those other ids.
+    aliases: Arc<StackAliases>,
     names: FxHashMap<String, Arc<str>>,
     frames_cache: FxHashMap<(Option<ModuleIdx>, u64), Arc<[LogicalFrame]>>,
     unresolved_stacks: Vec<(SessionId, StackId, Vec<StackFrame>)>,
@@ -250,9 +291,29 @@ impl Registry {
     }
 
     fn insert_stack(&mut self, session: SessionId, id: StackId, stack: Arc<Stack>) {
+        let content = (session, Arc::as_ptr(&stack) as usize);
         if self.stacks.insert((session, id), stack).is_none() {
             *self.session_stacks.entry(session).or_default() += 1;
+            let first = *self.first_ids.entry(content).or_insert(id);
+            if first != id {
+                Arc::make_mut(&mut self.aliases)
+                    .0
+                    .insert((session, id), first);
+            }
         }
+    }
+
+    /// The stack ids defined again for frames already defined, with the first id of each
+    /// (`None` if there is none): for decoders on other threads, which give every event
+    /// the first id of its stack.
+    pub fn stack_aliases(&self) -> Option<Arc<StackAliases>> {
+        (!self.aliases.is_empty()).then(|| Arc::clone(&self.aliases))
+    }
+
+    /// Gives `e` the first id its session gave its stack's frames (see [`StackAliases`]).
+    #[inline]
+    pub fn canonicalize(&self, e: &mut Event) {
+        self.aliases.apply(e);
     }
 
     fn intern(&mut self, s: &str) -> Arc<str> {

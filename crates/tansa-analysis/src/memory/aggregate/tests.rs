@@ -1079,3 +1079,90 @@ fn leak_check_findings_count_per_image_and_unit_until_freed() {
     assert!(plain.units.iter().all(|u| u.at_exit.is_none()));
     assert!(plain.processes.iter().all(|p| p.at_exit.is_none()));
 }
+
+/// Two threads that meet a new stack at the same moment each define it (the agent's stack
+/// table takes no lock): the decoders given the registry's aliases, and online mode's
+/// [`Registry::canonicalize`], give every event the first id its session gave those frames,
+/// so that nothing counted per stack is split. Another session's ids stay its own.
+#[test]
+fn a_stack_defined_twice_by_a_session_is_one_stack() {
+    let mut kit = Kit::new();
+    let root = [(APP, "main"), (LIBC, "__libc_start_main")];
+    let first = kit.stack(&[&[(LIBA, "a_alloc")][..], &root].concat());
+    let other = kit.stack(&[&[(LIBB, "b_free")][..], &root].concat());
+    let again = kit.stack(&[&[(LIBA, "a_alloc")][..], &root].concat());
+    let reg = kit.registry(&[0, 1]);
+    let aliases = reg.stack_aliases().expect("a stack defined twice");
+    assert_eq!(aliases.len(), 2, "one per session");
+    for s in [0, 1] {
+        let s = SessionId(s);
+        assert_eq!(aliases.canonical(s, StackId(again)), StackId(first));
+        assert_eq!(aliases.canonical(s, StackId(other)), StackId(other));
+        assert_eq!(aliases.canonical(s, StackId(first)), StackId(first));
+    }
+    let mut stream = Bytes(Vec::new());
+    let mut state = StreamState::default();
+    encode_thread_start(&mut stream, &mut state, 100, 7, 0, b"main");
+    let mut put = |encode: &dyn Fn(&mut StreamState, &mut EventBuf)| {
+        let mut buf = EventBuf::new();
+        encode(&mut state, &mut buf);
+        stream.put(buf.as_bytes());
+    };
+    let alloc = |ts: u64, ptr: u64, stack: u32| AllocEvent {
+        op: AllocOp::Malloc,
+        ts,
+        ptr,
+        size: 8,
+        align: 0,
+        stack,
+    };
+    put(&|s, b| s.encode_alloc(&alloc(10, 0x1000, first), b));
+    put(&|s, b| s.encode_alloc(&alloc(20, 0x2000, again), b));
+    put(&|s, b| {
+        s.encode_free(
+            &FreeEvent {
+                ts: 30,
+                ptr: 0x2000,
+                stack: again,
+            },
+            b,
+        )
+    });
+    put(&|s, b| {
+        s.encode_free(
+            &FreeEvent {
+                ts: 40,
+                ptr: 0x1000,
+                stack: other,
+            },
+            b,
+        )
+    });
+    let decode = |aliases| {
+        let mut events = Vec::new();
+        let mut d = StreamDecoder::new(SessionId(0)).with_stack_aliases(aliases);
+        d.push(&stream.0, &mut |e| events.push(e));
+        assert_eq!(d.finish(), None);
+        events
+            .into_iter()
+            .skip(1)
+            .map(|e| e.kind.stack().0)
+            .collect::<Vec<u32>>()
+    };
+    assert_eq!(decode(Some(aliases)), [first, first, first, other]);
+    assert_eq!(decode(None), [first, again, again, other]);
+    // Online mode: the events decoded as they come, given the first id when aggregated.
+    let mut e = Event {
+        ts: 20,
+        session: SessionId(1),
+        tid: 7,
+        kind: EventKind::Free {
+            ptr: 0x2000,
+            stack: StackId(again),
+        },
+    };
+    reg.canonicalize(&mut e);
+    assert_eq!(e.kind.stack(), StackId(first));
+    // Without a second definition there is nothing to do.
+    assert!(fixture(&[0]).0.stack_aliases().is_none());
+}

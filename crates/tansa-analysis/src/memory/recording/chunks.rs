@@ -14,6 +14,7 @@ use tansa_format::meta::Calibration;
 
 use super::super::ids::SessionId;
 use super::super::merge::{Event, EventSource, StreamDecoder, StreamError};
+use super::super::model::StackAliases;
 
 /// How a recording's timestamps become the report's when it covers several recordings:
 /// its calibration to `CLOCK_MONOTONIC` nanoseconds, then a shift (see `job.rs`).
@@ -81,6 +82,7 @@ impl Prefetch {
         base: u32,
         pids: rustc_hash::FxHashMap<u32, u32>,
         to_job: Option<ToJob>,
+        aliases: Option<std::sync::Arc<StackAliases>>,
     ) -> Option<Prefetch> {
         let (requests, requested) = channel::<Request>();
         let (tx, rx) = channel();
@@ -99,9 +101,11 @@ impl Prefetch {
                     let batch = match reader.payload_at(r.pos, &mut payload) {
                         Ok(_) => match split_thread_chunk(&payload) {
                             Some((_, _, bytes)) => {
-                                let d = decoders
-                                    .entry((r.session, r.stream))
-                                    .or_insert_with(|| StreamDecoder::new(SessionId(session)));
+                                let d =
+                                    decoders.entry((r.session, r.stream)).or_insert_with(|| {
+                                        StreamDecoder::new(SessionId(session))
+                                            .with_stack_aliases(aliases.clone())
+                                    });
                                 let mut events = recycled
                                     .try_recv()
                                     .unwrap_or_else(|_| Vec::with_capacity(bytes.len() / 4));

@@ -515,10 +515,11 @@ impl<R: Read + Seek> MemoryRecording<R> {
             return;
         };
         let base = info.base;
+        let aliases = self.registry.stack_aliases();
         let Some(part) = self.parts.get_mut(index) else {
             return;
         };
-        part.prefetch = Prefetch::start(input, base, pids, part.to_job.clone());
+        part.prefetch = Prefetch::start(input, base, pids, part.to_job.clone(), aliases);
     }
 
     /// Process id of each session.
@@ -576,6 +577,7 @@ impl<R: Read + Seek> MemoryRecording<R> {
     /// while reading them are added to [`MemoryRecording::stream_warnings`].
     pub fn events(&self) -> Merger<ChunkSource<'_, R>> {
         let pids = self.pids();
+        let aliases = self.registry.stack_aliases();
         let mut sources = Vec::new();
         for (part, info) in self.parts.iter().zip(&self.parts_info) {
             // The prefetcher serves one merge (its decoders carry that merge's stream state).
@@ -592,7 +594,8 @@ impl<R: Read + Seek> MemoryRecording<R> {
                     session,
                     pid: pids.get(&global).copied(),
                     stream,
-                    decoder: StreamDecoder::new(SessionId(global)),
+                    decoder: StreamDecoder::new(SessionId(global))
+                        .with_stack_aliases(aliases.clone()),
                     payload: &part.payload,
                     to_job: part.to_job.as_ref(),
                 };
