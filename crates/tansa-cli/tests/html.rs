@@ -316,6 +316,40 @@ fn heap_page_shows_the_leak_check_at_exit() {
     assert_eq!(site("keep_global")[10], "0 (0)", "{sites:?}");
     // Sorted by bytes lost: the 200 KiB block first.
     assert!(sites[0][3].starts_with("lost!lose_big ("), "{sites:?}");
+    // Per unit, over the whole recording: bytes (blocks) lost.
+    let functions = table_rows(&dom, "by-function");
+    let lost = |rows: &[Vec<String>], unit: &str| row(rows, unit).last().unwrap().clone();
+    assert_eq!(
+        lost(&functions, "lost!lose_big"),
+        "204,800 (1)",
+        "{functions:?}"
+    );
+    assert_eq!(
+        lost(&functions, "lost!lose_cycle"),
+        "64 (2)",
+        "{functions:?}"
+    );
+    assert_eq!(lost(&functions, "lost!keep_big"), "0 (0)", "{functions:?}");
+    let libraries = table_rows(&dom, "by-library");
+    assert_eq!(lost(&libraries, "lost"), "205,104 (10)", "{libraries:?}");
+    // A range that ends before the end does not show them: the check is made at the end.
+    let buckets: usize = body_attr(&dom, "data-buckets").parse().unwrap();
+    assert!(buckets > 2, "{buckets} buckets");
+    let early = load(&chromium, &page, Some(&format!("range=0-{}", buckets - 2)));
+    let functions = table_rows(&early, "by-function");
+    assert!(
+        functions.len() > 5 && functions.iter().all(|r| r.last().unwrap() == "–"),
+        "{functions:?}"
+    );
+    let late = load(
+        &chromium,
+        &page,
+        Some(&format!("range=0-{}", buckets.saturating_sub(1))),
+    );
+    assert_eq!(
+        lost(&table_rows(&late, "by-function"), "lost!lose_big"),
+        "204,800 (1)"
+    );
     screenshot(&chromium, &page, "heap-leak-check");
 }
 

@@ -172,6 +172,22 @@ T.run(function () {
       { label: "temporary", num: true, get: function (r) { return r.t[6]; }, fmt: T.int, title: "allocations released by their own thread before it allocated again: heap churn a local variable or a reused buffer would avoid" }
     ]);
   }
+  // The leak check at exit, per unit (record --leak-check): made at the end, so shown for a
+  // range that reaches it.
+  var unitLost = D.kinds.some(function (k) { return k.units.some(function (u) { return u.at_exit; }); });
+  function lostShown(r) {
+    return r.u.at_exit && !(r.others && D.charge === "all") && (!range || range[1] >= NB - 1);
+  }
+  var lostColumn = {
+    label: "lost at exit", num: true,
+    title: "bytes the leak check at exit found lost, definitely or indirectly (blocks in parentheses); " +
+      "shown when the range reaches the end, where the check is made",
+    get: function (r) { return lostShown(r) ? r.u.at_exit.definite_bytes + r.u.at_exit.indirect_bytes : -1; },
+    fmt: function (v, r) {
+      if (!lostShown(r)) return r.u.at_exit ? "–" : "";
+      return T.int(v) + " (" + T.int(r.u.at_exit.definite_blocks + r.u.at_exit.indirect_blocks) + ")";
+    }
+  };
   var titles = { library: "By library", "function": "By function", thread: "By thread" };
   var tables = [];
   D.kinds.forEach(function (kind) {
@@ -180,7 +196,7 @@ T.run(function () {
         " units; the others are summed in one row." : null);
     var first = [{ label: kind.kind, get: function (r) { return r.u.name; }, cls: "name" }];
     if (kind.kind === "thread") first.push({ label: "pid", num: true, get: function (r) { return r.u.thread ? r.u.thread.pid : null; } });
-    var tab = T.table(statColumns(first), [], { sort: first.length, desc: true, rowClass: function (r) { return r.others ? "others" : null; } });
+    var tab = T.table(statColumns(first).concat(unitLost ? [lostColumn] : []), [], { sort: first.length, desc: true, rowClass: function (r) { return r.others ? "others" : null; } });
     sec.appendChild(tab.el);
     tables.push(function () {
       var rows = [];
@@ -230,7 +246,8 @@ T.run(function () {
       (LC.images_not_checked ? " (" + T.int(LC.images_not_checked) +
         " more not checked: they ended otherwise, by a signal, _exit or exec)" : "") +
       ": lost when no pointer to them is left in the program's globals, stacks or reachable blocks. " +
-      "Column “lost at exit” of the leak sites says where they were allocated.");
+      "Column “lost at exit” of the leak sites says where they were allocated, and that of the " +
+      "tables by library, function and thread whose they are.");
     var checkRows = [
       ["definitely lost", X.definite_bytes, X.definite_blocks],
       ["indirectly lost", X.indirect_bytes, X.indirect_blocks],

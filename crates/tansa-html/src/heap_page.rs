@@ -13,7 +13,9 @@
 use std::collections::HashMap;
 
 use serde::Serialize;
-use tansa_analysis::memory::leaks::{LeakCheckSummary, LeaksReport, SiteReport, fold_repeats};
+use tansa_analysis::memory::leaks::{
+    AtExit, LeakCheckSummary, LeaksReport, SiteReport, fold_repeats,
+};
 use tansa_analysis::memory::report::{
     ImproperReport, ProcessReport, Stats, ThreadReport, UnitReport, UnrecordedReport,
 };
@@ -76,6 +78,9 @@ struct UnitData {
     thread: Option<ThreadReport>,
     total: Totals,
     series: Vec<Point>,
+    /// Its blocks still allocated at exit, as the leak check found them (`record
+    /// --leak-check`; `null` otherwise).
+    at_exit: Option<AtExit>,
 }
 
 #[derive(Debug, Serialize)]
@@ -241,6 +246,8 @@ struct Series {
     whole: Stats,
     /// Bucket, figures in it, running net at its end.
     buckets: Vec<(u64, Stats, i64)>,
+    /// Its blocks at exit (on its last row of the split report).
+    at_exit: Option<AtExit>,
 }
 
 /// Groups the rows of a split report per unit and bucket (`group` intervals per bucket).
@@ -258,6 +265,9 @@ fn series_of(units: &[UnitReport], interval_ns: u64, group: u64) -> Vec<Series> 
         });
         let s = &mut out[i];
         s.whole = s.whole.then(&u.stats);
+        if let Some(x) = &u.at_exit {
+            s.at_exit.get_or_insert_with(AtExit::default).sum(x);
+        }
         let bucket = u.start_ns.unwrap_or(0) / interval_ns.max(1) / group.max(1);
         let cumulative = u.cumulative_net_bytes.unwrap_or(s.whole.net_bytes);
         match s.buckets.last_mut() {
@@ -299,6 +309,7 @@ fn kind_data(kind: &'static str, series: Vec<Series>, top: usize) -> KindData {
                     .iter()
                     .map(|(b, st, cum)| point(*b, st, *cum))
                     .collect(),
+                at_exit: s.at_exit,
             });
         } else {
             rest.push(s);
@@ -351,11 +362,16 @@ fn others(rest: &[Series]) -> UnitData {
             total[k] = total[k].saturating_add(t[k]);
         }
     }
+    let mut at_exit: Option<AtExit> = None;
+    for x in rest.iter().filter_map(|s| s.at_exit.as_ref()) {
+        at_exit.get_or_insert_with(AtExit::default).sum(x);
+    }
     UnitData {
         name: format!("(others: {} units)", rest.len()),
         thread: None,
         total,
         series: sums,
+        at_exit,
     }
 }
 

@@ -292,7 +292,8 @@ pub struct UnitReport {
     pub processes: Option<u64>,
     /// The unit's blocks still allocated at the end of the process images the leak check
     /// at exit classified, as it found them (recordings made with `tansa record
-    /// --leak-check`; absent otherwise, and on rows of one interval).
+    /// --leak-check`; absent otherwise). Split by interval, only the unit's last row has
+    /// it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub at_exit: Option<AtExit>,
 }

@@ -44,11 +44,23 @@ impl Aggregator {
                 .unwrap_or_default()
         };
         let (at_exit, unit_at_exit) = self.at_exit();
+        // Split by interval, a unit's blocks at exit go on its last row (the check is made
+        // at the end): the HTML page shows them for a range that reaches the end.
+        let mut last_rows: FxHashMap<u32, (u64, usize)> = FxHashMap::default();
+        if per_interval && self.leak_check.is_some() {
+            for (i, row) in self.rows.iter().enumerate() {
+                let last = last_rows.entry(row.base).or_insert((row.interval, i));
+                if row.interval >= last.0 {
+                    *last = (row.interval, i);
+                }
+            }
+        }
         let programs = crate::program::ProgramNames::new(self.program_images.keys().map(|p| &**p));
         let mut units: Vec<(UnitReport, u64)> = self
             .rows
             .iter()
-            .map(|row| {
+            .enumerate()
+            .map(|(i, row)| {
                 let base = &self.bases[row.base as usize];
                 let mut u = UnitReport {
                     unit: String::new(),
@@ -98,7 +110,8 @@ impl Aggregator {
                         u.end_ns = Some(base.end_ns.saturating_sub(t0));
                     }
                 }
-                if self.leak_check.is_some() && !per_interval {
+                let last_row = !per_interval || last_rows.get(&row.base).is_some_and(|l| l.1 == i);
+                if self.leak_check.is_some() && last_row {
                     u.at_exit = Some(unit_at_exit.get(&row.base).copied().unwrap_or_default());
                 }
                 if per_interval {

@@ -1066,6 +1066,41 @@ fn leak_check_findings_count_per_image_and_unit_until_freed() {
             ("libb.so", Some(x((1, 40), none, none, none))),
         ]
     );
+    // Split by interval (the HTML page's tables), on each unit's last row only: the check
+    // is made at the end.
+    let mut agg = Aggregator::new(
+        Config {
+            interval_ns: 4,
+            split_intervals: true,
+            ..config(Charge::First, FreeTo::Owner)
+        },
+        Calibration::monotonic(),
+    );
+    agg.set_leak_check(None);
+    for s in &sessions {
+        agg.add_session(s);
+    }
+    for e in &events {
+        agg.event(&reg, e);
+    }
+    let split = agg.finish(&reg);
+    let mut rows: Vec<(&str, Option<u64>, Option<AtExit>)> = split
+        .units
+        .iter()
+        .map(|u| (&*u.unit, u.start_ns, u.at_exit))
+        .collect();
+    rows.sort_by_key(|u| (u.0, u.1));
+    assert_eq!(
+        rows,
+        [
+            ("app", Some(0), None),
+            ("app", Some(4), None),
+            ("app", Some(8), Some(x(none, (1, 24), (1, 16), (1, 100)))),
+            ("libb.so", Some(0), None),
+            ("libb.so", Some(4), None),
+            ("libb.so", Some(8), Some(x((1, 40), none, none, none))),
+        ]
+    );
     // The check's records are not the program's events, and without `set_leak_check`
     // nothing is said of them.
     assert_eq!(r.events, 7);
