@@ -326,11 +326,19 @@ pub fn report_without_stacks<R: Read + Seek>(rec: &MemoryRecording<R>) -> LeaksR
             .collect();
         s.history = h;
     }
-    let traced: BTreeMap<(u32, u32), &TracedSite> = rec
-        .leak_cause
-        .iter()
-        .flat_map(|lc| lc.sites.iter().map(|s| ((s.session, s.stack), s)))
-        .collect();
+    // By the stack's first id, as the events have it: the agent traced the site under the
+    // id its own table gave the stack, which can be another (see `StackAliases`). Of two
+    // traced sites that are one, the one traced more.
+    let mut traced: BTreeMap<(u32, u32), &TracedSite> = BTreeMap::new();
+    for t in rec.leak_cause.iter().flat_map(|lc| lc.sites.iter()) {
+        let first = rec
+            .registry
+            .canonical_stack(SessionId(t.session), StackId(t.stack));
+        let slot = traced.entry((t.session, first.0)).or_insert(t);
+        if (t.traces, t.paths.len()) > (slot.traces, slot.paths.len()) {
+            *slot = t;
+        }
+    }
     let image_of = |session: u32| rec.sessions.iter().find(|s| s.session == session);
     let pid_of = |session: u32| image_of(session).map_or(0, |s| s.pid);
     let exe_of = |session: u32| image_of(session).map_or_else(String::new, |s| s.exe.clone());

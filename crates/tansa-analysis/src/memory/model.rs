@@ -310,6 +310,11 @@ impl Registry {
         (!self.aliases.is_empty()).then(|| Arc::clone(&self.aliases))
     }
 
+    /// The first id `session` gave the frames it defined as `id` (see [`StackAliases`]).
+    pub fn canonical_stack(&self, session: SessionId, id: StackId) -> StackId {
+        self.aliases.canonical(session, id)
+    }
+
     /// Gives `e` the first id its session gave its stack's frames (see [`StackAliases`]).
     #[inline]
     pub fn canonicalize(&self, e: &mut Event) {
