@@ -1023,18 +1023,18 @@ fn leak_check_findings_count_per_image_and_unit_until_freed() {
         // Allocated again after the check: not found lost.
         alloc(10, 1, AllocOp::Malloc, 0x40, 16, st.app),
     ];
-    let mut agg = Aggregator::new(
-        config(Charge::First, FreeTo::Owner),
-        Calibration::monotonic(),
-    );
-    agg.set_leak_check(None);
-    for s in &sessions {
-        agg.add_session(s);
-    }
-    for e in &events {
-        agg.event(&reg, e);
-    }
-    let r = agg.finish(&reg);
+    let checked = |config: Config| {
+        let mut agg = Aggregator::new(config, Calibration::monotonic());
+        agg.set_leak_check(None);
+        for s in &sessions {
+            agg.add_session(s);
+        }
+        for e in &events {
+            agg.event(&reg, e);
+        }
+        agg.finish(&reg)
+    };
+    let r = checked(config(Charge::First, FreeTo::Owner));
     let x = |d: (u64, u64), i: (u64, u64), reach: (u64, u64), rel: (u64, u64)| AtExit {
         definite_blocks: d.0,
         definite_bytes: d.1,
@@ -1068,22 +1068,11 @@ fn leak_check_findings_count_per_image_and_unit_until_freed() {
     );
     // Split by interval (the HTML page's tables), on each unit's last row only: the check
     // is made at the end.
-    let mut agg = Aggregator::new(
-        Config {
-            interval_ns: 4,
-            split_intervals: true,
-            ..config(Charge::First, FreeTo::Owner)
-        },
-        Calibration::monotonic(),
-    );
-    agg.set_leak_check(None);
-    for s in &sessions {
-        agg.add_session(s);
-    }
-    for e in &events {
-        agg.event(&reg, e);
-    }
-    let split = agg.finish(&reg);
+    let split = checked(Config {
+        interval_ns: 4,
+        split_intervals: true,
+        ..config(Charge::First, FreeTo::Owner)
+    });
     let mut rows: Vec<(&str, Option<u64>, Option<AtExit>)> = split
         .units
         .iter()
