@@ -187,6 +187,96 @@ fn the_worked_example_at_o0() {
     }
 }
 
+/// The agent's table of stacks takes no lock: two threads meeting a new stack at the same
+/// moment each define it. The events of such a site come under both ids, and the agent may
+/// trace it under either. Here the worked example's leaking site is given a second
+/// definition, half its allocations and its tracing move to that id (a recording rewritten
+/// as such a race leaves it): `tansa leaks` still shows one site, with every allocation
+/// and its cause.
+#[test]
+fn a_traced_site_defined_twice_is_one_site_with_its_cause() {
+    use tansa_format::memory::{LEAK_CAUSE, LeakCause, META_CHUNK, THREAD_CHUNK};
+    use tansa_fuzz::craft::Recording;
+    use tansa_wire::event::{ByteSink, Decoder, Record, StackFrame, Tag, encode_stack_def};
+    struct Bytes(Vec<u8>);
+    impl ByteSink for Bytes {
+        fn put(&mut self, bytes: &[u8]) {
+            self.0.extend_from_slice(bytes);
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let exe = leakcause("O0");
+    let before = record_and_report(dir.path(), &exe, &["400000"]);
+    check_diagnosis(&before, "leakcause-O0");
+    let leaking = site(&before, "!funcA");
+    let (session, stack) = (
+        leaking["session"].as_u64().unwrap() as u32,
+        leaking["stack_id"].as_u64().unwrap() as u32,
+    );
+    let file = dir.path().join("leaks.tansa");
+    let mut rec = Recording::decode(&std::fs::read(&file).unwrap()).unwrap();
+    rec.unchunk();
+    // The second definition, after every other one of the session.
+    let meta = rec
+        .frames
+        .iter_mut()
+        .find(|f| f.ty == META_CHUNK && f.payload[..4] == session.to_le_bytes())
+        .expect("the session's definitions");
+    let mut frames: Option<Vec<StackFrame>> = None;
+    let mut last = 0;
+    for r in Decoder::new(&meta.payload[4..]) {
+        if let Ok(Record::StackDef { id, frames: f }) = r {
+            last = last.max(id);
+            if id == stack {
+                frames = Some(f.collect());
+            }
+        }
+    }
+    let again = last + 1;
+    let mut def = Bytes(Vec::new());
+    encode_stack_def(
+        &mut def,
+        again,
+        frames.expect("the site's stack").into_iter(),
+    );
+    meta.payload.extend_from_slice(&def.0);
+    // Every other allocation at the site, and its tracing, under the new id.
+    let mut n = 0u64;
+    let moved = rec.rewrite_field(THREAD_CHUNK, &[Tag::Malloc, Tag::Calloc], 3, |id| {
+        n += u64::from(id == u64::from(stack));
+        (id == u64::from(stack) && n.is_multiple_of(2)).then_some(u64::from(again))
+    });
+    assert!(moved > 10, "{moved} allocations moved");
+    let cause = rec
+        .frames
+        .iter_mut()
+        .find(|f| f.ty == LEAK_CAUSE)
+        .expect("the leak cause frame");
+    let mut traced: LeakCause = postcard::from_bytes(&cause.payload).unwrap();
+    let t = traced
+        .sites
+        .iter_mut()
+        .find(|t| (t.session, t.stack) == (session, stack))
+        .expect("the site was traced");
+    t.stack = again;
+    cause.payload = postcard::to_stdvec(&traced).unwrap();
+    let crafted = dir.path().join("twice.tansa");
+    std::fs::write(&crafted, rec.encode(true)).unwrap();
+    let after = leaks_json(&crafted);
+    check_diagnosis(&after, "leakcause-O0");
+    let sites: Vec<&Value> = after["sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["site"]["function"] == "leakcause-O0!funcA")
+        .collect();
+    assert_eq!(sites.len(), 1, "{sites:#?}");
+    for field in ["allocations", "frees", "leaked_blocks", "leaked_bytes"] {
+        assert_eq!(sites[0][field], leaking[field], "{field}");
+    }
+    assert_eq!(sites[0]["cause_branches"], leaking["cause_branches"]);
+}
+
 #[test]
 fn the_worked_example_at_o2_without_frame_pointers() {
     let dir = tempfile::tempdir().unwrap();
