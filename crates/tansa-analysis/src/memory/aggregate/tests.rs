@@ -436,18 +436,35 @@ impl ByteSink for Bytes {
     }
 }
 
+/// A thread stream (thread 7, `main`) encoded as the agent encodes it.
+struct ThreadStream {
+    bytes: Bytes,
+    state: StreamState,
+}
+
+impl ThreadStream {
+    fn new() -> Self {
+        let mut t = ThreadStream {
+            bytes: Bytes(Vec::new()),
+            state: StreamState::default(),
+        };
+        encode_thread_start(&mut t.bytes, &mut t.state, 100, 7, 0, b"main");
+        t
+    }
+
+    /// Appends the record `encode` writes.
+    fn put(&mut self, encode: &dyn Fn(&mut StreamState, &mut EventBuf)) {
+        let mut buf = EventBuf::new();
+        encode(&mut self.state, &mut buf);
+        self.bytes.put(buf.as_bytes());
+    }
+}
+
 /// A realloc in place, one that moves, `realloc(NULL, n)` and `realloc(p, 0)`, encoded
 /// as the agent encodes them and split by the stream decoder as `tansa report` splits
 /// them.
 fn realloc_events(st: &Stacks) -> Vec<Event> {
-    let mut stream = Bytes(Vec::new());
-    let mut state = StreamState::default();
-    encode_thread_start(&mut stream, &mut state, 100, 7, 0, b"main");
-    let mut put = |encode: &dyn Fn(&mut StreamState, &mut EventBuf)| {
-        let mut buf = EventBuf::new();
-        encode(&mut state, &mut buf);
-        stream.put(buf.as_bytes());
-    };
+    let mut stream = ThreadStream::new();
     let realloc = |ts: u64, old_ptr: u64, new_ptr: u64, size: u64, stack: u32| ReallocEvent {
         array: false,
         ts_begin: ts,
@@ -458,7 +475,7 @@ fn realloc_events(st: &Stacks) -> Vec<Event> {
         stack,
     };
     let free = |ts: u64, ptr: u64, stack: u32| FreeEvent { ts, ptr, stack };
-    put(&|s, b| {
+    stream.put(&|s, b| {
         s.encode_alloc(
             &AllocEvent {
                 op: AllocOp::Malloc,
@@ -472,17 +489,17 @@ fn realloc_events(st: &Stacks) -> Vec<Event> {
         )
     });
     // In place: 100 bytes become 250.
-    put(&|s, b| s.encode_realloc(&realloc(20, 0x1000, 0x1000, 250, st.lib), b));
+    stream.put(&|s, b| s.encode_realloc(&realloc(20, 0x1000, 0x1000, 250, st.lib), b));
     // Moves: the 250 bytes at 0x1000 are released, 400 bytes at 0x2000 allocated.
-    put(&|s, b| s.encode_realloc(&realloc(30, 0x1000, 0x2000, 400, st.app), b));
-    put(&|s, b| s.encode_free(&free(40, 0x2000, st.b), b));
+    stream.put(&|s, b| s.encode_realloc(&realloc(30, 0x1000, 0x2000, 400, st.app), b));
+    stream.put(&|s, b| s.encode_free(&free(40, 0x2000, st.b), b));
     // The old block is gone: releasing it again is improper.
-    put(&|s, b| s.encode_free(&free(50, 0x1000, st.b), b));
-    put(&|s, b| s.encode_realloc(&realloc(60, 0, 0x3000, 8, st.app), b));
-    put(&|s, b| s.encode_realloc(&realloc(70, 0x3000, 0, 0, st.b), b));
+    stream.put(&|s, b| s.encode_free(&free(50, 0x1000, st.b), b));
+    stream.put(&|s, b| s.encode_realloc(&realloc(60, 0, 0x3000, 8, st.app), b));
+    stream.put(&|s, b| s.encode_realloc(&realloc(70, 0x3000, 0, 0, st.b), b));
     let mut events = Vec::new();
     let mut decoder = StreamDecoder::new(SessionId(0));
-    decoder.push(&stream.0, &mut |e| events.push(e));
+    decoder.push(&stream.bytes.0, &mut |e| events.push(e));
     assert_eq!(decoder.finish(), None);
     events
 }
@@ -1124,14 +1141,7 @@ fn a_stack_defined_twice_by_a_session_is_one_stack() {
         assert_eq!(aliases.canonical(s, StackId(other)), StackId(other));
         assert_eq!(aliases.canonical(s, StackId(first)), StackId(first));
     }
-    let mut stream = Bytes(Vec::new());
-    let mut state = StreamState::default();
-    encode_thread_start(&mut stream, &mut state, 100, 7, 0, b"main");
-    let mut put = |encode: &dyn Fn(&mut StreamState, &mut EventBuf)| {
-        let mut buf = EventBuf::new();
-        encode(&mut state, &mut buf);
-        stream.put(buf.as_bytes());
-    };
+    let mut stream = ThreadStream::new();
     let alloc = |ts: u64, ptr: u64, stack: u32| AllocEvent {
         op: AllocOp::Malloc,
         ts,
@@ -1140,9 +1150,9 @@ fn a_stack_defined_twice_by_a_session_is_one_stack() {
         align: 0,
         stack,
     };
-    put(&|s, b| s.encode_alloc(&alloc(10, 0x1000, first), b));
-    put(&|s, b| s.encode_alloc(&alloc(20, 0x2000, again), b));
-    put(&|s, b| {
+    stream.put(&|s, b| s.encode_alloc(&alloc(10, 0x1000, first), b));
+    stream.put(&|s, b| s.encode_alloc(&alloc(20, 0x2000, again), b));
+    stream.put(&|s, b| {
         s.encode_free(
             &FreeEvent {
                 ts: 30,
@@ -1152,7 +1162,7 @@ fn a_stack_defined_twice_by_a_session_is_one_stack() {
             b,
         )
     });
-    put(&|s, b| {
+    stream.put(&|s, b| {
         s.encode_free(
             &FreeEvent {
                 ts: 40,
@@ -1165,7 +1175,7 @@ fn a_stack_defined_twice_by_a_session_is_one_stack() {
     let decode = |aliases| {
         let mut events = Vec::new();
         let mut d = StreamDecoder::new(SessionId(0)).with_stack_aliases(aliases);
-        d.push(&stream.0, &mut |e| events.push(e));
+        d.push(&stream.bytes.0, &mut |e| events.push(e));
         assert_eq!(d.finish(), None);
         events
             .into_iter()
