@@ -408,7 +408,8 @@ fn blocks_released_by_one_thread_and_reused_by_another_keep_their_order() {
 /// may each define it under an id of its own; the reader gives all of them the first id.
 /// 16 threads released together by a barrier meet 60 new stacks: each is one leak site
 /// with its 16 blocks (in 8 runs of 8 here, every run had such duplicate definitions; the
-/// 10,000-thread leak check test split one site this way once in some 40 runs).
+/// 10,000-thread leak check test split one site this way once in some 40 runs), and, under
+/// `record --online`, one row of 16 refused calls.
 #[test]
 fn threads_meeting_the_same_new_stack_at_once_make_one_site() {
     let exe = program("stack_race", "stack_race.c", &["-g", "-O1", "-pthread"]);
@@ -458,6 +459,38 @@ fn threads_meeting_the_same_new_stack_at_once_make_one_site() {
         "a stack split in sites: {deep:?}"
     );
     assert!(deep.iter().all(|d| d.1 == threads), "{deep:?}");
+    // Online mode, which aggregates events as their definitions come: each thread frees a
+    // pointer never allocated at each new stack, and every stack is one row of refused
+    // calls, of one call per thread.
+    let online = dir.path().join("online.json");
+    let out = run_tansa(&[
+        "record",
+        "--online",
+        "--format",
+        "json",
+        "-o",
+        online.to_str().unwrap(),
+        "--",
+        exe.to_str().unwrap(),
+        &threads.to_string(),
+        &rounds.to_string(),
+        "refused",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: Value = serde_json::from_slice(&std::fs::read(&online).unwrap()).unwrap();
+    let refused: Vec<u64> = report["improper"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["refused"] == true && i["stack"][0]["function"] == "deep")
+        .map(|i| i["count"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        refused.len() as u64,
+        rounds,
+        "a stack split in rows: {refused:?}"
+    );
+    assert!(refused.iter().all(|&n| n == threads), "{refused:?}");
 }
 
 /// Invariant 6 at the scale of a thread-per-request server: the rings of exited threads
