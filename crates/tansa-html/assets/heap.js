@@ -246,8 +246,8 @@ T.run(function () {
       (LC.images_not_checked ? " (" + T.int(LC.images_not_checked) +
         " more not checked: they ended otherwise, by a signal, _exit or exec)" : "") +
       ": lost when no pointer to them is left in the program's globals, stacks or reachable blocks. " +
-      "Column “lost at exit” of the leak sites says where they were allocated, and that of the " +
-      "tables by library, function and thread whose they are.");
+      "Column “lost at exit” of the leak sites says where they were allocated; that of the " +
+      "tables by library, function and thread, which units they are charged to.");
     var checkRows = [
       ["definitely lost", X.definite_bytes, X.definite_blocks],
       ["indirectly lost", X.indirect_bytes, X.indirect_blocks],
