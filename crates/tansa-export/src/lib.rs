@@ -14,6 +14,7 @@ pub mod flamegraph;
 pub mod pprof;
 pub mod speedscope;
 
+use tansa_analysis::profile::heap::LOST_VALUE_TYPES;
 use tansa_analysis::profile::{Profile, ProfileKind};
 
 /// What can go wrong.
@@ -84,7 +85,8 @@ pub fn weight_index(profile: &Profile, name: Option<&str>) -> Result<usize, Expo
         None => table[0].1,
         Some(n) => table.iter().find(|w| w.0 == n).map(|w| w.1).unwrap_or(n),
     };
-    if profile.value_index(value).is_none() && name.is_some_and(|n| n.starts_with("lost")) {
+    let of_leak_check = LOST_VALUE_TYPES.iter().any(|t| t.name == value);
+    if of_leak_check && profile.value_index(value).is_none() {
         return Err(ExportError::NoLeakCheck {
             name: name.unwrap_or(value).to_string(),
         });
