@@ -383,11 +383,10 @@ impl Aggregator {
         if images.is_empty() {
             return (Some(images), units);
         }
-        for (&(session, ptr), block) in &self.live {
+        for (session, block, class) in self.checked_blocks() {
             let Some(x) = images.get_mut(&session) else {
                 continue;
             };
-            let class = findings.class(session, ptr);
             x.add(class, block.size);
             let (start, len) = self.set_spans[block.set.0 as usize];
             for &base in &self.set_members[start as usize..(start + len) as usize] {

@@ -501,22 +501,16 @@ impl Aggregator {
         for f in &mut stacks {
             f.pid = self.sessions.get(f.session.0).map_or(0, |s| s.meta.pid);
         }
-        if let Some(findings) = self.leak_check.as_deref() {
+        if self.leak_check.is_some() {
             // The blocks the leak check found lost, by allocation stack.
             let index: FxHashMap<(SessionId, StackId), usize> = stacks
                 .iter()
                 .enumerate()
                 .map(|(i, f)| ((f.session, f.stack), i))
                 .collect();
-            for (&(session, ptr), block) in &self.live {
-                let lost = matches!(
-                    findings.class(session, ptr),
-                    Some(LeakClass::Definite | LeakClass::Indirect)
-                );
-                if lost
-                    && findings.classified(session)
-                    && let Some(&i) = index.get(&(session, block.stack))
-                {
+            for (session, block, class) in self.checked_blocks() {
+                let lost = matches!(class, Some(LeakClass::Definite | LeakClass::Indirect));
+                if lost && let Some(&i) = index.get(&(session, block.stack)) {
                     stacks[i].lost_objects += 1;
                     stacks[i].lost_bytes = stacks[i].lost_bytes.saturating_add(block.size);
                 }
@@ -973,6 +967,19 @@ impl Aggregator {
                 refused,
             });
         entry.count += 1;
+    }
+
+    /// Each block still live in a process image the leak check at exit classified, with
+    /// its image and how the check classified it (`None`: reachable). Nothing without the
+    /// check.
+    fn checked_blocks(&self) -> impl Iterator<Item = (SessionId, &Block, Option<LeakClass>)> {
+        let findings = self.leak_check.as_deref();
+        self.live
+            .iter()
+            .filter_map(move |(&(session, ptr), block)| {
+                let f = findings.filter(|f| f.classified(session))?;
+                Some((session, block, f.class(session, ptr)))
+            })
     }
 
     /// Releases a block (a `free`, or the release half of a `realloc`), charging it and
