@@ -425,26 +425,6 @@ fn a_leak_check_called_from_a_signal_handler_inside_a_hook_is_recorded_or_counte
 fn lost_memory_is_a_weight_of_flame_graphs_and_exports() {
     let tmp = tempfile::tempdir().unwrap();
     let (file, _) = record_lost_c(tmp.path());
-    let leaves = |weight: &str| -> std::collections::BTreeMap<String, u64> {
-        let out = run_tansa(&[
-            "export",
-            file.to_str().unwrap(),
-            "--format",
-            "collapsed",
-            "--weight",
-            weight,
-            "-o",
-            "-",
-        ]);
-        assert!(out.status.success(), "export failed: {}", stderr(&out));
-        let mut by_leaf = std::collections::BTreeMap::new();
-        for line in String::from_utf8(out.stdout).unwrap().lines() {
-            let (stack, n) = line.rsplit_once(' ').unwrap();
-            let leaf = stack.rsplit(';').next().unwrap().to_string();
-            *by_leaf.entry(leaf).or_insert(0) += n.parse::<u64>().unwrap();
-        }
-        by_leaf
-    };
     let expected = |blocks: bool| -> std::collections::BTreeMap<String, u64> {
         LOST_C
             .iter()
@@ -455,8 +435,8 @@ fn lost_memory_is_a_weight_of_flame_graphs_and_exports() {
             .filter(|(_, v)| *v > 0)
             .collect()
     };
-    assert_eq!(leaves("lost"), expected(false));
-    assert_eq!(leaves("lost-count"), expected(true));
+    assert_eq!(collapsed_by_leaf(&file, "lost"), expected(false));
+    assert_eq!(collapsed_by_leaf(&file, "lost-count"), expected(true));
     let svg = tmp.path().join("lost.svg");
     let out = run_tansa(&[
         "flamegraph",
@@ -471,6 +451,21 @@ fn lost_memory_is_a_weight_of_flame_graphs_and_exports() {
     assert!(
         drawn.contains("lost!lose_big") && !drawn.contains("lost!keep_big"),
         "the graph draws the lost blocks' stacks only"
+    );
+    // A weight that is none of them is unknown, not one of a check the recording lacks.
+    let out = run_tansa(&[
+        "flamegraph",
+        file.to_str().unwrap(),
+        "--weight",
+        "lostfoo",
+        "-o",
+        "-",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("there is no weight `lostfoo`"),
+        "{}",
+        stderr(&out)
     );
 
     let plain = tmp.path().join("plain.tansa");

@@ -1025,38 +1025,18 @@ fn temporary_allocations_per_function() {
 
     // Exports carry them per allocation stack: collapsed stacks weighted by them sum to
     // the report's total, each function's stacks to its figure.
-    let out = run_tansa(&[
-        "export",
-        file.to_str().unwrap(),
-        "--format",
-        "collapsed",
-        "--weight",
-        "temporary",
-        "-o",
-        "-",
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let text = String::from_utf8(out.stdout).unwrap();
-    let mut total = 0;
-    let mut per_function: std::collections::HashMap<&str, u64> = Default::default();
-    for line in text.lines() {
-        let (stack, n) = line.rsplit_once(' ').expect("stack and weight");
-        let n: u64 = n.parse().unwrap();
-        total += n;
-        let leaf = stack.rsplit(';').next().unwrap();
-        *per_function.entry(leaf).or_default() += n;
-    }
+    let per_function = collapsed_by_leaf(&file, "temporary");
     let report = report_json(&file, &["--by", "function"]);
     assert_eq!(
-        total,
+        per_function.values().sum::<u64>(),
         report["totals"]["temporary_allocations"].as_u64().unwrap(),
-        "{text}"
+        "{per_function:?}"
     );
     for (function, _, temporary) in expected {
         assert_eq!(
             per_function.get(function).copied().unwrap_or(0),
             temporary,
-            "{function}: {text}"
+            "{function}: {per_function:?}"
         );
     }
 

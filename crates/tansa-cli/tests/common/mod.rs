@@ -11,6 +11,29 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+/// `tansa export FILE --format collapsed --weight WEIGHT` summed per leaf frame (the
+/// function that allocated): leaf, weight.
+pub fn collapsed_by_leaf(file: &Path, weight: &str) -> std::collections::BTreeMap<String, u64> {
+    let out = run_tansa(&[
+        "export",
+        file.to_str().unwrap(),
+        "--format",
+        "collapsed",
+        "--weight",
+        weight,
+        "-o",
+        "-",
+    ]);
+    assert!(out.status.success(), "export failed: {}", stderr(&out));
+    let mut by_leaf = std::collections::BTreeMap::new();
+    for line in String::from_utf8(out.stdout).unwrap().lines() {
+        let (stack, n) = line.rsplit_once(' ').expect("stack and weight");
+        let leaf = stack.rsplit(';').next().unwrap().to_string();
+        *by_leaf.entry(leaf).or_insert(0) += n.parse::<u64>().unwrap();
+    }
+    by_leaf
+}
+
 /// The `tansa` binary under test.
 pub fn tansa() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_tansa"))
