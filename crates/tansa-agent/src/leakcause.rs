@@ -60,11 +60,9 @@ fn after_allocation_traced(stack: u32, ptr: u64, regs: CallerRegs) {
     if stack == 0 {
         return;
     }
-    let Some(site) = h
-        .trace_sites
-        .iter()
-        .position(|s| s.stack.load(Ordering::Acquire) == stack)
-    else {
+    // Under its first id or another: threads that met the site's stack at the same moment
+    // each defined it, and each keeps its own id.
+    let Some(site) = (0..h.trace_sites.len()).find(|&i| h.trace_site_holds(i, stack)) else {
         return;
     };
     let slot = &h.trace;
@@ -86,7 +84,7 @@ fn after_allocation_traced(stack: u32, ptr: u64, regs: CallerRegs) {
         .remaining
         .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
         .is_ok();
-    if !took || entry.stack.load(Ordering::Acquire) != stack {
+    if !took || !h.trace_site_holds(site, stack) {
         slot.state.store(TRACE_IDLE, Ordering::Release);
         return;
     }
@@ -112,8 +110,8 @@ fn after_allocation_traced(stack: u32, ptr: u64, regs: CallerRegs) {
                 // The collector stops tracing a site (it saw enough) without looking at a
                 // request that came meanwhile, and its tracer takes no request once no
                 // site is traced: such a request is withdrawn at once, not after the wait.
-                let wanted = h.tracing.load(Ordering::Acquire) != 0
-                    && entry.stack.load(Ordering::Acquire) == stack;
+                let wanted =
+                    h.tracing.load(Ordering::Acquire) != 0 && h.trace_site_holds(site, stack);
                 if (!wanted || waited >= TAKE_WAIT_NS)
                     && slot
                         .state

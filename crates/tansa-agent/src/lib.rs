@@ -124,6 +124,7 @@ static INIT_THREAD: AtomicUsize = AtomicUsize::new(0);
 static KEY: AtomicU32 = AtomicU32::new(u32::MAX);
 static MAX_FRAMES: AtomicUsize = AtomicUsize::new(unwind::MAX_FRAMES);
 static TEST_QUEUE_NESTED: AtomicBool = AtomicBool::new(false);
+static TEST_THREAD_STACKS: AtomicBool = AtomicBool::new(false);
 
 /// Test setting (`TANSA_TEST_QUEUE_NESTED=1`): signal-handler events always go through the
 /// per-thread queue, as when they interrupt the agent itself, so that tests can overflow it
@@ -131,6 +132,14 @@ static TEST_QUEUE_NESTED: AtomicBool = AtomicBool::new(false);
 #[inline]
 pub fn test_queue_nested() -> bool {
     TEST_QUEUE_NESTED.load(Ordering::Relaxed)
+}
+
+/// Test setting (`TANSA_TEST_THREAD_STACKS=1`): each thread defines the allocation stacks
+/// it meets under ids of its own, as two threads do that meet a new stack at the same
+/// moment, so that tests can make that race happen at will.
+#[inline]
+pub fn test_thread_stacks() -> bool {
+    TEST_THREAD_STACKS.load(Ordering::Relaxed)
 }
 
 /// Whether hooks record.
@@ -259,6 +268,10 @@ fn initialize() -> bool {
         .map_or(0, |n| n.clamp(1, u64::from(u32::MAX)) as u32);
     TEST_QUEUE_NESTED.store(
         env_flag(c"TANSA_TEST_QUEUE_NESTED", false),
+        Ordering::Relaxed,
+    );
+    TEST_THREAD_STACKS.store(
+        env_flag(c"TANSA_TEST_THREAD_STACKS", false),
         Ordering::Relaxed,
     );
     if let Some(n) = sys::getenv(c"TANSA_TEST_FILE_SEGMENTS").and_then(sys::parse_u64) {

@@ -277,6 +277,74 @@ fn a_traced_site_defined_twice_is_one_site_with_its_cause() {
     assert_eq!(sites[0]["cause_branches"], leaking["cause_branches"]);
 }
 
+/// The same race, live: with `TANSA_TEST_THREAD_STACKS=1` each of the four worker threads
+/// defines every stack it meets under an id of its own, as threads meeting a new stack at
+/// the same moment do. The sink judges and traces the leaking site once, under its first
+/// id, and the agent hands over allocations made under any of the four (`trace_aliases`).
+/// Before, each id was a site of its own, judged and traced apart: the recording held
+/// four traced `funcA` sites, three under ids `tansa leaks` shows as none of its sites.
+#[test]
+fn a_site_each_thread_defined_is_traced_as_one_site() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = leakcause("O2");
+    let file = dir.path().join("leaks.tansa");
+    let out = record_env(
+        &file,
+        LEAK_CAUSE,
+        &[exe.to_str().unwrap(), "500000", "4"],
+        &[("TANSA_TEST_THREAD_STACKS", "1")],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r = leaks_json(&file);
+    check_diagnosis(&r, "leakcause-O2");
+    let s = site(&r, "!funcA");
+    assert_eq!(
+        s["allocations"],
+        4 * 500_000,
+        "every allocation is the site's"
+    );
+    // The sites the recording traced, as `tansa dump` lists them.
+    let dump = run_tansa(&["dump", file.to_str().unwrap()]);
+    assert!(dump.status.success(), "{}", stderr(&dump));
+    let text = String::from_utf8(dump.stdout).unwrap();
+    let traced: Vec<(u64, u64)> = text
+        .lines()
+        .filter_map(|l| {
+            let rest = l.trim_start().strip_prefix("session ")?;
+            let (session, rest) = rest.split_once(" stack ")?;
+            let (stack, rest) = rest.split_once(": ")?;
+            rest.contains("trace(s)")
+                .then(|| (session.parse().unwrap(), stack.parse().unwrap()))
+        })
+        .collect();
+    let sites: Vec<(u64, u64)> = r["sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["session"].as_u64().unwrap(),
+                s["stack_id"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let funca = (
+        s["session"].as_u64().unwrap(),
+        s["stack_id"].as_u64().unwrap(),
+    );
+    assert_eq!(
+        traced.iter().filter(|&&t| t == funca).count(),
+        1,
+        "funcA traced once: {traced:?}\n{text}"
+    );
+    for t in &traced {
+        assert!(
+            sites.contains(t),
+            "traced under an id of no site: {t:?} {sites:?}"
+        );
+    }
+}
+
 #[test]
 fn the_worked_example_at_o2_without_frame_pointers() {
     let dir = tempfile::tempdir().unwrap();

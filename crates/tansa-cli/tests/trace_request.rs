@@ -14,8 +14,15 @@ use common::*;
 /// the agent's request is in the slot, it stops tracing the site, as the leak-cause sink
 /// does when it has seen enough of a site (nothing takes the request then); and it notes
 /// the site's `remaining` when the slot is idle again.
+///
+/// With `under_another_id`, it lists the site as the leak-cause sink lists a stack that two
+/// threads defined each under an id of its own: the entry's `stack` is another id, and the
+/// one the agent uses is among the entry's `trace_aliases`.
 #[derive(Default)]
 struct StopsOnRequest {
+    under_another_id: bool,
+    /// The stack the agent's request was made for.
+    requested: Option<u32>,
     header: Option<tansa_collect::SharedHeader>,
     decoders: std::collections::HashMap<u32, tansa_analysis::memory::merge::StreamDecoder>,
     asked: bool,
@@ -31,6 +38,7 @@ impl StopsOnRequest {
         let h = header.get();
         let state = h.trace.state.load(Acquire);
         if self.asked && !self.stopped && state == TRACE_REQUESTED {
+            self.requested = Some(h.trace_stack.load(Acquire));
             let site = &h.trace_sites[0];
             site.remaining.store(0, Release);
             site.stack.store(0, Release);
@@ -77,7 +85,12 @@ impl tansa_collect::Sink for StopsOnRequest {
             let entry = &h.trace_sites[0];
             entry.range_depth.store(0, Release);
             entry.remaining.store(1, Release);
-            entry.stack.store(stack, Release);
+            if self.under_another_id {
+                h.trace_aliases[0][1].store(stack, Release);
+                entry.stack.store(stack + 1_000_000, Release);
+            } else {
+                entry.stack.store(stack, Release);
+            }
             h.tracing.fetch_add(1, AcqRel);
             self.asked = true;
         }
@@ -128,8 +141,18 @@ impl tansa_collect::Sink for StopsOnRequest {
 /// several times that: the program stood still for 2.5 s in 2 runs of 14 of the worked
 /// example. The agent now withdraws such a request at once and, the site no longer being
 /// traced, does not give the trace back to it (a request withdrawn after the wait does).
+///
+/// Then again with the site listed under another id of its stack (the sink's
+/// `trace_aliases`): it is the site of an allocation under this one, so the agent asks for
+/// it, and withdraws it as above. (One test: two collectors in one test process would
+/// reap each other's children.)
 #[test]
 fn a_request_the_collector_no_longer_wants_is_withdrawn_at_once() {
+    request_withdrawn(false);
+    request_withdrawn(true);
+}
+
+fn request_withdrawn(under_another_id: bool) {
     ensure_agent();
     let exe = program("requester", "requester.c", &["-g", "-O1"]);
     let config = tansa_collect::Config {
@@ -137,7 +160,10 @@ fn a_request_the_collector_no_longer_wants_is_withdrawn_at_once() {
         leak_check: false,
         ..collect_config(vec![exe.into_os_string()])
     };
-    let mut sink = StopsOnRequest::default();
+    let mut sink = StopsOnRequest {
+        under_another_id,
+        ..StopsOnRequest::default()
+    };
     let outcome = tansa_collect::record(&config, &mut sink).expect("recorded");
     assert_eq!(
         outcome.exit,
@@ -145,6 +171,8 @@ fn a_request_the_collector_no_longer_wants_is_withdrawn_at_once() {
         "{outcome:?}"
     );
     assert!(sink.asked && sink.stopped, "the agent asked to be traced");
+    let requested = sink.requested.expect("a request");
+    assert!(requested != 0 && requested < 1_000_000, "{requested}");
     assert_eq!(
         sink.remaining_after,
         Some(0),

@@ -50,7 +50,8 @@ use tansa_leakcause::range::{depth_of, move_up, range_end};
 use tansa_symbols::Resolver;
 use tansa_wire::event::{DecodeError, Decoder, Record, StreamState};
 use tansa_wire::layout::{
-    TRACE_ATTACHING, TRACE_FOLLOWING, TRACE_IDLE, TRACE_REQUESTED, TRACE_SITES, trace_free_stack,
+    TRACE_ALIASES, TRACE_ATTACHING, TRACE_FOLLOWING, TRACE_IDLE, TRACE_REQUESTED, TRACE_SITES,
+    trace_free_stack,
 };
 
 use crate::follow::{AttachedThread, CodeMap, FollowEnd, FollowLimits, PathEvent};
@@ -360,6 +361,17 @@ struct Session {
     modules: FxHashMap<u32, (u64, String)>,
     /// Stack id -> frames (runtime return addresses, innermost first).
     stacks: FxHashMap<u32, Vec<u64>>,
+    /// Module id -> its file's index in `files` (a library loaded again gets a new id).
+    module_files: FxHashMap<u32, u32>,
+    /// Module files (path, build id), numbered in the order they came.
+    files: FxHashMap<(String, Vec<u8>), u32>,
+    /// Each distinct stack (per frame: module file, or `u32::MAX` for no module, and
+    /// offset) -> the first id it was defined under.
+    first_ids: FxHashMap<Vec<(u32, u64)>, u32>,
+    /// Stack ids defined again for frames already defined -> the first id, as the
+    /// reader's `StackAliases`: two threads meeting a new stack at the same moment both
+    /// define it. Sites, their free stacks and traces are kept under first ids.
+    aliases: FxHashMap<u32, u32>,
     meta_carry: Vec<u8>,
     blocks: Blocks,
     sites: FxHashMap<u32, Site>,
@@ -627,7 +639,7 @@ impl<S: Sink> LeakCauseSink<S> {
                 | EventKind::ReallocAlloc {
                     new: ptr, stack, ..
                 } => {
-                    let stack = stack.0;
+                    let stack = s.canonical(stack.0);
                     let site = s.sites.entry(stack).or_default();
                     site.allocations += 1;
                     site.outstanding += 1;
@@ -646,7 +658,7 @@ impl<S: Sink> LeakCauseSink<S> {
                 | EventKind::ReallocRelease {
                     old: ptr, stack, ..
                 } => {
-                    let stack = stack.0;
+                    let stack = s.canonical(stack.0);
                     if let Some((allocated, owner)) = s.blocks.released(ptr, e.ts, stack) {
                         s.release(Release {
                             ptr,
@@ -770,6 +782,10 @@ impl<S: Sink> LeakCauseSink<S> {
                 // Release: see `requested_site`.
                 entry.range_depth.store(site.range_depth, Ordering::Release);
                 grant(site, &entry.remaining, traces);
+                let aliases = s.aliases_of(stack);
+                for (to, id) in h.trace_aliases[slot].iter().zip(aliases) {
+                    to.store(id, Ordering::Release);
+                }
                 entry.stack.store(stack, Ordering::Release);
                 if h.tracing.fetch_add(1, Ordering::AcqRel) == 0 {
                     started = true;
@@ -802,10 +818,107 @@ fn release_slot(h: &tansa_wire::layout::SegmentHeader, slot: usize) {
     let entry = &h.trace_sites[slot];
     entry.remaining.store(0, Ordering::Release);
     entry.stack.store(0, Ordering::Release);
+    for alias in &h.trace_aliases[slot] {
+        alias.store(0, Ordering::Release);
+    }
     h.tracing.fetch_sub(1, Ordering::AcqRel);
 }
 
 impl Session {
+    /// The first id the process image gave the frames it defined as `id`.
+    fn canonical(&self, id: u32) -> u32 {
+        if self.aliases.is_empty() {
+            id
+        } else {
+            self.aliases.get(&id).copied().unwrap_or(id)
+        }
+    }
+
+    /// A stack definition: `id` for `frames` (module id, 0 for none, and offset).
+    fn define_stack(&mut self, id: u32, frames: &[(u32, u64)]) {
+        let runtime = frames
+            .iter()
+            .map(|&(module, offset)| match module {
+                0 => offset,
+                m => self.modules.get(&m).map_or(0, |m| m.0) + offset,
+            })
+            .collect();
+        self.stacks.insert(id, runtime);
+        // Its identity, as the reader's registry keys stacks: by module file, so that the
+        // frames of a library loaded again are the same frames.
+        let content = frames
+            .iter()
+            .map(|&(module, offset)| match module {
+                0 => (u32::MAX, offset),
+                m => (
+                    self.module_files.get(&m).copied().unwrap_or(u32::MAX),
+                    offset,
+                ),
+            })
+            .collect();
+        let first = *self.first_ids.entry(content).or_insert(id);
+        if first != id {
+            self.alias_learned(id, first);
+        }
+    }
+
+    /// `alias` was defined for the frames of `first`: whatever was kept under `alias` so
+    /// far (its events may have come before this definition) goes to `first`.
+    fn alias_learned(&mut self, alias: u32, first: u32) {
+        self.aliases.insert(alias, first);
+        for site in self.sites.values_mut() {
+            if site.free_stacks.remove(&alias) {
+                site.free_stacks.insert(first);
+            }
+            if site.reached.remove(&alias) {
+                site.reached.insert(first);
+            }
+        }
+        // A site counted under the alias joins the first's. One already traced, or done
+        // with, stays apart: its traces were taken under its id.
+        if self
+            .sites
+            .get(&alias)
+            .is_some_and(|o| o.slot.is_none() && o.status.is_none())
+            && let Some(other) = self.sites.remove(&alias)
+        {
+            match self.sites.entry(first) {
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    v.insert(other);
+                }
+                std::collections::hash_map::Entry::Occupied(o) => {
+                    let site = o.into_mut();
+                    site.allocations += other.allocations;
+                    site.frees += other.frees;
+                    site.outstanding += other.outstanding;
+                    site.free_stacks.extend(other.free_stacks);
+                }
+            }
+        }
+        // The first's site being traced: its allocations under the alias are traced too.
+        if let Some(slot) = self.sites.get(&first).and_then(|s| s.slot)
+            && let Some(h) = &self.header
+            && let Some(free) = h.get().trace_aliases[slot]
+                .iter()
+                .find(|a| a.load(Ordering::Acquire) == 0)
+        {
+            free.store(alias, Ordering::Release);
+        }
+    }
+
+    /// The other ids of the stack first defined as `first` (at most what a `trace_sites`
+    /// entry holds).
+    fn aliases_of(&self, first: u32) -> [u32; TRACE_ALIASES] {
+        let mut out = [0; TRACE_ALIASES];
+        for (slot, (&alias, _)) in out
+            .iter_mut()
+            .zip(self.aliases.iter().filter(|&(_, &f)| f == first))
+        {
+            *slot = alias;
+        }
+        out
+    }
+
     /// What [`Session::candidates_dropped`] may have cost, for the report, if anything.
     fn dropped_note(&self) -> Option<String> {
         let n = self.candidates_dropped;
@@ -824,7 +937,10 @@ impl Session {
 
     /// A block was released (its allocation and release events have both arrived, in
     /// either order).
-    fn release(&mut self, r: Release) {
+    fn release(&mut self, mut r: Release) {
+        // A block or an early release kept before the alias of its id was known.
+        r.stack = self.canonical(r.stack);
+        r.free_stack = self.canonical(r.free_stack);
         let site = self.sites.entry(r.stack).or_default();
         site.frees += 1;
         site.outstanding = site.outstanding.saturating_sub(1);
@@ -968,8 +1084,9 @@ impl Session {
             .collect();
         site.add_trace(steps, freed);
         if freed && d.free_stack != 0 {
-            // The agent said which free stack the release came from.
-            self.traced_block_released(d.stack, d.free_stack, false, d.range_depth);
+            // The agent said which free stack the release came from (under its own id).
+            let free_stack = self.canonical(d.free_stack);
+            self.traced_block_released(d.stack, free_stack, false, d.range_depth);
         } else if let Some(r) = came {
             self.traced_block_released(d.stack, r.free_stack, !freed, d.range_depth);
         } else {
@@ -1024,20 +1141,19 @@ impl<S: Sink> Sink for LeakCauseSink<S> {
                 match r {
                     Ok(Record::ModuleLoad(m)) => {
                         let path = String::from_utf8_lossy(m.path).into_owned();
+                        let next = s.files.len() as u32;
+                        let file = *s
+                            .files
+                            .entry((path.clone(), m.build_id.to_vec()))
+                            .or_insert(next);
+                        s.module_files.insert(m.id, file);
                         s.modules.insert(m.id, (m.bias, path));
                         loaded = true;
                     }
                     Ok(Record::StackDef { id, frames }) => {
-                        let frames = frames
-                            .map(|f| {
-                                if f.module == 0 {
-                                    f.offset
-                                } else {
-                                    s.modules.get(&f.module).map_or(0, |m| m.0) + f.offset
-                                }
-                            })
-                            .collect();
-                        s.stacks.insert(id, frames);
+                        let frames: Vec<(u32, u64)> =
+                            frames.map(|f| (f.module, f.offset)).collect();
+                        s.define_stack(id, &frames);
                     }
                     Ok(_) => {}
                     Err(DecodeError::Truncated { .. }) => break,
@@ -1466,18 +1582,19 @@ fn wait_for_request(watched: &[Watched], kick: &AtomicU32, kicked: u32) -> std::
 /// request was made for (the collector stopped tracing that site, and may have given the
 /// entry to another: the request would then be followed as the other site's).
 fn requested_site(h: &tansa_wire::layout::SegmentHeader) -> Option<RequestedSite> {
-    let stack = h.trace_stack.load(Ordering::Acquire);
-    let entry = h
-        .trace_sites
-        .get(h.trace.site.load(Ordering::Acquire) as usize)?;
+    let requested = h.trace_stack.load(Ordering::Acquire);
+    let index = h.trace.site.load(Ordering::Acquire) as usize;
+    let entry = h.trace_sites.get(index)?;
     // The collector clears an entry's stack before it gives the entry to another site, and
-    // then writes the range depth (Release) before the stack: a range depth read between
-    // two reads that both find the request's stack is that stack's.
-    let before = entry.stack.load(Ordering::Acquire);
+    // then writes the range depth and the stack's other ids (Release) before the stack: a
+    // range depth read between two reads that both find the site's stack is that stack's.
+    // The request may be made under another id of the stack (see `trace_aliases`); the
+    // site is the entry's.
+    let stack = entry.stack.load(Ordering::Acquire);
+    let holds = h.trace_site_holds(index, requested);
     let range_depth = entry.range_depth.load(Ordering::Acquire);
     let after = entry.stack.load(Ordering::Acquire);
-    (stack != 0 && before == stack && after == stack)
-        .then_some(RequestedSite { stack, range_depth })
+    (stack != 0 && holds && after == stack).then_some(RequestedSite { stack, range_depth })
 }
 
 /// What [`requested_site`] found.
@@ -1700,6 +1817,84 @@ mod tests {
         assert_eq!(site.tracing_done(64), None);
         site.reached.insert(9);
         assert_eq!(site.tracing_done(64), Some("covered"));
+    }
+
+    /// Stacks defined again (two threads met them at the same moment) are their first
+    /// definitions' stacks: what was counted under the second id goes to the first, free
+    /// stacks included, unless that site is traced already.
+    #[test]
+    fn a_stack_defined_again_is_its_first_ids() {
+        let mut s = Session::default();
+        for (module, bias) in [(1, 0x1000), (3, 0x9000)] {
+            s.modules.insert(module, (bias, "liba.so".into()));
+            // The same file: the library loaded again under a new module id.
+            s.module_files.insert(module, 0);
+        }
+        s.define_stack(1, &[(1, 0x10), (1, 0x20)]);
+        s.define_stack(5, &[(1, 0x30)]);
+        assert_eq!(s.stacks[&5], [0x1030]);
+        // Events under ids 2 and 6 came before their definitions.
+        s.sites.insert(
+            1,
+            Site {
+                allocations: 4,
+                outstanding: 4,
+                ..Site::default()
+            },
+        );
+        s.sites.insert(
+            2,
+            Site {
+                allocations: 3,
+                outstanding: 2,
+                frees: 1,
+                free_stacks: [6].into(),
+                ..Site::default()
+            },
+        );
+        s.sites.insert(
+            9,
+            Site {
+                free_stacks: [6].into(),
+                reached: [6].into(),
+                ..Site::default()
+            },
+        );
+        s.define_stack(6, &[(3, 0x30)]);
+        s.define_stack(2, &[(1, 0x10), (1, 0x20)]);
+        assert_eq!((s.canonical(2), s.canonical(6), s.canonical(5)), (1, 5, 5));
+        assert!(!s.sites.contains_key(&2));
+        let first = &s.sites[&1];
+        assert_eq!(
+            (first.allocations, first.outstanding, first.frees),
+            (7, 6, 1)
+        );
+        assert_eq!(first.free_stacks, [5].into());
+        assert_eq!(
+            (&s.sites[&9].free_stacks, &s.sites[&9].reached),
+            (&[5].into(), &[5].into())
+        );
+        assert_eq!(s.aliases_of(1), [2, 0, 0]);
+        // A site traced under its own id before its definition came stays apart.
+        s.sites.insert(
+            12,
+            Site {
+                slot: Some(3),
+                allocations: 1,
+                ..Site::default()
+            },
+        );
+        s.define_stack(12, &[(1, 0x10), (1, 0x20)]);
+        assert_eq!(s.sites[&12].allocations, 1);
+        assert_eq!(s.sites[&1].allocations, 7);
+        let mut aliases = s.aliases_of(1);
+        aliases.sort_unstable();
+        assert_eq!(aliases, [0, 2, 12]);
+        // Other frames, or the same offsets in another file, are another stack.
+        s.module_files.insert(4, 1);
+        s.define_stack(13, &[(4, 0x10), (4, 0x20)]);
+        s.define_stack(14, &[(1, 0x10)]);
+        assert_eq!((s.canonical(13), s.canonical(14)), (13, 14));
     }
 
     /// A session with the site 7 being traced (allocation stack of 3 functions, range at

@@ -317,7 +317,17 @@ pub struct SegmentHeader {
     pub trace_stack: AtomicU32,
     /// Reserved, zero.
     pub reserved_trace: u32,
+    /// Leak-cause mode: the other ids of each traced site's stack (0: none), by
+    /// `trace_sites` index. Two threads that meet a new stack at the same moment both
+    /// define it, and each keeps its own id: an allocation at the site under any of them is
+    /// the site's. Written before the entry's `stack` when a site is listed, cleared after
+    /// it; an id learned later is added while the site is traced. (Here, at the end, so
+    /// that the fields before it keep their places.)
+    pub trace_aliases: [[AtomicU32; TRACE_ALIASES]; TRACE_SITES],
 }
+
+/// How many other ids of a traced site's stack [`SegmentHeader::trace_aliases`] holds.
+pub const TRACE_ALIASES: usize = 3;
 
 /// [`SegmentHeader::ended_status`]: set once the collector knows how the process ended.
 pub const ENDED_KNOWN: u32 = 1 << 31;
@@ -325,6 +335,21 @@ pub const ENDED_KNOWN: u32 = 1 << 31;
 const _: () = assert!(core::mem::size_of::<SegmentHeader>() <= SEGMENT_HEADER_SIZE);
 
 impl SegmentHeader {
+    /// Whether the `trace_sites` entry `site` lists the allocation stack `stack`, under its
+    /// id or one of its other ids. An entry whose `stack` is 0 is unused, whatever its
+    /// other ids still say (they are cleared after it).
+    pub fn trace_site_holds(&self, site: usize, stack: u32) -> bool {
+        let (Some(entry), Some(aliases)) =
+            (self.trace_sites.get(site), self.trace_aliases.get(site))
+        else {
+            return false;
+        };
+        let first = entry.stack.load(Ordering::Acquire);
+        stack != 0
+            && first != 0
+            && (first == stack || aliases.iter().any(|a| a.load(Ordering::Acquire) == stack))
+    }
+
     /// Marks ring `r` of this segment as claimed (the agent, after claiming it).
     pub fn mark_claimed(&self, r: u32) {
         if let Some(word) = self.claimed.get((r / 64) as usize) {

@@ -51,7 +51,10 @@ pub(super) fn capture_inner(ctx: &mut ThreadCtx, regs: CallerRegs) -> u32 {
         if let Some(id) = c.id {
             return id;
         }
-        let key = table_key(c.key);
+        let mut key = table_key(c.key);
+        if crate::test_thread_stacks() {
+            key.1 ^= u64::from(ctx.tid).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
         if let Some(id) = STACKS.lookup(key) {
             ctx.stacks.set_id(id);
             return id;
