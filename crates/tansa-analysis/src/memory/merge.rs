@@ -179,6 +179,9 @@ pub struct StreamDecoder {
     reported: bool,
     /// Stack ids its session defined twice (see [`StackAliases`]).
     aliases: Option<Arc<StackAliases>>,
+    /// The leak check's findings read so far, held until its `LeakScan` record says when
+    /// the check ended (see [`StreamDecoder::decode`]).
+    unreached: Vec<(u64, LeakClass)>,
 }
 
 impl StreamDecoder {
@@ -193,6 +196,7 @@ impl StreamDecoder {
             error: None,
             reported: false,
             aliases: None,
+            unreached: Vec::new(),
         }
     }
 
@@ -356,10 +360,19 @@ impl StreamDecoder {
                 ),
                 Record::Improper(i) => emit(i.ts, EventKind::Improper(Box::new(i))),
                 Record::Lost { count } => emit(self.state.prev_ts, EventKind::Lost(count)),
-                Record::Unreached { ptr, class } => {
-                    emit(self.state.prev_ts, EventKind::Unreached { ptr, class })
+                // The check's findings carry no time of their own, and the thread that made
+                // it may have had no event for a long while: other threads allocated
+                // meanwhile, and at that thread's last event the blocks they lost were not
+                // allocated yet (a finding about a block not allocated is dropped). They
+                // are given the time the check ended, with its summary, which follows them.
+                // A check cut short (no summary) classified nothing.
+                Record::Unreached { ptr, class } => self.unreached.push((ptr, class)),
+                Record::LeakScan(scan) => {
+                    for (ptr, class) in std::mem::take(&mut self.unreached) {
+                        emit(scan.ts, EventKind::Unreached { ptr, class });
+                    }
+                    emit(scan.ts, EventKind::LeakScan(Box::new(scan)))
                 }
-                Record::LeakScan(scan) => emit(scan.ts, EventKind::LeakScan(Box::new(scan))),
                 // Meta records never appear in thread streams.
                 Record::StackDef { .. } | Record::ModuleLoad(_) | Record::ModuleUnload { .. } => {}
                 // CPU samples belong to CPU recordings.
