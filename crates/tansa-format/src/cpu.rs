@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! META group* INFO PROCESSES MODULES ADDRESSES* STACKS* STACK_COUNTS* TIMELINE* SOURCES?
-//! SYMBOLS UNSAMPLED? SUMMARY END
+//! WITHHELD_SOURCES? SYMBOLS UNSAMPLED? SUMMARY END
 //! group := INFO PROCESSES MODULES ADDRESSES* STACKS* STACK_COUNTS* TIMELINE* UNSAMPLED?
 //!          CHECKPOINT
 //! ```
@@ -68,6 +68,10 @@ pub const COMPLETED: FrameType = FrameType(0x020B);
 /// [`ShortStackCopies`] (postcard), written with each checkpoint group when there is any
 /// (the last counts; readers that predate it skip it).
 pub const SHORT_STACK_COPIES: FrameType = FrameType(0x020C);
+/// `Vec<`[`WithheldSource`]`>` (postcard): the source files of the functions hit whose text
+/// was not embedded, and why; written after [`SOURCES`] when there is any (readers that
+/// predate it skip it).
+pub const WITHHELD_SOURCES: FrameType = FrameType(0x020D);
 
 /// Samples whose call chain stops where the copy of their stack ended: the stack was
 /// deeper than the bytes each sample copies (`--stack-size`), so their unwinding could not
@@ -307,6 +311,16 @@ pub struct SourceFile {
     pub path: String,
     /// Contents.
     pub text: String,
+}
+
+/// A source file of a function that was hit whose text the recording does not hold, and
+/// why (for instance: a user whose process ran the code could not read it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WithheldSource {
+    /// Path, as the debug information names it.
+    pub path: String,
+    /// Why its text was not embedded.
+    pub reason: String,
 }
 
 /// CPU time that no sample stands for, as the in-process sampler (`--source agent`)

@@ -40,7 +40,7 @@ const INTERESTING: [u64; 20] = [
 ];
 
 /// Frame types a header may be changed to.
-const TYPES: [FrameType; 30] = [
+const TYPES: [FrameType; 31] = [
     FrameType::META,
     FrameType::CALIBRATION,
     FrameType::SYMBOLS,
@@ -65,6 +65,7 @@ const TYPES: [FrameType; 30] = [
     cpu::CHECKPOINT,
     cpu::COMPLETED,
     cpu::SHORT_STACK_COPIES,
+    cpu::WITHHELD_SOURCES,
     retrace::INFO,
     retrace::CODE,
     retrace::EXECUTIONS,

@@ -379,16 +379,13 @@ pub fn annotate_source(a: &Annotation, out: &mut dyn Write) -> io::Result<()> {
         )?;
     }
     for b in &a.sources {
-        writeln!(
-            out,
-            "{}{}",
-            b.file,
-            if b.available {
-                ""
-            } else {
-                "  <source unavailable>"
+        match (b.available, &b.withheld) {
+            (true, _) => writeln!(out, "{}", b.file)?,
+            (false, Some(why)) => {
+                writeln!(out, "{}  <source not in the recording: {why}>", b.file)?;
             }
-        )?;
+            (false, None) => writeln!(out, "{}  <source unavailable>", b.file)?,
+        }
         writeln!(out, "{:>8} {:>7} {:>6}  source", "samples", "%", "line")?;
         for l in &b.lines {
             let samples = if l.samples > 0 {

@@ -272,6 +272,7 @@ fn recording() -> CpuRecording {
                    long spin(long n) {\n    long i = 0;\n    while (++i != n) {}\n    return i;\n}\n"
                 .into(),
         }],
+        withheld_sources: Vec::new(),
         symbols,
         summary: Some(CpuSummary {
             samples: 100,

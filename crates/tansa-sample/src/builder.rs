@@ -206,9 +206,10 @@ pub struct CpuRecordingBuilder {
     pub(crate) last_ns: u64,
     pub(crate) wall_ns: u64,
     pub(crate) elf_cache: HashMap<u32, Arc<ElfFile>>,
-    /// The owners of the sampled processes (read when each was declared): source text is
-    /// embedded only from files one of them could read.
-    pub(crate) readers: Vec<crate::sources::Reader>,
+    /// Who each process ran as and which modules it mapped: a file named by a module's
+    /// code is read only if every owner of a process that mapped the module could read it
+    /// (see [`crate::sources`]).
+    pub(crate) owners: crate::sources::Owners,
     /// With [`CpuRecordingBuilder::track_new_locations`]: the module locations that
     /// finishing will resolve, added since [`CpuRecordingBuilder::take_new_locations`],
     /// each with whether it is an interrupted user address (whose function's code is kept).
@@ -253,7 +254,7 @@ impl CpuRecordingBuilder {
             last_ns: 0,
             wall_ns: 0,
             elf_cache: HashMap::new(),
-            readers: Vec::new(),
+            owners: crate::sources::Owners::default(),
             jit: crate::jit::JitSources::default(),
             unmapped_generated: false,
             new_locations: None,
@@ -276,9 +277,29 @@ impl CpuRecordingBuilder {
 
     /// Declares a process (one program image; after an `exec`, declare a new one).
     pub fn add_process(&mut self, p: ProcessInfo) -> ProcessId {
+        self.add_process_as(p, Vec::new())
+    }
+
+    /// Declares a process known to have run as `also` too (its parent's owner at its
+    /// `fork`, its earlier image's before an `exec`), besides the owner `/proc` names now.
+    /// When the process is gone already, `also` stands for it unless one of them is root,
+    /// who may have become any user since (`setpriv`, a daemon's worker): then nobody is
+    /// known (see [`crate::sources`]).
+    pub(crate) fn add_process_as(
+        &mut self,
+        p: ProcessInfo,
+        also: Vec<crate::sources::Reader>,
+    ) -> ProcessId {
         let id = self.processes.len() as u32;
         let r = crate::sources::Reader::of_process(p.pid)
-            .unwrap_or_else(crate::sources::Reader::recorder);
+            .or_else(|| {
+                also.first()
+                    .filter(|_| also.iter().all(|r| r.uid() != 0))
+                    .cloned()
+            })
+            .unwrap_or_else(crate::sources::Reader::unknown);
+        self.owners
+            .declare(id, std::iter::once(r.clone()).chain(also));
         // When it started, for the age of its perf map: from /proc while it lives; else
         // (gone already) when sampling began, if it began during sampling.
         let recording_started = self.meta.started_unix_ms;
@@ -288,13 +309,10 @@ impl CpuRecordingBuilder {
                 .map(|k| k.start_unix_ms())
                 .or((p.start_ns != 0).then_some(recording_started));
             crate::jit::JitOwner {
-                reader: r.clone(),
+                reader: r,
                 started_unix_ms: started,
             }
         });
-        if !self.readers.contains(&r) {
-            self.readers.push(r);
-        }
         self.processes.push(Process {
             id,
             pid: p.pid,
@@ -340,8 +358,12 @@ impl CpuRecordingBuilder {
             start_ns: time_ns,
         };
         let space = self.spaces[parent.0 as usize].clone();
-        let child = self.add_process(info);
+        // The child ran as its parent at the fork, whatever it runs as by now.
+        let child = self.add_process_as(info, self.owners.of(parent.0));
         self.spaces[child.0 as usize] = space;
+        for m in self.owners.modules_of(parent.0) {
+            self.owners.mapped(child.0, m);
+        }
         child
     }
 
@@ -553,6 +575,7 @@ impl CpuRecordingBuilder {
             }
             (module, bias)
         };
+        self.owners.mapped(p.0, module);
         if let Some(space) = self.spaces.get_mut(p.0 as usize) {
             space.insert(Map {
                 start: m.start,
@@ -562,6 +585,21 @@ impl CpuRecordingBuilder {
             });
         }
         module
+    }
+
+    /// Notes the owner `/proc` names now for `p`, if it may have changed since `p` was
+    /// declared: a process that ran as root may have dropped to a user (a daemon's worker)
+    /// before it maps that user's files. Call before declaring a mapping made while
+    /// sampling.
+    pub(crate) fn refresh_owner(&mut self, p: ProcessId) {
+        if !self.owners.root(p.0) {
+            return;
+        }
+        if let Some(pid) = self.processes.get(p.0 as usize).map(|x| x.pid)
+            && let Some(r) = crate::sources::Reader::of_process(pid)
+        {
+            self.owners.declare(p.0, [r]);
+        }
     }
 
     fn kernel(&mut self) -> u32 {

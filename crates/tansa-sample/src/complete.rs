@@ -137,6 +137,7 @@ fn resolve(
         elfs: &elfs,
         kernel,
         jit: None,
+        withheld: &HashMap::new(),
     };
     let total = modules.len();
     let mut resolved = 0;

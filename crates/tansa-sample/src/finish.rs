@@ -7,7 +7,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use tansa_format::container::FrameType;
-use tansa_format::cpu::{self, CpuSummary, Loc, Mode, Module, ModuleKind, NO_MODULE, SourceFile};
+use tansa_format::cpu::{
+    self, CpuSummary, Loc, Mode, Module, ModuleKind, NO_MODULE, SourceFile, WithheldSource,
+};
 use tansa_format::symtab::{
     AddrSymbols, ModuleStatus, ModuleSymbols, NO_STRING, StrId, SymFrame, SymbolTable,
     SymbolTableBuilder,
@@ -45,6 +47,29 @@ impl CpuRecordingBuilder {
         mut out: RecordingOut<W>,
         phases: &mut Phases,
     ) -> Result<Finished, SampleError> {
+        // Whose reads each module's files are: the owners of the processes that mapped
+        // it. A privileged recorder reads no module file one of them could not read.
+        let owners = self.owners.by_module();
+        let withheld: HashMap<u32, String> = self
+            .modules
+            .iter()
+            .filter(|m| m.kind == ModuleKind::Elf && crate::sources::privileged())
+            .filter_map(|m| {
+                let readers = owners.get(&m.id).map_or(&[][..], Vec::as_slice);
+                let why = match self.elf_cache.get(&m.id) {
+                    Some(elf) => crate::sources::withheld_module(elf, readers)?,
+                    // Whatever its path names now is not what was mapped (if nothing,
+                    // resolving says the file was gone).
+                    None if std::fs::exists(&m.path).unwrap_or(false) => {
+                        "its file could not be opened when it was mapped, and what its path \
+                         names now is not read for the processes that mapped it"
+                            .to_string()
+                    }
+                    None => return None,
+                };
+                Some((m.id, why))
+            })
+            .collect();
         let (lookups, exact) = lookups_of(
             self.addresses
                 .keys()
@@ -89,6 +114,7 @@ impl CpuRecordingBuilder {
                 .filter_map(|m| Some((m.id, self.elf_cache.get(&m.id)?.clone())))
                 .collect();
             let modules = warm_share.clone();
+            let withheld_here = withheld.clone();
             let (tx, rx) = std::sync::mpsc::channel();
             // Not run (the thread is gone) or not done (it panicked): `rx` says so.
             w.run(Box::new(move |resolver, started| {
@@ -98,6 +124,7 @@ impl CpuRecordingBuilder {
                     elfs: &elfs,
                     kernel: None,
                     jit: None,
+                    withheld: &withheld_here,
                 };
                 let _ = tx.send(resolve_modules(resolver, started, &modules, &inputs));
             }));
@@ -109,6 +136,7 @@ impl CpuRecordingBuilder {
             elfs: &self.elf_cache,
             kernel: self.kernel_symbols.as_ref(),
             jit: Some(&self.jit),
+            withheld: &withheld,
         };
         let inputs = &inputs;
         let mut parts = resolve_on_workers(&files, &local, inputs, &mut |_| {});
@@ -128,7 +156,11 @@ impl CpuRecordingBuilder {
         }
         let (symbols, source_paths) = merge_parts(parts);
         phases.mark("finish: symbols");
-        let sources = read_sources(&source_paths, &self.readers);
+        let (sources, withheld_sources) = read_sources(&source_paths, &owners);
+        drop(owners);
+        if !withheld_sources.is_empty() {
+            self.info.notes.push(withheld_note(&withheld_sources));
+        }
         phases.mark("finish: sources");
 
         let summary = self.summary();
@@ -136,6 +168,10 @@ impl CpuRecordingBuilder {
         let mut w = out.writer;
         w.value(cpu::SOURCES, &sources)
             .map_err(SampleError::Write)?;
+        if !withheld_sources.is_empty() {
+            w.value(cpu::WITHHELD_SOURCES, &withheld_sources)
+                .map_err(SampleError::Write)?;
+        }
         w.value(FrameType::SYMBOLS, &symbols)
             .map_err(SampleError::Write)?;
         w.value(cpu::SUMMARY, &summary)
@@ -202,22 +238,38 @@ pub(crate) struct Inputs<'a> {
     pub kernel: Option<&'a KernelSymbols>,
     /// Where JIT code's names come from (none: JIT code stays unnamed).
     pub jit: Option<&'a crate::jit::JitSources>,
+    /// Modules whose files are not read, and why (see [`crate::sources`]).
+    pub withheld: &'a HashMap<u32, String>,
 }
 
 /// Resolves `modules` with a resolver and string table of its own, going on with the
 /// work `started` on them (see [`crate::warm`]); returns the partial symbol table and the
-/// source files named by the functions hit.
+/// source files named by the functions hit, each with the modules whose code names it.
 pub(crate) fn resolve_modules(
     resolver: &Resolver,
     started: &mut HashMap<u32, ModuleWork>,
     modules: &[Module],
     inputs: &Inputs<'_>,
-) -> (SymbolTable, BTreeSet<String>) {
+) -> Part {
     let mut symtab = SymbolTableBuilder::default();
-    let mut source_files: BTreeSet<u32> = BTreeSet::new();
+    let mut source_files: BTreeMap<u32, BTreeSet<u32>> = BTreeMap::new();
     for module in modules {
         let offsets = inputs.lookups.get(&module.id);
         let begun = started.remove(&module.id);
+        if let Some(why) = inputs.withheld.get(&module.id) {
+            // What was resolved ahead is dropped unused.
+            drop(begun);
+            let pairs: Vec<(u64, u64)> = offsets.into_iter().flatten().map(|&o| (o, o)).collect();
+            let status = ModuleStatus::Failed(why.clone());
+            let m = ModuleResolution::failed(&module.path, &module.build_id, status).symbols(
+                resolver,
+                &mut symtab,
+                u64::from(module.id),
+                &pairs,
+            );
+            symtab.add_module(m);
+            continue;
+        }
         // A panic while working one module costs that module's names only.
         let done = isolate(|| {
             #[cfg(test)]
@@ -243,7 +295,9 @@ pub(crate) fn resolve_modules(
         });
         let m = match done {
             Ok((m, sources)) => {
-                source_files.extend(sources);
+                for file in sources {
+                    source_files.entry(file).or_default().insert(module.id);
+                }
                 m
             }
             Err(status) => {
@@ -261,8 +315,8 @@ pub(crate) fn resolve_modules(
     }
     let table = symtab.finish();
     let sources = source_files
-        .iter()
-        .filter_map(|&id| table.string(id).map(str::to_string))
+        .into_iter()
+        .filter_map(|(id, modules)| Some((table.string(id)?.to_string(), modules)))
         .collect();
     (table, sources)
 }
@@ -313,8 +367,9 @@ fn kernel_module_symbols(
     }
 }
 
-/// A partial symbol table and the source files its functions name.
-pub(crate) type Part = (SymbolTable, BTreeSet<String>);
+/// A partial symbol table and the source files its functions name, each with the
+/// modules whose code names it.
+pub(crate) type Part = (SymbolTable, BTreeMap<String, BTreeSet<u32>>);
 
 /// Resolves `files` on worker threads (at most 4, a share of the modules each, with a
 /// resolver each) and `here` on this thread meanwhile; `done(path)` is called on this
@@ -388,9 +443,11 @@ pub(crate) fn resolve_on_workers(
 /// One symbol table of the partial ones resolved apart, and the source files they name.
 pub(crate) fn merge_parts(parts: Vec<Part>) -> Part {
     let mut symtab = SymbolTableBuilder::default();
-    let mut source_paths: BTreeSet<String> = BTreeSet::new();
+    let mut source_paths: BTreeMap<String, BTreeSet<u32>> = BTreeMap::new();
     for (part, sources) in parts {
-        source_paths.extend(sources);
+        for (path, modules) in sources {
+            source_paths.entry(path).or_default().extend(modules);
+        }
         for mut m in part.modules {
             for a in &mut m.addrs {
                 for f in &mut a.frames {
@@ -412,20 +469,63 @@ fn remap(symtab: &mut SymbolTableBuilder, strings: &[String], id: StrId) -> StrI
     }
 }
 
-/// Reads the source files at `paths` that the sampled processes' owners could read,
-/// within the size limits.
-fn read_sources(paths: &BTreeSet<String>, readers: &[crate::sources::Reader]) -> Vec<SourceFile> {
+/// Reads the source files at `paths` that every owner of a process that mapped a module
+/// naming them could read (`owners`, per module), within the size limits; and says which
+/// were not read for that reason, and why.
+fn read_sources(
+    paths: &BTreeMap<String, BTreeSet<u32>>,
+    owners: &rustc_hash::FxHashMap<u32, Vec<&crate::sources::Reader>>,
+) -> (Vec<SourceFile>, Vec<WithheldSource>) {
     let mut total = 0u64;
     let mut out = Vec::new();
-    for path in paths {
+    let mut withheld = Vec::new();
+    for (path, modules) in paths {
+        let mut readers: Vec<&crate::sources::Reader> = Vec::new();
+        for r in modules.iter().flat_map(|m| owners.get(m)).flatten() {
+            if !readers.contains(r) {
+                readers.push(r);
+            }
+        }
         let budget = MAX_SOURCE_BYTES.min(MAX_SOURCES_TOTAL.saturating_sub(total));
-        if let Some(text) = crate::sources::read(Path::new(path), readers, budget) {
-            total += text.len() as u64;
-            out.push(SourceFile {
+        match crate::sources::read(Path::new(path), &readers, budget) {
+            Ok(text) => {
+                total += text.len() as u64;
+                out.push(SourceFile {
+                    path: path.to_string(),
+                    text,
+                });
+            }
+            Err(Some(reason)) => withheld.push(WithheldSource {
                 path: path.to_string(),
-                text,
-            });
+                reason,
+            }),
+            Err(None) => {}
         }
     }
-    out
+    (out, withheld)
+}
+
+/// The recording's note on the source files not embedded for their users' sake.
+fn withheld_note(withheld: &[WithheldSource]) -> String {
+    const NAMED: usize = 3;
+    let mut names: Vec<&str> = withheld
+        .iter()
+        .take(NAMED)
+        .map(|w| w.path.as_str())
+        .collect();
+    let more = withheld.len().saturating_sub(NAMED);
+    let more = if more > 0 {
+        format!(" and {more} more")
+    } else {
+        String::new()
+    };
+    names.sort_unstable();
+    format!(
+        "the text of {} source file(s) is not in the recording ({}{more}): a process that ran \
+         code naming them belongs to a user who could not read them, and tansa, running \
+         with more privileges, reads nothing on a process's behalf that its user could not \
+         read (`tansa annotate --source` says who)",
+        withheld.len(),
+        names.join(", ")
+    )
 }

@@ -82,6 +82,9 @@ fn open_map(path: &Path, owner: &JitOwner) -> Result<Option<std::fs::File>, Stri
     if !meta.is_file() {
         return Err("it is not a regular file".into());
     }
+    if owner.reader == Reader::anyone() {
+        return Err("the process's user is not known (it ended before tansa saw it)".into());
+    }
     if meta.uid() != owner.reader.uid() {
         return Err(format!(
             "it belongs to user {}, not to the process's user {}",

@@ -149,7 +149,7 @@ pub(crate) mod tests {
         module: &Module,
         elf: &Arc<ElfFile>,
         batches: &[(Vec<u64>, Vec<u64>)],
-    ) -> (SymbolTable, BTreeSet<String>) {
+    ) -> (SymbolTable, BTreeMap<String, BTreeSet<u32>>) {
         let resolver = Resolver::new();
         let mut work = ModuleWork::new(module, Some(elf.clone()));
         for (lookups, exact) in batches {
@@ -162,6 +162,7 @@ pub(crate) mod tests {
             elfs: &std::collections::HashMap::new(),
             kernel: None,
             jit: None,
+            withheld: &std::collections::HashMap::new(),
         };
         let mut started = std::collections::HashMap::from([(module.id, work)]);
         crate::finish::resolve_modules(
@@ -220,7 +221,7 @@ pub(crate) mod tests {
             "every instruction of both: {}",
             m.addrs.len()
         );
-        assert!(sources.iter().any(|s| s.ends_with("work.c")), "{sources:?}");
+        assert!(sources.keys().any(|s| s.ends_with("work.c")), "{sources:?}");
         let named = |offset: u64| {
             let a = m.addrs.iter().find(|a| a.offset == offset).unwrap();
             at_once
@@ -277,6 +278,7 @@ pub(crate) mod tests {
             elfs: &std::collections::HashMap::new(),
             kernel: None,
             jit: None,
+            withheld: &std::collections::HashMap::new(),
         };
         let (table, _) = crate::finish::resolve_modules(
             &Resolver::new(),

@@ -174,6 +174,19 @@ struct Identity {
     ino: u64,
     size: u64,
     mtime: (i64, i64),
+    /// Owner, group and permission bits (not part of what makes the file another).
+    access: Access,
+}
+
+/// A file's owner, group and mode, as it was opened (see [`ElfFile::access`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Access {
+    /// Owner's user id.
+    pub uid: u32,
+    /// Group id.
+    pub gid: u32,
+    /// Mode (type and permission bits).
+    pub mode: u32,
 }
 
 impl Identity {
@@ -184,7 +197,18 @@ impl Identity {
             ino: m.ino(),
             size: m.size(),
             mtime: (m.mtime(), m.mtime_nsec()),
+            access: Access {
+                uid: m.uid(),
+                gid: m.gid(),
+                mode: m.mode(),
+            },
         }
+    }
+
+    /// The same file: device, inode, size and time alike.
+    fn same(&self, other: &Identity) -> bool {
+        (self.dev, self.ino, self.size, self.mtime)
+            == (other.dev, other.ino, other.size, other.mtime)
     }
 }
 
@@ -234,7 +258,12 @@ impl ElfFile {
 
     /// Whether the file's path still names the file that was opened.
     pub fn is_current(&self) -> bool {
-        std::fs::metadata(&self.path).is_ok_and(|m| Identity::of(&m) == self.identity)
+        std::fs::metadata(&self.path).is_ok_and(|m| Identity::of(&m).same(&self.identity))
+    }
+
+    /// The file's owner, group and mode when it was opened: whom it may be read for.
+    pub fn access(&self) -> Access {
+        self.identity.access
     }
 
     /// A path that opens this file's contents as they were mapped: its own path while that

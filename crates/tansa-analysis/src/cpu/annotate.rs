@@ -118,6 +118,8 @@ pub struct SourceBlock {
     pub file: String,
     /// Whether its text was stored in the recording.
     pub available: bool,
+    /// Why the recorder did not store its text, when it said so.
+    pub withheld: Option<String>,
     /// Lines from the first to the last line of the function in this file.
     pub lines: Vec<SourceLine>,
 }
@@ -446,6 +448,11 @@ fn source_blocks(rec: &CpuRecording, instructions: &[AsmLine], function: &str) -
                 SourceBlock {
                     file: file.to_string(),
                     available: text.is_some(),
+                    withheld: rec
+                        .withheld_sources
+                        .iter()
+                        .find(|w| w.path == file)
+                        .map(|w| w.reason.clone()),
                     lines,
                 },
             )

@@ -7,7 +7,7 @@ use tansa_format::FormatError;
 use tansa_format::container::{FrameType, Kind, Reader};
 use tansa_format::cpu::{
     self, AddressCount, Checkpoint, Completed, CpuInfo, CpuSummary, Module, Process,
-    ShortStackCopies, SourceFile, Stack, StackCount, TimelineEntry, Unsampled,
+    ShortStackCopies, SourceFile, Stack, StackCount, TimelineEntry, Unsampled, WithheldSource,
 };
 use tansa_format::meta::{ExitStatus, RecordingMeta, signal_name};
 use tansa_format::symtab::SymbolTable;
@@ -61,6 +61,8 @@ pub struct CpuRecording {
     pub timeline: Vec<TimelineEntry>,
     /// Source files of the functions hit.
     pub sources: Vec<SourceFile>,
+    /// Source files of the functions hit whose text the recorder did not embed, and why.
+    pub withheld_sources: Vec<WithheldSource>,
     /// Symbols.
     pub symbols: SymbolTable,
     /// Totals (absent if the file is cut short).
@@ -193,6 +195,7 @@ impl CpuRecording {
             stack_counts: Vec::new(),
             timeline: Vec::new(),
             sources: Vec::new(),
+            withheld_sources: Vec::new(),
             symbols: SymbolTable::default(),
             summary: None,
             unsampled: None,
@@ -251,6 +254,7 @@ impl CpuRecording {
                     }
                     cpu::TIMELINE => rec.timeline.extend(frame.decode::<Vec<TimelineEntry>>()?),
                     cpu::SOURCES => rec.sources = frame.decode()?,
+                    cpu::WITHHELD_SOURCES => rec.withheld_sources = frame.decode()?,
                     FrameType::SYMBOLS => rec.symbols = frame.decode()?,
                     cpu::SUMMARY => rec.summary = Some(frame.decode()?),
                     cpu::UNSAMPLED => replaced.unsampled = Some(frame.decode()?),

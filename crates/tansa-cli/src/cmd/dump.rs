@@ -491,6 +491,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                     " sources: {} files",
                     frame.decode::<Vec<cpu::SourceFile>>()?.len()
                 )?,
+                cpu::WITHHELD_SOURCES => writeln!(
+                    out,
+                    " withheld sources: {} files",
+                    frame.decode::<Vec<cpu::WithheldSource>>()?.len()
+                )?,
                 cpu::SUMMARY => writeln!(out, " summary {:?}", frame.decode::<cpu::CpuSummary>()?)?,
                 cpu::UNSAMPLED => {
                     writeln!(out, " unsampled {:?}", frame.decode::<cpu::Unsampled>()?)?

@@ -26,6 +26,7 @@ pub struct Tracker {
     dwarf: bool,
     /// The bytes of user stack each sample asks the kernel to copy.
     stack_bytes: u32,
+
     kernel_frames: Vec<u64>,
     fp_user: Vec<u64>,
     dwarf_user: Vec<u64>,
@@ -161,6 +162,7 @@ impl Tracker {
             return;
         }
         let p = self.process_for(b, m.pid, time);
+        b.refresh_owner(p);
         let path = text(m.filename);
         if self.exe_pending.contains(&p) && path.starts_with('/') {
             self.exe_pending.remove(&p);
@@ -205,24 +207,29 @@ impl Tracker {
         time: u64,
     ) {
         if exec {
-            let ppid = self
-                .current(pid, time)
+            let old = self.current(pid, time);
+            let ppid = old
                 .and_then(|old| {
                     b.end_process(old, time, Some(ExitStatus::Exec));
                     b.process(old).map(|x| x.ppid)
                 })
                 .unwrap_or(0);
+            // The new image ran as the old one until the exec.
+            let also = old.map(|old| b.owners.of(old.index())).unwrap_or_default();
             let cmdline = procfs::read_process(pid)
                 .map(|pp| pp.cmdline)
                 .unwrap_or_default();
-            let p = b.add_process(ProcessInfo {
-                pid,
-                ppid,
-                comm: name.to_string(),
-                cmdline,
-                start_ns: time,
-                ..ProcessInfo::default()
-            });
+            let p = b.add_process_as(
+                ProcessInfo {
+                    pid,
+                    ppid,
+                    comm: name.to_string(),
+                    cmdline,
+                    start_ns: time,
+                    ..ProcessInfo::default()
+                },
+                also,
+            );
             self.push_epoch(pid, time, p);
             self.exe_pending.insert(p);
             b.add_thread(p, tid, name);
