@@ -253,40 +253,57 @@ impl Ring {
     /// are borrowed straight from the ring, or from a buffer of the ring's when they wrap
     /// around its end: nothing is allocated per record.
     pub fn visit(&mut self, head: u64, mut f: impl FnMut(RecordRef<'_>)) {
+        self.visit_positions(head, |_, r| f(r));
+    }
+
+    /// [`Ring::visit`], handing `f` each record's position too, for [`Ring::visit_at`]
+    /// (to handle the records of several rings in another order, such as by time).
+    pub fn visit_positions(&mut self, head: u64, mut f: impl FnMut(u64, RecordRef<'_>)) {
         let mut pos = self.tail();
-        while pos + 8 <= head {
-            let mut header = [0u8; 8];
-            self.copy_out(pos, &mut header);
-            let ty = u32::from_ne_bytes([header[0], header[1], header[2], header[3]]);
-            let misc = u16::from_ne_bytes([header[4], header[5]]);
-            let size = u64::from(u16::from_ne_bytes([header[6], header[7]]));
-            if size < 8 || pos + size > head {
-                break;
-            }
-            let len = size as usize - 8;
-            let start = ((pos + 8) % self.data_size as u64) as usize;
-            if start + len <= self.data_size {
-                // SAFETY: `start + len ≤ data_size`, so the range lies inside the mapped
-                // data area, which the kernel does not write between tail and head; the
-                // slice lives no longer than this iteration's `&mut self` borrow.
-                let body = unsafe {
-                    std::slice::from_raw_parts(self.map.base().add(self.data_offset + start), len)
-                };
-                f(RecordRef { ty, misc, body });
-            } else {
-                let mut scratch = std::mem::take(&mut self.scratch);
-                scratch.clear();
-                scratch.resize(len, 0);
-                self.copy_out(pos + 8, &mut scratch);
-                f(RecordRef {
-                    ty,
-                    misc,
-                    body: &scratch,
-                });
-                self.scratch = scratch;
-            }
+        while let Some(size) = self.visit_at(pos, head, |r| f(pos, r)) {
             pos += size;
         }
+    }
+
+    /// Calls `f` with the record at position `pos` (the consumer position, or one that
+    /// [`Ring::visit_positions`] gave) if a whole record lies there before `head`, and
+    /// returns its size; `None` (and no call) otherwise. The record is not freed.
+    pub fn visit_at(&mut self, pos: u64, head: u64, f: impl FnOnce(RecordRef<'_>)) -> Option<u64> {
+        if pos < self.tail() || pos + 8 > head {
+            return None;
+        }
+        let mut header = [0u8; 8];
+        self.copy_out(pos, &mut header);
+        let ty = u32::from_ne_bytes([header[0], header[1], header[2], header[3]]);
+        let misc = u16::from_ne_bytes([header[4], header[5]]);
+        let size = u64::from(u16::from_ne_bytes([header[6], header[7]]));
+        if size < 8 || pos + size > head {
+            return None;
+        }
+        let len = size as usize - 8;
+        let start = ((pos + 8) % self.data_size as u64) as usize;
+        if start + len <= self.data_size {
+            // SAFETY: `start + len ≤ data_size`, so the range lies inside the mapped data
+            // area, which the kernel does not write between tail and head (`pos` is at or
+            // after the tail and the record ends before `head`); the slice lives no longer
+            // than this call's `&mut self` borrow.
+            let body = unsafe {
+                std::slice::from_raw_parts(self.map.base().add(self.data_offset + start), len)
+            };
+            f(RecordRef { ty, misc, body });
+        } else {
+            let mut scratch = std::mem::take(&mut self.scratch);
+            scratch.clear();
+            scratch.resize(len, 0);
+            self.copy_out(pos + 8, &mut scratch);
+            f(RecordRef {
+                ty,
+                misc,
+                body: &scratch,
+            });
+            self.scratch = scratch;
+        }
+        Some(size)
     }
 
     /// Frees the ring up to `head` (a value from [`Ring::head`] whose records were

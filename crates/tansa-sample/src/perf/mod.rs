@@ -8,9 +8,10 @@
 //! children (`inherit`) from its `exec` (`enable_on_exec`); for `-p`, every thread of the
 //! given processes; for `-a`, everything that runs, the kernel and the idle task included.
 //!
-//! The reader thread drains the rings in rounds: it snapshots every ring's head, applies
-//! the side-band records of all rings up to those heads, then reduces the samples, so a
-//! sample always sees the mappings and names that preceded it on any CPU. Samples are
+//! The reader thread drains the rings in rounds: it snapshots every ring's head, then
+//! handles the records of all rings up to those heads in time order (side-band records
+//! applied, samples reduced), so a sample sees exactly the mappings and names that
+//! preceded it on any CPU. Samples are
 //! read in place from the ring and reduced by the builder without allocating when their
 //! addresses and chain were seen before.
 
@@ -26,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use tansa_format::cpu::{CpuInfo, CpuSummary, SampleSource};
 use tansa_format::meta::{ExitStatus, RecordingMeta};
-use tansa_perf::{RecordKind, RecordRef, SideBand};
+use tansa_perf::{RecordKind, SampleRef, SideBand};
 
 pub use open::{online_cpus, paranoid};
 
@@ -138,47 +139,56 @@ struct Session {
     opened: open::Opened,
     tracker: Tracker,
     builder: CpuRecordingBuilder,
+    /// Each record of a round: `(time, ring, position)`, kept between rounds.
+    order: Vec<(u64, u32, u64)>,
 }
 
 impl Session {
-    /// One drain round over every ring.
+    /// One drain round over every ring: its records, side-band and samples, handled in
+    /// time order across the rings.
     fn round(&mut self) {
         let heads: Vec<u64> = self.opened.cpus.iter().map(|c| c.ring.head()).collect();
         let layout = self.opened.layout;
         let (tracker, builder) = (&mut self.tracker, &mut self.builder);
-        // Side-band records of all rings in time order: each ring is in order, but a thread
-        // that renames itself on one CPU right after its process's exec on another would
-        // otherwise be named in the image before the exec, and the exec's image would not
-        // know its name.
-        let mut side: Vec<(u64, u32, u16, Vec<u8>)> = Vec::new();
-        for (c, &head) in self.opened.cpus.iter_mut().zip(&heads) {
-            c.ring.visit(head, |r| {
-                if r.kind() == RecordKind::Sample {
-                    return;
-                }
-                if let Some((_, id)) = SideBand::parse(&r, layout.format, true) {
-                    side.push((id.time, r.ty, r.misc, r.body.to_vec()));
-                }
+        // Each ring is in time order, but a sample must see exactly the mappings and names
+        // that preceded it on any CPU: a library unloaded and another loaded at its address
+        // within the round must not name the samples taken before the swap (nor a thread
+        // renamed on one CPU right after its process's exec on another be named in the
+        // image before the exec). So every record's time and place is noted first, then
+        // the records are handled in that order, read again in place.
+        let order = &mut self.order;
+        order.clear();
+        for (ring, (c, &head)) in self.opened.cpus.iter_mut().zip(&heads).enumerate() {
+            let mut last = 0;
+            c.ring.visit_positions(head, |pos, r| {
+                let time = if r.kind() == RecordKind::Sample {
+                    SampleRef::parse(r.body, &layout).ok().map(|s| s.time)
+                } else {
+                    SideBand::parse(&r, layout.format, true).map(|(_, id)| id.time)
+                };
+                // A record without a time keeps its place in its ring.
+                last = time.unwrap_or(last);
+                order.push((last, ring as u32, pos));
             });
         }
         // Stable: records of one time keep their ring order.
-        side.sort_by_key(|s| s.0);
-        for (time, ty, misc, body) in &side {
-            let r = RecordRef {
-                ty: *ty,
-                misc: *misc,
-                body,
+        order.sort_by_key(|o| o.0);
+        for &(time, ring, pos) in order.iter() {
+            let (Some(c), Some(&head)) = (
+                self.opened.cpus.get_mut(ring as usize),
+                heads.get(ring as usize),
+            ) else {
+                continue;
             };
-            if let Some((sb, _)) = SideBand::parse(&r, layout.format, true) {
-                tracker.side_band(builder, &sb, *time);
-            }
-        }
-        for (c, &head) in self.opened.cpus.iter_mut().zip(&heads) {
-            c.ring.visit(head, |r| {
+            c.ring.visit_at(pos, head, |r| {
                 if r.kind() == RecordKind::Sample {
                     tracker.sample(builder, r.body, r.misc, &layout);
+                } else if let Some((sb, _)) = SideBand::parse(&r, layout.format, true) {
+                    tracker.side_band(builder, &sb, time);
                 }
             });
+        }
+        for (c, &head) in self.opened.cpus.iter_mut().zip(&heads) {
             c.ring.advance(head);
         }
     }
@@ -279,6 +289,7 @@ pub fn record<W: Write>(
         opened,
         tracker: Tracker::new(config.call_graph == CallGraph::Dwarf, config.stack_bytes),
         builder,
+        order: Vec::new(),
     };
     let started = Instant::now();
     if child.is_none() {
