@@ -42,6 +42,42 @@ fn warned_count(r: &Value, suffix: &str) -> Option<u64> {
         .find_map(|w| w.split_once(suffix).map(|(n, _)| n.trim().parse().unwrap()))
 }
 
+/// A stack deeper than `--max-frames` is recorded cut, and nothing said so: what was
+/// allocated there was charged from the outermost frame recorded (a recursion's function,
+/// not the library the call came through), silently. Every report now says how many
+/// stacks reached the limit; a recording whose stacks all fit says nothing.
+#[test]
+fn stacks_cut_at_the_frame_limit_are_reported() {
+    let exe = program("deepstack", "deepstack.c", &["-g", "-O0"]);
+    let exe = exe.to_str().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let suffix = " call stack(s) reached the recording's limit of 64 frames";
+    let file = tmp.path().join("deep.tansa");
+    let out = record(&file, &["--max-frames", "64"], &[exe, "5", "200", "300"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // The two deep recursions leave the same 64 innermost frames: one stack.
+    let r = report_json(&file, &[]);
+    assert_eq!(warned_count(&r, suffix), Some(1), "{r:#}");
+    let text = run_tansa(&["report", file.to_str().unwrap()]);
+    assert!(
+        String::from_utf8_lossy(&text.stdout).contains(suffix) || stderr(&text).contains(suffix),
+        "the table says it too: {}",
+        stderr(&text)
+    );
+    let online = online_report_json(
+        &tmp.path().join("deep.json"),
+        &["--max-frames", "64"],
+        &[exe, "5", "200", "300"],
+    );
+    assert_eq!(warned_count(&online, suffix), Some(1), "{online:#}");
+    // Within the limit: nothing to say.
+    let file = tmp.path().join("shallow.tansa");
+    let out = record(&file, &["--max-frames", "64"], &[exe, "5", "50"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r = report_json(&file, &[]);
+    assert_eq!(warned_count(&r, suffix), None, "{r:#}");
+}
+
 /// Threads that find no ring: with the agent limited to 4 rings (main and 3 workers), 16
 /// threads alive at once. Every call of the workers is either recorded or counted, and the
 /// count is in the JSON, the table and (on stderr) the CSV report.

@@ -110,6 +110,10 @@ pub struct OnlineSink {
     /// The recorded executables and runtime modules, for the programs that allocate past
     /// the agent's hooks.
     own: crate::own_allocator::Watch,
+    /// The agent's frame limit, and how many stacks reached it (their outermost frames may
+    /// be cut: the report says so).
+    frame_limit: Option<usize>,
+    at_frame_limit: u64,
 }
 
 impl OnlineSink {
@@ -132,6 +136,8 @@ impl OnlineSink {
             },
             calibration,
             own: Default::default(),
+            frame_limit: None,
+            at_frame_limit: 0,
         }
     }
 
@@ -215,6 +221,14 @@ impl OnlineSink {
         report
             .warnings
             .extend(own.iter().map(tansa_format::memory::OwnAllocator::note));
+        if let (Some(n), 1..) = (self.frame_limit, self.at_frame_limit) {
+            report
+                .warnings
+                .push(tansa_analysis::memory::frame_limit_note(
+                    self.at_frame_limit,
+                    n,
+                ));
+        }
         report
     }
 
@@ -281,8 +295,16 @@ impl Sink for OnlineSink {
             used = d.position();
         }
         for (id, frames) in stacks {
+            let deep = self.frame_limit.is_some_and(|n| frames.len() >= n);
             self.registry
                 .add_stack(SessionId(session), StackId(id), frames, &mut self.resolver);
+            // A stack defined twice (see `StackAliases`) counts once.
+            self.at_frame_limit += u64::from(
+                deep && self
+                    .registry
+                    .canonical_stack(SessionId(session), StackId(id))
+                    == StackId(id),
+            );
         }
         self.registry.resolve_pending(&mut self.resolver, false);
         self.meta_carry.insert(session, buf[used..].to_vec());
@@ -378,6 +400,7 @@ pub fn record_online(
     if config.leak_check {
         sink.aggregator.set_leak_check(None);
     }
+    sink.frame_limit = config.max_frames.map(|n| n as usize);
     sink.registry
         .add_allocation_functions(allocation_functions.iter().cloned());
     let outcome = crate::record(&config, &mut sink)?;

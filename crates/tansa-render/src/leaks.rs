@@ -541,11 +541,21 @@ mod tests {
         let lines: Vec<&str> = text.lines().collect();
         assert!(lines.len() > 1 && lines.len() < 12, "{text}");
         assert!(lines[0].starts_with(label), "{text}");
-        assert!(lines.iter().all(|l| l.chars().count() <= super::PATH_WIDTH), "{text}");
-        assert!(lines[1..].iter().all(|l| l.starts_with(&" ".repeat(label.len()))));
+        assert!(
+            lines.iter().all(|l| l.chars().count() <= super::PATH_WIDTH),
+            "{text}"
+        );
+        assert!(
+            lines[1..]
+                .iter()
+                .all(|l| l.starts_with(&" ".repeat(label.len())))
+        );
         let shown = text.matches("app!handle").count();
         assert_eq!(shown, super::PATH_CALLS_SHOWN, "{text}");
-        assert!(text.contains("… 8960 more calls (--format json lists them) E"), "{text}");
+        assert!(
+            text.contains("… 8960 more calls (--format json lists them) E"),
+            "{text}"
+        );
         // A short path stays on one line, whole.
         let mut out = Vec::new();
         super::write_path(&mut out, label, &steps[..4], "F").unwrap();

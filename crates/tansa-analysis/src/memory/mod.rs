@@ -45,6 +45,30 @@ pub fn asked_leak_check(meta: &tansa_format::meta::RecordingMeta) -> bool {
         .any(|(k, v)| k == LEAK_CHECK_OPTION && v == "true")
 }
 
+/// The recording option that gives the deepest stack the agent recorded, in frames
+/// (`tansa record --max-frames`): a stack of that many frames may have been cut.
+pub const MAX_FRAMES_OPTION: &str = "max_frames";
+
+/// The frame limit `meta`'s recording was made with ([`MAX_FRAMES_OPTION`]).
+pub fn max_frames(meta: &tansa_format::meta::RecordingMeta) -> Option<usize> {
+    meta.options
+        .iter()
+        .find(|(k, _)| k == MAX_FRAMES_OPTION)
+        .and_then(|(_, v)| v.parse().ok())
+        .filter(|&n| n > 0)
+}
+
+/// The warning for `stacks` call stacks as deep as the frame limit `limit` (see
+/// [`MAX_FRAMES_OPTION`]).
+pub fn frame_limit_note(stacks: u64, limit: usize) -> String {
+    format!(
+        "{stacks} call stack(s) reached the recording's limit of {limit} frames (tansa record \
+         --max-frames): their outermost frames may be cut, so what was allocated there is \
+         charged from the outermost frame recorded, which may not be the library or function \
+         the call came through"
+    )
+}
+
 /// The recording option a durable recording (`tansa record --durable`) carries in its
 /// `META` frame (`durable` = `true`).
 pub const DURABLE_OPTION: &str = "durable";

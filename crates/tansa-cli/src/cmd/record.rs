@@ -404,7 +404,10 @@ fn recording_meta(args: &Args, durable: bool) -> RecordingMeta {
             .collect(),
         options: vec![
             ("free_stacks".into(), (!args.no_free_stacks).to_string()),
-            ("max_frames".into(), args.max_frames.to_string()),
+            (
+                tansa_analysis::memory::MAX_FRAMES_OPTION.into(),
+                args.max_frames.to_string(),
+            ),
             ("leak_cause".into(), args.leak_cause.to_string()),
             (
                 tansa_analysis::memory::LEAK_CHECK_OPTION.into(),

@@ -433,6 +433,9 @@ impl<R: Read + Seek> MemoryRecording<R> {
         }
         warnings.extend(symbols.unresolved_notes());
         let mut resolver = TableResolver::new(symbols);
+        // Stacks as deep as the agent's limit: their outermost frames may be cut.
+        let limit = info.meta.as_ref().and_then(super::max_frames);
+        let mut at_limit = 0u64;
         for (session, bytes) in &metas {
             max_session = max_session.max(Some(*session));
             let Ok(global) = shift(*session) else {
@@ -458,9 +461,20 @@ impl<R: Read + Seek> MemoryRecording<R> {
                 }
             }
             for (id, frames) in stacks {
+                let deep = limit.is_some_and(|n| frames.len() >= n);
                 self.registry
                     .add_stack(SessionId(global), StackId(id), frames, &mut resolver);
+                // A stack defined twice (see `StackAliases`) counts once.
+                at_limit += u64::from(
+                    deep && self
+                        .registry
+                        .canonical_stack(SessionId(global), StackId(id))
+                        == StackId(id),
+                );
             }
+        }
+        if let (Some(n), 1..) = (limit, at_limit) {
+            warnings.push(super::frame_limit_note(at_limit, n));
         }
         self.registry.resolve_pending(&mut resolver, true);
         info.span = max_session.map_or(0, |m| u64::from(m) + 1);
