@@ -216,3 +216,69 @@ fn samples_go_to_the_library_mapped_when_they_were_taken() {
         );
     }
 }
+
+/// Under the agent's sampler (`--source agent`, where perf is refused), the agent learns of
+/// a library the program loaded only when one of its hooks runs: a library that computes
+/// without allocating was `[jit PID]!??`, every sample of it. The collector now reads the
+/// process's mappings when a sample's stack runs through code no announced module covers
+/// (and again for a library it learnt so, which another may have replaced: here `libb.so`
+/// is loaded where `liba.so` was).
+#[test]
+fn under_the_agent_a_library_that_never_allocates_is_named() {
+    common::ensure_agent();
+    let dir = tempfile::tempdir().unwrap();
+    let (prog, liba, libb) = build(dir.path());
+    let file = dir.path().join("agent.tansa");
+    // One round of about 0.25 + 0.75 s: each library runs for many collector ticks.
+    let out = Command::new(tansa())
+        .args([
+            "sample",
+            "--source",
+            "agent",
+            "-o",
+            file.to_str().unwrap(),
+            "--",
+        ])
+        .args([&prog, &liba, &libb])
+        .args(["1", "250000000"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let truth = String::from_utf8_lossy(&out.stdout).into_owned();
+    let fields: Vec<f64> = truth
+        .split_whitespace()
+        .map(|f| f.parse().unwrap())
+        .collect();
+    assert_eq!(fields[2], 1.0, "not loaded at one address: {truth}");
+    let truth_a = fields[0] / (fields[0] + fields[1]);
+    let libs = report(&file, "library");
+    let total = libs["total_samples"].as_u64().unwrap();
+    let (a, b) = (
+        self_samples(&libs, "liba.so"),
+        self_samples(&libs, "libb.so"),
+    );
+    let generated: u64 = libs["units"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|u| u["unit"].as_str().unwrap_or_default().starts_with("[jit"))
+        .map(|u| u["self_samples"].as_u64().unwrap())
+        .sum();
+    // The first samples of each library may come before the collector read the mappings
+    // (at most a tick's worth): a few percent.
+    assert!(
+        generated * 100 <= total * 5,
+        "{generated} of {total} samples in generated code: {libs:#}"
+    );
+    let n = a + b;
+    let seen_a = a as f64 / n.max(1) as f64;
+    let tolerance = 4.0 * (truth_a * (1.0 - truth_a) / n.max(1) as f64).sqrt() + 0.03;
+    assert!(
+        n * 100 >= total * 90 && (seen_a - truth_a).abs() <= tolerance,
+        "liba.so {a}, libb.so {b} of {total} samples ({:.1} % liba), the program measured \
+         {:.1} % (tolerance {:.1} points)",
+        seen_a * 100.0,
+        truth_a * 100.0,
+        tolerance * 100.0
+    );
+}

@@ -214,12 +214,23 @@ impl Stream {
 #[derive(Debug)]
 struct Session {
     process: ProcessId,
+    pid: u32,
+    /// When `/proc/PID/maps` was last read for code in no module the agent announced.
+    maps_read: Option<Instant>,
+    /// The mappings added from it: the library there may have been unloaded since, and
+    /// another loaded in its place, without the agent knowing.
+    from_proc: Vec<(u64, u64)>,
     /// Load bias of every module, by the agent's module id.
     bias: HashMap<u32, u64>,
     /// Stack definitions: absolute addresses, the interrupted instruction first.
     stacks: HashMap<u32, Box<[u64]>>,
     meta: Stream,
 }
+
+/// How often at most `/proc/PID/maps` is read for code in no announced module (see
+/// `AgentSink::map_from_proc`): code generated at run time is in no file, and each of its
+/// new stacks would read it again.
+const MAPS_EVERY: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// A sample whose stack was not defined yet when it arrived.
 #[derive(Debug, Clone, Copy)]
@@ -333,6 +344,46 @@ impl<'a> AgentSink<'a> {
         }
     }
 
+    /// A sample stack runs through code in no module the agent announced. The agent learns
+    /// of a library the program loaded only when one of its hooks runs: a library that
+    /// computes without allocating, sampled and unloaded before, was `[jit PID]!??`. So the
+    /// process's file mappings are read here (while it still has them: the definition comes
+    /// within a tick of the sample that made it), at most once per [`MAPS_EVERY`], and the
+    /// executable ones not known yet, or learnt here before (another library may have
+    /// taken an unloaded one's place), are added as the perf sampler adds them. Code that
+    /// no file maps stays generated code.
+    fn map_from_proc(builder: &mut CpuRecordingBuilder, s: &mut Session) {
+        if s.maps_read.is_some_and(|t| t.elapsed() < MAPS_EVERY) {
+            return;
+        }
+        s.maps_read = Some(Instant::now());
+        let Ok(maps) = tansa_proc::maps::read_exec_maps(s.pid) else {
+            return;
+        };
+        // Whose files these are now (see `sources`).
+        builder.refresh_owner(s.process);
+        for m in maps.into_iter().filter(|m| m.is_file()) {
+            let range = (m.start, m.end);
+            if builder.is_mapped(s.process, m.start) && !s.from_proc.contains(&range) {
+                continue;
+            }
+            if !s.from_proc.contains(&range) {
+                s.from_proc.push(range);
+            }
+            builder.add_mapping(
+                s.process,
+                MappingInfo {
+                    start: m.start,
+                    end: m.end,
+                    file_offset: m.offset,
+                    path: m.path,
+                    build_id: None,
+                    load_bias: None,
+                },
+            );
+        }
+    }
+
     /// Adds a sample if its stack is known; returns false otherwise.
     fn try_sample(&mut self, p: Pending) -> bool {
         let Some(s) = self.sessions.get(&p.session) else {
@@ -383,6 +434,9 @@ impl Sink for AgentSink<'_> {
             info.session,
             Session {
                 process,
+                pid: info.pid,
+                maps_read: None,
+                from_proc: Vec::new(),
                 bias: HashMap::new(),
                 stacks: HashMap::new(),
                 meta: Stream::default(),
@@ -406,6 +460,13 @@ impl Sink for AgentSink<'_> {
                         m => f.offset.wrapping_add(s.bias.get(&m).copied().unwrap_or(0)),
                     })
                     .collect();
+                let learnt = |a: u64| s.from_proc.iter().any(|&(lo, hi)| lo <= a && a < hi);
+                if abs
+                    .iter()
+                    .any(|&a| !builder.is_mapped(s.process, a) || learnt(a))
+                {
+                    Self::map_from_proc(builder, s);
+                }
                 s.stacks.insert(id, abs);
             }
             _ => {}

@@ -631,6 +631,14 @@ impl CpuRecordingBuilder {
         }
     }
 
+    /// Whether a user address of process `p` lies in a mapping the builder was told of
+    /// (not only in its generated code).
+    pub fn is_mapped(&self, p: ProcessId, addr: u64) -> bool {
+        self.spaces
+            .get(p.0 as usize)
+            .is_some_and(|s| s.find(addr).is_some())
+    }
+
     /// Where a user address of process `p` lands: its module and address in the module.
     pub fn locate(&self, p: ProcessId, addr: u64) -> Option<(u32, u64)> {
         let l = self.user_loc(p.0 as usize, addr);
