@@ -333,11 +333,17 @@ unsafe extern "C" fn thread_exit(value: *mut c_void) {
 }
 
 extern "C" fn on_exit_handler(code: c_int, _arg: *mut c_void) {
+    // The child of `vfork` (which should have called `_exit`) shares its parent's memory
+    // and this thread's static TLS: what it noted or checked would be the parent's. It
+    // only tells the parent that it ended without executing a program.
+    let st = thread::current();
+    if st.vfork_return.get() != 0 {
+        st.vfork_child_ended.set(true);
+        return;
+    }
     sampler::account_unsampled();
     sampler::account_running_threads();
-    // The child of `vfork` shares its parent's memory: the parent's exit checks it.
-    if session::SESSION.flags() & FLAG_LEAK_CHECK != 0 && thread::current().vfork_return.get() == 0
-    {
+    if session::SESSION.flags() & FLAG_LEAK_CHECK != 0 {
         leakcheck::at_exit();
     }
     session::SESSION.note_exit(EXIT_NORMAL, code);
@@ -347,9 +353,13 @@ extern "C" fn on_exit_handler(code: c_int, _arg: *mut c_void) {
 /// the agent's only chance to see it), then ends the process as glibc's `_exit` does.
 #[unsafe(no_mangle)]
 pub extern "C" fn _exit(code: c_int) -> ! {
-    // The child of `vfork` (whose `exec` failed) shares its parent's memory and this
-    // thread's static TLS: what it noted would be the parent's.
-    if thread::current().vfork_return.get() != 0 {
+    // The child of `vfork` (whose `exec` failed, or that never meant to exec) shares its
+    // parent's memory and this thread's static TLS: what it noted would be the parent's.
+    // It only tells the parent, through that shared TLS, that it ended without executing
+    // a program (so the parent does not name it as a child that ran one unrecorded).
+    let st = thread::current();
+    if st.vfork_return.get() != 0 {
+        st.vfork_child_ended.set(true);
         sys::exit_group(code)
     }
     sampler::account_unsampled();
@@ -365,6 +375,10 @@ pub extern "C" fn _exit(code: c_int) -> ! {
 /// `pthread_atfork` handler: the collector hears of it only when the program it runs loads
 /// the agent. A static or set-uid program it ran went unrecorded without a word (`sh -c`
 /// runs its commands so: dash uses `vfork`); named here, it is listed as unrecorded.
+/// A child that ends with `_exit` without executing anything (a failed `exec`, or a
+/// `vfork` used only to run a few async-signal-safe calls) ran no program: it says so to
+/// its parent through the thread's static TLS, which they share, and the parent tells the
+/// collector ([`Spawn::VforkNoExec`]), which lists nothing for it.
 ///
 /// A function that calls `vfork` cannot return normally: the child returns first, through
 /// the same stack, and overwrites the frame the parent returns through later. So this is a
@@ -415,13 +429,20 @@ extern "C" fn vfork_after(pid: libc::pid_t) -> u64 {
     let st = thread::current();
     let ra = st.vfork_return.get();
     // Set while the child runs (see `_exit`); the parent clears it once resumed.
+    let mut ran_no_program = false;
     if pid != 0 {
         st.vfork_return.set(0);
+        ran_no_program = st.vfork_child_ended.replace(false);
     }
     if pid > 0 && matches!(state(), State::Ready) {
         let mut program = [0u8; 256];
         let program = sys::proc_program(pid as u32, &mut program);
-        session::SESSION.note_spawned(pid as u32, program, Spawn::Vfork);
+        let how = if ran_no_program {
+            Spawn::VforkNoExec
+        } else {
+            Spawn::Vfork
+        };
+        session::SESSION.note_spawned(pid as u32, program, how);
     }
     ra
 }

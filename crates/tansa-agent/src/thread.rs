@@ -77,6 +77,9 @@ pub struct ThreadState {
     pub sample_rng: Cell<u64>,
     /// The return address of the thread's `vfork` call in progress (see `crate::vfork`).
     pub vfork_return: Cell<u64>,
+    /// Set by the child of the thread's `vfork` call in progress when it ends without
+    /// executing a program (`_exit`); read and cleared by the parent once resumed.
+    pub vfork_child_ended: Cell<bool>,
 }
 
 thread_local! {
@@ -96,6 +99,7 @@ thread_local! {
             sample_left: Cell::new(0),
             sample_rng: Cell::new(0),
             vfork_return: Cell::new(0),
+            vfork_child_ended: Cell::new(false),
         }
     };
 }

@@ -483,6 +483,59 @@ fn static_programs_started_by_sh_posix_spawn_system_or_popen_are_listed_as_unrec
     assert_eq!(shells, 2, "{:?}", processes(&r));
 }
 
+/// A child of `vfork` that ends with `_exit` without executing a program (five at once, one
+/// after a failed `exec`, one its parent never waits for, which the recorder reaps) ran
+/// nothing unrecorded: no warning. Before, each was listed as started "with a program that
+/// did not run the agent: statically linked, set-uid, or started without LD_PRELOAD". The
+/// child that does execute a static program still is.
+#[test]
+fn vfork_children_that_exit_without_exec_are_not_listed_as_unrecorded() {
+    let (_, _, stat) = fdreuse_programs();
+    let vforker = program("vforker", "vforker.c", &["-g", "-O1"]);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("vfork.tansa");
+    let out = record(
+        &file,
+        &[],
+        &[vforker.to_str().unwrap(), stat.to_str().unwrap()],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "vforked 8 exec 0"
+    );
+    let r = report_json(&file, &[]);
+    let unrecorded = r["unrecorded"].as_array().unwrap();
+    assert_eq!(unrecorded.len(), 1, "{unrecorded:?}");
+    assert!(
+        unrecorded[0]["exe"]
+            .as_str()
+            .unwrap()
+            .ends_with("allocer-static"),
+        "{unrecorded:?}"
+    );
+    let reason = unrecorded[0]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("(vfork)") && reason.contains("did not run the agent"),
+        "{unrecorded:?}"
+    );
+    assert!(
+        warnings(&r)
+            .iter()
+            .any(|w| w.starts_with("1 process(es) ran without being recorded")),
+        "{:?}",
+        warnings(&r)
+    );
+    // One image: the vfork children ran none of their own.
+    assert_eq!(processes(&r).len(), 1, "{:?}", processes(&r));
+    // The text report says it once, of the static program alone.
+    let table = run_tansa(&["report", file.to_str().unwrap()]);
+    assert!(table.status.success(), "{}", stderr(&table));
+    let said = stderr(&table);
+    assert_eq!(said.matches("did not run the agent").count(), 1, "{said}");
+    assert!(said.contains("allocer-static"), "{said}");
+}
+
 /// A library constructor that creates a thread before the agent's own constructor ran:
 /// the thread is created (no EAGAIN) and recorded, under `tansa record` and under the
 /// agent's CPU sampling.

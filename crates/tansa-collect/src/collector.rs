@@ -118,6 +118,10 @@ pub struct Collector {
     refused_pids: HashSet<u32>,
     /// Processes reaped without a session yet: their announcement may still be queued.
     reaped_unknown: Vec<(Instant, Unrecorded)>,
+    /// Children of `vfork` that ended without executing a program ([`Spawn::VforkNoExec`]):
+    /// nothing of them went unrecorded, even when this collector reaps them (orphaned).
+    /// A pid leaves the set when a process of that pid announces itself or is reaped.
+    ran_no_program: HashSet<u32>,
     /// Sessions whose image ended before it was collected, whose pidfd will tell how.
     awaiting_status: Vec<usize>,
     /// Sessions whose process was still ending when its socket hung up (it closes its
@@ -160,6 +164,7 @@ impl Collector {
             by_pid: HashMap::new(),
             refused_pids: HashSet::new(),
             reaped_unknown: Vec::new(),
+            ran_no_program: HashSet::new(),
             awaiting_status: Vec::new(),
             dying: Vec::new(),
             retiring: Vec::new(),
@@ -376,6 +381,7 @@ impl Collector {
                 }
                 images.push(self.sessions.len());
                 self.pending_exec.remove(&s.pid);
+                self.ran_no_program.remove(&s.pid);
                 sink.session_started(&s.info)?;
                 if s.info_flags & FLAG_PYTHON_MALLOC != 0 {
                     sink.session_python_malloc(s.id);
@@ -408,7 +414,15 @@ impl Collector {
                 // A child the session's process started with posix_spawn: it runs the agent
                 // and announces itself within the grace period, or it runs unrecorded.
                 let child = hello.segment_index;
-                if child != 0 && !self.by_pid.contains_key(&child) {
+                let how = Spawn::from_u32(hello.reserved);
+                if how == Spawn::VforkNoExec {
+                    // A vfork child that ended without executing anything: no program of
+                    // it went unrecorded.
+                    if child != 0 {
+                        self.pending_exec.remove(&child);
+                        self.ran_no_program.insert(child);
+                    }
+                } else if child != 0 && !self.by_pid.contains_key(&child) {
                     let path = &bytes[Hello::SIZE..bytes.len().min(Hello::SIZE + SPAWNED_PATH_MAX)];
                     // The program as the parent named it (posix_spawnp: maybe found on PATH;
                     // vfork: as /proc said when the parent resumed).
@@ -417,7 +431,7 @@ impl Collector {
                         since: Instant::now(),
                         exe,
                         ppid: self.sessions[i].pid,
-                        spawned: Some(Spawn::from_u32(hello.reserved)),
+                        spawned: Some(how),
                     });
                 }
             }
@@ -562,6 +576,7 @@ impl Collector {
             if !self.by_pid.contains_key(&pid)
                 && !self.refused_pids.contains(&pid)
                 && !self.pending_exec.contains_key(&pid)
+                && !self.ran_no_program.remove(&pid)
             {
                 self.reaped_unknown.push((
                     Instant::now(),
@@ -657,8 +672,9 @@ impl Collector {
     fn settle_reaped(&mut self, all: bool) {
         let recorded = &self.by_pid;
         let unrecorded = &mut self.unrecorded;
+        let ran_no_program = &mut self.ran_no_program;
         self.reaped_unknown.retain(|(when, u)| {
-            if recorded.contains_key(&u.pid) {
+            if recorded.contains_key(&u.pid) || ran_no_program.remove(&u.pid) {
                 return false;
             }
             // Its announcement, sent before it exited, may still be queued behind others

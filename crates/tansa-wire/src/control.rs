@@ -40,6 +40,9 @@ pub enum Spawn {
     PosixSpawn = 0,
     /// `vfork`.
     Vfork = 1,
+    /// `vfork`, and the child ended (`_exit`) without executing a program: it ran nothing
+    /// that could have been recorded, and it is no one's unrecorded process.
+    VforkNoExec = 2,
 }
 
 impl Spawn {
@@ -47,16 +50,16 @@ impl Spawn {
     pub fn name(self) -> &'static str {
         match self {
             Spawn::PosixSpawn => "posix_spawn",
-            Spawn::Vfork => "vfork",
+            Spawn::Vfork | Spawn::VforkNoExec => "vfork",
         }
     }
 
     /// From a message's field (unknown values read as `posix_spawn`).
     pub fn from_u32(v: u32) -> Spawn {
-        if v == Spawn::Vfork as u32 {
-            Spawn::Vfork
-        } else {
-            Spawn::PosixSpawn
+        match v {
+            1 => Spawn::Vfork,
+            2 => Spawn::VforkNoExec,
+            _ => Spawn::PosixSpawn,
         }
     }
 }
@@ -201,7 +204,7 @@ mod tests {
         bad[0] ^= 1;
         assert_eq!(Hello::from_bytes(&bad), None);
         // A spawned child's message, followed by its program: the fixed part parses alone.
-        for how in [Spawn::PosixSpawn, Spawn::Vfork] {
+        for how in [Spawn::PosixSpawn, Spawn::Vfork, Spawn::VforkNoExec] {
             let s = Hello::spawned(10, 11, how);
             let mut bytes = s.to_bytes().to_vec();
             bytes.extend_from_slice(b"/bin/true");
