@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use rustc_hash::{FxHashMap, FxHashSet};
 use tansa_format::cpu::{Loc, Mode, ModuleKind, NO_MODULE, Process};
 
-use super::names::Names;
+use super::names::{Names, split_distinct_name};
 use super::recording::CpuRecording;
 use super::report::{By, CallerReport, CpuReport, CpuUnit, SCHEMA, SpaceSplit};
 
@@ -376,7 +376,7 @@ fn by_interval(
             let pc = rec.stack(e.stack)?.frames.first().copied()?;
             // As `--by function` names it: the innermost (inlined) function.
             let name = match names.frames(pc).first() {
-                Some(f) => format!("{}!{}", names.module(pc.module), f.function.unwrap_or("??")),
+                Some(f) => format!("{}!{}", names.module(pc.module), f.name()),
                 None => names.unit(pc),
             };
             Some(interner.id(name))
@@ -527,7 +527,9 @@ fn by_function(
     stack_counts: &[(u32, u64)],
 ) -> Vec<CpuUnit> {
     let mut interner = Interner::default();
-    // Functions of a frame, innermost inlined first.
+    // Functions of a frame, innermost inlined first. A function is told apart from
+    // others of its name in its module by its start (`SourceFrame::name`), so two C
+    // `static` functions of one name are two units, not one.
     let expand = |loc: Loc, interner: &mut Interner| -> Vec<u32> {
         let frames = names.frames(loc);
         if frames.is_empty() {
@@ -536,7 +538,7 @@ fn by_function(
         let module = names.module(loc.module);
         frames
             .iter()
-            .map(|f| interner.id(format!("{module}!{}", f.function.unwrap_or("??"))))
+            .map(|f| interner.id(format!("{module}!{}", f.name())))
             .collect()
     };
     let mut cache: FxHashMap<Loc, Vec<u32>> = FxHashMap::default();
@@ -598,6 +600,8 @@ fn by_function(
             let (module, function) = name.split_once('!').unwrap_or(("", name));
             u.module = Some(module.to_string());
             u.function = Some(function.to_string());
+            // A function told apart from others of its name: its start.
+            u.address = split_distinct_name(function).map(|(_, start)| format!("{start:#x}"));
             let mut callers = per_callee.remove(&id).unwrap_or_default();
             callers.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.unit.cmp(&b.unit)));
             u.callers = Some(callers);
@@ -620,12 +624,14 @@ fn by_line(
             Some(f) if f.file.is_some() && f.line > 0 => (
                 f.file.unwrap_or_default().to_string(),
                 f.line,
-                f.function.unwrap_or("??").to_string(),
+                f.name().into_owned(),
             ),
             _ => (
                 format!("<no line: {}>", names.module(loc.module)),
                 0,
-                names.function(loc).unwrap_or("??").to_string(),
+                names
+                    .function_name(loc)
+                    .map_or_else(|| "??".to_string(), |f| f.into_owned()),
             ),
         }
     };
@@ -641,7 +647,7 @@ fn by_line(
                 (
                     f.file.unwrap_or_default().to_string(),
                     f.line,
-                    f.function.unwrap_or("??").to_string(),
+                    f.name().into_owned(),
                 )
             })
             .collect()
@@ -692,7 +698,7 @@ fn by_instruction(
     acc.into_iter()
         .map(|(loc, n)| {
             let module = names.module(loc.module);
-            let unit = match (names.function(loc), names.function_start(loc)) {
+            let unit = match (names.function_name(loc), names.function_start(loc)) {
                 (Some(f), Some(start)) if loc.offset >= start => {
                     format!("{module}!{f}+{:#x}", loc.offset - start)
                 }
@@ -701,7 +707,7 @@ fn by_instruction(
             };
             let mut u = CpuUnit::new(unit, n, n);
             u.module = Some(module.to_string());
-            u.function = names.function(loc).map(str::to_string);
+            u.function = names.function_name(loc).map(|f| f.into_owned());
             u.address = Some(format!("{:#x}", loc.offset));
             u
         })

@@ -10,7 +10,7 @@ use rustc_hash::FxHashMap;
 use tansa_format::cpu::Loc;
 use tansa_format::symtab::CodeBlock;
 
-use super::names::Names;
+use super::names::{Names, split_distinct_name};
 use super::recording::CpuRecording;
 
 /// Why a function cannot be annotated.
@@ -191,8 +191,12 @@ fn base_name(function: &str) -> &str {
 
 struct Candidate<'a> {
     module: u32,
+    /// `module!function`, the function told apart from others of its name in the module
+    /// by its start (`module!helper@0x1180`) where it needs to be.
     unit: String,
     function: &'a str,
+    /// Where the function starts (its symbol's address), if known.
+    start: Option<u64>,
     block: &'a CodeBlock,
 }
 
@@ -208,8 +212,9 @@ fn candidates<'a>(rec: &'a CpuRecording, names: &Names<'a>) -> Vec<Candidate<'a>
             if let Some(function) = names.function(loc) {
                 out.push(Candidate {
                     module,
-                    unit: format!("{}!{}", names.module(module), function),
+                    unit: names.unit(loc),
                     function,
+                    start: names.function_start(loc),
                     block,
                 });
             }
@@ -218,8 +223,9 @@ fn candidates<'a>(rec: &'a CpuRecording, names: &Names<'a>) -> Vec<Candidate<'a>
     out
 }
 
-/// Annotates the function named `name` (`function` or `module!function`), counting the
-/// samples of process `pid` only when given.
+/// Annotates the function named `name` (`function` or `module!function`, either followed by
+/// `@0x` and the function's start to pick one of several functions of that name, as
+/// reports name them), counting the samples of process `pid` only when given.
 pub fn annotate(
     rec: &CpuRecording,
     name: &str,
@@ -251,10 +257,19 @@ pub fn annotate(
     let asked = |module: &str, function: &str| {
         module_part.is_none_or(|m| m == module) && names_function(function, function_part)
     };
+    // `helper@0x1180`: the function of that name that starts there.
+    let at_start = split_distinct_name(function_part);
+    let asked_at = |c: &Candidate<'_>| {
+        at_start.is_some_and(|(function, start)| {
+            c.start == Some(start)
+                && module_part.is_none_or(|m| m == names.module(c.module))
+                && names_function(c.function, function)
+        })
+    };
     let exact: Vec<&Candidate<'_>> = all.iter().filter(|c| c.unit == name).collect();
     let matches: Vec<&Candidate<'_>> = if exact.is_empty() {
         all.iter()
-            .filter(|c| asked(names.module(c.module), c.function))
+            .filter(|c| asked(names.module(c.module), c.function) || asked_at(c))
             .collect()
     } else {
         exact
@@ -361,16 +376,14 @@ fn not_annotated(
             if inner
                 .iter()
                 .any(|f| function(f).is_some_and(|f| asked(module_name, f)))
-                && let Some(outer) = function(outer)
+                && function(outer).is_some()
             {
-                let samples = counts
-                    .get(&Loc {
-                        module,
-                        offset: a.offset,
-                    })
-                    .copied()
-                    .unwrap_or(0);
-                let n = into.entry(format!("{module_name}!{outer}")).or_default();
+                let loc = Loc {
+                    module,
+                    offset: a.offset,
+                };
+                let samples = counts.get(&loc).copied().unwrap_or(0);
+                let n = into.entry(names.unit(loc)).or_default();
                 *n = n.saturating_add(samples);
             }
         }

@@ -1,6 +1,10 @@
 //! Naming a recording's addresses from its own symbol table: module, function, source
 //! line, inlined frames.
 
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+use rustc_hash::FxHashMap;
 use tansa_format::cpu::{Loc, ModuleKind, NO_MODULE};
 use tansa_format::symtab::{AddrSymbols, ModuleSymbols};
 
@@ -15,18 +19,99 @@ pub struct SourceFrame<'a> {
     pub file: Option<&'a str>,
     /// Line, 0 if unknown.
     pub line: u32,
+    /// The function's start address, when another function of the same name in the same
+    /// module (a C `static` function of another file, a C++ function of another file's
+    /// anonymous namespace) must be told apart from it: see [`SourceFrame::name`]. `None`
+    /// when the name is the module's only function of that name (or, for an inlined
+    /// frame, when its code's file does not tell which of them it is).
+    pub start: Option<u64>,
 }
 
+impl<'a> SourceFrame<'a> {
+    /// The function's name as reports show it and `tansa annotate` accepts it: its name,
+    /// followed by `@0x` and its start address when another function of the module has
+    /// the same name (`helper@0x1180`, as a function known only by its extent is named
+    /// `fn@0x1180`); `??` when unknown.
+    pub fn name(&self) -> Cow<'a, str> {
+        distinct_name(self.function.unwrap_or("??"), self.start)
+    }
+}
+
+/// `function`, told apart by `start` when given: `helper@0x1180`.
+pub fn distinct_name(function: &str, start: Option<u64>) -> Cow<'_, str> {
+    match start {
+        Some(start) => Cow::Owned(format!("{function}@{start:#x}")),
+        None => Cow::Borrowed(function),
+    }
+}
+
+/// `name@0xSTART` split into the name and the start address, when `name` ends so and is
+/// not itself a function known by its extent (`fn@0x1180`).
+pub fn split_distinct_name(name: &str) -> Option<(&str, u64)> {
+    let (function, start) = name.rsplit_once("@0x")?;
+    if function.is_empty() || function == "fn" || function.ends_with("!fn") {
+        return None;
+    }
+    let start = u64::from_str_radix(start, 16).ok()?;
+    Some((function, start))
+}
+
+/// Per module, the function names that several functions (distinct start addresses) of
+/// the module share: each start, with the source file of its code where known.
+type Homonyms<'a> = FxHashMap<(u32, &'a str), BTreeMap<u64, Option<&'a str>>>;
+
 /// Names addresses of one recording.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Names<'a> {
     rec: &'a CpuRecording,
+    homonyms: Homonyms<'a>,
 }
 
 impl<'a> Names<'a> {
     /// Names for `rec`.
     pub fn new(rec: &'a CpuRecording) -> Self {
-        Names { rec }
+        let mut homonyms: Homonyms<'a> = FxHashMap::default();
+        for m in &rec.symbols.modules {
+            for a in &m.addrs {
+                let (Some(outer), Some(start)) = (a.frames.last(), a.function_start) else {
+                    continue;
+                };
+                let Some(function) = rec.symbols.string(outer.function) else {
+                    continue;
+                };
+                let file = rec.symbols.string(outer.file);
+                let starts = homonyms.entry((m.key as u32, function)).or_default();
+                let known = starts.entry(start).or_insert(file);
+                if known.is_none() {
+                    *known = file;
+                }
+            }
+        }
+        homonyms.retain(|_, starts| starts.len() > 1);
+        Names { rec, homonyms }
+    }
+
+    /// The start address that tells the function `function` of `module` apart from the
+    /// module's other functions of that name, if it has any: `start` for the function that
+    /// physically contains an address; for an inlined one (`start` unknown), the start of
+    /// the only one of them whose code is in `file`.
+    fn distinct_start(
+        &self,
+        module: u32,
+        function: Option<&str>,
+        start: Option<u64>,
+        file: Option<&str>,
+    ) -> Option<u64> {
+        let starts = self.homonyms.get(&(module, function?))?;
+        if let Some(start) = start {
+            return Some(start);
+        }
+        let file = file?;
+        let mut in_file = starts.iter().filter(|(_, f)| **f == Some(file));
+        match (in_file.next(), in_file.next()) {
+            (Some((&start, _)), None) => Some(start),
+            _ => None,
+        }
     }
 
     /// The module's short name: the file name of its path, or its bracketed name;
@@ -78,12 +163,29 @@ impl<'a> Names<'a> {
             .iter()
             .enumerate()
             .filter(|&(i, _)| i + 1 < crate::memory::model::MAX_INLINED || i + 1 == n)
-            .map(|(_, f)| SourceFrame {
-                function: self.rec.symbols.string(f.function),
-                file: self.rec.symbols.string(f.file),
-                line: f.line,
+            .map(|(i, f)| {
+                let function = self.rec.symbols.string(f.function);
+                let file = self.rec.symbols.string(f.file);
+                let physical = (i + 1 == n).then_some(a.function_start).flatten();
+                SourceFrame {
+                    function,
+                    file,
+                    line: f.line,
+                    start: self.distinct_start(loc.module, function, physical, file),
+                }
             })
             .collect()
+    }
+
+    /// The name of the function that physically contains `loc` as reports show it (see
+    /// [`SourceFrame::name`]), if known.
+    pub fn function_name(&self, loc: Loc) -> Option<Cow<'a, str>> {
+        let a = self.lookup(loc)?;
+        let outer = a.frames.last()?;
+        let function = self.rec.symbols.string(outer.function)?;
+        let file = self.rec.symbols.string(outer.file);
+        let start = self.distinct_start(loc.module, Some(function), a.function_start, file);
+        Some(distinct_name(function, start))
     }
 
     /// The function that physically contains `loc`, if known.
@@ -97,12 +199,37 @@ impl<'a> Names<'a> {
         self.lookup(loc)?.function_start
     }
 
-    /// `module!function` of the function containing `loc` (`module!??` if unknown).
+    /// `module!function` of the function containing `loc` (`module!??` if unknown), the
+    /// function told apart from others of its name as [`SourceFrame::name`] does.
     pub fn unit(&self, loc: Loc) -> String {
         format!(
             "{}!{}",
             self.module(loc.module),
-            self.function(loc).unwrap_or("??")
+            self.function_name(loc).as_deref().unwrap_or("??")
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{distinct_name, split_distinct_name};
+
+    #[test]
+    fn functions_of_one_name_are_named_by_their_start_and_read_back() {
+        assert_eq!(distinct_name("helper", None), "helper");
+        assert_eq!(distinct_name("helper", Some(0x1180)), "helper@0x1180");
+        assert_eq!(
+            split_distinct_name("helper@0x1180"),
+            Some(("helper", 0x1180))
+        );
+        assert_eq!(
+            split_distinct_name("stm!helper@0x1180"),
+            Some(("stm!helper", 0x1180))
+        );
+        // A function known only by its extent is named so already: no name to split off.
+        assert_eq!(split_distinct_name("fn@0x1180"), None);
+        assert_eq!(split_distinct_name("stm!fn@0x1180"), None);
+        assert_eq!(split_distinct_name("helper"), None);
+        assert_eq!(split_distinct_name("helper@0xzz"), None);
     }
 }

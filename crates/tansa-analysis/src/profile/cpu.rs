@@ -122,7 +122,9 @@ fn location(b: &mut Builder, names: &Names<'_>, loc: Loc) -> u32 {
         frames
             .iter()
             .map(|f| Line {
-                function: b.function(f.function, f.file),
+                // Two functions of one name in a module stay two (`helper@0x1180`), in
+                // flame graphs and collapsed stacks as in the report.
+                function: b.function(f.function.map(|_| f.name()).as_deref(), f.file),
                 line: f.line,
             })
             .collect()
