@@ -212,3 +212,72 @@ fn static_functions_of_one_name_are_two_units_that_annotate_tells_apart() {
         "{name_a}, {name_b} in the page"
     );
 }
+
+/// Two instances of one function template on one line: two rows of `--by line`, which the
+/// CSV tells apart by a `function` column, as the table and the JSON do (its rows had
+/// one `unit` and nothing else to tell them apart).
+#[test]
+fn the_csv_by_line_names_the_function_of_each_row() {
+    let dir = build_dir().join("cpu");
+    std::fs::create_dir_all(&dir).unwrap();
+    let exe = dir.join("templates");
+    compile(&exe, &[cpu_source("templates.cpp")], &["-g", "-O1"]);
+    let t = tempfile::tempdir().unwrap();
+    let file = t.path().join("templates.tansa");
+    let f = file.to_str().unwrap();
+    tansa_ok(&["sample", "-o", f, "--", exe.to_str().unwrap()]);
+    let r = report_json(&file, &["--by", "line"]);
+    let out = tansa_ok(&["report", f, "--by", "line", "--format", "csv"]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    let header: Vec<&str> = text.lines().next().unwrap().split(',').collect();
+    assert_eq!(
+        header,
+        [
+            "unit",
+            "self_samples",
+            "total_samples",
+            "self_ns",
+            "total_ns",
+            "self_percent",
+            "total_percent",
+            "function"
+        ],
+        "{text}"
+    );
+    // Every row of the JSON is a row of the CSV, keyed by (unit, function), once.
+    let mut rows = std::collections::HashMap::new();
+    for row in csv::Reader::from_reader(text.as_bytes()).records() {
+        let row: Vec<String> = row.unwrap().iter().map(str::to_string).collect();
+        let key = (row[0].clone(), row[7].clone());
+        assert!(
+            rows.insert(key.clone(), row).is_none(),
+            "{key:?} twice: {text}"
+        );
+    }
+    for u in r["units"].as_array().unwrap() {
+        let key = (
+            u["unit"].as_str().unwrap().to_string(),
+            u["function"].as_str().unwrap().to_string(),
+        );
+        let row = rows
+            .get(&key)
+            .unwrap_or_else(|| panic!("{key:?} not in the CSV: {text}"));
+        assert_eq!(row[1], n(u, "self_samples").to_string(), "{key:?}");
+    }
+    // The loop line of the template is two rows, one per instance.
+    let loop_line = format!("{}:5", cpu_source("templates.cpp").display());
+    let mut functions: Vec<&str> = rows
+        .keys()
+        .filter(|(unit, _)| unit.ends_with("templates.cpp:5"))
+        .map(|(_, function)| function.as_str())
+        .collect();
+    functions.sort_unstable();
+    assert_eq!(
+        functions,
+        [
+            "long work<long, char>(long, char)",
+            "long work<long, int>(long, int)"
+        ],
+        "{loop_line}: {text}"
+    );
+}

@@ -248,7 +248,11 @@ pub fn csv(r: &CpuReport, out: &mut dyn Write) -> io::Result<()> {
         }
         return w.flush();
     }
-    w.write_record([
+    // By line, a unit is a line of one function: two template instances, or two static
+    // functions, on one line are two rows with one `unit`, told apart by the function
+    // (as the table and the JSON do).
+    let by_line = r.by == "line";
+    let mut header = vec![
         "unit",
         "self_samples",
         "total_samples",
@@ -256,10 +260,13 @@ pub fn csv(r: &CpuReport, out: &mut dyn Write) -> io::Result<()> {
         "total_ns",
         "self_percent",
         "total_percent",
-    ])
-    .map_err(crate::csv_io)?;
+    ];
+    if by_line {
+        header.push("function");
+    }
+    w.write_record(&header).map_err(crate::csv_io)?;
     for u in &r.units {
-        w.write_record([
+        let mut row = vec![
             u.unit.clone(),
             u.self_samples.to_string(),
             u.total_samples.to_string(),
@@ -267,8 +274,11 @@ pub fn csv(r: &CpuReport, out: &mut dyn Write) -> io::Result<()> {
             u.total_ns.to_string(),
             percent(u.self_percent),
             percent(u.total_percent),
-        ])
-        .map_err(crate::csv_io)?;
+        ];
+        if by_line {
+            row.push(u.function.clone().unwrap_or_default());
+        }
+        w.write_record(&row).map_err(crate::csv_io)?;
     }
     w.flush()
 }
