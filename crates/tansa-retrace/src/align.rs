@@ -169,10 +169,13 @@ pub fn align(
                 .map(move |c| rebuild_path(program, length, c, entry))
         })
         .collect();
+    // The same order as the true paths' (`GroundTruth::modal`), which a report compares
+    // the first with.
     paths.sort_by(|a, b| {
-        b.executions
-            .cmp(&a.executions)
-            .then(a.length.cmp(&b.length))
+        tansa_format::retrace::representative_order(
+            (a.executions, a.length),
+            (b.executions, b.length),
+        )
     });
     Some(Aligned {
         paths,
