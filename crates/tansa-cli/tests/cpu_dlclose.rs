@@ -100,6 +100,38 @@ fn build(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf, std::path::Path
     (prog, liba, libb)
 }
 
+/// Samples `prog liba libb ROUNDS N` with `tansa sample [source] -o FILE`: the recording,
+/// and the CPU time the program measured in each library. The libraries must have been
+/// loaded at one address.
+fn sample_swaps(
+    dir: &Path,
+    source: &[&str],
+    rounds: &str,
+    n: &str,
+) -> (std::path::PathBuf, f64, f64) {
+    let (prog, liba, libb) = build(dir);
+    let file = dir.join("dl.tansa");
+    let out = Command::new(tansa())
+        .arg("sample")
+        .args(source)
+        .args(["-o", file.to_str().unwrap(), "--"])
+        .args([&prog, &liba, &libb])
+        .args([rounds, n])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let truth = String::from_utf8_lossy(&out.stdout).into_owned();
+    let fields: Vec<f64> = truth
+        .split_whitespace()
+        .map(|f| f.parse().unwrap())
+        .collect();
+    assert_eq!(
+        fields[2], 1.0,
+        "the libraries were not loaded at one address: the test shows nothing"
+    );
+    (file, fields[0], fields[1])
+}
+
 fn report(file: &Path, by: &str) -> Value {
     let out = Command::new(tansa())
         .args([
@@ -129,26 +161,8 @@ fn self_samples(r: &Value, unit: &str) -> u64 {
 #[test]
 fn samples_go_to_the_library_mapped_when_they_were_taken() {
     let dir = tempfile::tempdir().unwrap();
-    let (prog, liba, libb) = build(dir.path());
-    let file = dir.path().join("dl.tansa");
     // 100 rounds of about 2 + 7 ms: a reading round (up to 100 ms) sees several swaps.
-    let out = Command::new(tansa())
-        .args(["sample", "-o", file.to_str().unwrap(), "--"])
-        .args([&prog, &liba, &libb])
-        .args(["100", "8000000"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
-    let truth = String::from_utf8_lossy(&out.stdout).into_owned();
-    let fields: Vec<f64> = truth
-        .split_whitespace()
-        .map(|f| f.parse().unwrap())
-        .collect();
-    let (ta, tb, same) = (fields[0], fields[1], fields[2]);
-    assert_eq!(
-        same, 1.0,
-        "the libraries were not loaded at one address: the test shows nothing"
-    );
+    let (file, ta, tb) = sample_swaps(dir.path(), &[], "100", "8000000");
 
     let libs = report(&file, "library");
     let (a, b) = (
@@ -227,30 +241,9 @@ fn samples_go_to_the_library_mapped_when_they_were_taken() {
 fn under_the_agent_a_library_that_never_allocates_is_named() {
     common::ensure_agent();
     let dir = tempfile::tempdir().unwrap();
-    let (prog, liba, libb) = build(dir.path());
-    let file = dir.path().join("agent.tansa");
     // One round of about 0.25 + 0.75 s: each library runs for many collector ticks.
-    let out = Command::new(tansa())
-        .args([
-            "sample",
-            "--source",
-            "agent",
-            "-o",
-            file.to_str().unwrap(),
-            "--",
-        ])
-        .args([&prog, &liba, &libb])
-        .args(["1", "250000000"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
-    let truth = String::from_utf8_lossy(&out.stdout).into_owned();
-    let fields: Vec<f64> = truth
-        .split_whitespace()
-        .map(|f| f.parse().unwrap())
-        .collect();
-    assert_eq!(fields[2], 1.0, "not loaded at one address: {truth}");
-    let truth_a = fields[0] / (fields[0] + fields[1]);
+    let (file, ta, tb) = sample_swaps(dir.path(), &["--source", "agent"], "1", "250000000");
+    let truth_a = ta / (ta + tb);
     let libs = report(&file, "library");
     let total = libs["total_samples"].as_u64().unwrap();
     let (a, b) = (
