@@ -59,7 +59,11 @@ impl CpuRecordingBuilder {
                 let why = match self.elf_cache.get(&m.id) {
                     Some(elf) => crate::sources::withheld_module(elf, readers)?,
                     // Whatever its path names now is not what was mapped (if nothing,
-                    // resolving says the file was gone).
+                    // resolving says the file was gone; a FIFO or a device left there
+                    // is said to be what it is, as `tansa record` says it).
+                    None if std::fs::metadata(&m.path).is_ok_and(|md| !md.is_file()) => {
+                        "not a regular file".to_string()
+                    }
                     None if std::fs::exists(&m.path).unwrap_or(false) => {
                         "its file could not be opened when it was mapped, and what its path \
                          names now is not read for the processes that mapped it"
