@@ -288,6 +288,11 @@ fn initialize() -> bool {
         return false;
     }
     modules::rescan();
+    // The C library's signal-return trampoline, for unwinding a handler's stack through
+    // the signal frame into the code it interrupted (`unwind`, "Signal frames").
+    if let Some(trampoline) = sys::libc_signal_trampoline() {
+        unwind::set_sigreturn_trampoline(trampoline);
+    }
     {
         let _r = thread::Internal::enter();
         if let Some(key) = sys::key_create(thread_exit) {

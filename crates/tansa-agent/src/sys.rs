@@ -942,6 +942,78 @@ pub fn altstack_bounds() -> Option<(u64, u64)> {
     }
 }
 
+/// The signal-return trampoline that the C library gives the kernel with every handler it
+/// installs (`sa_restorer`: glibc's and musl's `__restore_rt`), learnt without changing any
+/// signal's disposition: `SIGSTKFLT`'s current disposition, if it is the default or
+/// "ignore" (it always is, unless the program handles that unused signal), is installed
+/// again through the C library's `sigaction`, which adds its trampoline; the kernel is
+/// asked for it, and the signal's kernel state is then put back exactly as it was. Only a
+/// `sigaction` of that same signal by another thread during these few system calls would
+/// be undone; the agent calls this while it initializes, before the program's `main`.
+/// `None` when the C library gives no trampoline or the signal has a handler.
+pub fn libc_signal_trampoline() -> Option<u64> {
+    /// The kernel's `struct sigaction` on x86-64 (`rt_sigaction`'s own layout, not the C
+    /// library's): handler, flags, restorer, mask.
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct KernelSigaction {
+        handler: usize,
+        flags: u64,
+        restorer: usize,
+        mask: u64,
+    }
+    /// `SA_RESTORER` (`<asm/signal.h>`; the `libc` crate does not export it on every
+    /// target).
+    const SA_RESTORER: u64 = 0x0400_0000;
+    const SIGNAL: c_int = libc::SIGSTKFLT;
+    let none = KernelSigaction {
+        handler: 0,
+        flags: 0,
+        restorer: 0,
+        mask: 0,
+    };
+    let query = |out: &mut KernelSigaction| -> bool {
+        // SAFETY: rt_sigaction with no new action writes the current one to `out`, a
+        // kernel sigaction of the size passed (8-byte mask).
+        unsafe {
+            libc::syscall(
+                libc::SYS_rt_sigaction,
+                SIGNAL as c_long,
+                core::ptr::null::<KernelSigaction>(),
+                out as *mut KernelSigaction,
+                8 as c_long,
+            ) == 0
+        }
+    };
+    let mut old = none;
+    if !query(&mut old) || (old.handler != libc::SIG_DFL && old.handler != libc::SIG_IGN) {
+        return None;
+    }
+    // SAFETY: a zeroed sigaction with the disposition the signal already has is a valid
+    // argument; it changes nothing about how the signal is handled.
+    let installed = unsafe {
+        let mut sa: libc::sigaction = core::mem::zeroed();
+        sa.sa_sigaction = old.handler;
+        libc::sigaction(SIGNAL, &sa, core::ptr::null_mut()) == 0
+    };
+    if !installed {
+        return None;
+    }
+    let mut now = none;
+    let asked = query(&mut now);
+    // SAFETY: puts back the kernel sigaction read above, unchanged.
+    unsafe {
+        libc::syscall(
+            libc::SYS_rt_sigaction,
+            SIGNAL as c_long,
+            &old as *const KernelSigaction,
+            core::ptr::null_mut::<KernelSigaction>(),
+            8 as c_long,
+        );
+    }
+    (asked && now.flags & SA_RESTORER != 0 && now.restorer != 0).then_some(now.restorer as u64)
+}
+
 /// Formats `value` in decimal into `buf`, returning the digits.
 pub fn fmt_u64(mut value: u64, buf: &mut [u8; 20]) -> &[u8] {
     let mut i = buf.len();

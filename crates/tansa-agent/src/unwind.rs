@@ -25,9 +25,42 @@
 //! further out uses `rbp` as an input (framehop's frame-pointer rules read at `[rbp]`)
 //! before another frame restores it. Likewise a frame's own `rbp` is compared only when
 //! live. Liveness is computed from the outer end, so a cached suffix keeps its flags.
+//!
+//! # Signal frames
+//!
+//! A signal handler returns into the C library's signal-return trampoline (`__restore_rt`:
+//! `mov $15, %rax; syscall`), which the kernel put in the handler's return-address slot of
+//! its `rt_sigframe`. Its address is learnt once, when the agent starts: the kernel is
+//! asked for the trampoline the C library installs with every handler
+//! ([`crate::sys::libc_signal_trampoline`]), and it is taken only if its code bytes are
+//! those of `rt_sigreturn` ([`SIGRETURN_CODE`], as libgcc's and GDB's x86-64 Linux
+//! unwinders recognise it). Checking a frame is then one comparison of its return address
+//! with that address, on the slow path only. A frame whose return address is the
+//! trampoline ([`FrameKind::Sigreturn`]) is not unwound with framehop (its hand-written
+//! CFI uses DWARF expressions, which framehop does not evaluate: it used to fall back to
+//! `rbp`, skip the interrupted function, and often stop): once the handler returned, the
+//! stack pointer is at the signal frame's `struct ucontext`, whose `uc_mcontext.gregs`
+//! hold the interrupted `rip`, `rsp` and `rbp` ([`UC_RIP`], [`UC_RSP`], [`UC_RBP`]). Those
+//! three words are reads of the frame like any other, so the cache validates them: a
+//! cached stack is not reused for another interrupted context. The next frame
+//! ([`FrameKind::Interrupted`]) is unwound from the interrupted instruction itself, as
+//! the innermost frame of a CPU sample is (no lookup one byte back; framehop is told it is
+//! a first frame, which may be mid-prologue). The stack definition writes the trampoline
+//! frame as `tansa_wire::event::SIGNAL_FRAME` and the interrupted instruction plus one, so
+//! that readers, who look every frame up one byte back, find the instruction itself.
+//!
+//! A handler that runs on an alternate signal stack (`sigaltstack`) has its signal frame
+//! there, within the bounds it is unwound in, but the interrupted stack pointer is on the
+//! thread's own stack, outside them: the interrupted instruction is then the last frame
+//! ([`FrameKind::InterruptedLast`]). Reads never leave `[sp, top)` of the stack the hook's
+//! caller runs on, and the frames' stack pointers only grow, as the cache's validation
+//! requires.
+
+use core::sync::atomic::{AtomicU64, Ordering};
 
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64};
 use framehop::{FrameAddress, MustNotAllocateDuringUnwind};
+use tansa_wire::event::SIGNAL_FRAME;
 
 use crate::modules::AgentUnwinder;
 
@@ -148,6 +181,50 @@ impl Default for UnwindCache {
     }
 }
 
+/// The code of the x86-64 Linux signal-return trampoline: `mov $15, %rax; syscall`
+/// (`rt_sigreturn`).
+pub const SIGRETURN_CODE: [u8; 9] = [0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05];
+
+/// Offsets, from the stack pointer at the trampoline (the signal frame's `struct
+/// ucontext`), of the interrupted `rip`, `rsp` and `rbp`: `uc_mcontext.gregs[REG_RIP]`,
+/// `[REG_RSP]` and `[REG_RBP]` (`<sys/ucontext.h>`; the kernel's `struct sigcontext` has
+/// `ip`, `sp` and `bp` at the same places).
+pub const UC_RIP: u64 = gregs_offset(libc::REG_RIP);
+/// See [`UC_RIP`].
+pub const UC_RSP: u64 = gregs_offset(libc::REG_RSP);
+/// See [`UC_RIP`].
+pub const UC_RBP: u64 = gregs_offset(libc::REG_RBP);
+
+const fn gregs_offset(reg: libc::c_int) -> u64 {
+    (core::mem::offset_of!(libc::ucontext_t, uc_mcontext)
+        + core::mem::offset_of!(libc::mcontext_t, gregs)
+        + 8 * reg as usize) as u64
+}
+
+// The kernel's layout (`struct ucontext`: flags, link, a 24-byte stack_t, then `struct
+// sigcontext`: r8-r15, di, si, bp, bx, dx, ax, cx, sp, ip).
+const _: () = assert!(UC_RBP == 40 + 80 && UC_RSP == 40 + 120 && UC_RIP == 40 + 128);
+
+/// Address of the C library's signal-return trampoline, 0 while unknown.
+static SIGRETURN: AtomicU64 = AtomicU64::new(0);
+
+/// Takes `addr` for the signal-return trampoline if its code is [`SIGRETURN_CODE`] (read
+/// without faulting). Returns whether it was taken.
+pub fn set_sigreturn_trampoline(addr: u64) -> bool {
+    let mut code = [0u8; SIGRETURN_CODE.len()];
+    let ok = crate::sys::read_own_memory(addr, &mut code) == code.len() && code == SIGRETURN_CODE;
+    if ok {
+        SIGRETURN.store(addr, Ordering::Relaxed);
+    }
+    ok
+}
+
+/// The signal-return trampoline's address (0: unknown).
+#[inline]
+pub fn sigreturn_trampoline() -> u64 {
+    SIGRETURN.load(Ordering::Relaxed)
+}
+
 /// Hard limit on frames per stack.
 pub const MAX_FRAMES: usize = 256;
 
@@ -208,9 +285,25 @@ pub fn table_key(k: StackKey) -> StackKey {
     (k.0 | 1, k.1)
 }
 
+/// What a frame's `regs.ra` is, and so how the frame is unwound (see the module
+/// documentation on signal frames).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FrameKind {
+    /// A return address: unwound with its rule one byte back.
+    Call,
+    /// The signal-return trampoline: the caller is the context saved in the signal frame.
+    Sigreturn,
+    /// The instruction a signal interrupted: unwound with its own rule.
+    Interrupted,
+    /// As [`FrameKind::Interrupted`], on a stack other than the signal frame's (the handler
+    /// ran on an alternate stack): not unwound further.
+    InterruptedLast,
+}
+
 #[derive(Debug, Clone, Copy)]
 struct FrameState {
     regs: CallerRegs,
+    kind: FrameKind,
     /// Whether this frame's value of `rbp` influences the frames outside it.
     bp_live: bool,
     /// Key of the stack from this frame outwards.
@@ -221,6 +314,20 @@ struct FrameState {
     checks_start: u32,
     /// End of the highest word any check from this frame outwards reads.
     checks_end: u64,
+}
+
+impl FrameState {
+    /// The frame as stack keys and definitions have it: [`SIGNAL_FRAME`] for the
+    /// trampoline, the interrupted instruction plus one (looked up one byte back, like a
+    /// return address, by every reader).
+    #[inline]
+    fn reported(&self) -> u64 {
+        match self.kind {
+            FrameKind::Call => self.regs.ra,
+            FrameKind::Sigreturn => SIGNAL_FRAME,
+            FrameKind::Interrupted | FrameKind::InterruptedLast => self.regs.ra.wrapping_add(1),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -356,10 +463,14 @@ fn readable(addr: u64, lo: u64, hi: u64) -> bool {
     addr >= lo && addr.checked_add(8).is_some_and(|end| end <= hi)
 }
 
-/// Whether a frame of `entry` matches registers `regs` (comparing `rbp` only when live).
+/// Whether a frame of `entry` matches registers `regs` of a frame of kind `kind` (comparing
+/// `rbp` only when live).
 #[inline]
-fn same_frame(f: &FrameState, regs: &CallerRegs) -> bool {
-    f.regs.ra == regs.ra && f.regs.sp == regs.sp && (!f.bp_live || f.regs.bp == regs.bp)
+fn same_frame(f: &FrameState, regs: &CallerRegs, kind: FrameKind) -> bool {
+    f.regs.ra == regs.ra
+        && f.regs.sp == regs.sp
+        && (!f.bp_live || f.regs.bp == regs.bp)
+        && f.kind == kind
 }
 
 /// Whether every check (an address and the value read there when the stack was unwound)
@@ -432,9 +543,14 @@ impl StackCache {
         }
     }
 
-    /// The return addresses of the stack captured last, innermost first.
+    /// The frames of the stack captured last, innermost first, as definitions write them
+    /// (return addresses, and for a signal delivery [`SIGNAL_FRAME`] then the interrupted
+    /// instruction plus one).
     pub fn frames(&self) -> impl ExactSizeIterator<Item = u64> + Clone + '_ {
-        self.entries[self.current].frames.iter().map(|f| f.regs.ra)
+        self.entries[self.current]
+            .frames
+            .iter()
+            .map(FrameState::reported)
     }
 
     /// Records the id the stack captured last was interned under.
@@ -532,6 +648,9 @@ impl StackCache {
         frames.clear();
         reads.clear();
         let mut state = regs;
+        let mut kind = FrameKind::Call;
+        // Loaded once per capture: an ordinary frame costs one comparison with it.
+        let trampoline = sigreturn_trampoline();
         let mut matched: Option<(usize, usize)> = None;
         let mut scan = 0usize;
         if regs.ra != 0 {
@@ -543,7 +662,7 @@ impl StackCache {
                         scan += 1;
                     }
                     if scan < e.frames.len()
-                        && same_frame(&e.frames[scan], &state)
+                        && same_frame(&e.frames[scan], &state, kind)
                         // SAFETY: the frame was just found to match the current one.
                         && unsafe { Self::validate(e, scan, stack_hi) }
                     {
@@ -555,9 +674,30 @@ impl StackCache {
                     break;
                 }
                 let reads_start = reads.len() as u32;
-                let mut regs_fh = UnwindRegsX86_64::new(state.ra, state.sp, state.bp);
+                if kind == FrameKind::InterruptedLast {
+                    // Its stack is not the one this stack is read in: keep the frame, read
+                    // nothing.
+                    frames.push(FrameState {
+                        regs: state,
+                        kind,
+                        bp_live: true,
+                        key: (0, 0),
+                        reads_start,
+                        checks_start: 0,
+                        checks_end: 0,
+                    });
+                    break;
+                }
+                // An interrupted instruction's frame reads nothing below its own stack
+                // pointer (framehop may try, for a first frame), so that every frame's
+                // reads lie above its stack pointer, as validation requires.
+                let frame_lo = if kind == FrameKind::Interrupted {
+                    state.sp
+                } else {
+                    lo
+                };
                 let mut read_stack = |addr: u64| -> Result<u64, ()> {
-                    let ok = readable(addr, lo, stack_hi);
+                    let ok = readable(addr, frame_lo, stack_hi);
                     let value = if ok {
                         // SAFETY: the address lies inside this thread's live stack.
                         unsafe { (addr as *const u64).read_unaligned() }
@@ -572,22 +712,78 @@ impl StackCache {
                     });
                     if ok { Ok(value) } else { Err(()) }
                 };
-                let next = FrameAddress::from_return_address(state.ra).map(|address| {
-                    cache.unwind_frame(unwinder, address, &mut regs_fh, &mut read_stack)
-                });
-                // Mark the reads: the return-address word (just below the caller's stack
-                // pointer) is always relevant; any other word restores `rbp` and is relevant
-                // only if `rbp` is live outside (settled below, from the outer end). A read at
-                // `[rbp]` means this frame's rule takes `rbp` as input.
-                let uses_bp = reads[reads_start as usize..]
-                    .iter()
-                    .any(|r| r.addr == state.bp);
-                let ra_slot = regs_fh.sp().wrapping_sub(8);
-                for r in &mut reads[reads_start as usize..] {
-                    r.relevant = r.addr == ra_slot;
+                // The caller's registers and kind, if this frame has a caller.
+                let next: Option<(CallerRegs, FrameKind)>;
+                let uses_bp;
+                if kind == FrameKind::Sigreturn {
+                    // The interrupted context, from the signal frame's `struct ucontext`
+                    // at the stack pointer.
+                    let uc = state.sp;
+                    let ip = read_stack(uc + UC_RIP);
+                    let sp = read_stack(uc + UC_RSP);
+                    let bp = read_stack(uc + UC_RBP);
+                    // The saved `rip` and `rsp` decide the caller, like a return address;
+                    // the saved `rbp` matters only if live outside (settled below).
+                    for r in &mut reads[reads_start as usize..] {
+                        r.relevant = r.addr != uc + UC_RBP;
+                    }
+                    uses_bp = false;
+                    next = match (ip, sp, bp) {
+                        (Ok(ip), Ok(sp), Ok(bp)) if ip != 0 => {
+                            // Unwound further only on this stack, above the signal frame.
+                            let more = sp > state.sp && sp < stack_hi;
+                            Some((
+                                CallerRegs { ra: ip, sp, bp },
+                                if more {
+                                    FrameKind::Interrupted
+                                } else {
+                                    FrameKind::InterruptedLast
+                                },
+                            ))
+                        }
+                        _ => None,
+                    };
+                } else {
+                    let mut regs_fh = UnwindRegsX86_64::new(state.ra, state.sp, state.bp);
+                    let address = if kind == FrameKind::Interrupted {
+                        Some(FrameAddress::from_instruction_pointer(state.ra))
+                    } else {
+                        FrameAddress::from_return_address(state.ra)
+                    };
+                    let unwound = address.map(|address| {
+                        cache.unwind_frame(unwinder, address, &mut regs_fh, &mut read_stack)
+                    });
+                    // Mark the reads: the return-address word (just below the caller's
+                    // stack pointer) is always relevant; any other word restores `rbp` and
+                    // is relevant only if `rbp` is live outside (settled below, from the
+                    // outer end). A read at `[rbp]` means this frame's rule takes `rbp` as
+                    // input.
+                    uses_bp = reads[reads_start as usize..]
+                        .iter()
+                        .any(|r| r.addr == state.bp);
+                    let ra_slot = regs_fh.sp().wrapping_sub(8);
+                    for r in &mut reads[reads_start as usize..] {
+                        r.relevant = r.addr == ra_slot;
+                    }
+                    next = match unwound {
+                        Some(Ok(Some(ra))) if ra != 0 && regs_fh.sp() > state.sp => Some((
+                            CallerRegs {
+                                ra,
+                                sp: regs_fh.sp(),
+                                bp: regs_fh.bp(),
+                            },
+                            if ra == trampoline {
+                                FrameKind::Sigreturn
+                            } else {
+                                FrameKind::Call
+                            },
+                        )),
+                        _ => None,
+                    };
                 }
                 frames.push(FrameState {
                     regs: state,
+                    kind,
                     // Provisionally "uses rbp"; turned into liveness below.
                     bp_live: uses_bp,
                     key: (0, 0),
@@ -596,14 +792,11 @@ impl StackCache {
                     checks_end: 0,
                 });
                 match next {
-                    Some(Ok(Some(ra))) if ra != 0 && regs_fh.sp() > state.sp => {
-                        state = CallerRegs {
-                            ra,
-                            sp: regs_fh.sp(),
-                            bp: regs_fh.bp(),
-                        };
+                    Some((caller, caller_kind)) => {
+                        state = caller;
+                        kind = caller_kind;
                     }
-                    _ => {
+                    None => {
                         // The last frame: keep every read (they decided that it is last).
                         for r in &mut reads[reads_start as usize..] {
                             r.relevant = true;
@@ -634,7 +827,7 @@ impl StackCache {
         // Liveness of rbp, from the outer end (the cached suffix already has its own).
         let mut live_outside = frames.get(new_count).is_some_and(|f| f.bp_live);
         for k in (0..new_count).rev() {
-            outer_key = key_extend(outer_key, frames[k].regs.ra);
+            outer_key = key_extend(outer_key, frames[k].reported());
             frames[k].key = outer_key;
             let start = frames[k].reads_start as usize;
             let end = frames
@@ -984,5 +1177,80 @@ mod tests {
                 (Some(2), second)
             );
         }
+    }
+
+    /// A handler's stack in memory: the hook's caller (frame pointer at word 4) returns to
+    /// the signal-return trampoline, whose signal frame (`struct ucontext` at word 6) holds
+    /// the interrupted `rip`, `rsp` (word 40) and `rbp` (word 44); two frame-pointer frames
+    /// are outside the interrupted one.
+    fn signal_stack(trampoline: u64, ip: u64) -> FpStack {
+        let mut words = vec![0u64; 64];
+        let base = words.as_ptr() as u64;
+        words[5] = trampoline;
+        let uc = 6;
+        words[uc + (UC_RIP / 8) as usize] = ip;
+        words[uc + (UC_RSP / 8) as usize] = base + 8 * 40;
+        words[uc + (UC_RBP / 8) as usize] = base + 8 * 44;
+        words[44] = base + 8 * 50;
+        words[45] = 0x5000_1000;
+        words[50] = 0;
+        words[51] = 0x5000_2000;
+        FpStack { words }
+    }
+
+    #[test]
+    fn a_signal_frame_is_unwound_into_the_interrupted_code_and_its_words_are_validated() {
+        // The trampoline's code, somewhere readable.
+        static TRAMPOLINE: [u8; 9] = SIGRETURN_CODE;
+        let t = TRAMPOLINE.as_ptr() as u64;
+        assert!(set_sigreturn_trampoline(t));
+        assert!(
+            !set_sigreturn_trampoline(t + 1),
+            "other code is no trampoline"
+        );
+        assert_eq!(sigreturn_trampoline(), t);
+        let unwinder = AgentUnwinder::new();
+        let mut rules = UnwindCache::new();
+        let mut cache = StackCache::default();
+        let ra = 0x4000_0000;
+        let mut stack = signal_stack(t, 0x4000_5000);
+        let capture = |cache: &mut StackCache, rules: &mut UnwindCache, stack: &FpStack| {
+            let c = cache.capture(
+                &unwinder,
+                rules,
+                stack.regs(ra),
+                stack.hi(),
+                MAX_FRAMES,
+                1,
+                0,
+            );
+            if c.id.is_none() {
+                // Any id: the test only asks whether the cache knew the stack.
+                cache.set_id(7);
+            }
+            (c.id, cache.frames().collect::<Vec<u64>>())
+        };
+        // The trampoline's frame is the signal frame; the interrupted instruction is
+        // written plus one; unwinding goes on from it.
+        let (known, frames) = capture(&mut cache, &mut rules, &stack);
+        assert_eq!(known, None);
+        assert_eq!(
+            frames,
+            [ra, SIGNAL_FRAME, 0x4000_5001, 0x5000_1000, 0x5000_2000]
+        );
+        let (known, again) = capture(&mut cache, &mut rules, &stack);
+        assert!(known.is_some(), "the same stack is cached");
+        assert_eq!(again, frames);
+        // Another interrupted instruction in the same signal frame: not the cached stack.
+        stack.words[6 + (UC_RIP / 8) as usize] = 0x4000_6000;
+        let (known, other) = capture(&mut cache, &mut rules, &stack);
+        assert_eq!(known, None, "a changed signal frame is unwound again");
+        assert_eq!(other[2], 0x4000_6001);
+        // An interrupted stack pointer off this stack (a handler on an alternate stack):
+        // the interrupted instruction is the last frame.
+        stack.words[6 + (UC_RSP / 8) as usize] = stack.hi() + 0x1000;
+        let (known, cut) = capture(&mut cache, &mut rules, &stack);
+        assert_eq!(known, None);
+        assert_eq!(cut, [ra, SIGNAL_FRAME, 0x4000_6001]);
     }
 }

@@ -1100,3 +1100,74 @@ fn temporary_allocations_per_function() {
     let csv = String::from_utf8(out.stdout).unwrap();
     assert!(csv.lines().skip(1).all(|l| l.ends_with(',')), "{csv}");
 }
+
+/// A program that allocates only in a signal handler (`sigspin.c`: 200 x 64 bytes in
+/// `on_tick`, a `SIGALRM` handler interrupting `spin`): every byte is the program's and
+/// its handler's, under every charge; no unit is the C library's signal-return trampoline
+/// (once `libc.so.6!fn@0x3c04f`); and the stacks go on through the signal frame into the
+/// interrupted function, `...;sigspin!main;sigspin!spin;[signal handler];sigspin!on_tick`.
+#[test]
+fn a_signal_handlers_allocations_are_the_handlers_and_its_stacks_reach_the_interrupted_code() {
+    const BYTES: i64 = 200 * 64;
+    for opt in ["-O0", "-O2"] {
+        let name = format!("sigspin{opt}");
+        let exe = program(&name, "sigspin.c", &["-g", opt]);
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("s.tansa");
+        let out = record(&file, &[], &[exe.to_str().unwrap()]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let only_unit = |args: &[&str], expected: &str| {
+            let r = report_json(&file, args);
+            let units: Vec<&str> = r["units"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|u| u["unit"].as_str())
+                .collect();
+            assert_eq!(units, [expected], "{opt} {args:?}: units");
+            let u = unit(&r, expected);
+            assert_eq!(bytes(u).0, BYTES, "{opt} {args:?}: allocated");
+            assert_eq!(calls(u).0, 200, "{opt} {args:?}: mallocs");
+        };
+        for charge in ["first", "last", "all"] {
+            only_unit(&["--charge", charge], &name);
+            only_unit(
+                &["--by", "function", "--charge", charge],
+                &format!("{name}!on_tick"),
+            );
+        }
+        // The collapsed stacks: the handler below the signal frame, and, for nearly every
+        // allocation (a signal may land just before or after `spin`), `spin` below it.
+        let out = run_tansa(&[
+            "export",
+            file.to_str().unwrap(),
+            "--format",
+            "collapsed",
+            "--weight",
+            "count",
+            "-o",
+            "-",
+        ]);
+        assert!(out.status.success(), "export failed: {}", stderr(&out));
+        let text = String::from_utf8(out.stdout).unwrap();
+        let (mut total, mut through_spin) = (0u64, 0u64);
+        for line in text.lines() {
+            let (stack, n) = line.rsplit_once(' ').expect("stack and weight");
+            let n: u64 = n.parse().unwrap();
+            total += n;
+            assert!(
+                stack.ends_with(&format!(";[signal handler];{name}!on_tick")),
+                "{opt}: a handler's stack without its signal frame: {stack}"
+            );
+            assert!(!stack.contains("fn@"), "{opt}: an unnamed frame: {stack}");
+            if stack.contains(&format!(";{name}!main;{name}!spin;[signal handler];")) {
+                through_spin += n;
+            }
+        }
+        assert_eq!(total, 200, "{opt}: allocations in the export:\n{text}");
+        assert!(
+            through_spin >= 190,
+            "{opt}: only {through_spin} of 200 stacks reach the interrupted spin:\n{text}"
+        );
+    }
+}

@@ -62,7 +62,10 @@ pub(super) fn capture_inner(ctx: &mut ThreadCtx, regs: CallerRegs) -> u32 {
         // A new stack. If it runs through code no module covers and the loader changed,
         // a library was loaded since the last scan: rescan and unwind again.
         if attempt == 0
-            && ctx.stacks.frames().any(|f| map.find(f).is_none())
+            && ctx
+                .stacks
+                .frames()
+                .any(|f| f != tansa_wire::event::SIGNAL_FRAME && map.find(f).is_none())
             && map.loader_changed()
         {
             drop(map);

@@ -12,9 +12,17 @@
 //! * `all`: every distinct shared library (or function in one);
 //! * no frame in a shared library: the main executable (by library) or the allocating
 //!   function, the innermost remaining frame (by function).
+//!
+//! A signal handler's stack runs through a signal frame ([`SIGNAL_HANDLER_FRAME`]) into
+//! the code the signal interrupted. Those frames made no call to the handler: the handler
+//! is the root, as a thread's start routine is, so neither the signal frame (the C
+//! library's signal-return trampoline) nor the interrupted code is ever charged for what
+//! the handler allocates.
 
 use std::sync::Arc;
 
+#[cfg(doc)]
+use super::model::SIGNAL_HANDLER_FRAME;
 use super::model::{LogicalFrame, ModuleInfo, Registry, Stack};
 
 /// The unit of aggregation.
@@ -334,6 +342,16 @@ pub fn eligible(stack: &Stack, reg: &Registry) -> std::ops::Range<usize> {
         .frames()
         .position(|f| !is_allocator_entry(f, reg))
         .unwrap_or(len);
+    // A signal handler's allocation: the handler is the root; the signal frame and the
+    // interrupted code outside it are not its callers.
+    if let Some(signal) = stack.frames().position(LogicalFrame::is_signal_boundary) {
+        // (Nothing but allocator entry points inside: charge those rather than nobody.)
+        return if start < signal {
+            start..signal
+        } else {
+            0..signal
+        };
+    }
     // The root: `main` of the main executable, if the stack reaches it.
     let mut end = stack
         .frames()

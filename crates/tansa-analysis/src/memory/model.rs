@@ -5,7 +5,9 @@ use std::sync::Arc;
 use super::ids::{ModuleId, SessionId, StackId};
 use super::merge::Event;
 use rustc_hash::FxHashMap;
-use tansa_wire::event::{MODULE_AGENT, MODULE_MAIN, MODULE_VDSO, ModuleLoad, StackFrame};
+use tansa_wire::event::{
+    MODULE_AGENT, MODULE_MAIN, MODULE_VDSO, ModuleLoad, SIGNAL_FRAME, StackFrame,
+};
 
 /// Index of a module in the [`Registry`].
 pub type ModuleIdx = u32;
@@ -51,6 +53,19 @@ pub struct LogicalFrame {
     pub offset: u64,
     /// Start of the containing function, relative to the module.
     pub function_start: Option<u64>,
+}
+
+/// The name of the frame that stands for a signal delivery: the frames outside it are the
+/// code the signal interrupted, those inside it the handler's (the agent's
+/// `tansa_wire::event::SIGNAL_FRAME`, the kernel's signal frame and the C library's
+/// signal-return trampoline). It has no module and is never a unit.
+pub const SIGNAL_HANDLER_FRAME: &str = "[signal handler]";
+
+impl LogicalFrame {
+    /// Whether this frame stands for a signal delivery ([`SIGNAL_HANDLER_FRAME`]).
+    pub fn is_signal_boundary(&self) -> bool {
+        self.module.is_none() && self.offset == SIGNAL_FRAME
+    }
 }
 
 /// Most source-level frames kept for one return address (the innermost inlined
@@ -452,7 +467,8 @@ impl Registry {
                         }
                         None => Arc::from([LogicalFrame {
                             module: None,
-                            function: None,
+                            function: (offset == SIGNAL_FRAME)
+                                .then(|| self.intern(SIGNAL_HANDLER_FRAME)),
                             file: None,
                             line: 0,
                             inlined: false,

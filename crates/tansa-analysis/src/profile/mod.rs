@@ -188,6 +188,8 @@ impl Profile {
         match location.mapping.and_then(|m| self.mappings.get(m as usize)) {
             Some(m) => format!("{}!{}", m.name, function),
             None if function == "??" => format!("[unknown]!{:#x}", location.address),
+            // A signal delivery (the handler's frames are inside it).
+            None if function == crate::memory::model::SIGNAL_HANDLER_FRAME => function.to_string(),
             None => format!("[unknown]!{function}"),
         }
     }

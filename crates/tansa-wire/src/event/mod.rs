@@ -304,6 +304,12 @@ impl<'a> Iterator for Segments<'a> {
 /// A normalised frame: a module id and the address relative to the module's load bias
 /// (the address as it appears in the file). Module id 0 means "no module"; the offset is
 /// then the absolute address.
+///
+/// A signal handler's stack goes on through the code the signal interrupted: the agent
+/// writes the frame of the signal-return trampoline the handler returns to as
+/// [`SIGNAL_FRAME`] (module 0), and the frame after it (further out) is the interrupted
+/// instruction *plus one*: it is no return address, and adding one lets every reader look
+/// it up, like a return address, one byte back, at the instruction itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct StackFrame {
     /// Module id, or 0.
@@ -312,6 +318,11 @@ pub struct StackFrame {
     /// instruction).
     pub offset: u64,
 }
+
+/// The offset (module 0) of the frame that stands for a signal delivery in a stack: the
+/// handler's caller, the kernel's signal frame. Never a return address (no call
+/// instruction ends at the top of the address space).
+pub const SIGNAL_FRAME: u64 = u64::MAX;
 
 /// Lazily decoded frames of a stack definition, innermost (the caller of the allocator)
 /// first.
