@@ -70,6 +70,15 @@ fn stacks_cut_at_the_frame_limit_are_reported() {
         &[exe, "5", "200", "300"],
     );
     assert_eq!(warned_count(&online, suffix), Some(1), "{online:#}");
+    // Deeper than the main thread's stack mapping was when it started (it grows on
+    // demand): the stack is still unwound, to the default limit of 128 frames. It was
+    // recorded with its innermost frame alone, as on no known stack.
+    let file = tmp.path().join("grown.tansa");
+    let out = record(&file, &[], &[exe, "5", "5000"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r = report_json(&file, &[]);
+    let limit = "call stack(s) reached the recording's limit of 128 frames";
+    assert_eq!(warned_count(&r, &format!(" {limit}")), Some(1), "{r:#}");
     // Within the limit: nothing to say.
     let file = tmp.path().join("shallow.tansa");
     let out = record(&file, &["--max-frames", "64"], &[exe, "5", "50"]);

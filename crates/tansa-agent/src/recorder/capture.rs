@@ -179,14 +179,39 @@ pub(super) fn define_stack(
         })
 }
 
+/// How far below the bounds read when the thread started its stack is looked for: the
+/// main thread's stack grows on demand, to its `RLIMIT_STACK` (8 MiB by default).
+const STACK_GROWTH: u64 = 1 << 30;
+
 /// The top of the stack `sp` is on: the thread's stack, or the alternate signal stack.
-pub(super) fn stack_top(ctx: &ThreadCtx, sp: u64) -> u64 {
+pub(super) fn stack_top(ctx: &mut ThreadCtx, sp: u64) -> u64 {
     if sp >= ctx.stack_lo && sp < ctx.stack_hi {
         return ctx.stack_hi;
     }
-    match sys::altstack_bounds() {
-        Some((lo, hi)) if sp >= lo && sp < hi => hi,
-        // Unknown stack (a coroutine, say): do not read beyond the caller's own frame.
-        _ => sp,
+    if let Some((lo, hi)) = sys::altstack_bounds()
+        && sp >= lo
+        && sp < hi
+    {
+        return hi;
     }
+    // The main thread's stack mapping grows down as it is used, past the bounds read when
+    // the thread started (about 132 KiB): an allocation below a recursion of some 3,000
+    // frames was on no known stack, and recorded with its innermost frame alone. So a
+    // stack pointer a little below them is looked up again (a system call once per page
+    // the stack grew; a mapping found to be another one is remembered, not asked again).
+    if sp < ctx.stack_lo
+        && ctx.stack_lo - sp <= STACK_GROWTH
+        && !(sp >= ctx.other_lo && sp < ctx.other_hi)
+    {
+        match sys::mapping_containing(sp) {
+            Some((lo, hi)) if hi == ctx.stack_hi => {
+                ctx.stack_lo = lo;
+                return hi;
+            }
+            Some((lo, hi)) => (ctx.other_lo, ctx.other_hi) = (lo, hi),
+            None => {}
+        }
+    }
+    // Unknown stack (a coroutine, say): do not read beyond the caller's own frame.
+    sp
 }

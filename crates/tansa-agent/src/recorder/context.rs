@@ -32,6 +32,10 @@ pub struct ThreadCtx {
     pub(super) cache: UnwindCache,
     pub(super) stack_lo: u64,
     pub(super) stack_hi: u64,
+    /// The last mapping below the stack found to be another stack (see
+    /// `capture::stack_top`).
+    pub(super) other_lo: u64,
+    pub(super) other_hi: u64,
     pub(super) stacks: StackCache,
     /// Frames of the CPU sample being taken (preallocated: the signal handler never grows it).
     pub(super) sample_frames: Vec<u64>,
@@ -113,6 +117,8 @@ pub(super) fn context_setup(st: &'static ThreadState) -> Option<*mut ThreadCtx> 
             cache: UnwindCache::new(),
             stack_lo: 0,
             stack_hi: 0,
+            other_lo: 0,
+            other_hi: 0,
             stacks: StackCache::default(),
             sample_frames: Vec::with_capacity(MAX_FRAMES),
         });
