@@ -1171,3 +1171,52 @@ fn a_signal_handlers_allocations_are_the_handlers_and_its_stacks_reach_the_inter
         );
     }
 }
+
+/// Two `static` functions named `helper` in one program (one per C file) are two units,
+/// each named with its start (`samename!helper@0x1180`, as CPU reports name them), in the
+/// report and in the exported profile. They were one row, `samename!helper`, with both
+/// files' bytes.
+#[test]
+fn functions_of_one_name_in_one_module_are_two_units() {
+    let exe = build_dir().join("samename");
+    compile(
+        &exe,
+        &[
+            source("samename_main.c"),
+            source("samename_a.c"),
+            source("samename_b.c"),
+        ],
+        &["-g", "-O1"],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("samename.tansa");
+    let out = record(&file, &[], &[exe.to_str().unwrap(), "10"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r = report_json(&file, &["--by", "function"]);
+    let mut helpers: Vec<(i64, String)> = r["units"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|u| u["unit"].as_str().unwrap().starts_with("samename!helper"))
+        .map(|u| (bytes(u).0, u["unit"].as_str().unwrap().to_string()))
+        .collect();
+    helpers.sort();
+    let allocated: Vec<i64> = helpers.iter().map(|h| h.0).collect();
+    assert_eq!(allocated, [10_000, 30_000], "{helpers:?}");
+    for (_, name) in &helpers {
+        assert!(
+            name.strip_prefix("samename!helper@0x")
+                .is_some_and(|a| u64::from_str_radix(a, 16).is_ok()),
+            "{name}"
+        );
+    }
+    // The collapsed stacks name each the same way, with its bytes.
+    let weights = collapsed_by_leaf(&file, "alloc_space");
+    for (bytes, name) in &helpers {
+        assert_eq!(
+            weights.get(name.as_str()).copied(),
+            Some(*bytes as u64),
+            "{weights:?}"
+        );
+    }
+}

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use rustc_hash::FxHashMap;
 use tansa_format::cpu::{Loc, ModuleKind, NO_MODULE};
-use tansa_format::symtab::{AddrSymbols, ModuleSymbols};
+use tansa_format::symtab::{AddrSymbols, ModuleSymbols, SymbolTable};
 
 use super::recording::CpuRecording;
 
@@ -58,7 +58,33 @@ pub fn split_distinct_name(name: &str) -> Option<(&str, u64)> {
 
 /// Per module, the function names that several functions (distinct start addresses) of
 /// the module share: each start, with the source file of its code where known.
-type Homonyms<'a> = FxHashMap<(u32, &'a str), BTreeMap<u64, Option<&'a str>>>;
+pub(crate) type Homonyms<'a> = FxHashMap<(u32, &'a str), BTreeMap<u64, Option<&'a str>>>;
+
+/// The function names of `symbols` that several functions (distinct starts) of one module
+/// share, by module key: a C `static` function of another file, a C++ function of another
+/// file's anonymous namespace. The CPU and the heap reports name such a function with its
+/// start ([`distinct_name`]).
+pub(crate) fn homonyms(symbols: &SymbolTable) -> Homonyms<'_> {
+    let mut homonyms: Homonyms<'_> = FxHashMap::default();
+    for m in &symbols.modules {
+        for a in &m.addrs {
+            let (Some(outer), Some(start)) = (a.frames.last(), a.function_start) else {
+                continue;
+            };
+            let Some(function) = symbols.string(outer.function) else {
+                continue;
+            };
+            let file = symbols.string(outer.file);
+            let starts = homonyms.entry((m.key as u32, function)).or_default();
+            let known = starts.entry(start).or_insert(file);
+            if known.is_none() {
+                *known = file;
+            }
+        }
+    }
+    homonyms.retain(|_, starts| starts.len() > 1);
+    homonyms
+}
 
 /// Names addresses of one recording.
 #[derive(Debug, Clone)]
@@ -70,25 +96,10 @@ pub struct Names<'a> {
 impl<'a> Names<'a> {
     /// Names for `rec`.
     pub fn new(rec: &'a CpuRecording) -> Self {
-        let mut homonyms: Homonyms<'a> = FxHashMap::default();
-        for m in &rec.symbols.modules {
-            for a in &m.addrs {
-                let (Some(outer), Some(start)) = (a.frames.last(), a.function_start) else {
-                    continue;
-                };
-                let Some(function) = rec.symbols.string(outer.function) else {
-                    continue;
-                };
-                let file = rec.symbols.string(outer.file);
-                let starts = homonyms.entry((m.key as u32, function)).or_default();
-                let known = starts.entry(start).or_insert(file);
-                if known.is_none() {
-                    *known = file;
-                }
-            }
+        Names {
+            rec,
+            homonyms: homonyms(&rec.symbols),
         }
-        homonyms.retain(|_, starts| starts.len() > 1);
-        Names { rec, homonyms }
     }
 
     /// The start address that tells the function `function` of `module` apart from the

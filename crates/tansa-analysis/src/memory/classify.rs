@@ -319,6 +319,9 @@ pub(crate) fn is_allocator_entry(f: &LogicalFrame, reg: &Registry) -> bool {
         // Rust 1.88 and later put the allocator shims in a `__rustc` namespace
         // (`__rustc::__rdl_alloc`).
         let n = n.strip_prefix("__rustc::").unwrap_or(n);
+        // A wrapper of one name among several in its module (two C files' `static
+        // xmalloc`) is named with its start: `xmalloc@0x1180`.
+        let n = crate::cpu::names::split_distinct_name(n).map_or(n, |(f, _)| f);
         ALLOCATOR.iter().any(|p| n.starts_with(p))
             || ALLOCATION_WRAPPERS.contains(&n)
             || reg

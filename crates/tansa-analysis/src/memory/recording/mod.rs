@@ -148,6 +148,9 @@ pub struct MemoryRecording<R> {
 pub struct TableResolver {
     table: SymbolTable,
     index: rustc_hash::FxHashMap<(String, Vec<u8>), usize>,
+    /// The function names several functions of one module share (by module key): such
+    /// a function is named with its start (`helper@0x1180`), as CPU reports name it.
+    homonyms: rustc_hash::FxHashSet<(u32, String)>,
 }
 
 impl TableResolver {
@@ -159,7 +162,15 @@ impl TableResolver {
             .enumerate()
             .map(|(i, m)| ((m.path.clone(), m.build_id.clone()), i))
             .collect();
-        TableResolver { table, index }
+        let homonyms = crate::cpu::names::homonyms(&table)
+            .into_keys()
+            .map(|(module, function)| (module, function.to_string()))
+            .collect();
+        TableResolver {
+            table,
+            index,
+            homonyms,
+        }
     }
 }
 
@@ -181,13 +192,30 @@ impl AddressResolver for TableResolver {
             .iter()
             .enumerate()
             .filter(|&(i, _)| i + 1 < super::model::MAX_INLINED || i + 1 == n);
+        let homonyms = &self.homonyms;
+        let table = &self.table;
         Resolution {
             frames: kept
-                .map(|(_, f)| f)
-                .map(|f| SourceFrame {
-                    function: self.table.string(f.function).map(str::to_string),
-                    file: self.table.string(f.file).map(str::to_string),
-                    line: f.line,
+                .map(|(i, f)| {
+                    let function = table.string(f.function).map(|name| {
+                        // The physical function (the last frame), told apart from the
+                        // module's others of its name; inlined ones keep the bare name.
+                        match a.function_start {
+                            Some(start)
+                                if i + 1 == n
+                                    && !homonyms.is_empty()
+                                    && homonyms.contains(&(m.key as u32, name.to_string())) =>
+                            {
+                                crate::cpu::names::distinct_name(name, Some(start)).into_owned()
+                            }
+                            _ => name.to_string(),
+                        }
+                    });
+                    SourceFrame {
+                        function,
+                        file: table.string(f.file).map(str::to_string),
+                        line: f.line,
+                    }
                 })
                 .collect(),
             function_start: a.function_start,
