@@ -133,19 +133,7 @@ fn sample_swaps(
 }
 
 fn report(file: &Path, by: &str) -> Value {
-    let out = Command::new(tansa())
-        .args([
-            "report",
-            file.to_str().unwrap(),
-            "--by",
-            by,
-            "--format",
-            "json",
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
-    serde_json::from_slice(&out.stdout).unwrap()
+    common::report_json(file, &["--by", by])
 }
 
 fn self_samples(r: &Value, unit: &str) -> u64 {
@@ -231,25 +219,57 @@ fn samples_go_to_the_library_mapped_when_they_were_taken() {
     }
 }
 
+/// `dlopen(argv[1])`, then `fa(argv[2])`: a library loaded at run time that computes
+/// without allocating, never unloaded. Built with `-g -O1 -ldl`.
+const ONCE: &str = r#"
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+int main(int argc, char **argv) {
+    void *h = dlopen(argv[1], RTLD_NOW);
+    if (!h) { fprintf(stderr, "%s\n", dlerror()); return 2; }
+    void (*f)(unsigned long) = (void (*)(unsigned long))dlsym(h, "fa");
+    if (!f) return 3;
+    f(strtoul(argv[2], 0, 10));
+    return 0;
+}
+"#;
+
 /// Under the agent's sampler (`--source agent`, where perf is refused), the agent learns of
 /// a library the program loaded only when one of its hooks runs: a library that computes
 /// without allocating was `[jit PID]!??`, every sample of it. The collector now reads the
-/// process's mappings when a sample's stack runs through code no announced module covers
-/// (and again for a library it learnt so, which another may have replaced: here `libb.so`
-/// is loaded where `liba.so` was).
+/// process's mappings when a sample's stack runs through code no announced module covers.
+/// (A library unloaded, and another loaded in its place, before the collector reads the
+/// first sample's stack is not told apart: cpu.md says so. Here it stays loaded.)
 #[test]
 fn under_the_agent_a_library_that_never_allocates_is_named() {
     common::ensure_agent();
     let dir = tempfile::tempdir().unwrap();
-    // One round of about 0.25 + 0.75 s: each library runs for many collector ticks.
-    let (file, ta, tb) = sample_swaps(dir.path(), &["--source", "agent"], "1", "250000000");
-    let truth_a = ta / (ta + tb);
+    let (_, liba, _) = build(dir.path());
+    let main = dir.path().join("once.c");
+    std::fs::write(&main, ONCE).unwrap();
+    let prog = dir.path().join("once");
+    compile(&prog, &[main], &["-g", "-O1", "-ldl"]);
+    let file = dir.path().join("agent.tansa");
+    // About half a second in the library: many collector ticks.
+    let out = Command::new(tansa())
+        .args([
+            "sample",
+            "--source",
+            "agent",
+            "-o",
+            file.to_str().unwrap(),
+            "--",
+        ])
+        .arg(&prog)
+        .arg(&liba)
+        .arg("500000000")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
     let libs = report(&file, "library");
     let total = libs["total_samples"].as_u64().unwrap();
-    let (a, b) = (
-        self_samples(&libs, "liba.so"),
-        self_samples(&libs, "libb.so"),
-    );
+    let a = self_samples(&libs, "liba.so");
     let generated: u64 = libs["units"]
         .as_array()
         .unwrap()
@@ -257,21 +277,10 @@ fn under_the_agent_a_library_that_never_allocates_is_named() {
         .filter(|u| u["unit"].as_str().unwrap_or_default().starts_with("[jit"))
         .map(|u| u["self_samples"].as_u64().unwrap())
         .sum();
-    // The first samples of each library may come before the collector read the mappings
-    // (at most a tick's worth): a few percent.
+    assert!(total >= 50, "{total} samples: {libs:#}");
+    // A stack read within 20 ms of an earlier read of the mappings waits for a later one.
     assert!(
-        generated * 100 <= total * 5,
-        "{generated} of {total} samples in generated code: {libs:#}"
-    );
-    let n = a + b;
-    let seen_a = a as f64 / n.max(1) as f64;
-    let tolerance = 4.0 * (truth_a * (1.0 - truth_a) / n.max(1) as f64).sqrt() + 0.03;
-    assert!(
-        n * 100 >= total * 90 && (seen_a - truth_a).abs() <= tolerance,
-        "liba.so {a}, libb.so {b} of {total} samples ({:.1} % liba), the program measured \
-         {:.1} % (tolerance {:.1} points)",
-        seen_a * 100.0,
-        truth_a * 100.0,
-        tolerance * 100.0
+        generated * 100 <= total * 5 && a * 100 >= total * 90,
+        "liba.so {a}, generated code {generated}, of {total} samples: {libs:#}"
     );
 }
