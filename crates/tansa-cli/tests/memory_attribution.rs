@@ -1138,22 +1138,10 @@ fn a_signal_handlers_allocations_are_the_handlers_and_its_stacks_reach_the_inter
         }
         // The collapsed stacks: the handler below the signal frame, and, for nearly every
         // allocation (a signal may land just before or after `spin`), `spin` below it.
-        let out = run_tansa(&[
-            "export",
-            file.to_str().unwrap(),
-            "--format",
-            "collapsed",
-            "--weight",
-            "count",
-            "-o",
-            "-",
-        ]);
-        assert!(out.status.success(), "export failed: {}", stderr(&out));
-        let text = String::from_utf8(out.stdout).unwrap();
         let (mut total, mut through_spin) = (0u64, 0u64);
-        for line in text.lines() {
-            let (stack, n) = line.rsplit_once(' ').expect("stack and weight");
-            let n: u64 = n.parse().unwrap();
+        let stacks = collapsed(&file, "count");
+        for (stack, n) in &stacks {
+            let n = *n;
             total += n;
             assert!(
                 stack.ends_with(&format!(";[signal handler];{name}!on_tick")),
@@ -1164,10 +1152,10 @@ fn a_signal_handlers_allocations_are_the_handlers_and_its_stacks_reach_the_inter
                 through_spin += n;
             }
         }
-        assert_eq!(total, 200, "{opt}: allocations in the export:\n{text}");
+        assert_eq!(total, 200, "{opt}: allocations in the export:\n{stacks:#?}");
         assert!(
             through_spin >= 190,
-            "{opt}: only {through_spin} of 200 stacks reach the interrupted spin:\n{text}"
+            "{opt}: only {through_spin} of 200 stacks reach the interrupted spin:\n{stacks:#?}"
         );
     }
 }

@@ -14,6 +14,17 @@ use serde_json::Value;
 /// `tansa export FILE --format collapsed --weight WEIGHT` summed per leaf frame (the
 /// function that allocated): leaf, weight.
 pub fn collapsed_by_leaf(file: &Path, weight: &str) -> std::collections::BTreeMap<String, u64> {
+    let mut by_leaf = std::collections::BTreeMap::new();
+    for (stack, n) in collapsed(file, weight) {
+        let leaf = stack.rsplit(';').next().unwrap().to_string();
+        *by_leaf.entry(leaf).or_insert(0) += n;
+    }
+    by_leaf
+}
+
+/// `tansa export FILE --format collapsed --weight WEIGHT`: each stack (outermost first,
+/// `;`-separated) with its weight.
+pub fn collapsed(file: &Path, weight: &str) -> Vec<(String, u64)> {
     let out = run_tansa(&[
         "export",
         file.to_str().unwrap(),
@@ -25,13 +36,14 @@ pub fn collapsed_by_leaf(file: &Path, weight: &str) -> std::collections::BTreeMa
         "-",
     ]);
     assert!(out.status.success(), "export failed: {}", stderr(&out));
-    let mut by_leaf = std::collections::BTreeMap::new();
-    for line in String::from_utf8(out.stdout).unwrap().lines() {
-        let (stack, n) = line.rsplit_once(' ').expect("stack and weight");
-        let leaf = stack.rsplit(';').next().unwrap().to_string();
-        *by_leaf.entry(leaf).or_insert(0) += n.parse::<u64>().unwrap();
-    }
-    by_leaf
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| {
+            let (stack, n) = line.rsplit_once(' ').expect("stack and weight");
+            (stack.to_string(), n.parse::<u64>().unwrap())
+        })
+        .collect()
 }
 
 /// The `tansa` binary under test.
