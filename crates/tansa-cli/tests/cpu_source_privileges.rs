@@ -4,6 +4,8 @@
 //! recording, whether the whole machine is sampled (`-a`, where root's processes are
 //! sampled too) or its process is named with a root process (`-p NOBODY,ROOT`) or alone.
 //! The program's other source file, which nobody may read, is embedded (the control).
+//! Nor does a program's debugging information come from a root-only file that its debug
+//! link names (itself, or through a symbolic link that leads to it).
 
 mod common;
 
@@ -12,7 +14,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
-use common::{compile, require, stderr, tansa};
+use common::{compile, have, require, stderr, tansa};
 
 /// The secret's text: in the root-only file only.
 const SECRET: &str = "root-only-secret-7f3a9c: do not copy";
@@ -171,4 +173,125 @@ fn a_root_only_file_named_by_an_unprivileged_program_is_not_embedded() {
     for (name, args) in &cases {
         check(&dir.path().join(format!("{name}.tansa")), args, &secret);
     }
+}
+
+/// A function name found only in the program's separate debug file.
+const DEBUG_ONLY_NAME: &str = "debug_only_fn_9a7c";
+
+/// Samples `pid` as root into `file` and returns the report by function and by line, with
+/// its notes.
+fn reports(file: &Path, pid: u32) -> String {
+    let out = Command::new(tansa())
+        .args(["sample", "-p", &pid.to_string(), "--duration", "0.6", "-o"])
+        .arg(file)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let mut text = String::new();
+    for by in ["function", "line"] {
+        let out = Command::new(tansa())
+            .args(["report", file.to_str().unwrap(), "--by", by])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        text += &String::from_utf8_lossy(&out.stdout);
+        text += &stderr(&out);
+    }
+    text
+}
+
+#[test]
+fn a_root_only_debug_file_named_by_an_unprivileged_program_is_not_read() {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !require(
+        root && have("setpriv") && have("objcopy") && have("strip"),
+        "needs root, setpriv, objcopy and strip",
+    ) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let src = dir.path().join("prog.c");
+    std::fs::write(
+        &src,
+        format!(
+            r#"#include <stdio.h>
+volatile unsigned long sink;
+__attribute__((noinline)) void {DEBUG_ONLY_NAME}(void) {{
+    for (unsigned long i = 0; i < 2000000; i++) sink += i;
+}}
+int main(void) {{
+    printf("ready\n");
+    fflush(stdout);
+    for (;;) {DEBUG_ONLY_NAME}();
+}}
+"#
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&src, std::fs::Permissions::from_mode(0o644)).unwrap();
+    // The program keeps its exported symbols only; its names and lines are in prog.debug,
+    // which its debug link names.
+    let prog = dir.path().join("prog");
+    compile(&prog, &[src], &["-g", "-O0"]);
+    let debug = dir.path().join("prog.debug");
+    let run = |tool: &str, args: &[&std::ffi::OsStr]| {
+        let out = Command::new(tool).args(args).output().unwrap();
+        assert!(out.status.success(), "{tool}: {}", stderr(&out));
+    };
+    run(
+        "objcopy",
+        &[
+            "--only-keep-debug".as_ref(),
+            prog.as_os_str(),
+            debug.as_os_str(),
+        ],
+    );
+    run("strip", &["--strip-all".as_ref(), prog.as_os_str()]);
+    let link = format!("--add-gnu-debuglink={}", debug.display());
+    run("objcopy", &[link.as_ref(), prog.as_os_str()]);
+    std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let nobody = as_nobody(&prog);
+    let pid = nobody.0.id();
+    let mode = |path: &Path, mode: u32| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+
+    // Readable by nobody: the control, named from the debug file.
+    mode(&debug, 0o644);
+    let text = reports(&dir.path().join("readable.tansa"), pid);
+    assert!(text.contains(DEBUG_ONLY_NAME), "{text}");
+    assert!(text.contains("prog.c:4"), "{text}");
+
+    // Root's alone: not read, and the report says why.
+    mode(&debug, 0o600);
+    let file = dir.path().join("private.tansa");
+    let text = reports(&file, pid);
+    assert!(!text.contains(DEBUG_ONLY_NAME), "{text}");
+    assert!(!text.contains("prog.c"), "{text}");
+    assert!(
+        text.contains("not read from the file(s) next to them") && text.contains("user 65534"),
+        "{text}"
+    );
+    let bytes = std::fs::read(&file).unwrap();
+    let rec = tansa_analysis::cpu::CpuRecording::open(&bytes[..]).unwrap();
+    assert!(
+        !format!("{:?}", rec.symbols).contains(DEBUG_ONLY_NAME),
+        "the debug file's names are in the recording"
+    );
+
+    // Readable itself, but reached through a link into a directory nobody may search.
+    let hidden = tempfile::tempdir().unwrap();
+    mode(hidden.path(), 0o700);
+    let target = hidden.path().join("prog.debug");
+    std::fs::rename(&debug, &target).unwrap();
+    mode(&target, 0o644);
+    std::os::unix::fs::symlink(&target, &debug).unwrap();
+    let text = reports(&dir.path().join("linked.tansa"), pid);
+    assert!(!text.contains(DEBUG_ONLY_NAME), "{text}");
+    assert!(
+        text.contains("not read from the file(s) next to them"),
+        "{text}"
+    );
 }

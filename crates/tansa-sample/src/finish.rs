@@ -74,6 +74,33 @@ impl CpuRecordingBuilder {
                 Some((m.id, why))
             })
             .collect();
+        // A module that may be read may still name debugging information in files next to
+        // it that one of its readers could not read: its names then come from its own
+        // symbol table alone.
+        let mut side_withheld: Vec<String> = Vec::new();
+        if crate::sources::privileged() {
+            for m in self.modules.iter().filter(|m| m.kind == ModuleKind::Elf) {
+                let Some(elf) = self.elf_cache.get(&m.id) else {
+                    continue;
+                };
+                if withheld.contains_key(&m.id) {
+                    continue;
+                }
+                let readers = owners.get(&m.id).map_or(&[][..], Vec::as_slice);
+                if let Some(why) = crate::sources::withheld_side_file(elf, readers) {
+                    elf.withhold_side_files();
+                    side_withheld.push(why);
+                }
+            }
+        }
+        if !side_withheld.is_empty() {
+            self.info.notes.push(format!(
+                "the debugging information of {} module(s) was not read from the file(s) next \
+                 to them, and their names come from their symbol tables alone: {}",
+                side_withheld.len(),
+                side_withheld.join("; ")
+            ));
+        }
         let (lookups, exact) = lookups_of(
             self.addresses
                 .keys()
@@ -260,6 +287,13 @@ pub(crate) fn resolve_modules(
     for module in modules {
         let offsets = inputs.lookups.get(&module.id);
         let begun = started.remove(&module.id);
+        // Work begun with debugging information since withheld is begun again without it.
+        let begun = begun.filter(|_| {
+            inputs
+                .elfs
+                .get(&module.id)
+                .is_none_or(|e| e.side_files_allowed())
+        });
         if let Some(why) = inputs.withheld.get(&module.id) {
             // What was resolved ahead is dropped unused.
             drop(begun);

@@ -306,6 +306,27 @@ pub(crate) fn withheld_module(elf: &tansa_symbols::ElfFile, readers: &[&Reader])
     refused(elf.access(), elf.path(), readers)
 }
 
+/// Why the debugging information of the module file `elf` may not be read from the files
+/// next to it ([`tansa_symbols::ElfFile::side_files`]) for `readers`, when tansa is
+/// privileged: one of those files exists and one of them could not read it, through the
+/// path the symbolizer opens or at the file it leads to (a link to a root-only file).
+pub(crate) fn withheld_side_file(
+    elf: &tansa_symbols::ElfFile,
+    readers: &[&Reader],
+) -> Option<String> {
+    elf.side_files().into_iter().find_map(|path| {
+        let meta = std::fs::metadata(&path).ok()?;
+        let access = Access {
+            uid: meta.uid(),
+            gid: meta.gid(),
+            mode: meta.mode(),
+        };
+        let target = std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone());
+        let why = refused(access, &path, readers).or_else(|| refused(access, &target, readers))?;
+        Some(format!("{}: {why}", path.display()))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -135,6 +135,23 @@ pub fn open_regular(path: &Path) -> io::Result<File> {
 
 /// Copies `bytes` into a new memory file sealed against any change, named `name` (shown
 /// only in `/proc`). Its path for opening is `/proc/self/fd/N` while the `File` is open.
+/// The side files ([`ElfFile::side_files`]) of the ELF file at `path` with debug link
+/// `link`.
+pub(crate) fn side_files_of(path: &Path, link: Option<PathBuf>) -> Vec<PathBuf> {
+    let mut dwp = path.as_os_str().to_owned();
+    dwp.push(".dwp");
+    let mut candidates = vec![PathBuf::from(dwp)];
+    if let Some(link) = link {
+        let dir = std::fs::canonicalize(path)
+            .ok()
+            .and_then(|p| p.parent().map(Path::to_path_buf))
+            .unwrap_or_default();
+        candidates.push(dir.join(&link));
+        candidates.push(dir.join(".debug").join(&link));
+    }
+    candidates
+}
+
 pub(crate) fn sealed_copy(name: &std::ffi::CStr, bytes: &[u8]) -> Option<File> {
     use std::io::Write;
     use std::os::fd::{AsRawFd, FromRawFd};
@@ -225,6 +242,9 @@ pub struct ElfFile {
     identity: Identity,
     /// The copy made once the path named another file (None: it could not be made).
     copy: std::sync::OnceLock<Option<File>>,
+    /// Whether its debugging information may be read from the files next to it
+    /// ([`ElfFile::side_files`]) besides the file itself.
+    side_files: std::sync::atomic::AtomicBool,
 }
 
 impl ElfFile {
@@ -251,6 +271,7 @@ impl ElfFile {
             map,
             identity,
             copy: std::sync::OnceLock::new(),
+            side_files: std::sync::atomic::AtomicBool::new(true),
         };
         elf.parse()?;
         Ok(elf)
@@ -289,6 +310,28 @@ impl ElfFile {
     /// The file's path.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The files besides this one that the symbolizer opens to read its debugging
+    /// information, whether they exist or not: its DWARF package `PATH.dwp`, and the target
+    /// of its debug link in its directory and in that directory's `.debug` (or wherever an
+    /// absolute link points). They lie next to the program's files, where whoever owns
+    /// those may put anything. (Its debug link is also looked for under the debug
+    /// directories, which are the system's.)
+    pub fn side_files(&self) -> Vec<PathBuf> {
+        side_files_of(&self.path, self.debug_link())
+    }
+
+    /// Reads its debugging information from this file alone from now on, never from
+    /// [`ElfFile::side_files`] (for a reader that may not read them).
+    pub fn withhold_side_files(&self) {
+        self.side_files
+            .store(false, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether its debugging information may be read from [`ElfFile::side_files`].
+    pub fn side_files_allowed(&self) -> bool {
+        self.side_files.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The file name its `.gnu_debuglink` section names, if it has one.

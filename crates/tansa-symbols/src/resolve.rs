@@ -64,25 +64,13 @@ fn code_info_path(ci: &CodeInfo<'_>) -> String {
 }
 
 /// Whether each file that the symbolizer opens besides `path` to read its debugging
-/// information is absent or a regular file: its DWARF package `PATH.dwp` and the target of
-/// its debug link (in its directory, that directory's `.debug`, or wherever an absolute
-/// link points). These lie next to the profiled program's files, where it may have put a
-/// FIFO, whose open would block for good. (Files under the debug directories are the
-/// system's or the user's.) A file swapped between this check and the open is the
-/// remaining window.
+/// information ([`ElfFile::side_files`], here of `path`, which may be a copy of the file)
+/// is absent or a regular file. These lie next to the profiled program's files, where it
+/// may have put a FIFO, whose open would block for good. (Files under the debug
+/// directories are the system's or the user's.) A file swapped between this check and
+/// the open is the remaining window.
 fn side_files_are_regular(path: &Path, elf: &ElfFile) -> bool {
-    let mut dwp = path.as_os_str().to_owned();
-    dwp.push(".dwp");
-    let mut candidates = vec![std::path::PathBuf::from(dwp)];
-    if let Some(link) = elf.debug_link() {
-        let dir = std::fs::canonicalize(path)
-            .ok()
-            .and_then(|p| p.parent().map(Path::to_path_buf))
-            .unwrap_or_default();
-        candidates.push(dir.join(&link));
-        candidates.push(dir.join(".debug").join(&link));
-    }
-    candidates
+    crate::elf::side_files_of(path, elf.debug_link())
         .iter()
         .all(|c| std::fs::metadata(c).map_or(true, |m| m.is_file()))
 }
@@ -198,7 +186,8 @@ impl Resolver {
         // Debugging information comes from the file and from files next to it; if one of
         // those is not a regular file, only the file's own symbols are read. A copy of a
         // replaced file has no files next to it: only its own debugging information counts.
-        source.debug_syms = side_files_are_regular(&source_path, elf);
+        // Nor are they read when the file's reader may not read them.
+        source.debug_syms = elf.side_files_allowed() && side_files_are_regular(&source_path, elf);
         let src = Source::Elf(source);
         let syms = self
             .symbolizer
