@@ -2,6 +2,7 @@
 //! case per watched process. A fault verdict is a failure, an undeterminable one is
 //! skipped, the others pass (with the verdict in `system-out`).
 
+use std::borrow::Cow;
 use std::io::{self, Write};
 
 use quick_xml::Writer;
@@ -108,7 +109,7 @@ pub(super) fn write(r: &Report, out: &mut dyn Write) -> io::Result<()> {
                     .filter(|c| c.verdict == Verdict::Undeterminable)
                     .count();
                 w.create_element("testsuite")
-                    .with_attribute(("name", s.name))
+                    .with_attribute(("name", xml_safe(s.name).as_ref()))
                     .with_attribute(("tests", s.cases.len().to_string().as_str()))
                     .with_attribute(("failures", fails.to_string().as_str()))
                     .with_attribute(("errors", "0"))
@@ -128,11 +129,11 @@ pub(super) fn write(r: &Report, out: &mut dyn Write) -> io::Result<()> {
 }
 
 fn case<W: Write>(w: &mut Writer<W>, suite: &str, c: &Case<'_>) -> io::Result<()> {
-    let classname = format!("leaktest.{suite}");
+    let classname = xml_safe(&format!("leaktest.{suite}")).into_owned();
     let el = w
         .create_element("testcase")
         .with_attribute(("classname", classname.as_str()))
-        .with_attribute(("name", c.process));
+        .with_attribute(("name", xml_safe(c.process).as_ref()));
     if c.verdict == Verdict::NoGrowth {
         el.write_empty()?;
         return Ok(());
@@ -152,7 +153,8 @@ fn case<W: Write>(w: &mut Writer<W>, suite: &str, c: &Case<'_>) -> io::Result<()
         ),
         None => c.verdict.meaning().to_string(),
     };
-    let details = details(&c.findings);
+    let details = xml_safe(&details(&c.findings)).into_owned();
+    let message = xml_safe(&message).into_owned();
     el.write_inner_content(|w| {
         if c.verdict.is_fault() {
             w.create_element("failure")
@@ -203,6 +205,32 @@ fn details(findings: &[&Finding]) -> String {
         }
     }
     s
+}
+
+/// `s` with the characters XML 1.0 forbids (every control character but tab, line feed
+/// and carriage return) shown as `\xHH`, as the table shows them: an item's standard error
+/// (colour codes, a stray NUL) and the plan's names are the report's text, and one such
+/// byte makes the whole file unreadable to a JUnit reader.
+fn xml_safe(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(forbidden) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    let mut rest = s;
+    while let Some(at) = rest.find(forbidden) {
+        out.push_str(&rest[..at]);
+        let c = rest[at..].chars().next().unwrap_or_default();
+        out.push_str(&crate::table::printable(c.encode_utf8(&mut [0; 4])));
+        rest = &rest[at + c.len_utf8()..];
+    }
+    out.push_str(rest);
+    Cow::Owned(out)
+}
+
+/// Whether XML 1.0 forbids `c` in a document (or, as DEL and the C1 controls, only
+/// discourages it: a reader may refuse those too).
+fn forbidden(c: char) -> bool {
+    c.is_control() && !matches!(c, '\t' | '\n' | '\r')
 }
 
 fn secs(s: f64) -> String {
