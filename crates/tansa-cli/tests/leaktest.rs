@@ -252,6 +252,42 @@ fn the_table_and_junit_say_the_same() {
     assert!(xml.contains(r#"<failure type="1-a""#), "{xml}");
 }
 
+#[test]
+fn control_characters_of_an_items_output_do_not_break_the_junit_file() {
+    // The item fails with colour codes and other control bytes on its standard error:
+    // the verdict's reason quotes it.
+    let (_dir, p) = plan("flat", &[]);
+    let text = std::fs::read_to_string(&p).unwrap();
+    let text: Vec<String> = text
+        .lines()
+        .map(|l| {
+            if l.starts_with("command = [") && l.contains("\"request\"") {
+                r#"command = "printf '\\033[31merror\\001\\033[0m cannot connect' >&2; exit 1""#
+                    .to_string()
+            } else {
+                l.to_string()
+            }
+        })
+        .collect();
+    let text = text.join("\n");
+    assert!(text.contains("exit 1"), "{text}");
+    std::fs::write(&p, text).unwrap();
+    let out = p.with_file_name("report.xml");
+    let j = leaktest(&p, &["--format", "junit", "-o", out.to_str().unwrap()]);
+    assert_eq!(j.code, 0, "{}", j.stderr);
+    let xml = std::fs::read_to_string(&out).unwrap();
+    // XML 1.0 allows no control character but tab, line feed and carriage return.
+    let bad: Vec<char> = xml
+        .chars()
+        .filter(|c| c.is_control() && !matches!(c, '\t' | '\n' | '\r'))
+        .collect();
+    assert!(bad.is_empty(), "{bad:?} in {xml}");
+    assert!(
+        xml.contains(r"\x1b[31merror\x01\x1b[0m cannot connect"),
+        "{xml}"
+    );
+}
+
 /// Bad plans: the message names the file and the line.
 fn rejected(text: &str) -> (i32, String) {
     let (_dir, p) = write_plan(text);
@@ -288,6 +324,22 @@ fn bad_plans_are_rejected_with_the_line() {
         err.contains("plan.toml:9:") && err.contains("min (9) is greater than max (3)"),
         "{err}"
     );
+
+    // Counts past their bounds say the bound, not that the number is not positive.
+    for (key, value, bound) in [
+        ("readings", "100000000", "at most 1000"),
+        ("retest_limit", "4294967296", "at most 1000"),
+    ] {
+        let (code, err) = rejected(&format!(
+            "[settings]\n{key} = {value}\n[[process]]\nname = \"a\"\npid = 1\n[[item]]\nname = \"x\"\ncommand = \"true\"\n"
+        ));
+        assert_eq!(code, 2);
+        assert!(
+            err.contains("plan.toml:2:")
+                && err.contains(&format!("{key} is {value}: it may be {bound}")),
+            "{err}"
+        );
+    }
 }
 
 #[test]

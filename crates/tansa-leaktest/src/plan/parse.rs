@@ -246,10 +246,22 @@ fn settings(
                     ),
                 ));
             }
-            s.retest_limit = count(lines, &n, "retest_limit")?;
+            s.retest_limit = bounded_count(
+                lines,
+                &n,
+                "retest_limit",
+                MAX_RETESTS,
+                " (runs of one item)",
+            )?;
         }
         if let Some(n) = raw.readings {
-            s.readings = count(lines, &n, "readings")?;
+            s.readings = bounded_count(
+                lines,
+                &n,
+                "readings",
+                MAX_READINGS,
+                " (readings in one measurement)",
+            )?;
         }
         if let Some(d) = raw.reading_interval {
             s.reading_interval = duration(lines, &d)?;
@@ -300,10 +312,33 @@ fn settings(
 
 /// A positive integer that fits a `u32`.
 fn count(lines: &Lines<'_>, v: &Spanned<i64>, what: &str) -> Result<u32, PlanError> {
-    u32::try_from(*v.get_ref())
-        .ok()
-        .filter(|&n| n > 0)
-        .ok_or_else(|| lines.err(&v.span(), format!("{what} must be a positive whole number")))
+    bounded_count(lines, v, what, u32::MAX, "")
+}
+
+/// Most readings in one measurement, and most runs of an item: a plan asking for more is a
+/// mistake (a measurement of a hundred million readings takes months), which would run on
+/// silently.
+const MAX_READINGS: u32 = 1000;
+const MAX_RETESTS: u32 = 1000;
+
+/// A positive integer of at most `max`; `why` says what the bound is for.
+fn bounded_count(
+    lines: &Lines<'_>,
+    v: &Spanned<i64>,
+    what: &str,
+    max: u32,
+    why: &str,
+) -> Result<u32, PlanError> {
+    let n = *v.get_ref();
+    if n <= 0 {
+        return Err(lines.err(&v.span(), format!("{what} must be a positive whole number")));
+    }
+    u32::try_from(n).ok().filter(|&n| n <= max).ok_or_else(|| {
+        lines.err(
+            &v.span(),
+            format!("{what} is {n}: it may be at most {max}{why}"),
+        )
+    })
 }
 
 /// Longest duration a plan takes: a year. Anything longer is a mistake, and would not fit
@@ -573,7 +608,15 @@ fn idle(lines: &Lines<'_>, raw: RawIdle) -> Result<IdleSpec, PlanError> {
         interval,
         readings: raw
             .readings
-            .map(|r| count(lines, &r, "idle readings"))
+            .map(|r| {
+                bounded_count(
+                    lines,
+                    &r,
+                    "idle readings",
+                    MAX_READINGS,
+                    " (readings in one measurement)",
+                )
+            })
             .transpose()?
             .unwrap_or(3),
         reading_interval: raw
