@@ -538,6 +538,30 @@ fn whole_system_sampling_shows_idle_and_the_kernel() {
         }),
         "kernel functions without names: {kernel:?}"
     );
+    // Kernel code is not kept: annotating the hottest kernel function says so (it was
+    // interrupted; it is not that it has no samples of its own).
+    let hottest = units(&f)
+        .iter()
+        .filter(|u| {
+            u["unit"]
+                .as_str()
+                .is_some_and(|u| u.starts_with("[kernel.kallsyms]!"))
+        })
+        .max_by_key(|u| n(u, "self_samples"))
+        .unwrap();
+    assert!(n(hottest, "self_samples") > 0, "{hottest}");
+    let name = hottest["unit"].as_str().unwrap();
+    let out = run(&["annotate", file.to_str().unwrap(), name]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains(&format!(
+            "`{name}` has {} sample(s) of its own, but its instructions are not in the \
+             recording (kernel code is not kept",
+            n(hottest, "self_samples")
+        )),
+        "{}",
+        stderr(&out)
+    );
     let sum: u64 = units(&pr).iter().map(|u| n(u, "self_samples")).sum();
     assert_eq!(sum, total);
 }

@@ -60,6 +60,22 @@ pub enum AnnotateError {
         /// The function, as `module!function`.
         unit: String,
     },
+    /// The function was interrupted, but its machine code is not in the recording: kernel
+    /// code (tansa keeps no kernel memory), or a module whose file could not be read when
+    /// the recording was made.
+    #[error(
+        "`{unit}` has {samples} sample(s) of its own, but its instructions are not in the \
+         recording ({why}), so it cannot be annotated; its samples are in `tansa report --by \
+         function` and `--by instruction`"
+    )]
+    NoCode {
+        /// The function, as `module!function`.
+        unit: String,
+        /// Its own samples.
+        samples: u64,
+        /// Why its code is not kept.
+        why: &'static str,
+    },
     /// Several functions match.
     #[error("`{name}` names several functions; pick one: {}", .candidates.join(", "))]
     Ambiguous {
@@ -358,6 +374,8 @@ fn not_annotated(
     // that address, per function), or as a function of its own.
     let mut into: FxHashMap<String, u64> = FxHashMap::default();
     let mut own: Option<String> = None;
+    // Its own samples per function of that name, and whether it is kernel code.
+    let mut own_samples: FxHashMap<String, (u64, bool)> = FxHashMap::default();
     for m in &rec.symbols.modules {
         let module = m.key as u32;
         let module_name = names.module(module);
@@ -371,6 +389,14 @@ fn not_annotated(
                 if names.module_kind(module) == Some(tansa_format::cpu::ModuleKind::Anonymous) {
                     return AnnotateError::Generated { unit };
                 }
+                let loc = Loc {
+                    module,
+                    offset: a.offset,
+                };
+                let kernel =
+                    names.module_kind(module) == Some(tansa_format::cpu::ModuleKind::Kernel);
+                let e = own_samples.entry(unit.clone()).or_insert((0, kernel));
+                e.0 += counts.get(&loc).copied().unwrap_or(0);
                 own.get_or_insert(unit);
             }
             if inner
@@ -395,6 +421,15 @@ fn not_annotated(
             name: name.to_string(),
             into: into.into_iter().take(10).map(|i| i.0).collect(),
         };
+    }
+    // Interrupted, but without code: say why rather than that it was never interrupted.
+    if let Some((unit, (samples, kernel))) = own_samples.into_iter().find(|(_, n)| n.0 > 0) {
+        let why = if kernel {
+            "kernel code is not kept: tansa reads no kernel memory"
+        } else {
+            "its module's code could not be read when the recording was made"
+        };
+        return AnnotateError::NoCode { unit, samples, why };
     }
     match own {
         Some(unit) => AnnotateError::NoSelfSamples { unit, candidates },
