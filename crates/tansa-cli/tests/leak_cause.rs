@@ -978,3 +978,87 @@ fn traces_stop_at_the_limit() {
         );
     }
 }
+
+/// The site of the test program `src` allocating on the line holding `marker`.
+fn site_at<'a>(r: &'a Value, src: &str, marker: &str) -> &'a Value {
+    let line = line_of(src, marker);
+    r["sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["site"]["line"] == line && s["site"]["file"].as_str().unwrap().ends_with(src))
+        .unwrap_or_else(|| panic!("no site at {src}:{line}: {r:#}"))
+}
+
+/// Asserts that `s` is leaking, with `cause` (`module!function`) its one cause function
+/// and one cause branch there, on the line of `src` holding `marker` (or the next: line
+/// tables may give a conditional jump the line of the statement it guards).
+fn assert_cause(s: &Value, src: &str, cause: &str, marker: &str) {
+    let evidence = format!(
+        "tracing {}, traces {}, paths {:#}",
+        s["tracing"], s["traces"], s["paths"]
+    );
+    assert_eq!(s["judgement"], "leaking", "{s:#}");
+    assert!(
+        s["traces"]["not_freed"].as_u64().unwrap() >= 1,
+        "{evidence}"
+    );
+    assert_eq!(cause_functions(s), [cause], "{s:#}");
+    let branches = s["cause_branches"].as_array().unwrap();
+    assert_eq!(branches.len(), 1, "{s:#}");
+    assert_eq!(branches[0]["function"], cause, "{s:#}");
+    let line = branches[0]["line"].as_u64().unwrap();
+    let want = line_of(src, marker);
+    assert!(
+        line == want || line == want + 1,
+        "line {want}: {:#}, {evidence}",
+        branches[0]
+    );
+}
+
+/// A leaking branch that calls a helper (`helperleak.c`): `work`'s error path calls
+/// `report_error`, which memsets, as `work` did before the branch. The paths part in
+/// `work`, at that branch. Before, the leaking path's steps were matched with the freeing
+/// paths' by symbol alone: the helper's `memset` matched the one `work` ran, and the cause
+/// was `report_error`, with no branch. Likewise `handle`'s `y` leaks at its condition, and
+/// both paths then call `parse` (which memsets): `parse` was listed as a second cause.
+#[test]
+fn a_helper_called_on_the_leaking_branch_is_not_the_cause() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = "helperleak.c";
+    let exe = program("helperleak", src, &["-g", "-O0"]);
+    let r = record_and_report(dir.path(), &exe, &["400000"]);
+    let work = site_at(&r, src, "work's allocation");
+    assert_cause(
+        work,
+        src,
+        "helperleak!work",
+        "work's error condition: the leak",
+    );
+    let y = site_at(&r, src, "handle's y");
+    assert_cause(
+        y,
+        src,
+        "helperleak!handle",
+        "handle's y condition: the leak",
+    );
+}
+
+/// An error check that throws before it calls anything (`throwleak.cpp`): `check`'s
+/// branch decides whether `process`'s block is freed. Before, only function entries and
+/// exits were matched: the last one both paths ran was the entry of `check`, so the cause
+/// was its caller `process`, where no branch parts the paths.
+#[test]
+fn a_leak_by_a_throwing_check_is_traced_to_its_branch() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = "throwleak.cpp";
+    let exe = program("throwleak", src, &["-g", "-O0"]);
+    let r = record_and_report(dir.path(), &exe, &["200000"]);
+    let s = site_at(&r, src, "process's allocation");
+    assert_cause(
+        s,
+        src,
+        "throwleak!check(int)",
+        "check's error condition: the leak",
+    );
+}

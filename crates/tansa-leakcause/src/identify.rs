@@ -1,6 +1,18 @@
 //! Where the leaking paths part from the freeing ones: cause functions (spec §13, Fig. 11)
 //! and cause branches (spec §18), with the split of branch traces into single executions of
 //! each cause function (spec §16, steps 1401–1402).
+//!
+//! Steps of an E path are matched with steps of the F paths **in their call context**
+//! (the functions open around them on the path, and how far the path had returned above
+//! the function it started in): a call of `memset` inside a helper that only the leaking
+//! path runs is not the `memset` both paths ran before they parted. Matching by symbol
+//! alone named that helper as the cause. Conditional branches take part in the match too
+//! (a branch is one symbol whether it jumped or not): a leaking path that parts from the
+//! freeing ones at a branch of a function it called, before any further call (an error
+//! check that throws), is traced to that function, not to its caller.
+
+use std::collections::{HashMap, HashSet};
+use std::hash::Hash;
 
 use crate::sequitur::End;
 
@@ -23,22 +35,23 @@ pub enum Step<F, B> {
     Branch(B, bool),
 }
 
-/// The function in which event `i` of `path` happened (spec §13, step 1106): for an exit,
-/// the function that called the one returning; for an entry, its caller. Walking back, a
-/// balanced `Y-S … Y-E` is skipped; the first unmatched entry is the answer. A walk that
-/// reaches the start of the trace lands in the allocating function, or as many callers
-/// above it (in `alloc`, root first, the allocating function last) as the trace has exits
-/// of functions it never entered.
-pub fn enclosing<F: Clone + PartialEq>(path: &[Event<F>], i: usize, alloc: &[F]) -> Option<F> {
+/// The function in which step `i` of `path` happened (spec §13, step 1106): for an exit,
+/// the function that called the one returning; for an entry, its caller; for a branch, the
+/// function holding it. Walking back, a balanced `Y-S … Y-E` is skipped; the first
+/// unmatched entry is the answer. A walk that reaches the start of the trace lands in the
+/// allocating function, or as many callers above it (in `alloc`, root first, the
+/// allocating function last) as the trace has exits of functions it never entered.
+pub fn enclosing<F: Clone + PartialEq, B>(path: &[Step<F, B>], i: usize, alloc: &[F]) -> Option<F> {
     let mut depth: i64 = match path.get(i) {
-        Some(Event::Exit(_)) => 1,
+        Some(Step::Call(Event::Exit(_))) => 1,
         _ => 0,
     };
-    for e in path[..i].iter().rev() {
-        match e {
-            Event::Exit(_) => depth += 1,
-            Event::Enter(f) if depth == 0 => return Some(f.clone()),
-            Event::Enter(_) => depth -= 1,
+    for s in path[..i].iter().rev() {
+        match s {
+            Step::Call(Event::Exit(_)) => depth += 1,
+            Step::Call(Event::Enter(f)) if depth == 0 => return Some(f.clone()),
+            Step::Call(Event::Enter(_)) => depth -= 1,
+            Step::Branch(..) => {}
         }
     }
     // Back at the start: in the allocating function, or `depth` callers above it (each
@@ -47,51 +60,114 @@ pub fn enclosing<F: Clone + PartialEq>(path: &[Event<F>], i: usize, alloc: &[F])
     alloc.len().checked_sub(1 + up).map(|k| alloc[k].clone())
 }
 
-/// Fig. 11 over symbol paths: for each E path, walking back from the symbol before its
-/// end, the first symbol that occurs in some F path; `found(path, i)` turns it into the
-/// result. Results are listed once each, in the order found.
-fn walk<S: PartialEq, R: PartialEq>(
-    paths: &[(Vec<S>, End)],
-    mut found: impl FnMut(&[S], usize) -> Option<R>,
-) -> Vec<R> {
-    let freed: Vec<&Vec<S>> = paths
-        .iter()
-        .filter(|(_, e)| *e == End::Freed)
-        .map(|(p, _)| p)
-        .collect();
-    let mut out = Vec::new();
-    for (p, _) in paths.iter().filter(|(_, e)| *e == End::NotFreed) {
-        for i in (0..p.len()).rev() {
-            // Searching each freed path from its end finds its last such event.
-            if freed.iter().any(|q| q.iter().rev().any(|s| *s == p[i])) {
-                if let Some(r) = found(p, i)
-                    && !out.contains(&r)
-                {
-                    out.push(r);
-                }
-                break;
-            }
-        }
-    }
-    out
+/// A call context: the path returned `n` functions above the one it started in
+/// (`Returned(0)`: still in it), or it called `F` from the context `u32`.
+#[derive(Debug, PartialEq, Eq, Hash)]
+enum Context<F> {
+    Returned(usize),
+    Called(u32, F),
 }
 
-/// The cause functions of a site (spec §13) from its function paths; `alloc` is the
-/// allocation stack's functions, root first. An E path none of whose events occurs in an
-/// F path points at the allocating function.
-pub fn cause_functions<F: Clone + PartialEq>(
-    paths: &[(Vec<Event<F>>, End)],
+/// A step as the alignment compares it: a branch without its direction.
+#[derive(Debug, PartialEq, Eq, Hash)]
+enum Symbol<F, B> {
+    Enter(F),
+    Exit(F),
+    Branch(B),
+}
+
+/// Call contexts numbered as they are met, the same over every path of a site.
+#[derive(Debug)]
+struct Contexts<F> {
+    ids: HashMap<Context<F>, u32>,
+}
+
+impl<F: Clone + Eq + Hash> Contexts<F> {
+    fn new() -> Self {
+        Contexts {
+            ids: HashMap::new(),
+        }
+    }
+
+    fn id(&mut self, c: Context<F>) -> u32 {
+        let next = u32::try_from(self.ids.len()).unwrap_or(u32::MAX);
+        *self.ids.entry(c).or_insert(next)
+    }
+
+    /// Each step of `path` with the context it ran in: for an entry, the caller's; for an
+    /// exit, the context returned to; for a branch, its function's.
+    fn place<B: Clone>(&mut self, path: &[Step<F, B>]) -> Vec<(u32, Symbol<F, B>)> {
+        let mut unwound = 0;
+        let mut base = self.id(Context::Returned(0));
+        // The contexts of the functions entered on the path and not exited yet.
+        let mut open: Vec<u32> = Vec::new();
+        let mut out = Vec::with_capacity(path.len());
+        for s in path {
+            let here = open.last().copied().unwrap_or(base);
+            out.push(match s {
+                Step::Call(Event::Enter(f)) => {
+                    open.push(self.id(Context::Called(here, f.clone())));
+                    (here, Symbol::Enter(f.clone()))
+                }
+                Step::Call(Event::Exit(f)) => {
+                    if open.pop().is_none() {
+                        unwound += 1;
+                        base = self.id(Context::Returned(unwound));
+                    }
+                    (
+                        open.last().copied().unwrap_or(base),
+                        Symbol::Exit(f.clone()),
+                    )
+                }
+                Step::Branch(b, _) => (here, Symbol::Branch(b.clone())),
+            });
+        }
+        out
+    }
+}
+
+/// Fig. 11 over full paths: for each E path (its index in `paths`), walking back from the
+/// step before its end, the last step that also runs, in the same call context, on some F
+/// path (`None`: no step does).
+fn parting_points<F: Clone + Eq + Hash, B: Clone + Eq + Hash>(
+    paths: &[(Vec<Step<F, B>>, End)],
+) -> Vec<(usize, Option<usize>)> {
+    let mut contexts = Contexts::new();
+    let mut freed = HashSet::new();
+    for (p, _) in paths.iter().filter(|(_, e)| *e == End::Freed) {
+        freed.extend(contexts.place(p));
+    }
+    paths
+        .iter()
+        .enumerate()
+        .filter(|(_, (_, e))| *e == End::NotFreed)
+        .map(|(k, (p, _))| {
+            let placed = contexts.place(p);
+            (k, placed.iter().rposition(|s| freed.contains(s)))
+        })
+        .collect()
+}
+
+/// The cause functions of a site (spec §13) from its paths; `alloc` is the allocation
+/// stack's functions, root first. For each E path, the function holding its last step
+/// shared with an F path (see [`parting_points`]); an E path none of whose steps runs on
+/// an F path points at the allocating function. Results are listed once each, in the
+/// order found.
+pub fn cause_functions<F: Clone + Eq + Hash, B: Clone + Eq + Hash>(
+    paths: &[(Vec<Step<F, B>>, End)],
     alloc: &[F],
 ) -> Vec<F> {
-    let mut out = walk(paths, |p, i| enclosing(p, i, alloc));
-    let unmatched = paths.iter().any(|(p, e)| {
-        *e == End::NotFreed
-            && !paths
-                .iter()
-                .filter(|(_, e)| *e == End::Freed)
-                .any(|(q, _)| p.iter().any(|s| q.contains(s)))
-    });
-    if unmatched
+    let points = parting_points(paths);
+    let mut out = Vec::new();
+    for &(k, at) in &points {
+        if let Some(i) = at
+            && let Some(f) = enclosing(&paths[k].0, i, alloc)
+            && !out.contains(&f)
+        {
+            out.push(f);
+        }
+    }
+    if points.iter().any(|(_, at)| at.is_none())
         && let Some(f) = alloc.last()
         && !out.contains(f)
     {
@@ -194,16 +270,25 @@ mod tests {
     use super::*;
     use Event::{Enter, Exit};
 
-    fn p(s: &str) -> (Vec<Event<&str>>, End) {
+    /// A path from its text: `f-S`, `f-E`, a branch `@b` (taken) or `@b~` (not taken),
+    /// then `F` or `E`.
+    fn p(s: &str) -> (Vec<Step<&str, &str>>, End) {
         let mut v = Vec::new();
         let mut end = End::Freed;
         for w in s.split(' ') {
             match w {
                 "F" => end = End::Freed,
                 "E" => end = End::NotFreed,
+                _ if w.starts_with('@') => {
+                    let b = &w[1..];
+                    v.push(match b.strip_suffix('~') {
+                        Some(b) => Step::Branch(b, false),
+                        None => Step::Branch(b, true),
+                    });
+                }
                 _ => {
                     let (f, k) = w.rsplit_once('-').unwrap();
-                    v.push(if k == "S" { Enter(f) } else { Exit(f) });
+                    v.push(Step::Call(if k == "S" { Enter(f) } else { Exit(f) }));
                 }
             }
         }
@@ -247,6 +332,53 @@ mod tests {
         // No event in common: the allocating function.
         let paths = [p("x-S x-E F"), p("y-S y-E E")];
         assert_eq!(cause_functions(&paths, &alloc), vec!["funcA"]);
+        // A branch is in the function that holds it.
+        let (t, _) = p("check-S @c1 throw-S E");
+        assert_eq!(enclosing(&t, 1, &alloc), Some("check"));
+    }
+
+    /// The leaking branch calls a helper that calls what the freeing path called before
+    /// the branch (`work` mallocs and memsets; on error it calls `report_error`, which
+    /// memsets too, and returns; else it frees). The paths part in `work`; matching
+    /// `memset-E` by its symbol alone named `report_error`.
+    #[test]
+    fn a_helper_on_the_leaking_path_is_not_where_the_paths_part() {
+        let paths = [
+            p("memset-S memset-E @w9~ free-S free-E F"),
+            p("memset-S memset-E @w9 report-S memset-S memset-E report-E E"),
+        ];
+        assert_eq!(cause_functions(&paths, &["main", "work"]), vec!["work"]);
+        // Without the branches, the same: the helper's memset is not the one work ran.
+        let paths = paths.map(|(s, e)| {
+            let calls = s.into_iter().filter(|s| matches!(s, Step::Call(_)));
+            (calls.collect::<Vec<_>>(), e)
+        });
+        assert_eq!(cause_functions(&paths, &["main", "work"]), vec!["work"]);
+    }
+
+    /// A function that both paths call (`parse`, which memsets) after they parted is not a
+    /// cause: its steps run in another context than the freeing path's `memset`.
+    #[test]
+    fn a_function_both_paths_call_later_is_not_a_cause() {
+        let paths = [
+            p("memset-S memset-E @h17~ free-S free-E F"),
+            p("memset-S memset-E @h17 parse-S memset-S memset-E parse-E @h21 E"),
+        ];
+        assert_eq!(cause_functions(&paths, &["main", "handle"]), vec!["handle"]);
+    }
+
+    /// An error check that throws before any call (`check`'s branch, then the throw):
+    /// the paths part at that branch, in `check`, not in its caller.
+    #[test]
+    fn a_throwing_branch_is_in_the_function_that_holds_it() {
+        let paths = [
+            p("new-E memset-S memset-E check-S @c5 check-E @p9~ delete-S delete-E F"),
+            p("new-E memset-S memset-E check-S @c5~ alloc_exc-S alloc_exc-E throw-S E"),
+        ];
+        assert_eq!(
+            cause_functions(&paths, &["main", "process", "new"]),
+            vec!["check"]
+        );
     }
 
     #[test]

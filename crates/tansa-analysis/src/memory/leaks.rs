@@ -611,24 +611,24 @@ fn add_causes(site: &mut SiteReport, lc: &LeakCause, t: &TracedSite) {
         }
     }
     site.grammar = small.then(|| grammar.grammar());
-    // Cause functions from the function paths (spec §13).
-    let function_paths: Vec<(Vec<Event<u32>>, End)> = t
+    // Cause functions from the paths (spec §13): function events and branches, each in its
+    // call context.
+    let steps_of = |p: &tansa_format::memory::TracedPath| -> Vec<Step<u32, u32>> {
+        p.steps
+            .iter()
+            .map(|s| match *s {
+                PathStep::Enter(g) => Step::Call(Event::Enter(g)),
+                PathStep::Exit(g) => Step::Call(Event::Exit(g)),
+                PathStep::Branch { branch, taken } => Step::Branch(branch, taken),
+            })
+            .collect()
+    };
+    let full_paths: Vec<(Vec<Step<u32, u32>>, End)> = t
         .paths
         .iter()
-        .map(|p| {
-            let events = p
-                .steps
-                .iter()
-                .filter_map(|s| match *s {
-                    PathStep::Enter(f) => Some(Event::Enter(f)),
-                    PathStep::Exit(f) => Some(Event::Exit(f)),
-                    PathStep::Branch { .. } => None,
-                })
-                .collect();
-            (events, end_of(p.freed))
-        })
+        .map(|p| (steps_of(p), end_of(p.freed)))
         .collect();
-    let causes = identify::cause_functions(&function_paths, &t.alloc_functions);
+    let causes = identify::cause_functions(&full_paths, &t.alloc_functions);
     // Cause branches (spec §16, §18) in each cause function, over single executions.
     for &f in &causes {
         // Where the trace starts relative to `f`'s activation: the trace starts in the
@@ -640,18 +640,9 @@ fn add_causes(site: &mut SiteReport, lc: &LeakCause, t: &TracedSite) {
             .rposition(|&g| g == f)
             .map(|k| t.alloc_functions.len() - 1 - k);
         let mut branch_paths: Vec<(Vec<(u32, bool)>, End)> = Vec::new();
-        for p in &t.paths {
-            let steps: Vec<Step<u32, u32>> = p
-                .steps
-                .iter()
-                .map(|s| match *s {
-                    PathStep::Enter(g) => Step::Call(Event::Enter(g)),
-                    PathStep::Exit(g) => Step::Call(Event::Exit(g)),
-                    PathStep::Branch { branch, taken } => Step::Branch(branch, taken),
-                })
-                .collect();
-            for execution in identify::branch_paths_of(&steps, &f, start_depth) {
-                let entry = (execution, end_of(p.freed));
+        for (steps, end) in &full_paths {
+            for execution in identify::branch_paths_of(steps, &f, start_depth) {
+                let entry = (execution, *end);
                 if !branch_paths.contains(&entry) {
                     branch_paths.push(entry);
                 }
