@@ -140,7 +140,8 @@ fn after_allocation_traced(stack: u32, ptr: u64, regs: CallerRegs) {
 
 /// Before the release of `ptr` (by `free` or `realloc`, from the stack `free_stack`, 0 if
 /// not captured): ends a trace of that block, and tells the collector which free stack the
-/// trace reached (it may read the release event before the trace's result).
+/// trace reached (it may read the release event before the trace's result) and whether
+/// the release was made by another thread than the traced one.
 #[inline]
 pub fn before_release(ptr: u64, free_stack: u32) {
     // Not `header()`: a trace in flight must see its block's release even after the
@@ -156,6 +157,11 @@ pub fn before_release(ptr: u64, free_stack: u32) {
     if (state == TRACE_ATTACHING || state == TRACE_FOLLOWING)
         && slot.ptr.load(Ordering::Acquire) == ptr
     {
-        slot.freed.store(trace_freed(free_stack), Ordering::Release);
+        // Released by another thread than the traced one: its path did not free the
+        // block (a queue's consumer, say), which the trace must not take for a freeing
+        // path. Only for the traced block's release: one system call, rarely.
+        let elsewhere = sys::gettid() != slot.tid.load(Ordering::Relaxed);
+        slot.freed
+            .store(trace_freed(free_stack, elsewhere), Ordering::Release);
     }
 }

@@ -1062,3 +1062,52 @@ fn a_leak_by_a_throwing_check_is_traced_to_its_branch() {
         "check's error condition: the leak",
     );
 }
+
+/// A leak decided on another thread (`crossthread.c`): the producer allocates, the
+/// consumer frees each message unless its condition holds. The traced thread is the
+/// allocating one, which never frees: a traced block was freed while it happened to run
+/// somewhere, so its paths say nothing of where freeing and leaking part. The site says
+/// so, and names no cause. Before, the freed traces were taken for freeing paths ending
+/// wherever the producer was when the consumer freed, and the cause came out as the
+/// producer's loop (`producer`, at its queue-full test), which has no bearing on the leak.
+#[test]
+fn blocks_freed_by_another_thread_give_no_cause_but_say_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = "crossthread.c";
+    let exe = program("crossthread", src, &["-g", "-O0", "-pthread"]);
+    let r = record_and_report(dir.path(), &exe, &["1000"]);
+    let s = site_at(&r, src, "make_msg's allocation");
+    assert_eq!(s["judgement"], "leaking", "{s:#}");
+    assert_eq!(s["allocations"], 1000);
+    assert_eq!(s["leaked_blocks"], 250, "{s:#}");
+    assert!(
+        s["traces"]["freed_elsewhere"].as_u64().unwrap() >= 1,
+        "{s:#}"
+    );
+    assert!(s["traces"]["not_freed"].as_u64().unwrap() >= 1, "{s:#}");
+    assert_eq!(s["traces"]["freed"], 0, "the producer frees nothing: {s:#}");
+    assert!(
+        s["paths"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|p| p["end"] == "E"),
+        "{s:#}"
+    );
+    assert_eq!(s["cause_not_found"], "freed-by-another-thread", "{s:#}");
+    assert!(cause_functions(s).is_empty(), "{s:#}");
+    assert!(s["cause_branches"].as_array().unwrap().is_empty(), "{s:#}");
+    // Other sites have no such reason.
+    let helper = site_at(&r, src, "make_msg's allocation")["index"].clone();
+    for other in r["sites"].as_array().unwrap() {
+        if other["index"] != helper {
+            assert!(other["cause_not_found"].is_null(), "{other:#}");
+        }
+    }
+    let o = run_tansa(&["leaks", dir.path().join("leaks.tansa").to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("freed by another thread"), "{text}");
+    assert!(text.contains("no cause found"), "{text}");
+    assert!(!text.contains("cause: the leaking path"), "{text}");
+}

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! META CALIBRATION? (SESSION | META_CHUNK | THREAD_CHUNK | SESSION_END | SESSION_LOSSES
-//!                    | UNRECORDED)* LEAK_CAUSE? CALIBRATION SYMBOLS END
+//!                    | UNRECORDED)* (LEAK_CAUSE FREED_ELSEWHERE?)? CALIBRATION SYMBOLS END
 //! ```
 //!
 //! A *session* is one process image (fork and exec start new sessions). `META_CHUNK` and
@@ -33,6 +33,10 @@ pub const UNRECORDED: FrameType = FrameType(0x0105);
 /// [`LeakCause`] (postcard): what `tansa record --leak-cause` traced (seed 001), written
 /// once at the end.
 pub const LEAK_CAUSE: FrameType = FrameType(0x0106);
+/// `Vec<`[`FreedElsewhere`]`>` (postcard): the traced sites of the `LEAK_CAUSE` before it
+/// whose traced blocks were released by another thread than the one followed, written
+/// right after it when there are any (readers that predate it skip it).
+pub const FREED_ELSEWHERE: FrameType = FrameType(0x0113);
 /// [`SessionPlace`] (postcard): the session's rank in a parallel job, written right after
 /// its `SESSION` frame when the process's launcher named one (readers that predate it skip
 /// it).
@@ -273,6 +277,53 @@ pub struct TracedSite {
     pub tracing_ns: u64,
     /// Why tracing stopped (`"covered"`, `"limit"`, `"ended"`) or could not start.
     pub status: String,
+    /// Traces whose block was released by another thread than the one followed (a queue's
+    /// consumer freeing what a producer allocated): the followed path did not free it, it
+    /// only ran meanwhile, so such a trace is no freeing path and is not in `paths` (it
+    /// counts in `traces`). Not in the `LEAK_CAUSE` frame (whose layout older readers
+    /// know): its own frame, [`FREED_ELSEWHERE`], carries it.
+    #[serde(skip)]
+    pub freed_elsewhere: u32,
+}
+
+/// A traced site's traces whose block another thread released (see
+/// [`TracedSite::freed_elsewhere`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FreedElsewhere {
+    /// The site's session, as in its [`TracedSite`].
+    pub session: u32,
+    /// The site's allocation stack id, as in its [`TracedSite`].
+    pub stack: u32,
+    /// Its traces whose block was released by another thread.
+    pub traces: u32,
+}
+
+impl LeakCause {
+    /// The content of the [`FREED_ELSEWHERE`] frame: the sites with such traces.
+    pub fn freed_elsewhere(&self) -> Vec<FreedElsewhere> {
+        self.sites
+            .iter()
+            .filter(|s| s.freed_elsewhere > 0)
+            .map(|s| FreedElsewhere {
+                session: s.session,
+                stack: s.stack,
+                traces: s.freed_elsewhere,
+            })
+            .collect()
+    }
+
+    /// Adds what a [`FREED_ELSEWHERE`] frame says to the sites it names.
+    pub fn add_freed_elsewhere(&mut self, frame: &[FreedElsewhere]) {
+        for f in frame {
+            if let Some(s) = self
+                .sites
+                .iter_mut()
+                .find(|s| s.session == f.session && s.stack == f.stack)
+            {
+                s.freed_elsewhere = f.traces;
+            }
+        }
+    }
 }
 
 /// Everything `tansa record --leak-cause` traced.
@@ -553,6 +604,7 @@ mod tests {
                 traces: 2,
                 tracing_ns: 0,
                 status: "covered".into(),
+                freed_elsewhere: 0,
             }],
             failures: vec![format!("failure of {session}")],
         }

@@ -51,7 +51,7 @@ use tansa_symbols::Resolver;
 use tansa_wire::event::{DecodeError, Decoder, Record, StreamState};
 use tansa_wire::layout::{
     TRACE_ALIASES, TRACE_ATTACHING, TRACE_FOLLOWING, TRACE_IDLE, TRACE_REQUESTED, TRACE_SITES,
-    trace_free_stack,
+    trace_free_stack, trace_freed_elsewhere,
 };
 
 use crate::follow::{AttachedThread, CodeMap, FollowEnd, FollowLimits, PathEvent};
@@ -71,7 +71,11 @@ pub fn record_leak_cause(
     let mut wrapped = LeakCauseSink::new(sink, leak_cause);
     let recorded = tansa_collect::record(&config, &mut wrapped);
     let (mut sink, traced) = wrapped.finish();
-    let added = sink.add_value(tansa_format::memory::LEAK_CAUSE, &traced);
+    let mut added = sink.add_value(tansa_format::memory::LEAK_CAUSE, &traced);
+    let elsewhere = traced.freed_elsewhere();
+    if added.is_ok() && !elsewhere.is_empty() {
+        added = sink.add_value(tansa_format::memory::FREED_ELSEWHERE, &elsewhere);
+    }
     (sink, recorded.and_then(|o| added.map(|()| o)))
 }
 
@@ -264,6 +268,9 @@ struct TraceDone {
     /// For a trace that ended at the block's release: the release's stack, as the agent
     /// put it in the slot (0 if not known).
     free_stack: u32,
+    /// For a trace that ended at the block's release: whether another thread than the
+    /// followed one released it (the agent said so in the slot).
+    freed_elsewhere: bool,
     /// The range end it was followed to (depth above the allocating function), as the
     /// agent's slot gave it when the trace was requested.
     range_depth: u32,
@@ -287,6 +294,8 @@ struct Site {
     paths: BTreeMap<(Vec<Step>, bool), u32>,
     reached: BTreeSet<u32>,
     not_freed: u32,
+    /// Traces of the current range whose block another thread released: no path.
+    freed_elsewhere: u32,
     traces: u32,
     /// Traces granted to the agent so far.
     granted: u32,
@@ -324,6 +333,15 @@ impl Site {
         } else {
             self.unchanged += 1;
         }
+    }
+
+    /// Counts a finished trace whose block another thread released while the followed
+    /// one ran: its path is not a freeing path (the followed thread did not free the
+    /// block), so it is not kept, and it brings no new path.
+    fn add_trace_freed_elsewhere(&mut self) {
+        self.traces += 1;
+        self.freed_elsewhere += 1;
+        self.unchanged += 1;
     }
 
     /// Whether tracing is done, and why: `covered` once a leaking path was seen, every free
@@ -552,6 +570,7 @@ impl<S: Sink> LeakCauseSink<S> {
                     paths,
                     traces: site.traces,
                     tracing_ns: site.tracing_ns,
+                    freed_elsewhere: site.freed_elsewhere,
                     status: site.status.clone().unwrap_or_else(|| {
                         if site.paths.is_empty() && site.failed > 0 {
                             "failed".into()
@@ -1044,6 +1063,7 @@ impl Session {
             site.unchanged = 0;
             site.reached.clear();
             site.not_freed = 0;
+            site.freed_elsewhere = 0;
             site.failed = 0;
             if let Some(h) = &self.header {
                 h.get().trace_sites[slot]
@@ -1082,7 +1102,11 @@ impl Session {
                 PathEvent::Branch { at, taken } => Step::Branch(at, taken),
             })
             .collect();
-        site.add_trace(steps, freed);
+        if freed && d.freed_elsewhere {
+            site.add_trace_freed_elsewhere();
+        } else {
+            site.add_trace(steps, freed);
+        }
         if freed && d.free_stack != 0 {
             // The agent said which free stack the release came from (under its own id).
             let free_stack = self.canonical(d.free_stack);
@@ -1674,9 +1698,12 @@ fn trace_one(
     if let FollowEnd::Abandoned(why) = &end {
         return Err(why.clone());
     }
-    let free_stack = match end {
-        FollowEnd::Stopped => trace_free_stack(slot.freed.load(Ordering::Acquire)),
-        _ => 0,
+    let (free_stack, freed_elsewhere) = match end {
+        FollowEnd::Stopped => {
+            let freed = slot.freed.load(Ordering::Acquire);
+            (trace_free_stack(freed), trace_freed_elsewhere(freed))
+        }
+        _ => (0, false),
     };
     Ok(TraceDone {
         session: w.session,
@@ -1688,6 +1715,7 @@ fn trace_one(
         attached_ticks,
         code: text,
         free_stack,
+        freed_elsewhere,
         range_depth,
     })
 }
@@ -1923,8 +1951,25 @@ mod tests {
             attached_ticks: 20,
             code: Vec::new(),
             free_stack,
+            freed_elsewhere: false,
             range_depth: 0,
         }
+    }
+
+    /// A traced block released by another thread than the followed one: the trace counts,
+    /// its free stack was reached, but its path is no freeing path and is not kept.
+    #[test]
+    fn a_block_another_thread_released_gives_no_freeing_path() {
+        let mut s = traced_session();
+        start(&mut s);
+        s.settle(&TraceDone {
+            freed_elsewhere: true,
+            ..done(FollowEnd::Stopped, 3)
+        });
+        let site = &s.sites[&7];
+        assert_eq!((site.traces, site.freed_elsewhere), (1, 1));
+        assert!(site.paths.is_empty());
+        assert!(site.reached.contains(&3));
     }
     /// The release of a block at 0x100 of the site 7, allocated at `allocated`, released
     /// at `ts` by the free stack 3.

@@ -4,7 +4,8 @@
 use std::io::{self, Write};
 
 use tansa_analysis::memory::leaks::{
-    CodePlace, GROWING_SCANS, LeakCheckSummary, LeaksReport, SiteReport, fold_repeats,
+    CodePlace, FREED_BY_ANOTHER_THREAD, GROWING_SCANS, LeakCheckSummary, LeaksReport, SiteReport,
+    fold_repeats,
 };
 
 /// The report as JSON (schema `tansa.leaks.v1`).
@@ -324,13 +325,14 @@ fn site(
     let Some(status) = &s.tracing else {
         return Ok(());
     };
-    if status == "failed" && s.traces.freed + s.traces.not_freed == 0 {
+    let traced = s.traces.freed + s.traces.not_freed + s.traces.freed_elsewhere;
+    if status == "failed" && traced == 0 {
         return writeln!(
             out,
             "   not traced: every trace of it failed (the notes below say why)"
         );
     }
-    if status == "ended" && s.traces.freed + s.traces.not_freed == 0 {
+    if status == "ended" && traced == 0 {
         // Judged leaking from events read after its last allocation (the recorder read a
         // short, busy run's events at its end), or its traces failed (the report's
         // warnings say why).
@@ -340,10 +342,14 @@ fn site(
              here was traced (a longer run of the same work traces it)"
         );
     }
+    let elsewhere = match s.traces.freed_elsewhere {
+        0 => String::new(),
+        n => format!(", {n} freed by another thread"),
+    };
     writeln!(
         out,
-        "   traced {} allocation(s) ({} freed, {} not freed; {status}) up to the return of {}{}",
-        s.traces.freed + s.traces.not_freed,
+        "   traced {traced} allocation(s) ({} freed, {} not freed{elsewhere}; {status}) up to the \
+         return of {}{}",
         s.traces.freed,
         s.traces.not_freed,
         s.range_end.as_deref().unwrap_or("?"),
@@ -353,6 +359,22 @@ fn site(
             String::new()
         }
     )?;
+    if s.cause_not_found == Some(FREED_BY_ANOTHER_THREAD) {
+        writeln!(
+            out,
+            "   no cause found: every traced block that was freed was freed by another thread \
+             than the one that allocated it, so the allocating thread's paths cannot show where \
+             freeing and leaking part; look where the other thread drops blocks without freeing \
+             them"
+        )?;
+    } else if s.traces.freed_elsewhere > 0 {
+        writeln!(
+            out,
+            "   {} traced block(s) were freed by another thread: left out of the comparison, \
+             which holds the allocating thread's own freeing paths only",
+            s.traces.freed_elsewhere
+        )?;
+    }
     if s.cause_functions.is_empty() {
         if s.traces.not_freed == 0 {
             writeln!(out, "   no traced allocation leaked: no cause found yet")?;

@@ -116,11 +116,18 @@ pub const TRACE_FOLLOWING: u32 = 4;
 /// flag, no stack; the follower stops at any value other than 0.)
 pub const TRACE_FREED: u32 = 1 << 31;
 
+/// [`TraceSlot::freed`]'s flag: the release was made by another thread than the traced
+/// one (the one in [`TraceSlot::tid`]): the traced path did not free the block, it was
+/// only running when another thread did. (Earlier agents never set it.)
+pub const TRACE_FREED_ELSEWHERE: u32 = 1 << 30;
+
 /// The value of [`TraceSlot::freed`] for a release from `free_stack` (a stack id; 0 if
-/// not captured). A stack id that does not fit in the low 31 bits is given as 0.
-pub const fn trace_freed(free_stack: u32) -> u32 {
+/// not captured), made by another thread than the traced one if `elsewhere`. A stack id
+/// that does not fit in the low 30 bits is given as 0.
+pub const fn trace_freed(free_stack: u32, elsewhere: bool) -> u32 {
     TRACE_FREED
-        | if free_stack < TRACE_FREED {
+        | if elsewhere { TRACE_FREED_ELSEWHERE } else { 0 }
+        | if free_stack < TRACE_FREED_ELSEWHERE {
             free_stack
         } else {
             0
@@ -131,10 +138,16 @@ pub const fn trace_freed(free_stack: u32) -> u32 {
 /// captured, or set by an agent that stored only 1).
 pub const fn trace_free_stack(freed: u32) -> u32 {
     if freed & TRACE_FREED != 0 {
-        freed & !TRACE_FREED
+        freed & !(TRACE_FREED | TRACE_FREED_ELSEWHERE)
     } else {
         0
     }
+}
+
+/// Whether a [`TraceSlot::freed`] value says the block was released by another thread
+/// than the traced one.
+pub const fn trace_freed_elsewhere(freed: u32) -> bool {
+    freed & TRACE_FREED != 0 && freed & TRACE_FREED_ELSEWHERE != 0
 }
 
 /// The one trace in flight of a process: its thread, the traced block, and where the
@@ -603,21 +616,27 @@ mod tests {
 
     #[test]
     fn a_released_trace_slot_carries_its_free_stack() {
-        for stack in [1, 3, 0x7fff_ffff] {
-            let v = trace_freed(stack);
-            assert_ne!(v, 0, "released");
-            assert_eq!(trace_free_stack(v), stack);
+        for stack in [1, 3, 0x3fff_ffff] {
+            for elsewhere in [false, true] {
+                let v = trace_freed(stack, elsewhere);
+                assert_ne!(v, 0, "released");
+                assert_eq!(trace_free_stack(v), stack);
+                assert_eq!(trace_freed_elsewhere(v), elsewhere);
+            }
         }
         // Released, stack unknown: not captured, too large an id, or an older agent's 1.
         for v in [
-            trace_freed(0),
-            trace_freed(TRACE_FREED),
-            trace_freed(u32::MAX),
+            trace_freed(0, false),
+            trace_freed(TRACE_FREED_ELSEWHERE, false),
+            trace_freed(TRACE_FREED, true),
+            trace_freed(u32::MAX, false),
             1,
         ] {
             assert_ne!(v, 0);
             assert_eq!(trace_free_stack(v), 0, "{v:#x}");
         }
+        assert!(!trace_freed_elsewhere(1), "an older agent's 1");
+        assert!(!trace_freed_elsewhere(0));
         assert_eq!(trace_free_stack(0), 0);
     }
 }

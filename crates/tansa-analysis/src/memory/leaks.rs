@@ -79,7 +79,14 @@ pub struct TraceCounts {
     pub freed: u32,
     /// Ended at the range end with the block still allocated (E).
     pub not_freed: u32,
+    /// Ended with the block freed by another thread than the one followed (a later
+    /// addition): no freeing path of the followed thread, and not in `paths`.
+    pub freed_elsewhere: u32,
 }
+
+/// [`SiteReport::cause_not_found`] when the blocks of a site's traces that were freed were
+/// all freed by other threads than the ones followed.
+pub const FREED_BY_ANOTHER_THREAD: &str = "freed-by-another-thread";
 
 /// A distinct traced path.
 #[derive(Debug, Clone, Serialize)]
@@ -170,6 +177,9 @@ pub struct SiteReport {
     pub cause_functions: Vec<CodePlace>,
     /// ... and branches.
     pub cause_branches: Vec<BranchReport>,
+    /// Why a traced site with leaking paths has no cause (a later addition):
+    /// [`FREED_BY_ANOTHER_THREAD`], or `None`.
+    pub cause_not_found: Option<&'static str>,
 }
 
 impl SiteReport {
@@ -378,6 +388,7 @@ pub fn report_without_stacks<R: Read + Seek>(rec: &MemoryRecording<R>) -> LeaksR
                 grammar: None,
                 cause_functions: Vec::new(),
                 cause_branches: Vec::new(),
+                cause_not_found: None,
             };
             if let (Some(lc), Some(t)) = (&rec.leak_cause, traced.get(&(session.0, stack_id.0))) {
                 add_causes(&mut site, lc, t);
@@ -611,6 +622,15 @@ fn add_causes(site: &mut SiteReport, lc: &LeakCause, t: &TracedSite) {
         }
     }
     site.grammar = small.then(|| grammar.grammar());
+    site.traces.freed_elsewhere = t.freed_elsewhere;
+    if site.traces.not_freed > 0 && site.traces.freed == 0 && t.freed_elsewhere > 0 {
+        // Every traced block that was freed was freed by another thread: the followed
+        // thread's paths never free, so comparing them shows nothing of where freeing and
+        // leaking part (that decision is on the other thread). Naming the function where
+        // the followed thread's paths happened to differ would blame unrelated code.
+        site.cause_not_found = Some(FREED_BY_ANOTHER_THREAD);
+        return;
+    }
     // Cause functions from the paths (spec §13): function events and branches, each in its
     // call context.
     let steps_of = |p: &tansa_format::memory::TracedPath| -> Vec<Step<u32, u32>> {

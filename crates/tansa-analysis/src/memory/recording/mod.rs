@@ -376,6 +376,19 @@ impl<R: Read + Seek> MemoryRecording<R> {
                         }
                         leak_cause = Some(l);
                     }
+                    memory::FREED_ELSEWHERE => {
+                        let f: Vec<memory::FreedElsewhere> = frame.decode()?;
+                        if let Some(l) = &mut leak_cause {
+                            let shifted: Vec<memory::FreedElsewhere> = f
+                                .into_iter()
+                                .map(|e| memory::FreedElsewhere {
+                                    session: shifted(e.session),
+                                    ..e
+                                })
+                                .collect();
+                            l.add_freed_elsewhere(&shifted);
+                        }
+                    }
                     memory::VOLATILE_SEGMENT => volatile.push(frame.decode()?),
                     memory::OWN_ALLOCATORS => {
                         let own: Vec<memory::OwnAllocator> = frame.decode()?;
