@@ -2,12 +2,19 @@
 //!
 //! The collector judges allocation sites as leaking while the program runs and lists them,
 //! with how many of their next allocations to trace and where each trace ends, in the
-//! session header (`trace_sites`). After recording an allocation at such a site, the hook
-//! claims the process's one trace slot, fills it (the thread, the block, where the
+//! session header (`trace_sites`). After recording an allocation at such a site (by
+//! `malloc`, `calloc`, the memalign family, or `realloc` and `reallocarray`, whose new
+//! block, moved or not, is an allocation at the reallocation's stack), the hook claims the
+//! process's one trace slot, fills it (the thread, the block, where the
 //! allocator returns) and waits until the collector's path follower has attached to the
 //! thread; then it returns, and the follower steps the thread from the allocator's return
 //! on. When the traced block is released, by any thread, the release hook says so in the
 //! slot: the trace ends there with "freed".
+//!
+//! An allocation at a listed site that is not handed over (the slot busy with another
+//! trace, no granted trace left, a request not taken in time) is counted in the entry's
+//! `passed`: the collector tells a site that met only busy moments from one whose
+//! allocations never came here (those a signal handler makes inside a hook).
 //!
 //! Costs: one load of `tracing` per allocation and per release when the mode is on; the
 //! wait only for the few traced allocations. A collector that does not answer within half
@@ -66,6 +73,7 @@ fn after_allocation_traced(stack: u32, ptr: u64, regs: CallerRegs) {
         return;
     };
     let slot = &h.trace;
+    let entry = &h.trace_sites[site];
     if slot
         .state
         .compare_exchange(
@@ -76,16 +84,20 @@ fn after_allocation_traced(stack: u32, ptr: u64, regs: CallerRegs) {
         )
         .is_err()
     {
-        // Another trace is in flight: this allocation goes untraced.
+        // Another trace is in flight: this allocation goes untraced, and the collector
+        // learns why.
+        entry.passed.fetch_add(1, Ordering::Relaxed);
         return;
     }
-    let entry = &h.trace_sites[site];
     let took = entry
         .remaining
         .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
         .is_ok();
     if !took || !h.trace_site_holds(site, stack) {
         slot.state.store(TRACE_IDLE, Ordering::Release);
+        if !took {
+            entry.passed.fetch_add(1, Ordering::Relaxed);
+        }
         return;
     }
     slot.tid.store(sys::gettid(), Ordering::Relaxed);
@@ -126,6 +138,7 @@ fn after_allocation_traced(stack: u32, ptr: u64, regs: CallerRegs) {
                     // Not taken: give the trace back to the site, if it is still traced.
                     if wanted {
                         entry.remaining.fetch_add(1, Ordering::AcqRel);
+                        entry.passed.fetch_add(1, Ordering::Relaxed);
                     }
                     return;
                 }

@@ -481,6 +481,87 @@ fn leaks_through_allocation_wrappers_are_traced_to_the_callers_branch() {
     }
 }
 
+/// Leaks of blocks grown by `realloc` and `reallocarray`: a grown block's site is the
+/// reallocation's stack (the small block it replaced was released by it, so the `malloc`
+/// site is always freed), traced from the reallocation's return as a `malloc`'s is, to the
+/// branch that keeps the block. Before, the agent handed no reallocation over to the
+/// tracer: such a site was never traced however long the run, and the text said that a
+/// longer run would trace it.
+#[test]
+fn leaks_of_reallocated_blocks_are_traced_to_their_branch() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = program("reallocleak", "reallocleak.c", &["-g", "-O1"]);
+    let rounds: u64 = 1500;
+    let r = record_and_report(dir.path(), &exe, &["1500"]);
+    let at = |function: &str, line: u64| -> &Value {
+        r["sites"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| {
+                s["site"]["function"] == format!("reallocleak!{function}")
+                    && s["site"]["line"] == line
+            })
+            .unwrap_or_else(|| panic!("no site at {function}:{line}: {r:#}"))
+    };
+    for (function, call, leak, every, at_round) in [
+        ("grow", "grow's realloc", "grow's leak", 8, 3),
+        (
+            "grow_array",
+            "grow_array's reallocarray",
+            "grow_array's leak",
+            5,
+            1,
+        ),
+    ] {
+        let line = line_of("reallocleak.c", call);
+        // The small block each round starts with: released by the reallocation.
+        let small = at(function, line - 1);
+        assert_eq!(small["judgement"], "freed", "{small:#}");
+        assert_eq!(small["allocations"], rounds, "{small:#}");
+        assert_eq!(small["frees"], rounds, "{small:#}");
+        let s = at(function, line);
+        let leaked = (0..rounds).filter(|i| i % every == at_round).count() as u64;
+        let evidence = format!(
+            "{function}: tracing {}, traces {}, range {}, paths {:#}",
+            s["tracing"], s["traces"], s["range_end"], s["paths"]
+        );
+        assert_eq!(s["judgement"], "leaking", "{s:#}");
+        assert_eq!(s["allocations"], rounds, "{s:#}");
+        assert_eq!(s["frees"], rounds - leaked, "{s:#}");
+        assert_eq!(s["leaked_blocks"], leaked, "{s:#}");
+        assert_eq!(
+            s["range_end"],
+            format!("reallocleak!{function}"),
+            "{evidence}"
+        );
+        assert!(s["traces"]["freed"].as_u64().unwrap() >= 1, "{evidence}");
+        assert!(
+            s["traces"]["not_freed"].as_u64().unwrap() >= 1,
+            "{evidence}"
+        );
+        assert_eq!(
+            cause_functions(s),
+            [format!("reallocleak!{function}")],
+            "{evidence}"
+        );
+        let branches = s["cause_branches"].as_array().unwrap();
+        assert_eq!(branches.len(), 1, "{evidence}");
+        assert_eq!(branches[0]["function"], format!("reallocleak!{function}"));
+        let got = branches[0]["line"].as_u64().unwrap();
+        let want = line_of("reallocleak.c", leak);
+        assert!(
+            got == want || got == want + 1,
+            "line {want}: {:#}, {evidence}",
+            branches[0]
+        );
+    }
+    let o = run_tansa(&["leaks", dir.path().join("leaks.tansa").to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(!text.contains("not traced"), "{text}");
+}
+
 /// Traces longer than `--trace-steps` are given up: the site says so (`failed`, "every
 /// trace of it failed"), and the note says how many traces failed alike and how to follow
 /// longer paths. Before, the site said it was judged leaking only as the program ended,

@@ -275,7 +275,8 @@ pub struct TracedSite {
     pub traces: u32,
     /// Nanoseconds the traced threads spent being followed, over all traces.
     pub tracing_ns: u64,
-    /// Why tracing stopped (`"covered"`, `"limit"`, `"ended"`) or could not start.
+    /// Why tracing stopped (`"covered"`, `"limit"`, `"failed"`, `"ended"`; with no trace,
+    /// `"busy"` or `"not-handed-over"`: see `tansa.leaks.v1`) or could not start.
     pub status: String,
     /// Traces whose block was released by another thread than the one followed (a queue's
     /// consumer freeing what a producer allocated): the followed path did not free it, it

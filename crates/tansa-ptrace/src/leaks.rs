@@ -306,6 +306,31 @@ struct Site {
     status: Option<String>,
     /// Traces in a row that brought no new path (see [`SATURATION`]).
     unchanged: u32,
+    /// When the site was listed for tracing, on the agent's clock, and its allocations
+    /// recorded after that moment while it stayed listed: each either reached the agent's
+    /// hand-over (a trace started, or the entry's `passed` counted it) or never could.
+    asked_at: u64,
+    asked_allocations: u64,
+    /// Traces the tracer started for the site.
+    handed: u64,
+}
+
+/// Why a site listed for tracing got no trace at all (none failed either), from its
+/// allocations recorded after it was listed (`asked`), those the agent saw and passed over
+/// (`passed`: another trace was in flight, none was left, or the request was not taken in
+/// time) and the traces started (`handed`): `ended` when none came after it was listed (the
+/// program stopped allocating there, or ended); `busy` when every one met a busy moment
+/// (a longer run gives it more chances); `not-handed-over` when some never reached the
+/// hand-over, which no run length changes (an allocation a signal handler makes while it
+/// interrupts an allocator call is never handed over).
+fn untraced_status(asked: u64, passed: u64, handed: u64) -> &'static str {
+    if asked == 0 {
+        "ended"
+    } else if asked > passed.saturating_add(handed) {
+        "not-handed-over"
+    } else {
+        "busy"
+    }
 }
 
 /// Traces in a row that must bring no new path before a site whose free sites were all
@@ -574,6 +599,12 @@ impl<S: Sink> LeakCauseSink<S> {
                     status: site.status.clone().unwrap_or_else(|| {
                         if site.paths.is_empty() && site.failed > 0 {
                             "failed".into()
+                        } else if let (0, Some(slot), Some(h)) =
+                            (site.traces, site.slot, s.header.as_ref())
+                        {
+                            let passed = h.get().trace_sites[slot].passed.load(Ordering::Acquire);
+                            untraced_status(site.asked_allocations, passed.into(), site.handed)
+                                .into()
                         } else {
                             "ended".into()
                         }
@@ -662,6 +693,9 @@ impl<S: Sink> LeakCauseSink<S> {
                     let site = s.sites.entry(stack).or_default();
                     site.allocations += 1;
                     site.outstanding += 1;
+                    if site.slot.is_some() && e.ts > site.asked_at {
+                        site.asked_allocations += 1;
+                    }
                     // Its release may have come first.
                     if let Some((ts, free_stack)) = s.blocks.allocated(ptr, e.ts, stack) {
                         s.release(Release {
@@ -798,6 +832,7 @@ impl<S: Sink> LeakCauseSink<S> {
                 }
                 site.slot = Some(slot);
                 let entry = &h.trace_sites[slot];
+                entry.passed.store(0, Ordering::Relaxed);
                 // Release: see `requested_site`.
                 entry.range_depth.store(site.range_depth, Ordering::Release);
                 grant(site, &entry.remaining, traces);
@@ -809,6 +844,10 @@ impl<S: Sink> LeakCauseSink<S> {
                 if h.tracing.fetch_add(1, Ordering::AcqRel) == 0 {
                     started = true;
                 }
+                // Read after the site is listed: an allocation stamped later saw the list.
+                let site = s.sites.get_mut(&stack).expect("known site");
+                site.asked_at =
+                    tansa_collect::clock_now(h.clock == tansa_wire::layout::ClockKind::Tsc as u32);
             }
         }
         if started {
@@ -992,6 +1031,9 @@ impl Session {
 
     /// The tracer started a trace of `stack`'s block at `ptr`.
     fn trace_started(&mut self, stack: u32, ptr: u64) {
+        if let Some(site) = self.sites.get_mut(&stack) {
+            site.handed += 1;
+        }
         self.in_flight.push(InFlight {
             stack,
             ptr,
@@ -1828,6 +1870,20 @@ mod tests {
         }
         assert_eq!(site.paths.len(), 3);
         assert_eq!(site.traces, 2 + SATURATION + SATURATION);
+    }
+
+    /// A site listed for tracing that got no trace says why: nothing allocated there after
+    /// it was listed, only busy moments, or allocations that never reached the hand-over
+    /// (as every `realloc` did before the agent handed reallocations over).
+    #[test]
+    fn an_untraced_site_says_whether_a_longer_run_helps() {
+        assert_eq!(untraced_status(0, 0, 0), "ended");
+        assert_eq!(untraced_status(5, 5, 0), "busy");
+        assert_eq!(untraced_status(5, 3, 2), "busy");
+        // A count of the entry's previous site may be left in `passed`.
+        assert_eq!(untraced_status(5, 6, 0), "busy");
+        assert_eq!(untraced_status(5, 4, 0), "not-handed-over");
+        assert_eq!(untraced_status(1500, 0, 0), "not-handed-over");
     }
 
     #[test]

@@ -332,6 +332,22 @@ fn site(
             "   not traced: every trace of it failed (the notes below say why)"
         );
     }
+    if status == "busy" && traced == 0 {
+        return writeln!(
+            out,
+            "   not traced: each allocation here after the recorder asked for traces came while \
+             another trace of the process was in flight (one at a time), or when none was left \
+             to take (a longer run of the same work gives it more chances)"
+        );
+    }
+    if status == "not-handed-over" && traced == 0 {
+        return writeln!(
+            out,
+            "   not traced: allocations here after the recorder asked for traces never reached \
+             the agent's hand-over to the tracer (allocations a signal handler makes while it \
+             interrupts an allocator call cannot be traced); a longer run does not change that"
+        );
+    }
     if status == "ended" && traced == 0 {
         // Judged leaking from events read after its last allocation (the recorder read a
         // short, busy run's events at its end), or its traces failed (the report's

@@ -97,8 +97,12 @@ pub struct TraceSite {
     /// Where a trace ends if the block is not freed before: the return of the function this
     /// many frames above the allocating one (0: the allocating function itself).
     pub range_depth: AtomicU32,
-    /// Reserved, zero.
-    pub reserved: u32,
+    /// Allocations at this site that the agent saw and did not hand over: the trace slot
+    /// was busy with another trace, no granted trace was left, or the collector did not
+    /// take the request in time. The collector zeroes it before it lists a site here; an
+    /// allocation of the entry's previous site may still add one. (Reserved and zero in
+    /// earlier agents: same size and place.)
+    pub passed: AtomicU32,
 }
 
 /// [`TraceSlot::state`]: no trace in flight; an agent may claim the slot.

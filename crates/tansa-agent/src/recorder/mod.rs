@@ -472,6 +472,10 @@ impl Active {
 
     /// Records a reallocation around the call of the real function (`call` performs it and
     /// returns the new block). Returns the new block.
+    ///
+    /// The new block, moved or grown in place, is an allocation at the `realloc`'s stack (the
+    /// collector and the reader give it that site, as any allocation's): in leak-cause mode a
+    /// traced site's thread is handed over at the `realloc`'s return, as at `malloc`'s.
     pub fn realloc(
         &mut self,
         array: bool,
@@ -515,6 +519,9 @@ impl Active {
             stream.encode_realloc(&ev, buf)
         });
         self.end_pending();
+        if !new.is_null() {
+            crate::leakcause::after_allocation(stack, new as u64, regs);
+        }
         new
     }
 }
