@@ -15,9 +15,16 @@ fn build_region(dir: &Path) -> PathBuf {
 
 /// Builds `tansa-ptrace/tests/programs/<name>.c` (flags recorded in the source).
 fn build_program(dir: &Path, name: &str) -> PathBuf {
+    build_with(dir, name, &[])
+}
+
+/// [`build_program`] with further compiler flags.
+fn build_with(dir: &Path, name: &str, extra: &[&str]) -> PathBuf {
     let src = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join(format!("../tansa-ptrace/tests/programs/{name}.c"));
-    tansa_testkit::build(&src, dir, &["-O1", "-g", "-fno-inline"])
+    let mut flags = vec!["-O1", "-g", "-fno-inline"];
+    flags.extend_from_slice(extra);
+    tansa_testkit::build(&src, dir, &flags)
 }
 
 /// Records `exe runs` with the ptrace sampler at `period`, with ground truth.
@@ -178,6 +185,59 @@ fn target_exiting_before_the_region_is_a_clear_error() {
         t.contains("the target exited with code 0 before `work` ran"),
         "{t}"
     );
+}
+
+/// threads.c runs the region in its main thread, then in three worker threads at once
+/// (608 executions in all, four paths of 152 each). Every thread is traced: the program
+/// runs to its end with its own output and exit status (a thread that was not traced used
+/// to die of SIGTRAP at the region's entry), and every execution but the warm-up (the main
+/// thread's first, i = 0) is sampled, in whichever thread it ran, and rebuilt exactly.
+#[test]
+fn records_the_region_in_every_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build_with(dir.path(), "threads", &["-pthread"]);
+    let alone = Command::new(&exe).output().unwrap();
+    assert!(alone.status.success());
+    let file = dir.path().join("t.tansa");
+    let o = tansa()
+        .args([
+            "retrace", "record", "--region", "work", "--source", "ptrace",
+        ])
+        .args(["--executions", "100000", "--ground-truth", "-o"])
+        .arg(&file)
+        .arg("--")
+        .arg(&exe)
+        .output()
+        .unwrap();
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    // The target's own output, untouched.
+    assert!(o.stdout.starts_with(&alone.stdout), "{t}");
+    assert!(
+        t.contains("sampled 607 execution(s) of `work` in 4 threads"),
+        "{t}"
+    );
+    assert!(
+        t.contains("the target exited with code 0 after 607 of 100000 executions"),
+        "{t}"
+    );
+
+    let v = report_json(&file, &[]);
+    assert_eq!(v["executions"], 607);
+    assert_eq!(v["alignment"], "counts", "{}", v["alignment_note"]);
+    assert_eq!(v["accuracy"]["distinct_paths"], 4);
+    assert_eq!(v["accuracy"]["truth_executions"], 607);
+    let paths = v["paths"].as_array().unwrap();
+    let executions: Vec<u64> = paths
+        .iter()
+        .map(|p| p["executions"].as_u64().unwrap())
+        .collect();
+    assert_eq!(executions, vec![152, 152, 152, 151]);
+    for p in paths {
+        assert_eq!(p["accuracy"]["lcs_ratio"], 1.0, "{p}");
+        assert_eq!(p["accuracy"]["truth_share"], p["share"], "{p}");
+        assert_eq!(p["missing"], 0, "{p}");
+    }
 }
 
 #[test]

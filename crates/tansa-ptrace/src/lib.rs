@@ -7,9 +7,10 @@
 //! * [`leaks`]: the live side of leak-cause mode (seed 001), which drives the follower from
 //!   the collector's events.
 //!
-//! [`record`] runs a command under ptrace, cuts its execution at every entry into the
-//! region's function (a software breakpoint), samples each execution with one of three
-//! sources, and optionally single-steps executions to capture the true trace:
+//! [`record`] runs a command under ptrace, every thread of it, cuts its execution at every
+//! entry into the region's function (a hardware breakpoint in each thread; the private
+//! `session` module), samples each execution with one of three sources, in whichever thread
+//! runs it, and optionally single-steps executions to capture the true trace:
 //!
 //! * `ptrace`: exact every-`P`-th-instruction sampling by single-stepping the region only
 //!   (works everywhere, slow);
@@ -30,6 +31,7 @@ mod maps;
 pub mod procmap;
 mod record;
 mod region;
+mod session;
 mod sys;
 mod tracee;
 
@@ -79,13 +81,13 @@ pub enum TraceError {
         error: std::io::Error,
     },
     /// The program ended before it could be traced.
-    #[error("the target {} before it could be traced", .0.describe())]
+    #[error("the target {} before it could be traced", ended(.0))]
     ExitedAtStart(ExitStatus),
     /// The region's code is not mapped in the process.
     #[error("the code of `{0}` is not mapped in the target process")]
     RegionNotMapped(String),
     /// The target ended without running the region.
-    #[error("the target {} before `{region}` ran", .exit.describe())]
+    #[error("the target {} before `{region}` ran", ended(.exit))]
     RegionNeverRan {
         /// The region.
         region: String,
@@ -96,7 +98,7 @@ pub enum TraceError {
     #[error(
         "`{region}` was entered {entries} time(s) but no execution was sampled to its end \
          ({warmup} warm-up execution(s) are skipped; the target {})",
-        .exit.describe()
+        ended(.exit)
     )]
     NoCompleteExecution {
         /// The region.
@@ -119,6 +121,15 @@ pub enum TraceError {
     /// A perf event could not be used.
     #[error(transparent)]
     Perf(#[from] tansa_perf::PerfError),
+}
+
+/// How the target ended, to follow "the target": "exited with code 0", "was killed by
+/// SIGSEGV".
+pub fn ended(exit: &ExitStatus) -> String {
+    match exit {
+        ExitStatus::Signaled { .. } => format!("was {}", exit.describe()),
+        _ => exit.describe(),
+    }
 }
 
 fn suggest(s: &[String]) -> String {

@@ -1,8 +1,8 @@
 //! The recorder: run the target, cut at the region's entry, sample each execution with the
 //! chosen source, optionally single-step executions for the ground truth.
 //!
-//! Division (seed unit 112) uses a software breakpoint on the region's function: at each
-//! hit the execution starts; it ends when the stack pointer rises above its value at entry
+//! Division (seed unit 112) uses a breakpoint on the region's function (a debug register
+//! of each thread, see `session`): at each hit the execution starts; it ends when the stack pointer rises above its value at entry
 //! (the outermost `ret` ran, or a `longjmp` left the region). Recursion inside the region
 //! is part of the execution.
 //!
@@ -10,9 +10,10 @@
 //!   code between executions runs at full speed), counts instructions continuously across
 //!   executions and keeps every `P`-th — exactly the seed's sampling model.
 //! * **instructions** / **cpu-clock** open a perf event on the target that is enabled only
-//!   while the region runs (enabled at the entry breakpoint, disabled at a breakpoint on
-//!   the return address), so its period also counts only region instructions or region
-//!   time; the ring is drained after each execution, so every sample belongs to it.
+//!   while the region runs (one per thread, enabled at the entry breakpoint, disabled at a
+//!   breakpoint on the return address), so its period also counts only region
+//!   instructions or region time; the ring is drained after each execution, so every
+//!   sample belongs to it.
 
 use std::collections::HashMap;
 use std::time::Instant;
@@ -22,17 +23,15 @@ use tansa_format::retrace::{
     Addr, Execution, GroundTruth, RegionCode, RetraceInfo, RetraceSummary, Source,
 };
 use tansa_perf::{
-    Event, EventAttr, EventKind, HardwareEvent, Record, RecordKind, Ring, Sample, SampleFormat,
-    SoftwareEvent,
+    Event, EventAttr, EventKind, HardwareEvent, Record, Ring, SampleFormat, SoftwareEvent,
 };
 
 use crate::TraceError;
 use crate::code;
 use crate::maps::{Mapping, Modules, read_maps};
 use crate::region::{find_region, resolve_program};
-use crate::sys::Regs;
-use crate::tracee::{Stop, Tracee};
-use tansa_proc::os::SharedCpu;
+use crate::session::{Plan, Session};
+use crate::tracee::Tracee;
 
 /// Which sampler to use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,13 +91,17 @@ pub struct Recorded {
     pub ground_truth: Option<GroundTruth>,
     /// How it ended.
     pub summary: RetraceSummary,
+    /// Threads whose executions were sampled (any thread that runs the region is).
+    pub threads: u64,
+    /// What the user should know about executions that could not be sampled.
+    pub warnings: Vec<String>,
 }
 
 /// Module index of addresses outside any file-backed mapping (vDSO, JIT code).
 pub const UNKNOWN_MODULE: u32 = u32::MAX;
 
 /// Runtime addresses to recording addresses, refreshing the mappings when needed.
-struct Normalizer {
+pub(crate) struct Normalizer {
     pid: i32,
     maps: Vec<Mapping>,
     modules: Modules,
@@ -122,22 +125,22 @@ impl Normalizer {
         a
     }
 
-    fn all(&mut self, runtime: &[u64]) -> Vec<Addr> {
+    pub(crate) fn all(&mut self, runtime: &[u64]) -> Vec<Addr> {
         runtime.iter().map(|&r| self.get(r)).collect()
     }
 }
 
 /// A perf event enabled only inside the region.
-struct PerfSampler {
-    event: Event,
-    ring: Ring,
-    records: Vec<Record>,
-    lost: u64,
+pub(crate) struct PerfSampler {
+    pub(crate) event: Event,
+    pub(crate) ring: Ring,
+    pub(crate) records: Vec<Record>,
+    pub(crate) lost: u64,
 }
 
-const PERF_FORMAT: SampleFormat = SampleFormat(SampleFormat::IP.0 | SampleFormat::TID.0);
+pub(crate) const PERF_FORMAT: SampleFormat = SampleFormat(SampleFormat::IP.0 | SampleFormat::TID.0);
 
-fn open_perf(source: Source, period: u64, pid: i32) -> Result<PerfSampler, TraceError> {
+pub(crate) fn open_perf(source: Source, period: u64, pid: i32) -> Result<PerfSampler, TraceError> {
     let kind = match source {
         Source::CpuClock => EventKind::Software(SoftwareEvent::CpuClock),
         _ => EventKind::Hardware(HardwareEvent::Instructions),
@@ -163,63 +166,14 @@ fn open_perf(source: Source, period: u64, pid: i32) -> Result<PerfSampler, Trace
     })
 }
 
-/// Runs from the region's entry to its return at full speed. `false` if the process ended
-/// first.
-fn run_to_return(t: &mut Tracee, entry: Regs) -> Result<bool, TraceError> {
-    let ret = t.return_address(entry.rsp)?;
-    t.insert(ret)?;
-    loop {
-        match t.run(0)? {
-            Stop::Breakpoint(r) if r.rip == ret && r.rsp > entry.rsp => {
-                t.remove(ret)?;
-                return Ok(true);
-            }
-            Stop::Breakpoint(r) => {
-                if let Some(Stop::Gone(_)) = t.step_over(r.rip)? {
-                    return Ok(false);
-                }
-            }
-            Stop::Gone(_) => return Ok(false),
-            Stop::Signal(_) => {}
-        }
-    }
-}
-
-/// Single-steps from the region's entry to its return, calling `sink` with the address of
-/// every instruction executed. `false` if the process ended first.
-fn step_through(
-    t: &mut Tracee,
-    entry: Regs,
-    mut sink: impl FnMut(u64),
-) -> Result<bool, TraceError> {
-    let mut rip = entry.rip;
-    let mut signal = 0;
-    // Stepping wakes the tracer and the thread in turn: on one CPU it costs less.
-    let _cpu = u32::try_from(t.pid).ok().and_then(SharedCpu::new);
-    loop {
-        match t.step(signal)? {
-            Ok(r) => {
-                sink(rip);
-                signal = 0;
-                rip = r.rip;
-                if r.rsp > entry.rsp {
-                    return Ok(true);
-                }
-            }
-            Err(Stop::Signal(s)) => signal = s,
-            Err(Stop::Gone(_)) => return Ok(false),
-            Err(Stop::Breakpoint(r)) => rip = r.rip,
-        }
-    }
-}
-
-struct Truth {
+/// The single-stepped traces, de-duplicated.
+pub(crate) struct Truth {
     index: HashMap<Vec<Addr>, u32>,
     gt: GroundTruth,
 }
 
 impl Truth {
-    fn add(&mut self, trace: Vec<Addr>) {
+    pub(crate) fn add(&mut self, trace: Vec<Addr>) {
         let next = self.gt.traces.len() as u32;
         let id = *self.index.entry(trace.clone()).or_insert_with(|| {
             self.gt.traces.push(trace);
@@ -277,7 +231,8 @@ pub fn record(opts: &Options, progress: &mut dyn FnMut(u64, u64)) -> Result<Reco
     let exe = resolve_program(program)?;
     let region = find_region(&exe, &opts.region)?;
     let started = Instant::now();
-    let mut t = Tracee::spawn(program, args)?;
+    let t = Tracee::spawn(program, args)?;
+    let pid = t.pid;
     let exe_path = exe.display().to_string();
     let mut norm = Normalizer {
         pid: t.pid,
@@ -296,7 +251,7 @@ pub fn record(opts: &Options, progress: &mut dyn FnMut(u64, u64)) -> Result<Reco
         (true, Source::Ptrace) => opts.executions,
         (true, _) => opts.ground_truth_executions,
     };
-    let mut truth = opts.ground_truth.then(|| Truth {
+    let truth = opts.ground_truth.then(|| Truth {
         index: HashMap::new(),
         gt: GroundTruth {
             same_executions: source == Source::Ptrace,
@@ -304,98 +259,39 @@ pub fn record(opts: &Options, progress: &mut dyn FnMut(u64, u64)) -> Result<Reco
         },
     });
 
-    t.insert(entry)?;
-    let (mut entries, mut global, mut incomplete, mut samples_total) = (0u64, 0u64, 0u64, 0u64);
-    let mut executions: Vec<Execution> = Vec::new();
-    let mut stepped_truth = 0u64;
-    while (executions.len() as u64) < opts.executions || stepped_truth < truth_target {
-        let regs = match t.run(0)? {
-            Stop::Gone(_) => break,
-            Stop::Signal(_) => continue,
-            Stop::Breakpoint(r) if r.rip == entry => r,
-            Stop::Breakpoint(r) => {
-                t.step_over(r.rip)?;
-                continue;
-            }
-        };
-        t.remove(entry)?;
-        entries += 1;
-        let sampling = (executions.len() as u64) < opts.executions;
-        let completed = if entries <= opts.warmup {
-            run_to_return(&mut t, regs)?
-        } else if sampling && source == Source::Ptrace {
-            let (mut samples, mut trace, mut n) = (Vec::new(), Vec::new(), 0u64);
-            let keep_trace = truth.is_some();
-            let done = step_through(&mut t, regs, |rip| {
-                if (global + n) % period.max(1) == 0 {
-                    samples.push(rip);
-                }
-                if keep_trace {
-                    trace.push(rip);
-                }
-                n += 1;
-            })?;
-            if done {
-                global += n;
-                samples_total += samples.len() as u64;
-                executions.push(Execution {
-                    instructions: n,
-                    samples: norm.all(&samples),
-                });
-                if let Some(tr) = truth.as_mut() {
-                    tr.add(norm.all(&trace));
-                    stepped_truth += 1;
-                }
-            }
-            done
-        } else if let (true, Some(p)) = (sampling, perf.as_mut()) {
-            let ret = t.return_address(regs.rsp)?;
-            p.event.enable()?;
-            let done = run_to_return(&mut t, regs)?;
-            p.event.disable()?;
-            p.records.clear();
-            p.ring.drain_into(&mut p.records);
-            let mut ips = Vec::new();
-            for r in &p.records {
-                match r.kind {
-                    RecordKind::Sample => {
-                        if let Ok(s) = Sample::parse(&r.body, PERF_FORMAT)
-                            && let Some(ip) = s.ip
-                            && ip != ret
-                        {
-                            ips.push(ip);
-                        }
-                    }
-                    RecordKind::Lost => p.lost += r.lost_count().unwrap_or(0),
-                    _ => {}
-                }
-            }
-            if done {
-                samples_total += ips.len() as u64;
-                executions.push(Execution {
-                    instructions: 0,
-                    samples: norm.all(&ips),
-                });
-            }
-            done
-        } else {
-            let mut trace = Vec::new();
-            let done = step_through(&mut t, regs, |rip| trace.push(rip))?;
-            if done && let Some(tr) = truth.as_mut() {
-                tr.add(norm.all(&trace));
-                stepped_truth += 1;
-            }
-            done
-        };
-        if !completed {
-            incomplete += 1;
-            break;
-        }
-        progress(executions.len() as u64, stepped_truth);
-        t.insert(entry)?;
+    let mut session = Session::new(
+        t,
+        Plan {
+            entry,
+            source,
+            period,
+            warmup: opts.warmup,
+            target: opts.executions,
+            truth_target,
+        },
+        norm,
+        truth,
+        progress,
+    );
+    if let Some(p) = perf.take() {
+        session.perf.insert(pid, p);
     }
-    let exit = t.kill();
+    let run = session.run();
+    let exit = session.finish();
+    run?;
     let seconds = started.elapsed().as_secs_f64();
+    let Session {
+        entries,
+        executions,
+        samples: samples_total,
+        incomplete,
+        truth,
+        perf,
+        sampled_threads,
+        warnings,
+        norm,
+        ..
+    } = session;
     if executions.is_empty() {
         return Err(if entries == 0 {
             TraceError::RegionNeverRan {
@@ -424,7 +320,7 @@ pub fn record(opts: &Options, progress: &mut dyn FnMut(u64, u64)) -> Result<Reco
         .filter(|a| a.0 != UNKNOWN_MODULE);
     let code = code::collect(&norm.modules.paths, touched);
     Ok(Recorded {
-        pid: t.pid as u32,
+        pid: pid as u32,
         info: RetraceInfo {
             region: region.name,
             region_module,
@@ -439,12 +335,14 @@ pub fn record(opts: &Options, progress: &mut dyn FnMut(u64, u64)) -> Result<Reco
             executions: executions.len() as u64,
             samples: samples_total,
             incomplete,
-            lost: perf.as_ref().map_or(0, |p| p.lost),
+            lost: perf.values().map(|p| p.lost).sum(),
             exit,
             seconds,
         },
         executions,
         ground_truth,
+        threads: sampled_threads.len() as u64,
+        warnings,
     })
 }
 

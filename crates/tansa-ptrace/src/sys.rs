@@ -56,18 +56,43 @@ pub(crate) fn wait(pid: i32) -> io::Result<Wait> {
     })
 }
 
-/// Sets `PTRACE_O_EXITKILL`: the tracee dies if the tracer does.
-pub(crate) fn set_exit_kill(pid: i32) -> io::Result<()> {
+/// Sets the recorder's options on the tracee: `PTRACE_O_EXITKILL` (the tracee dies if the
+/// tracer does), `PTRACE_O_TRACECLONE` (every thread it creates is traced from its first
+/// instruction, so none runs the region unseen) and `PTRACE_O_TRACEEXEC` (an `execve` is
+/// an event stop, not a SIGTRAP that would kill the new program if passed on).
+pub(crate) fn set_recorder_options(pid: i32) -> io::Result<()> {
+    let options = libc::PTRACE_O_EXITKILL | libc::PTRACE_O_TRACECLONE | libc::PTRACE_O_TRACEEXEC;
     // SAFETY: PTRACE_SETOPTIONS takes the options in `data`, no pointers.
-    let rc = unsafe {
-        libc::ptrace(
-            libc::PTRACE_SETOPTIONS,
-            pid,
-            0usize,
-            libc::PTRACE_O_EXITKILL as usize,
-        )
-    };
+    let rc = unsafe { libc::ptrace(libc::PTRACE_SETOPTIONS, pid, 0usize, options as usize) };
     check(rc).map(drop)
+}
+
+/// `ptrace(PTRACE_GETEVENTMSG)`: the new thread's id at a `PTRACE_EVENT_CLONE` stop.
+pub(crate) fn event_message(tid: i32) -> io::Result<u64> {
+    let mut msg: libc::c_ulong = 0;
+    // SAFETY: PTRACE_GETEVENTMSG writes one `unsigned long` to `data`, which points at one.
+    let rc = unsafe { libc::ptrace(libc::PTRACE_GETEVENTMSG, tid, 0usize, &mut msg as *mut _) };
+    check(rc)?;
+    Ok(msg)
+}
+
+/// `waitpid(-1, __WALL | __WNOTHREAD)`, retrying on EINTR: the next event of any child or
+/// tracee of the calling thread (not of other threads of this process, which may trace
+/// programs of their own), as `(thread id, raw status)`.
+pub(crate) fn wait_any() -> io::Result<(i32, i32)> {
+    loop {
+        let mut status = 0;
+        // SAFETY: `status` is a valid out-pointer for the duration of the call.
+        let rc = unsafe { libc::waitpid(-1, &mut status, libc::__WALL | libc::__WNOTHREAD) };
+        if rc == -1 {
+            let err = io::Error::last_os_error();
+            if err.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(err);
+        }
+        return Ok((rc, status));
+    }
 }
 
 /// Resumes the stopped tracee, delivering `signal` (0 for none).
@@ -99,21 +124,6 @@ pub(crate) fn regs(pid: i32) -> io::Result<Regs> {
     })
 }
 
-/// Sets the stopped tracee's `rip`.
-pub(crate) fn set_rip(pid: i32, rip: u64) -> io::Result<()> {
-    let mut r = std::mem::MaybeUninit::<libc::user_regs_struct>::uninit();
-    // SAFETY: as in `regs`.
-    let rc = unsafe { libc::ptrace(libc::PTRACE_GETREGS, pid, 0usize, r.as_mut_ptr()) };
-    check(rc)?;
-    // SAFETY: the call succeeded, so the kernel filled the whole struct.
-    let mut r = unsafe { r.assume_init() };
-    r.rip = rip;
-    // SAFETY: PTRACE_SETREGS reads one `user_regs_struct` from `data`, which points at an
-    // initialised one.
-    let rc = unsafe { libc::ptrace(libc::PTRACE_SETREGS, pid, 0usize, &r as *const _) };
-    check(rc).map(drop)
-}
-
 /// Reads the word at `addr` in the tracee.
 pub(crate) fn peek(pid: i32, addr: u64) -> io::Result<u64> {
     // SAFETY: clearing errno has no preconditions; PEEKDATA returns the word, so -1 is
@@ -123,15 +133,6 @@ pub(crate) fn peek(pid: i32, addr: u64) -> io::Result<u64> {
         libc::ptrace(libc::PTRACE_PEEKDATA, pid, addr as usize, 0usize)
     };
     check(rc).map(|w| w as u64)
-}
-
-/// Writes the word at `addr` in the tracee (code pages included: ptrace bypasses the page
-/// protection).
-pub(crate) fn poke(pid: i32, addr: u64, word: u64) -> io::Result<()> {
-    // SAFETY: PTRACE_POKEDATA takes the address in the tracee and the word by value; it
-    // does not touch our memory.
-    let rc = unsafe { libc::ptrace(libc::PTRACE_POKEDATA, pid, addr as usize, word as usize) };
-    check(rc).map(drop)
 }
 
 /// `ptrace(PTRACE_SEIZE)`: attaches to thread `tid` without stopping it.

@@ -181,9 +181,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
     let s = &rec.summary;
     eprintln!(
-        "tansa: sampled {} execution(s) of `{}` with {} (period {} {}; {}), {} samples, in {:.2} s",
+        "tansa: sampled {} execution(s) of `{}`{} with {} (period {} {}; {}), {} samples, in {:.2} s",
         s.executions,
         rec.info.region,
+        if rec.threads > 1 {
+            format!(" in {} threads", rec.threads)
+        } else {
+            String::new()
+        },
         rec.info.source.name(),
         rec.info.period,
         rec.info.source.period_unit(),
@@ -198,15 +203,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             gt.traces.len()
         );
     }
+    for w in &rec.warnings {
+        eprintln!("tansa: warning: {w}");
+    }
     if s.executions < args.executions {
         eprintln!(
             "tansa: warning: the target {} after {} of {} executions",
-            s.exit.describe(),
+            tansa_ptrace::ended(&s.exit),
             s.executions,
             args.executions
         );
     } else if !stopped_by_recorder(&s.exit) {
-        eprintln!("tansa: the target {}", s.exit.describe());
+        eprintln!("tansa: the target {}", tansa_ptrace::ended(&s.exit));
     }
     eprintln!(
         "tansa: wrote {} (report: tansa retrace {})",
