@@ -240,6 +240,56 @@ fn records_the_region_in_every_thread() {
     }
 }
 
+/// dup1.c and dup2.c each define `static long dup(long)`: `--region dup` is refused with
+/// both listed as CPU reports name them (`dup@0xSTART`), and each of those names records
+/// its own function (it used to take the first silently).
+#[test]
+fn a_name_of_several_functions_is_refused_with_the_candidates() {
+    let dir = tempfile::tempdir().unwrap();
+    let programs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tansa-ptrace/tests/programs");
+    let exe = dir.path().join("dup");
+    tansa_testkit::compile(
+        &exe,
+        &[programs.join("dup1.c"), programs.join("dup2.c")],
+        &["-O1", "-g", "-fno-inline"],
+    );
+    let record = |region: &str, file: &Path| {
+        tansa()
+            .args(["retrace", "record", "--region", region])
+            .args(["--executions", "20", "-o"])
+            .arg(file)
+            .arg("--")
+            .arg(&exe)
+            .arg("100")
+            .output()
+            .unwrap()
+    };
+    let refused = dir.path().join("refused.tansa");
+    let o = record("dup", &refused);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(!refused.exists());
+    let (_, list) = t
+        .split_once("`dup` names several functions in ")
+        .and_then(|(_, rest)| rest.split_once("; pick one: "))
+        .unwrap_or_else(|| panic!("{t}"));
+    let candidates: Vec<&str> = list.trim().split(", ").collect();
+    assert_eq!(candidates.len(), 2, "{t}");
+    let mut files = Vec::new();
+    for (i, c) in candidates.iter().enumerate() {
+        assert!(c.starts_with("dup@0x"), "{c}");
+        let file = dir.path().join(format!("{i}.tansa"));
+        let o = record(c, &file);
+        assert!(o.status.success(), "{}", text(&o));
+        let v = report_json(&file, &[]);
+        assert_eq!(v["region"], *c);
+        let source = v["trace"][0]["file"].as_str().unwrap();
+        files.push(source.rsplit('/').next().unwrap().to_string());
+    }
+    files.sort();
+    assert_eq!(files, ["dup1.c", "dup2.c"]);
+}
+
 #[test]
 fn not_a_retrace_recording() {
     let dir = tempfile::tempdir().unwrap();

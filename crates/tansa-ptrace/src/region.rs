@@ -1,11 +1,13 @@
 //! Finding the region's function in the program before it runs.
 
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
 use tansa_analysis::cpu::annotate::names_function;
+use tansa_analysis::cpu::names::{distinct_name, split_distinct_name};
 use tansa_retrace::accuracy::edit_distance;
-use tansa_symbols::ElfFile;
 use tansa_symbols::resolve::demangle;
+use tansa_symbols::{ElfFile, FunctionSymbol};
 
 use crate::TraceError;
 
@@ -60,47 +62,78 @@ pub fn close_matches<'a>(wanted: &str, names: impl Iterator<Item = &'a str>) -> 
 
 /// Finds function `name` in the executable `exe`: its raw or demangled spelling, else a
 /// short name as `tansa annotate` takes it (`Acc::step` or `step` for
-/// `calc::Acc::step(int)`; [`names_function`]) when exactly one function answers to it.
+/// `calc::Acc::step(int)`; [`names_function`]), when exactly one function answers to it.
+/// A name several functions answer to (two C files' `static` functions, two namespaces'
+/// `step`) is refused with the candidates, each named as CPU reports name it: a name other
+/// functions of the executable share is followed by its start (`dup@0x1149`,
+/// [`distinct_name`]), and that form picks one ([`split_distinct_name`]).
 pub fn find_region(exe: &Path, name: &str) -> Result<RegionTarget, TraceError> {
     let elf = ElfFile::open(exe)?;
     let functions: Vec<_> = elf.functions().into_iter().filter(|f| f.size > 0).collect();
     let display = |raw: &str| demangle(raw).unwrap_or_else(|| raw.to_string());
-    let target = |f: &tansa_symbols::FunctionSymbol| RegionTarget {
+    // The starts of every name, to tell apart functions of one name.
+    let mut starts: HashMap<String, BTreeSet<u64>> = HashMap::new();
+    for f in &functions {
+        starts
+            .entry(display(&f.name))
+            .or_default()
+            .insert(f.address);
+    }
+    let distinct = |f: &FunctionSymbol| {
+        let shown = display(&f.name);
+        let shared = starts.get(&shown).is_some_and(|s| s.len() > 1);
+        distinct_name(&shown, shared.then_some(f.address)).into_owned()
+    };
+    let target = |f: &FunctionSymbol| RegionTarget {
         exe: exe.to_path_buf(),
-        name: display(&f.name),
+        name: distinct(f),
         address: f.address,
         size: f.size,
     };
-    if let Some(f) = functions
-        .iter()
-        .find(|f| f.name == name || display(&f.name) == name)
-    {
-        return Ok(target(f));
-    }
-    // By a short name: one function (aliases at one address are one function).
-    let mut short: Vec<&tansa_symbols::FunctionSymbol> = functions
-        .iter()
-        .filter(|f| names_function(&display(&f.name), name))
-        .collect();
-    short.sort_by_key(|f| f.address);
-    short.dedup_by_key(|f| f.address);
-    match short.as_slice() {
-        [one] => return Ok(target(one)),
-        [] => {}
-        many => {
-            return Err(TraceError::AmbiguousRegion {
-                name: name.to_string(),
-                exe: exe.display().to_string(),
-                candidates: many.iter().map(|f| display(&f.name)).collect(),
-            });
+    // The functions `wanted` names: by its exact spelling, else by a short name (aliases
+    // at one address are one function).
+    let named = |wanted: &str| {
+        let mut found: Vec<&FunctionSymbol> = functions
+            .iter()
+            .filter(|f| f.name == wanted || display(&f.name) == wanted)
+            .collect();
+        if found.is_empty() {
+            found = functions
+                .iter()
+                .filter(|f| names_function(&display(&f.name), wanted))
+                .collect();
         }
-    }
-    let names: Vec<String> = functions.iter().map(|f| display(&f.name)).collect();
-    Err(TraceError::UnknownRegion {
+        found.sort_by_key(|f| f.address);
+        found.dedup_by_key(|f| f.address);
+        found
+    };
+    let unknown = |suggestions: Vec<String>| TraceError::UnknownRegion {
         name: name.to_string(),
         exe: exe.display().to_string(),
-        suggestions: close_matches(name, names.iter().map(String::as_str)),
-    })
+        suggestions,
+    };
+    if let Some((function, start)) = split_distinct_name(name) {
+        let found = named(function);
+        return match found.iter().find(|f| f.address == start) {
+            Some(f) => Ok(target(f)),
+            None => Err(unknown(found.iter().map(|f| distinct(f)).collect())),
+        };
+    }
+    match named(name).as_slice() {
+        [one] => Ok(target(one)),
+        [] => {
+            let names: Vec<String> = functions.iter().map(|f| display(&f.name)).collect();
+            Err(unknown(close_matches(
+                name,
+                names.iter().map(String::as_str),
+            )))
+        }
+        many => Err(TraceError::AmbiguousRegion {
+            name: name.to_string(),
+            exe: exe.display().to_string(),
+            candidates: many.iter().map(|f| distinct(f)).collect(),
+        }),
+    }
 }
 
 #[cfg(test)]

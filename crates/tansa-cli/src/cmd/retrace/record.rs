@@ -32,7 +32,8 @@ pub enum SourceArg {
 pub struct Args {
     /// The function whose executions form the region (it and everything it calls): its
     /// name as symbols give it, or a short one (`Acc::step` or `step` for
-    /// `calc::Acc::step(int)`) that names one function.
+    /// `calc::Acc::step(int)`) that names one function. Of several functions of one name
+    /// (two files' `static dup`), the refusal lists each as `dup@0xSTART`, which picks it.
     #[arg(long, value_name = "FUNCTION")]
     region: String,
     /// Sampling period: every P-th instruction (ptrace: 7, instructions: 10007), or
