@@ -290,6 +290,60 @@ fn a_name_of_several_functions_is_refused_with_the_candidates() {
     assert_eq!(files, ["dup1.c", "dup2.c"]);
 }
 
+/// `shfn` is in libshlib.so, which shlib_main calls it from: the error says that regions
+/// are looked up in the main executable only, not that the name is unknown (which read
+/// like a typo); the help says so too. A function of the executable that calls it works.
+#[test]
+fn a_region_in_a_shared_library_is_explained() {
+    let dir = tempfile::tempdir().unwrap();
+    let programs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tansa-ptrace/tests/programs");
+    let flags = ["-O1", "-g", "-fno-inline"];
+    let lib = dir.path().join("libshlib.so");
+    let mut lib_flags = flags.to_vec();
+    lib_flags.extend(["-shared", "-fPIC"]);
+    tansa_testkit::compile(&lib, &[programs.join("shlib.c")], &lib_flags);
+    let exe = dir.path().join("shlib_main");
+    let lib_dir = format!("-L{}", dir.path().display());
+    let rpath = format!("-Wl,-rpath,{}", dir.path().display());
+    let mut exe_flags = flags.to_vec();
+    exe_flags.extend([lib_dir.as_str(), "-lshlib", rpath.as_str()]);
+    tansa_testkit::compile(&exe, &[programs.join("shlib_main.c")], &exe_flags);
+    let record = |region: &str| {
+        tansa()
+            .args(["retrace", "record", "--region", region])
+            .args(["--executions", "20", "-o"])
+            .arg(dir.path().join(format!("{region}.tansa")))
+            .arg("--")
+            .arg(&exe)
+            .arg("100")
+            .output()
+            .unwrap()
+    };
+    let o = record("shfn");
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(t.contains("`shfn` is in a shared library that"), "{t}");
+    assert!(t.contains("main executable only"), "{t}");
+    assert!(!t.contains("no function"), "{t}");
+    assert!(!dir.path().join("shfn.tansa").exists());
+
+    let o = record("work");
+    assert!(o.status.success(), "{}", text(&o));
+
+    let o = tansa()
+        .args(["help", "retrace", "record"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&o.stdout)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(
+        help.contains("FUNCTION must be in the main executable"),
+        "{help}"
+    );
+}
+
 #[test]
 fn not_a_retrace_recording() {
     let dir = tempfile::tempdir().unwrap();

@@ -53,7 +53,10 @@ pub enum TraceError {
     #[error(transparent)]
     Symbols(#[from] tansa_symbols::SymbolError),
     /// No function of that name in the executable.
-    #[error("no function `{name}` in {exe}{}", suggest(.suggestions))]
+    #[error(
+        "no function `{name}` in the main executable {exe}{}",
+        suggest(.suggestions)
+    )]
     UnknownRegion {
         /// The name asked for.
         name: String,
@@ -61,6 +64,19 @@ pub enum TraceError {
         exe: String,
         /// Close matches.
         suggestions: Vec<String>,
+    },
+    /// The name is not a function of the executable but one it imports from a shared
+    /// library.
+    #[error(
+        "`{name}` is in a shared library that {exe} loads: regions are looked up in the \
+         main executable only (the functions a region calls may be anywhere, so give a \
+         function of the executable that calls it)"
+    )]
+    RegionInLibrary {
+        /// The name asked for.
+        name: String,
+        /// The executable searched.
+        exe: String,
     },
     /// A short name that several functions of the executable answer to.
     #[error("`{name}` names several functions in {exe}; pick one: {}", .candidates.join(", "))]

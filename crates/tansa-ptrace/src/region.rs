@@ -122,6 +122,16 @@ pub fn find_region(exe: &Path, name: &str) -> Result<RegionTarget, TraceError> {
     match named(name).as_slice() {
         [one] => Ok(target(one)),
         [] => {
+            let imported = elf.imported_names().into_iter().any(|raw| {
+                let shown = display(&raw);
+                raw == name || shown == name || names_function(&shown, name)
+            });
+            if imported {
+                return Err(TraceError::RegionInLibrary {
+                    name: name.to_string(),
+                    exe: exe.display().to_string(),
+                });
+            }
             let names: Vec<String> = functions.iter().map(|f| display(&f.name)).collect();
             Err(unknown(close_matches(
                 name,

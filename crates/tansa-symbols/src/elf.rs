@@ -377,6 +377,18 @@ impl ElfFile {
         function_symbols(&obj)
     }
 
+    /// The names this file imports: its undefined dynamic symbols, which a shared library
+    /// it loads defines (`shfn` for a program linked with `-lsh` that calls it).
+    pub fn imported_names(&self) -> Vec<String> {
+        let Ok(obj) = self.parse() else {
+            return Vec::new();
+        };
+        obj.dynamic_symbols()
+            .filter(|s| s.is_undefined())
+            .filter_map(|s| s.name().ok().filter(|n| !n.is_empty()).map(str::to_string))
+            .collect()
+    }
+
     /// Exported (dynamic-symbol) function names by address, for choosing the public alias
     /// of a function that also has internal names (glibc's `__GI___strdup` is `strdup`).
     pub fn exported_names(&self) -> std::collections::HashMap<u64, Vec<String>> {

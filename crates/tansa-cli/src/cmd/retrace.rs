@@ -42,9 +42,11 @@ pub struct Args {
 enum Sub {
     /// Run a command and sample every execution of a region (a function and its callees).
     #[command(
-        after_help = "Every thread of the command is traced: the region's executions \
-        are sampled in whichever thread runs them (the report says in how many), and no \
-        thread is stopped while another one is stepped. Child processes are not followed."
+        after_help = "FUNCTION must be in the main executable, not in a shared library it \
+        loads; the functions it calls may be anywhere.\n\n\
+        Every thread of the command is traced: the region's executions are sampled in \
+        whichever thread runs them (the report says in how many), and no thread is stopped \
+        while another one is stepped. Child processes are not followed."
     )]
     Record(record::Args),
 }

@@ -34,6 +34,7 @@ pub struct Args {
     /// name as symbols give it, or a short one (`Acc::step` or `step` for
     /// `calc::Acc::step(int)`) that names one function. Of several functions of one name
     /// (two files' `static dup`), the refusal lists each as `dup@0xSTART`, which picks it.
+    /// It must be a function of the main executable, not of a shared library.
     #[arg(long, value_name = "FUNCTION")]
     region: String,
     /// Sampling period: every P-th instruction (ptrace: 7, instructions: 10007), or
