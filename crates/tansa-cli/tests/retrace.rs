@@ -344,6 +344,35 @@ fn a_region_in_a_shared_library_is_explained() {
     );
 }
 
+/// perf_event_open refuses a period with the top bit set: `--period` stops at 2^63 - 1 with
+/// a message that says so (2^63 used to fail as "perf_event_open(instructions) failed:
+/// Invalid argument", on a machine without a PMU at that), and 2^63 - 1 is taken.
+#[test]
+fn period_beyond_what_perf_event_open_takes_is_refused_when_parsed() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build_region(dir.path());
+    let record = |period: &str| {
+        tansa()
+            .args(["retrace", "record", "--region", "work", "--period", period])
+            .args(["--executions", "3", "-o"])
+            .arg(dir.path().join(format!("{period}.tansa")))
+            .arg("--")
+            .arg(&exe)
+            .arg("10")
+            .output()
+            .unwrap()
+    };
+    for period in ["9223372036854775808", "18446744073709551615", "0"] {
+        let o = record(period);
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{t}");
+        assert!(t.contains("the period is 1 to 9223372036854775807"), "{t}");
+        assert!(!t.contains("perf_event_open(instructions) failed"), "{t}");
+    }
+    let o = record("9223372036854775807");
+    assert!(o.status.success(), "{}", text(&o));
+}
+
 #[test]
 fn not_a_retrace_recording() {
     let dir = tempfile::tempdir().unwrap();

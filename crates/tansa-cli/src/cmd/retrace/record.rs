@@ -38,8 +38,8 @@ pub struct Args {
     #[arg(long, value_name = "FUNCTION")]
     region: String,
     /// Sampling period: every P-th instruction (ptrace: 7, instructions: 10007), or
-    /// nanoseconds for cpu-clock.
-    #[arg(long, value_name = "P", value_parser = clap::value_parser!(u64).range(1..), conflicts_with = "hz")]
+    /// nanoseconds for cpu-clock; 1 to 2^63 - 1 (perf_event_open's largest).
+    #[arg(long, value_name = "P", value_parser = parse_period, conflicts_with = "hz")]
     period: Option<u64>,
     /// Time-based sampling at HZ samples per second of region time (selects cpu-clock;
     /// at most 100000, the kernel's 10 µs timer floor).
@@ -67,6 +67,23 @@ pub struct Args {
     /// The command to run.
     #[arg(last = true, required = true, value_name = "CMD")]
     command: Vec<String>,
+}
+
+/// The largest period `perf_event_open` takes (it refuses one with the top bit set).
+const MAX_PERIOD: u64 = i64::MAX as u64;
+
+/// `--period`: 1 to [`MAX_PERIOD`], whichever source ends up sampling (`auto` picks it
+/// after the command starts).
+fn parse_period(s: &str) -> Result<u64, String> {
+    let bounds = || format!("the period is 1 to {MAX_PERIOD} (the largest perf_event_open takes)");
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!("not a whole number; {}", bounds()));
+    }
+    // Digits only: a failed parse is a number beyond u64.
+    match s.parse::<u64>() {
+        Ok(p) if (1..=MAX_PERIOD).contains(&p) => Ok(p),
+        _ => Err(bounds()),
+    }
 }
 
 /// Runs `tansa retrace record`.
