@@ -1842,3 +1842,72 @@ fn node_code_is_named_from_the_map_of_perf_basic_prof() {
             .collect::<Vec<_>>()
     );
 }
+
+#[test]
+fn a_source_modified_after_its_program_was_built_is_flagged() {
+    let dir = tmp();
+    let src = dir.path().join("edited.c");
+    std::fs::write(
+        &src,
+        "volatile unsigned long sink;\n\
+         __attribute__((noinline)) void hot(void) {\n\
+         \x20   for (unsigned long i = 0; i < 300000000; i++) sink += i;\n\
+         }\n\
+         int main(void) { hot(); return 0; }\n",
+    )
+    .unwrap();
+    let exe = dir.path().join("edited");
+    compile(&exe, std::slice::from_ref(&src), &["-g", "-O0"]);
+    let annotate = |file: &Path| {
+        let out = run(&["annotate", file.to_str().unwrap(), "hot", "--source"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let notes = |file: &Path| {
+        let out = run(&["report", file.to_str().unwrap()]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned() + &stderr(&out)
+    };
+
+    // As built: no warning (the control).
+    let fresh = dir.path().join("fresh.tansa");
+    sample(&fresh, &[], &[exe.to_str().unwrap()]);
+    let text = annotate(&fresh);
+    assert!(!text.contains("was modified"), "{text}");
+    assert!(text.contains("sink += i"), "{text}");
+
+    // Two lines inserted above the loop, ten seconds after the build: the loop's samples
+    // would be shown on line 3, which now holds something else.
+    let edited = format!(
+        "#include <stdlib.h>\n#include <stdio.h>\n{}",
+        std::fs::read_to_string(&src).unwrap()
+    );
+    std::fs::write(&src, edited).unwrap();
+    let later = std::fs::metadata(&exe).unwrap().modified().unwrap() + Duration::from_secs(10);
+    std::fs::File::options()
+        .write(true)
+        .open(&src)
+        .unwrap()
+        .set_modified(later)
+        .unwrap();
+    let stale = dir.path().join("stale.tansa");
+    sample(&stale, &[], &[exe.to_str().unwrap()]);
+    let text = annotate(&stale);
+    let warning = format!(
+        "Warning: {} was modified 10 s after {} was built",
+        src.display(),
+        exe.display()
+    );
+    assert!(text.contains(&warning), "{text}");
+    let asm = run(&["annotate", stale.to_str().unwrap(), "hot", "--asm"]);
+    assert!(
+        String::from_utf8_lossy(&asm.stdout).contains(&warning),
+        "{}",
+        String::from_utf8_lossy(&asm.stdout)
+    );
+    let text = notes(&stale);
+    assert!(
+        text.contains("1 source file(s) were modified after the module naming them was built"),
+        "{text}"
+    );
+}

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! META group* INFO PROCESSES MODULES ADDRESSES* STACKS* STACK_COUNTS* TIMELINE* SOURCES?
-//! WITHHELD_SOURCES? SYMBOLS UNSAMPLED? SUMMARY END
+//! WITHHELD_SOURCES? NEWER_SOURCES? SYMBOLS UNSAMPLED? SUMMARY END
 //! group := INFO PROCESSES MODULES ADDRESSES* STACKS* STACK_COUNTS* TIMELINE* UNSAMPLED?
 //!          CHECKPOINT
 //! ```
@@ -72,6 +72,10 @@ pub const SHORT_STACK_COPIES: FrameType = FrameType(0x020C);
 /// was not embedded, and why; written after [`SOURCES`] when there is any (readers that
 /// predate it skip it).
 pub const WITHHELD_SOURCES: FrameType = FrameType(0x020D);
+/// `Vec<`[`NewerSource`]`>` (postcard): the source files embedded that were modified after
+/// a module whose code names them was built, so that their lines may not be the code's;
+/// written after [`SOURCES`] when there is any (readers that predate it skip it).
+pub const NEWER_SOURCES: FrameType = FrameType(0x020E);
 
 /// Samples whose call chain stops where the copy of their stack ended: the stack was
 /// deeper than the bytes each sample copies (`--stack-size`), so their unwinding could not
@@ -321,6 +325,19 @@ pub struct WithheldSource {
     pub path: String,
     /// Why its text was not embedded.
     pub reason: String,
+}
+
+/// A source file embedded whose modification time is later than that of a module whose
+/// line table names it: edited (or replaced) after the module was built, so that its line
+/// numbers may not be those of the code.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NewerSource {
+    /// Path, as the debug information names it.
+    pub path: String,
+    /// The module's path.
+    pub module: String,
+    /// Seconds from the module's modification to the source file's (at least 1).
+    pub seconds: u64,
 }
 
 /// CPU time that no sample stands for, as the in-process sampler (`--source agent`)

@@ -40,7 +40,7 @@ const INTERESTING: [u64; 20] = [
 ];
 
 /// Frame types a header may be changed to.
-const TYPES: [FrameType; 31] = [
+const TYPES: [FrameType; 32] = [
     FrameType::META,
     FrameType::CALIBRATION,
     FrameType::SYMBOLS,
@@ -66,6 +66,7 @@ const TYPES: [FrameType; 31] = [
     cpu::COMPLETED,
     cpu::SHORT_STACK_COPIES,
     cpu::WITHHELD_SOURCES,
+    cpu::NEWER_SOURCES,
     retrace::INFO,
     retrace::CODE,
     retrace::EXECUTIONS,

@@ -294,6 +294,7 @@ pub fn frames(payload: &[u8]) {
     let _ = frame(cpu_frames::TIMELINE).decode::<Vec<cpu_frames::TimelineEntry>>();
     let _ = frame(cpu_frames::SOURCES).decode::<Vec<cpu_frames::SourceFile>>();
     let _ = frame(cpu_frames::WITHHELD_SOURCES).decode::<Vec<cpu_frames::WithheldSource>>();
+    let _ = frame(cpu_frames::NEWER_SOURCES).decode::<Vec<cpu_frames::NewerSource>>();
     let _ = frame(cpu_frames::SUMMARY).decode::<cpu_frames::CpuSummary>();
     let _ = frame(cpu_frames::UNSAMPLED).decode::<cpu_frames::Unsampled>();
     let _ = frame(cpu_frames::CHECKPOINT).decode::<cpu_frames::Checkpoint>();

@@ -320,6 +320,16 @@ fn annotation_header(a: &Annotation, out: &mut dyn Write) -> io::Result<()> {
             a.misaligned_samples
         )?;
     }
+    for b in &a.sources {
+        if let Some(n) = &b.newer {
+            writeln!(
+                out,
+                "Warning: {} was modified {} s after {} was built: the lines shown may not be \
+                 the code's (rebuild, then record again)",
+                b.file, n.seconds, n.module
+            )?;
+        }
+    }
     writeln!(out)
 }
 

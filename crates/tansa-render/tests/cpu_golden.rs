@@ -273,6 +273,7 @@ fn recording() -> CpuRecording {
                 .into(),
         }],
         withheld_sources: Vec::new(),
+        newer_sources: Vec::new(),
         symbols,
         summary: Some(CpuSummary {
             samples: 100,

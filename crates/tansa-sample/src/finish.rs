@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use tansa_format::container::FrameType;
 use tansa_format::cpu::{
-    self, CpuSummary, Loc, Mode, Module, ModuleKind, NO_MODULE, SourceFile, WithheldSource,
+    self, CpuSummary, Loc, Mode, Module, ModuleKind, NO_MODULE, NewerSource, SourceFile,
+    WithheldSource,
 };
 use tansa_format::symtab::{
     AddrSymbols, ModuleStatus, ModuleSymbols, NO_STRING, StrId, SymFrame, SymbolTable,
@@ -187,10 +188,22 @@ impl CpuRecordingBuilder {
         }
         let (symbols, source_paths) = merge_parts(parts);
         phases.mark("finish: symbols");
-        let (sources, withheld_sources) = read_sources(&source_paths, &owners);
+        let built: HashMap<u32, (String, std::time::SystemTime)> = self
+            .modules
+            .iter()
+            .filter_map(|m| {
+                let elf = self.elf_cache.get(&m.id)?;
+                Some((m.id, (m.path.clone(), elf.modified())))
+            })
+            .collect();
+        let (sources, withheld_sources, newer_sources) =
+            read_sources(&source_paths, &owners, &built);
         drop(owners);
         if !withheld_sources.is_empty() {
             self.info.notes.push(withheld_note(&withheld_sources));
+        }
+        if !newer_sources.is_empty() {
+            self.info.notes.push(newer_note(&newer_sources));
         }
         phases.mark("finish: sources");
 
@@ -201,6 +214,10 @@ impl CpuRecordingBuilder {
             .map_err(SampleError::Write)?;
         if !withheld_sources.is_empty() {
             w.value(cpu::WITHHELD_SOURCES, &withheld_sources)
+                .map_err(SampleError::Write)?;
+        }
+        if !newer_sources.is_empty() {
+            w.value(cpu::NEWER_SOURCES, &newer_sources)
                 .map_err(SampleError::Write)?;
         }
         w.value(FrameType::SYMBOLS, &symbols)
@@ -509,14 +526,17 @@ fn remap(symtab: &mut SymbolTableBuilder, strings: &[String], id: StrId) -> StrI
 
 /// Reads the source files at `paths` that every owner of a process that mapped a module
 /// naming them could read (`owners`, per module), within the size limits; and says which
-/// were not read for that reason, and why.
+/// were not read for that reason, and why, and which of those read were modified after a
+/// module naming them was built (`built`: each module's path and modification time).
 fn read_sources(
     paths: &BTreeMap<String, BTreeSet<u32>>,
     owners: &rustc_hash::FxHashMap<u32, Vec<&crate::sources::Reader>>,
-) -> (Vec<SourceFile>, Vec<WithheldSource>) {
+    built: &HashMap<u32, (String, std::time::SystemTime)>,
+) -> (Vec<SourceFile>, Vec<WithheldSource>, Vec<NewerSource>) {
     let mut total = 0u64;
     let mut out = Vec::new();
     let mut withheld = Vec::new();
+    let mut newer = Vec::new();
     for (path, modules) in paths {
         let mut readers: Vec<&crate::sources::Reader> = Vec::new();
         for r in modules.iter().flat_map(|m| owners.get(m)).flatten() {
@@ -526,7 +546,24 @@ fn read_sources(
         }
         let budget = MAX_SOURCE_BYTES.min(MAX_SOURCES_TOTAL.saturating_sub(total));
         match crate::sources::read(Path::new(path), &readers, budget) {
-            Ok(text) => {
+            Ok((text, modified)) => {
+                // The module built longest before the source was modified (whole seconds:
+                // a build writes the module after reading its sources).
+                let stale = modules
+                    .iter()
+                    .filter_map(|m| built.get(m))
+                    .filter_map(|(module, at)| {
+                        let after = modified.duration_since(*at).ok()?.as_secs();
+                        (after > 0).then_some((after, module))
+                    })
+                    .max();
+                if let Some((seconds, module)) = stale {
+                    newer.push(NewerSource {
+                        path: path.to_string(),
+                        module: module.clone(),
+                        seconds,
+                    });
+                }
                 total += text.len() as u64;
                 out.push(SourceFile {
                     path: path.to_string(),
@@ -540,7 +577,31 @@ fn read_sources(
             Err(None) => {}
         }
     }
-    (out, withheld)
+    (out, withheld, newer)
+}
+
+/// The recording's note on the source files modified after the modules naming them were
+/// built.
+fn newer_note(newer: &[NewerSource]) -> String {
+    const NAMED: usize = 3;
+    let names: Vec<String> = newer
+        .iter()
+        .take(NAMED)
+        .map(|n| format!("{} ({} s after {})", n.path, n.seconds, n.module))
+        .collect();
+    let more = newer.len().saturating_sub(NAMED);
+    let more = if more > 0 {
+        format!(" and {more} more")
+    } else {
+        String::new()
+    };
+    format!(
+        "{} source file(s) were modified after the module naming them was built ({}{more}): \
+         their text as embedded may not be the code's, and `tansa annotate --source` may put \
+         samples on the wrong lines (rebuild, then record again)",
+        newer.len(),
+        names.join(", ")
+    )
 }
 
 /// The recording's note on the source files not embedded for their users' sake.

@@ -181,8 +181,13 @@ fn refused(access: Access, path: &Path, readers: &[&Reader]) -> Option<String> {
 
 /// The text of the source file at `path` if each of `readers` (the owners of the processes
 /// whose code names it) could read it, it is a regular file, and it holds at most `budget`
-/// bytes of UTF-8 (lossily decoded otherwise). `Err` says why not, when the file exists.
-pub fn read(path: &Path, readers: &[&Reader], budget: u64) -> Result<String, Option<String>> {
+/// bytes of UTF-8 (lossily decoded otherwise), with its modification time. `Err` says why
+/// not, when the file exists.
+pub fn read(
+    path: &Path,
+    readers: &[&Reader],
+    budget: u64,
+) -> Result<(String, std::time::SystemTime), Option<String>> {
     // Non-blocking, regular files only: a FIFO or device planted at a source path must not
     // block the recorder.
     let file = tansa_symbols::elf::open_regular(path).map_err(|_| None)?;
@@ -206,8 +211,9 @@ pub fn read(path: &Path, readers: &[&Reader], budget: u64) -> Result<String, Opt
     if bytes.len() as u64 > budget {
         return Err(None);
     }
-    Ok(String::from_utf8(bytes)
-        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()))
+    let text = String::from_utf8(bytes)
+        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+    Ok((text, meta.modified().unwrap_or(std::time::UNIX_EPOCH)))
 }
 
 /// Who each sampled process ran as, and which modules it mapped: whose reads a file named

@@ -282,6 +282,18 @@ impl ElfFile {
         std::fs::metadata(&self.path).is_ok_and(|m| Identity::of(&m).same(&self.identity))
     }
 
+    /// The file's modification time when it was opened: when it was built.
+    pub fn modified(&self) -> std::time::SystemTime {
+        let (secs, nanos) = self.identity.mtime;
+        let since =
+            std::time::Duration::new(secs.unsigned_abs(), nanos.clamp(0, 999_999_999) as u32);
+        if secs >= 0 {
+            std::time::UNIX_EPOCH + since
+        } else {
+            std::time::UNIX_EPOCH - since
+        }
+    }
+
     /// The file's owner, group and mode when it was opened: whom it may be read for.
     pub fn access(&self) -> Access {
         self.identity.access

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use iced_x86::{Decoder, DecoderOptions, Formatter, IntelFormatter};
 use rustc_hash::FxHashMap;
-use tansa_format::cpu::Loc;
+use tansa_format::cpu::{Loc, NewerSource};
 use tansa_format::symtab::CodeBlock;
 
 use super::names::{Names, split_distinct_name};
@@ -136,6 +136,9 @@ pub struct SourceBlock {
     pub available: bool,
     /// Why the recorder did not store its text, when it said so.
     pub withheld: Option<String>,
+    /// When the text stored was modified after the module naming it was built (its lines
+    /// may not be the code's): by how much, and the module.
+    pub newer: Option<NewerSource>,
     /// Lines from the first to the last line of the function in this file.
     pub lines: Vec<SourceLine>,
 }
@@ -501,6 +504,7 @@ fn source_blocks(rec: &CpuRecording, instructions: &[AsmLine], function: &str) -
                         .iter()
                         .find(|w| w.path == file)
                         .map(|w| w.reason.clone()),
+                    newer: rec.newer_sources.iter().find(|n| n.path == file).cloned(),
                     lines,
                 },
             )

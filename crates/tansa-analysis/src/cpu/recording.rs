@@ -6,7 +6,7 @@ use std::io::Read;
 use tansa_format::FormatError;
 use tansa_format::container::{FrameType, Kind, Reader};
 use tansa_format::cpu::{
-    self, AddressCount, Checkpoint, Completed, CpuInfo, CpuSummary, Module, Process,
+    self, AddressCount, Checkpoint, Completed, CpuInfo, CpuSummary, Module, NewerSource, Process,
     ShortStackCopies, SourceFile, Stack, StackCount, TimelineEntry, Unsampled, WithheldSource,
 };
 use tansa_format::meta::{ExitStatus, RecordingMeta, signal_name};
@@ -63,6 +63,8 @@ pub struct CpuRecording {
     pub sources: Vec<SourceFile>,
     /// Source files of the functions hit whose text the recorder did not embed, and why.
     pub withheld_sources: Vec<WithheldSource>,
+    /// Source files embedded that were modified after a module naming them was built.
+    pub newer_sources: Vec<NewerSource>,
     /// Symbols.
     pub symbols: SymbolTable,
     /// Totals (absent if the file is cut short).
@@ -196,6 +198,7 @@ impl CpuRecording {
             timeline: Vec::new(),
             sources: Vec::new(),
             withheld_sources: Vec::new(),
+            newer_sources: Vec::new(),
             symbols: SymbolTable::default(),
             summary: None,
             unsampled: None,
@@ -255,6 +258,7 @@ impl CpuRecording {
                     cpu::TIMELINE => rec.timeline.extend(frame.decode::<Vec<TimelineEntry>>()?),
                     cpu::SOURCES => rec.sources = frame.decode()?,
                     cpu::WITHHELD_SOURCES => rec.withheld_sources = frame.decode()?,
+                    cpu::NEWER_SOURCES => rec.newer_sources = frame.decode()?,
                     FrameType::SYMBOLS => rec.symbols = frame.decode()?,
                     cpu::SUMMARY => rec.summary = Some(frame.decode()?),
                     cpu::UNSAMPLED => replaced.unsampled = Some(frame.decode()?),

@@ -496,6 +496,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                     " withheld sources: {} files",
                     frame.decode::<Vec<cpu::WithheldSource>>()?.len()
                 )?,
+                cpu::NEWER_SOURCES => writeln!(
+                    out,
+                    " sources newer than their modules: {} files",
+                    frame.decode::<Vec<cpu::NewerSource>>()?.len()
+                )?,
                 cpu::SUMMARY => writeln!(out, " summary {:?}", frame.decode::<cpu::CpuSummary>()?)?,
                 cpu::UNSAMPLED => {
                     writeln!(out, " unsampled {:?}", frame.decode::<cpu::Unsampled>()?)?
