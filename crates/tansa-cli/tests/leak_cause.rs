@@ -185,6 +185,21 @@ fn the_worked_example_at_o0() {
         );
         assert_eq!(s["cause_branches"][0]["function"], "leakcause-O0!funcB");
     }
+    // One file given twice, under its name or through a link, would count every event
+    // twice: refused, as is any wrong command line.
+    let link = dir.path().join("link.tansa");
+    std::os::unix::fs::symlink(&first, &link).unwrap();
+    for again in [&first, &link] {
+        for command in ["leaks", "report"] {
+            let o = run_tansa(&[command, first.to_str().unwrap(), again.to_str().unwrap()]);
+            assert_eq!(o.status.code(), Some(2), "{command}: {}", stderr(&o));
+            assert!(
+                stderr(&o).contains(&format!("{} is given twice", first.display())),
+                "{command}: {}",
+                stderr(&o)
+            );
+        }
+    }
 }
 
 /// The agent's table of stacks takes no lock: two threads meeting a new stack at the same

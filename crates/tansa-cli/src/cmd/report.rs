@@ -252,8 +252,24 @@ pub fn open_memory_job(
     } else {
         raise_open_file_limit(paths.len());
         let mut recording = MemoryRecording::new_job();
+        // A file given twice (under one name or two) would count each of its events twice.
+        let mut seen: std::collections::HashMap<(u64, u64), &Path> = Default::default();
         for path in paths {
             let file = options::open_recording(path)?;
+            if let Ok(m) = file.metadata() {
+                use std::os::unix::fs::MetadataExt;
+                if let Some(first) = seen.insert((m.dev(), m.ino()), path) {
+                    return Err(exit::usage(format!(
+                        "{} is given twice{}: each recording is read once",
+                        first.display(),
+                        if first == path.as_path() {
+                            String::new()
+                        } else {
+                            format!(" (also as {})", path.display())
+                        }
+                    )));
+                }
+            }
             let file = salvage_if_unfinished(path, file)?;
             let input = BufReader::with_capacity(1 << 16, file);
             match recording.add(path.display().to_string(), input) {
