@@ -45,7 +45,8 @@ pub enum DiffError {
     /// `--metric lost` for a recording made without the leak check.
     #[error(
         "the metric `lost` compares the blocks the leak check at exit found lost, but {side} \
-         was recorded without it (tansa record --leak-check)"
+         {} recorded without it (tansa record --leak-check)",
+        if side.contains(" and ") { "were" } else { "was" }
     )]
     NoLeakCheck {
         /// `A`, `B` or `A and B`.
@@ -434,6 +435,17 @@ fn sort_rows<F, D>(rows: &mut [UnitDiff<F, D>], key: impl Fn(&UnitDiff<F, D>) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_missing_leak_check_is_said_in_good_grammar() {
+        let one = DiffError::NoLeakCheck { side: "B" }.to_string();
+        assert!(one.contains("but B was recorded without it"), "{one}");
+        let both = DiffError::NoLeakCheck { side: "A and B" }.to_string();
+        assert!(
+            both.contains("but A and B were recorded without it"),
+            "{both}"
+        );
+    }
 
     #[test]
     fn thresholds() {

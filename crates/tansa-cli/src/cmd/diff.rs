@@ -210,7 +210,10 @@ pub fn parse_threshold(s: &str) -> Result<Threshold, String> {
             .trim()
             .parse()
             .map_err(|_| format!("`{s}` is not a percentage (examples: 10%, 2.5%)"))?;
-        if !v.is_finite() || v < 0.0 {
+        if !v.is_finite() {
+            return Err(format!("`{s}`: the percentage must be a finite number"));
+        }
+        if v < 0.0 {
             return Err(format!("`{s}`: the percentage must be zero or more"));
         }
         return Ok(Threshold::Percent(v));
@@ -481,6 +484,8 @@ mod tests {
         ] {
             assert!(parse_threshold(bad).is_err(), "{bad}");
         }
+        assert!(parse_threshold("inf%").unwrap_err().contains("finite"));
+        assert!(parse_threshold("-1%").unwrap_err().contains("zero or more"));
     }
 
     #[test]
