@@ -187,6 +187,53 @@ fn target_exiting_before_the_region_is_a_clear_error() {
     );
 }
 
+/// A target that ends before the executions asked for were sampled: `retrace record`
+/// exits with its status, as `tansa record` does (it exited 0 whatever the target did);
+/// one stopped by the recorder once enough were sampled is a success.
+#[test]
+fn the_targets_own_status_is_the_exit_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("ends.c");
+    std::fs::write(
+        &src,
+        "#include <signal.h>\n#include <stdlib.h>\n\
+         volatile int sink;\n\
+         __attribute__((noinline)) int work(int x) { for (int i = 0; i < 20; i++) x += i; return x; }\n\
+         int main(int argc, char **argv) {\n\
+         \x20   for (int k = 0; k < 200; k++) sink += work(k);\n\
+         \x20   if (argv[1][0] == 's') raise(SIGTERM);\n\
+         \x20   return atoi(argv[1]);\n\
+         }\n",
+    )
+    .unwrap();
+    let exe = dir.path().join("ends");
+    tansa_testkit::compile(&exe, &[src], &["-O1", "-g"]);
+    for (arg, executions, status) in [("3", "1000", 3), ("s", "1000", 128 + 15), ("3", "50", 0)] {
+        let o = tansa()
+            .args([
+                "retrace",
+                "record",
+                "--region",
+                "work",
+                "--executions",
+                executions,
+            ])
+            .arg("-o")
+            .arg(dir.path().join(format!("{arg}-{executions}.tansa")))
+            .arg("--")
+            .arg(&exe)
+            .arg(arg)
+            .output()
+            .unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(status),
+            "{arg} {executions}: {}",
+            text(&o)
+        );
+    }
+}
+
 /// threads.c runs the region in its main thread, then in three worker threads at once
 /// (608 executions in all, four paths of 152 each). Every thread is traced: the program
 /// runs to its end with its own output and exit status (a thread that was not traced used

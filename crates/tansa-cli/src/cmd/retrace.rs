@@ -46,7 +46,10 @@ enum Sub {
         loads; the functions it calls may be anywhere.\n\n\
         Every thread of the command is traced: the region's executions are sampled in \
         whichever thread runs them (the report says in how many), and no thread is stopped \
-        while another one is stepped. Child processes are not followed."
+        while another one is stepped. Child processes are not followed.\n\n\
+        Exit status: the command's own (128 + N if signal N killed it), or 0 when tansa \
+        stopped it once the executions asked for were sampled; 1 when it could not be \
+        recorded, 2 for a wrong command line."
     )]
     Record(record::Args),
 }

@@ -240,5 +240,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         path.display(),
         path.display()
     );
-    Ok(ExitCode::SUCCESS)
+    // The command's own status, as `tansa record` exits with (not the kill that ended it
+    // once enough executions were sampled).
+    Ok(if stopped_by_recorder(&s.exit) {
+        ExitCode::SUCCESS
+    } else {
+        crate::exit::of_command(s.exit)
+    })
 }
