@@ -915,6 +915,53 @@ fn a_site_judged_after_its_last_allocation_says_none_was_left_to_trace() {
     assert!(!text.contains("did not judge it leaking"), "{text}");
 }
 
+/// Twenty sites judged leaking at once, after their last allocations: sixteen take the
+/// process's trace slots (and, with nothing left to trace, end as `ended`); the other four
+/// find none free, and say so. They were dropped, and the text claimed the recorder never
+/// judged them leaking.
+#[test]
+fn sites_beyond_the_trace_slots_say_they_found_none_free() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = program("manyleaks", "manyleaks.c", &["-g", "-O0"]);
+    let file = dir.path().join("many.tansa");
+    let out = record(&file, LEAK_CAUSE, &[exe.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r = leaks_json(&file);
+    let sites: Vec<&Value> = r["sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| {
+            s["site"]["function"]
+                .as_str()
+                .is_some_and(|f| f.starts_with("manyleaks!make"))
+        })
+        .collect();
+    assert_eq!(sites.len(), 20, "{r:#}");
+    let mut ended = 0;
+    let mut no_slot = 0;
+    for s in &sites {
+        assert_eq!(s["judgement"], "leaking", "{s:#}");
+        assert_eq!(s["traces"]["freed"], 0, "{s:#}");
+        match s["tracing"].as_str() {
+            Some("ended") => ended += 1,
+            Some(t) if t.contains("trace slots of its process was taken") => no_slot += 1,
+            _ => panic!("{s:#}"),
+        }
+    }
+    assert_eq!((ended, no_slot), (16, 4));
+    let o = run_tansa(&["leaks", file.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        text.matches("   not traced: every one of the 16 trace slots of its process was taken")
+            .count(),
+        4,
+        "{text}"
+    );
+    assert!(!text.contains("did not judge it leaking"), "{text}");
+}
+
 #[test]
 fn bad_input_gets_one_clear_line() {
     let dir = tempfile::tempdir().unwrap();

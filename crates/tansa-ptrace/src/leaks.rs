@@ -288,6 +288,8 @@ struct Site {
     /// Tracing: the `trace_sites` entry, the range end's depth above the allocating
     /// function, the paths collected over the current range.
     slot: Option<usize>,
+    /// Judged leaking, but every trace slot of its process was taken by other sites then.
+    waited_for_slot: bool,
     range_depth: u32,
     range_moves: u32,
     alloc_functions: Vec<u64>,
@@ -557,7 +559,11 @@ impl<S: Sink> LeakCauseSink<S> {
             for (&stack, site) in &s.sites {
                 // A site judged leaking is kept even when no trace was taken: the program
                 // may have ended before it allocated there again.
-                if site.traces == 0 && site.status.is_none() && site.slot.is_none() {
+                if site.traces == 0
+                    && site.status.is_none()
+                    && site.slot.is_none()
+                    && !site.waited_for_slot
+                {
                     continue;
                 }
                 let mut f = |addr: u64| out.function(session, code, addr);
@@ -599,6 +605,12 @@ impl<S: Sink> LeakCauseSink<S> {
                     status: site.status.clone().unwrap_or_else(|| {
                         if site.paths.is_empty() && site.failed > 0 {
                             "failed".into()
+                        } else if site.slot.is_none() && site.traces == 0 && site.waited_for_slot {
+                            format!(
+                                "every one of the {TRACE_SITES} trace slots of its process was \
+                                 taken by other leaking sites until the program ended (a slot \
+                                 frees when its site is covered or reaches --traces)"
+                            )
                         } else if let (0, Some(slot), Some(h)) =
                             (site.traces, site.slot, s.header.as_ref())
                         {
@@ -811,6 +823,8 @@ impl<S: Sink> LeakCauseSink<S> {
                 let Some(slot) =
                     (0..TRACE_SITES).find(|&i| h.trace_sites[i].stack.load(Ordering::Acquire) == 0)
                 else {
+                    // Asked again at the next scan: a slot frees when a site is covered.
+                    site.waited_for_slot = true;
                     continue;
                 };
                 site.alloc_functions = alloc_fns.clone();
@@ -831,6 +845,7 @@ impl<S: Sink> LeakCauseSink<S> {
                     site.range_depth = 0;
                 }
                 site.slot = Some(slot);
+                site.waited_for_slot = false;
                 let entry = &h.trace_sites[slot];
                 entry.passed.store(0, Ordering::Relaxed);
                 // Release: see `requested_site`.

@@ -358,6 +358,10 @@ fn site(
              here was traced (a longer run of the same work traces it)"
         );
     }
+    if traced == 0 && !matches!(status.as_str(), "covered" | "limit") {
+        // Why tracing could not start, as the recorder said.
+        return writeln!(out, "   not traced: {status}");
+    }
     let elsewhere = match s.traces.freed_elsewhere {
         0 => String::new(),
         n => format!(", {n} freed by another thread"),
