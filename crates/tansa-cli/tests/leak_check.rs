@@ -551,3 +551,190 @@ fn globals_beside_the_heap_are_roots() {
     lost_c_summary_beside(&report["leak_check"], 1);
     assert_eq!(at_exit(&report, "lost!keep_global"), [NONE, NONE, (1, 100)]);
 }
+
+/// `(definite, indirect, reachable)` blocks and bytes of a process's `at_exit` in a heap
+/// report.
+fn process_figures(report: &Value, pid: u64) -> [(u64, u64); 3] {
+    let p = report["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["pid"] == pid)
+        .unwrap_or_else(|| panic!("no process {pid}: {report:#}"));
+    figures(p)
+}
+
+/// The site of `function` in process `pid` of a `tansa leaks --format json` report, with
+/// the pid of the process it was inherited from (`None`: the process's own site).
+fn site_in<'a>(report: &'a Value, function: &str, pid: u64, from: Option<u64>) -> &'a Value {
+    report["sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| {
+            s["site"]["function"] == function
+                && s["pid"] == pid
+                && s["inherited_from"]["pid"].as_u64() == from
+        })
+        .unwrap_or_else(|| panic!("no site in {function} of {pid} from {from:?}: {report:#}"))
+}
+
+/// A forked child's check covers the blocks it inherited: those it lost count in its own
+/// figures, charged to the site in the parent that allocated them; one it freed is gone
+/// for the child only (the parent still holds its copy); one it can still reach is left to
+/// the parent. `forklost.c` says what each function's blocks are; Valgrind
+/// (`--trace-children=yes`) gives the same lost figures per process. The parent frees its
+/// copy of the child's biggest lost block after the child ended: the child's loss stays.
+#[test]
+fn blocks_a_forked_child_inherited_and_lost_are_its_own_losses() {
+    let tmp = tempfile::tempdir().unwrap();
+    let exe = program("forklost", "forklost.c", &["-g", "-O0"]);
+    let exe = exe.to_str().unwrap();
+    let file = tmp.path().join("forklost.tansa");
+    let out = record(&file, &["--leak-check"], &[exe]);
+    assert!(out.status.success(), "record failed: {}", stderr(&out));
+
+    // Per process, per unit and in total, recorded and online.
+    let online = online_report_json(
+        &tmp.path().join("online.json"),
+        &["--leak-check", "--by", "function"],
+        &[exe],
+    );
+    for report in [report_json(&file, &["--by", "function"]), online] {
+        let pids: Vec<u64> = report["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["pid"].as_u64().unwrap())
+            .collect();
+        assert_eq!(pids.len(), 2, "{report:#}");
+        let (parent, child) = (pids[0], pids[1]);
+        assert_eq!(
+            process_figures(&report, parent),
+            [(2, 111 + 70), NONE, (3, 300 + 64 + 48)],
+            "{report:#}"
+        );
+        assert_eq!(
+            process_figures(&report, child),
+            [(4, 4000 + 111 + 64 + 33), (1, 48), NONE],
+            "{report:#}"
+        );
+        let check = &report["leak_check"];
+        assert_eq!(check["images_checked"], 2, "{check:#}");
+        let x = &check["at_exit"];
+        assert_eq!(
+            (x["definite_blocks"].as_u64(), x["definite_bytes"].as_u64()),
+            (Some(6), Some(4389)),
+            "{check:#}"
+        );
+        assert_eq!(
+            (x["indirect_blocks"].as_u64(), x["indirect_bytes"].as_u64()),
+            (Some(1), Some(48)),
+            "{check:#}"
+        );
+        assert_eq!(report["inherited_frees"], 1, "{report:#}");
+        for (function, expected) in [
+            ("forklost!drop_in_child", [(1, 4000), NONE, NONE]),
+            ("forklost!free_in_child", [NONE, NONE, (1, 300)]),
+            ("forklost!lose_early", [(2, 222), NONE, NONE]),
+            ("forklost!list_head", [(1, 64), NONE, (1, 64)]),
+            ("forklost!list_node", [NONE, (1, 48), (1, 48)]),
+            ("forklost!lose_in_child", [(1, 33), NONE, NONE]),
+            ("forklost!lose_in_parent", [(1, 70), NONE, NONE]),
+        ] {
+            assert_eq!(figures(unit(&report, function)), expected, "{function}");
+        }
+    }
+
+    // Per site: the child's losses of inherited blocks at the parent's sites, apart from
+    // the parent's own figures there.
+    let leaks = leaks_json(&file);
+    let pid = |s: &Value| s["pid"].as_u64().unwrap();
+    let parent = pid(site(&leaks, "forklost!lose_in_parent"));
+    let child = pid(site(&leaks, "forklost!lose_in_child"));
+    assert_ne!(parent, child);
+    for (function, pid, from, expected) in [
+        (
+            "forklost!drop_in_child",
+            child,
+            Some(parent),
+            [(1, 4000), NONE, NONE],
+        ),
+        ("forklost!drop_in_child", parent, None, [NONE, NONE, NONE]),
+        (
+            "forklost!lose_early",
+            child,
+            Some(parent),
+            [(1, 111), NONE, NONE],
+        ),
+        ("forklost!lose_early", parent, None, [(1, 111), NONE, NONE]),
+        (
+            "forklost!list_head",
+            child,
+            Some(parent),
+            [(1, 64), NONE, NONE],
+        ),
+        ("forklost!list_head", parent, None, [NONE, NONE, (1, 64)]),
+        (
+            "forklost!list_node",
+            child,
+            Some(parent),
+            [NONE, (1, 48), NONE],
+        ),
+        ("forklost!list_node", parent, None, [NONE, NONE, (1, 48)]),
+        (
+            "forklost!free_in_child",
+            parent,
+            None,
+            [NONE, NONE, (1, 300)],
+        ),
+        ("forklost!lose_in_child", child, None, [(1, 33), NONE, NONE]),
+        (
+            "forklost!lose_in_parent",
+            parent,
+            None,
+            [(1, 70), NONE, NONE],
+        ),
+    ] {
+        let s = site_in(&leaks, function, pid, from);
+        assert_eq!(figures(s), expected, "{function} in {pid}: {s:#}");
+    }
+    // The child never allocated at the parent's sites: no allocation, and the blocks it
+    // lost there. The block it freed is no site of its own.
+    let s = site_in(&leaks, "forklost!drop_in_child", child, Some(parent));
+    assert_eq!(
+        (&s["allocations"], &s["leaked_blocks"], &s["leaked_bytes"]),
+        (&Value::from(0), &Value::from(1), &Value::from(4000)),
+        "{s:#}"
+    );
+    assert!(
+        !leaks["sites"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["site"]["function"] == "forklost!free_in_child" && pid(s) == child),
+        "{leaks:#}"
+    );
+    let x = &leaks["leak_check"]["at_exit"];
+    assert_eq!(
+        (&x["definite_blocks"], &x["definite_bytes"]),
+        (&Value::from(6), &Value::from(4389)),
+        "{leaks:#}"
+    );
+    assert_eq!(
+        (&x["indirect_blocks"], &x["indirect_bytes"]),
+        (&Value::from(1), &Value::from(48)),
+        "{leaks:#}"
+    );
+    // The table says where the child's lost blocks came from.
+    let out = run_tansa(&["leaks", file.to_str().unwrap()]);
+    assert!(out.status.success(), "leaks failed: {}", stderr(&out));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains(&format!(
+            "allocated by process {parent} before it forked this one; 1 inherited block(s), \
+             4000 byte(s) lost at the end"
+        )),
+        "{text}"
+    );
+}

@@ -292,11 +292,20 @@ fn site(
         place(&s.site),
         s.pid
     )?;
-    writeln!(
-        out,
-        "   {} allocation(s), {} free(s); {} block(s), {} byte(s) still allocated at the end",
-        s.allocations, s.frees, s.leaked_blocks, s.leaked_bytes
-    )?;
+    match s.inherited_from {
+        Some(parent) => writeln!(
+            out,
+            "   allocated by process {} before it forked this one; {} inherited block(s), {} \
+             byte(s) lost at the end",
+            parent.pid, s.leaked_blocks, s.leaked_bytes
+        )?,
+        None => writeln!(
+            out,
+            "   {} allocation(s), {} free(s); {} block(s), {} byte(s) still allocated at the \
+             end",
+            s.allocations, s.frees, s.leaked_blocks, s.leaked_bytes
+        )?,
+    }
     if let Some(x) = s.at_exit.filter(|_| s.lost_at_exit()) {
         let parts: Vec<String> = [
             (x.definite_blocks, x.definite_bytes, "definitely lost"),

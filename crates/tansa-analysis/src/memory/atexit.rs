@@ -4,6 +4,15 @@
 //! checked. The one reading of those records: `tansa leaks` counts them per allocation site,
 //! the heap report (`tansa report`, the HTML page, `record --online`) per process and in
 //! total.
+//!
+//! A forked child's check covers the blocks it inherited from its parent (see
+//! [`super::lineage`]) as well as its own: an inherited block the child lost (definitely or
+//! indirectly) counts in the child's figures, charged to the site in the parent that
+//! allocated it. An inherited block the child could still reach does not: it is the
+//! parent's, counted in the parent's figures if the parent's check finds it there (a
+//! forking server's workers would otherwise each report the server's whole heap as their
+//! own). So totals count each image's lost blocks once, and each reachable block once, in
+//! the image that allocated it.
 
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde::Serialize;
@@ -12,6 +21,7 @@ use tansa_wire::event::{
 };
 
 use super::ids::SessionId;
+use super::lineage::Lineage;
 use super::merge::EventKind;
 
 /// The blocks still allocated at a process image's end, as the leak check at exit
@@ -87,18 +97,50 @@ pub struct LeakCheckSummary {
     pub at_exit: AtExit,
 }
 
-/// What the leak check's records said so far.
-#[derive(Debug, Default, Clone)]
-pub struct Findings {
+/// Which block an address an image's check reported stands for, as the reader models its
+/// blocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Holder<B> {
+    /// A block the image allocated itself.
+    Own,
+    /// A block an ancestor allocated and the image inherited when it was forked, and
+    /// the reader's copy of it (its size and site).
+    Inherited(B),
+    /// No block: the finding is dropped.
+    None,
+}
+
+/// What the leak check's records said so far; `B` is a reader's copy of an inherited block
+/// (its size and site, which outlive the ancestor's block: the parent may release its own
+/// copy before the child's check is read).
+#[derive(Debug, Clone)]
+pub struct Findings<B = ()> {
     /// The images the check was asked of (`None`: every image).
     asked: Option<FxHashSet<SessionId>>,
     /// The blocks found lost, while they stay allocated.
     unreached: FxHashMap<(SessionId, u64), LeakClass>,
+    /// The inherited blocks found lost (definitely or indirectly), by the image that lost
+    /// them, while it holds them.
+    inherited: FxHashMap<(SessionId, u64), (B, LeakClass)>,
+    /// Inherited blocks their image released (its copy only), while the check is read.
+    released_inherited: FxHashSet<(SessionId, u64)>,
     /// Each checked image's summary record.
     scans: FxHashMap<SessionId, LeakScan>,
 }
 
-impl Findings {
+impl<B> Default for Findings<B> {
+    fn default() -> Self {
+        Findings {
+            asked: None,
+            unreached: FxHashMap::default(),
+            inherited: FxHashMap::default(),
+            released_inherited: FxHashSet::default(),
+            scans: FxHashMap::default(),
+        }
+    }
+}
+
+impl<B> Findings<B> {
     /// Findings about `asked`, the images of the recordings made with the check (`None`:
     /// every image, as in `record --online`): the others are neither checked nor not
     /// checked.
@@ -109,19 +151,28 @@ impl Findings {
         }
     }
 
-    /// Takes `kind` if it is one of the leak check's records (`live` says whether a block
+    /// Takes `kind` if it is one of the leak check's records (`holder` says which block
     /// starts at an address of `session`: a finding about a block not allocated is
-    /// dropped); returns whether it was.
+    /// dropped, and so is one about an inherited block the image can still reach or that
+    /// the allocator holds as free); returns whether it was.
     pub fn take(
         &mut self,
         session: SessionId,
         kind: &EventKind,
-        live: impl FnOnce(u64) -> bool,
+        holder: impl FnOnce(u64) -> Holder<B>,
     ) -> bool {
         match kind {
             EventKind::Unreached { ptr, class } => {
-                if live(*ptr) {
-                    self.unreached.insert((session, *ptr), *class);
+                match holder(*ptr) {
+                    Holder::Own => {
+                        self.unreached.insert((session, *ptr), *class);
+                    }
+                    Holder::Inherited(block)
+                        if matches!(class, LeakClass::Definite | LeakClass::Indirect) =>
+                    {
+                        self.inherited.insert((session, *ptr), (block, *class));
+                    }
+                    Holder::Inherited(_) | Holder::None => {}
                 }
                 true
             }
@@ -139,6 +190,28 @@ impl Findings {
         if !self.unreached.is_empty() {
             self.unreached.remove(&(session, ptr));
         }
+    }
+
+    /// The block at `ptr` that `session` inherited was released by `session` (its copy
+    /// only): it is no longer lost, and `session` no longer holds it.
+    pub fn released_inherited(&mut self, session: SessionId, ptr: u64) {
+        self.inherited.remove(&(session, ptr));
+        self.released_inherited.insert((session, ptr));
+    }
+
+    /// Whether `session` released its inherited copy of the block at `ptr`
+    /// ([`Findings::released_inherited`]).
+    pub fn released_inherited_at(&self, session: SessionId, ptr: u64) -> bool {
+        !self.released_inherited.is_empty() && self.released_inherited.contains(&(session, ptr))
+    }
+
+    /// The inherited blocks each classified image lost and held at its end: the image, the
+    /// reader's copy of the block and how the check classified it.
+    pub fn inherited_lost(&self) -> impl Iterator<Item = (SessionId, &B, LeakClass)> {
+        self.inherited
+            .iter()
+            .filter(|((session, _), _)| self.classified(*session))
+            .map(|(&(session, _), (block, class))| (session, block, *class))
     }
 
     /// Whether the check of `session` classified its blocks.
@@ -202,6 +275,27 @@ impl Findings {
             ));
         }
         summary
+    }
+}
+
+/// Which block the address `ptr` of `session` stands for (see [`Holder`]): `own(image)`
+/// gives the block at `ptr` that `image` allocated, with its allocation timestamp, if one
+/// is live. The one rule of both readers of the check.
+pub fn holder<B, C>(
+    lineage: &Lineage,
+    findings: &Findings<C>,
+    session: SessionId,
+    ptr: u64,
+    mut own: impl FnMut(SessionId) -> Option<(u64, B)>,
+) -> Holder<B> {
+    if own(session).is_some() {
+        return Holder::Own;
+    }
+    match lineage.inherited(session, own, |image| {
+        findings.released_inherited_at(image, ptr)
+    }) {
+        Some((_, block)) => Holder::Inherited(block),
+        None => Holder::None,
     }
 }
 

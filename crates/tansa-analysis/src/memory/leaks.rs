@@ -21,10 +21,11 @@ pub use tansa_leakcause::judge::GROWING_SCANS;
 use tansa_leakcause::judge::{Judgement, judge};
 use tansa_leakcause::sequitur::{End, PathSet};
 
-use super::atexit::Findings;
 pub use super::atexit::{AtExit, LeakCheckSummary};
+use super::atexit::{Findings, holder};
 use super::classify;
 use super::ids::{SessionId, StackId};
+use super::lineage::Lineage;
 use super::merge::EventKind;
 use super::model::Registry;
 use super::recording::MemoryRecording;
@@ -132,8 +133,14 @@ pub struct SiteReport {
     /// Session (process image) number in the recording (in a job of several recordings,
     /// numbered across them).
     pub session: u32,
-    /// The allocation stack's id in that session.
+    /// The allocation stack's id in that session (in `inherited_from`'s, when set).
     pub stack_id: u32,
+    /// For the blocks a forked child inherited from an ancestor and lost (the leak check
+    /// at exit): the session of the ancestor image that allocated them, whose site this
+    /// is. The child never allocated there: `allocations` and `frees` are 0, and the
+    /// blocks are those the child lost. Absent for an image's own sites.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inherited_from: Option<InheritedFrom>,
     /// Where the allocation is made (the allocator's caller).
     pub site: CodePlace,
     /// The allocation stack, innermost first.
@@ -180,6 +187,16 @@ pub struct SiteReport {
     /// Why a traced site with leaking paths has no cause (a later addition):
     /// [`FREED_BY_ANOTHER_THREAD`], or `None`.
     pub cause_not_found: Option<&'static str>,
+}
+
+/// The ancestor image whose site a forked child's lost inherited blocks are charged to
+/// ([`SiteReport::inherited_from`]).
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, PartialOrd, Ord)]
+pub struct InheritedFrom {
+    /// Its session number.
+    pub session: u32,
+    /// Its process id.
+    pub pid: u32,
 }
 
 impl SiteReport {
@@ -249,10 +266,23 @@ pub fn report_without_stacks<R: Read + Seek>(rec: &MemoryRecording<R>) -> LeaksR
     // judgement then takes CHECKPOINTS of them, evenly spread.
     let mut grids: FxHashMap<SessionId, Grid> = FxHashMap::default();
     let mut sites: BTreeMap<(SessionId, StackId), SiteStats> = BTreeMap::new();
-    let mut live: FxHashMap<(SessionId, u64), (StackId, u64)> = FxHashMap::default();
+    // Each live block's stack, size and allocation timestamp.
+    let mut live: FxHashMap<(SessionId, u64), (StackId, u64, u64)> = FxHashMap::default();
     // The leak check at exit: the blocks it found unreachable (while they stay live), and
-    // each image's summary.
-    let mut findings = Findings::new(Some(rec.leak_check_images()));
+    // each image's summary; an inherited block a child lost as its ancestor's site
+    // (session and stack) and size.
+    let mut findings: Findings<(SessionId, StackId, u64)> =
+        Findings::new(Some(rec.leak_check_images()));
+    let leak_check = rec.leak_check();
+    let mut lineage = Lineage::default();
+    for image in &rec.sessions {
+        lineage.add(
+            SessionId(image.session),
+            image.pid,
+            image.ppid,
+            image.start_ticks,
+        );
+    }
     let session_sites = |session: SessionId| (session, StackId(0))..=(session, StackId(u32::MAX));
     let snapshot =
         |sites: &mut BTreeMap<(SessionId, StackId), SiteStats>, session: SessionId, k: usize| {
@@ -262,13 +292,20 @@ pub fn report_without_stacks<R: Read + Seek>(rec: &MemoryRecording<R>) -> LeaksR
             }
         };
     rec.for_each_event(|e| {
-        if findings.take(e.session, &e.kind, |ptr| {
-            live.contains_key(&(e.session, ptr))
-        }) {
+        let found = match &e.kind {
+            EventKind::Unreached { ptr, .. } => {
+                holder(&lineage, &findings, e.session, *ptr, |image| {
+                    live.get(&(image, *ptr))
+                        .map(|&(stack, size, ts)| (ts, (image, stack, size)))
+                })
+            }
+            _ => super::atexit::Holder::None,
+        };
+        if findings.take(e.session, &e.kind, |_| found) {
             return;
         }
         let mut alloc = |ptr: u64, size: u64, stack: StackId| {
-            live.insert((e.session, ptr), (stack, size));
+            live.insert((e.session, ptr), (stack, size, e.ts));
             let s = sites.entry((e.session, stack)).or_default();
             s.allocations += 1;
             s.live_blocks += 1;
@@ -281,12 +318,28 @@ pub fn report_without_stacks<R: Read + Seek>(rec: &MemoryRecording<R>) -> LeaksR
             EventKind::ReallocAlloc { new, size, stack } => alloc(*new, *size, *stack),
             EventKind::Free { ptr, .. } | EventKind::ReallocRelease { old: ptr, .. } => {
                 findings.released(e.session, *ptr);
-                if let Some((stack, size)) = live.remove(&(e.session, *ptr))
-                    && let Some(s) = sites.get_mut(&(e.session, stack))
-                {
-                    s.frees += 1;
-                    s.live_blocks = s.live_blocks.saturating_sub(1);
-                    s.live_bytes = s.live_bytes.saturating_sub(size);
+                match live.remove(&(e.session, *ptr)) {
+                    Some((stack, size, _)) => {
+                        if let Some(s) = sites.get_mut(&(e.session, stack)) {
+                            s.frees += 1;
+                            s.live_blocks = s.live_blocks.saturating_sub(1);
+                            s.live_bytes = s.live_bytes.saturating_sub(size);
+                        }
+                    }
+                    // A forked child's release of a block it inherited: its copy only.
+                    None if leak_check
+                        && *ptr != 0
+                        && lineage
+                            .inherited(
+                                e.session,
+                                |image| live.get(&(image, *ptr)).map(|b| (b.2, ())),
+                                |_| false,
+                            )
+                            .is_some() =>
+                    {
+                        findings.released_inherited(e.session, *ptr);
+                    }
+                    None => {}
                 }
             }
             _ => return,
@@ -308,12 +361,20 @@ pub fn report_without_stacks<R: Read + Seek>(rec: &MemoryRecording<R>) -> LeaksR
         }
     });
     // The blocks still allocated at the end of each image the leak check classified.
-    for (&(session, ptr), &(stack, size)) in &live {
+    for (&(session, ptr), &(stack, size, _)) in &live {
         if findings.classified(session)
             && let Some(s) = sites.get_mut(&(session, stack))
         {
             s.at_exit.add(findings.class(session, ptr), size);
         }
+    }
+    // The inherited blocks each child lost, by child and ancestor's site.
+    let mut inherited: BTreeMap<(SessionId, SessionId, StackId), AtExit> = BTreeMap::new();
+    for (session, &(owner, stack, size), class) in findings.inherited_lost() {
+        inherited
+            .entry((session, owner, stack))
+            .or_default()
+            .add(Some(class), size);
     }
     // The last moment: each image's end.
     let mut moments: FxHashMap<SessionId, usize> = FxHashMap::default();
@@ -369,6 +430,7 @@ pub fn report_without_stacks<R: Read + Seek>(rec: &MemoryRecording<R>) -> LeaksR
                 rank: rank_of(session.0),
                 session: session.0,
                 stack_id: stack_id.0,
+                inherited_from: None,
                 site: CodePlace::default(),
                 stack: Vec::new(),
                 site_frame: 0,
@@ -396,6 +458,42 @@ pub fn report_without_stacks<R: Read + Seek>(rec: &MemoryRecording<R>) -> LeaksR
             site
         })
         .collect();
+    out.extend(inherited.iter().map(|(&(session, owner, stack_id), x)| {
+        let blocks = x.lost_blocks();
+        SiteReport {
+            index: 0,
+            pid: pid_of(session.0),
+            exe: exe_of(session.0),
+            rank: rank_of(session.0),
+            session: session.0,
+            stack_id: stack_id.0,
+            inherited_from: Some(InheritedFrom {
+                session: owner.0,
+                pid: pid_of(owner.0),
+            }),
+            site: CodePlace::default(),
+            stack: Vec::new(),
+            site_frame: 0,
+            judgement: judge(&[blocks], 0).name(),
+            allocations: 0,
+            frees: 0,
+            leaked_blocks: blocks,
+            leaked_bytes: x.lost_bytes(),
+            at_exit: Some(*x),
+            // Held from the child's start to its end.
+            outstanding: vec![blocks; CHECKPOINTS],
+            range_end: None,
+            range_moves: 0,
+            traces: TraceCounts::default(),
+            tracing: None,
+            tracing_ms: 0.0,
+            paths: Vec::new(),
+            grammar: None,
+            cause_functions: Vec::new(),
+            cause_branches: Vec::new(),
+            cause_not_found: None,
+        }
+    }));
     out.sort_by(|a, b| {
         let leaking = |s: &SiteReport| s.judgement != Judgement::Leaking.name();
         let lost = |s: &SiteReport| std::cmp::Reverse(s.at_exit.map_or(0, |x| x.lost_bytes()));
@@ -404,6 +502,7 @@ pub fn report_without_stacks<R: Read + Seek>(rec: &MemoryRecording<R>) -> LeaksR
             lost(a),
             std::cmp::Reverse(a.leaked_bytes),
             a.session,
+            a.inherited_from,
             a.stack_id,
         )
             .cmp(&(
@@ -411,6 +510,7 @@ pub fn report_without_stacks<R: Read + Seek>(rec: &MemoryRecording<R>) -> LeaksR
                 lost(b),
                 std::cmp::Reverse(b.leaked_bytes),
                 b.session,
+                b.inherited_from,
                 b.stack_id,
             ))
     });
@@ -475,7 +575,7 @@ pub fn fill_stacks<R: Read + Seek>(
     for site in report.sites.iter_mut().filter(|s| want(s)) {
         let (frames, site_frame) = stack_places(
             &rec.registry,
-            SessionId(site.session),
+            SessionId(site.inherited_from.map_or(site.session, |i| i.session)),
             StackId(site.stack_id),
         );
         site.site = frames.get(site_frame).cloned().unwrap_or_default();

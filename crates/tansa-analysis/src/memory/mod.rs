@@ -7,6 +7,7 @@
 //! * [`merge`]: decoding thread streams and merging them into one time-ordered event
 //!   sequence;
 //! * [`atexit`]: the findings of the leak check at exit, per block and per image;
+//! * [`lineage`]: the tree of process images, and the blocks a forked child inherited;
 //! * [`aggregate`]: the accounting itself (net, maximum, minimum, allocated, call counts)
 //!   per library, function, thread, library call or time interval;
 //! * [`recording`]: reading a recording file in two passes;
@@ -19,6 +20,7 @@ pub mod atexit;
 pub mod classify;
 pub mod ids;
 pub mod leaks;
+pub mod lineage;
 pub mod live;
 pub mod merge;
 pub mod model;

@@ -383,7 +383,7 @@ impl Aggregator {
         if images.is_empty() {
             return (Some(images), units);
         }
-        for (session, block, class) in self.checked_blocks() {
+        for (session, _, block, class) in self.checked_blocks() {
             let Some(x) = images.get_mut(&session) else {
                 continue;
             };

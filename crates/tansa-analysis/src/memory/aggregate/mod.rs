@@ -8,7 +8,8 @@
 //!
 //! A forked child starts with a copy of its parent's heap. Its releases of blocks it
 //! inherited are counted (`inherited_frees`) but charged to nobody: the child never
-//! allocated them, and the parent's copy is still live in the parent.
+//! allocated them, and the parent's copy is still live in the parent. The leak check at
+//! the child's exit counts the inherited blocks the child lost (see [`super::atexit`]).
 //!
 //! The per-event path touches only dense arrays and one hash map (live blocks): sessions
 //! are indexed by session number, each session's stack targets by stack id, and the sets of
@@ -28,9 +29,10 @@ use tansa_format::memory::{Losses, SessionInfo, Unrecorded};
 use tansa_format::meta::{Calibration, ExitStatus};
 use tansa_wire::event::{AllocOp, ImproperOp, LeakClass};
 
-use super::atexit::Findings;
+use super::atexit::{Findings, Holder, holder};
 use super::classify::{By, Charge, FreeTo, Target, targets};
 use super::ids::{SessionId, StackId, UnitSetId};
+use super::lineage::Lineage;
 use super::merge::{Event, EventKind};
 use super::model::Registry;
 use super::report::{Calls, JobClock, RecordingReport, Stats};
@@ -45,14 +47,6 @@ use stacks::StackTally;
 /// Stack ids up to `STACK_SLACK + 2 *` (the stacks a session defined) have their unit sets
 /// cached in a vector; larger (sparse, crafted) ids in a map.
 const STACK_SLACK: usize = 64;
-
-/// How far up the tree of processes a release of an unknown block looks for an ancestor
-/// that allocated it (a fork chain deeper than this is not met in practice; a crafted one
-/// must not make each release walk it all).
-const MAX_ANCESTORS: usize = 256;
-
-/// How many earlier images of a process id are looked at to find a new image's parent.
-const MAX_PARENT_CANDIDATES: usize = 64;
 
 /// What to compute.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,7 +149,6 @@ impl Call {
 struct SessionState {
     meta: SessionInfo,
     main_name: Arc<str>,
-    parent: Option<SessionId>,
     exit: ExitStatus,
     lost: u64,
     /// What the agent could not record, by cause (recordings that carry it).
@@ -296,8 +289,8 @@ pub struct Aggregator {
     clock: Clock,
     sessions: Sessions<SessionState>,
     order: Vec<SessionId>,
-    /// Sessions of each process id, in order of appearance.
-    by_pid: FxHashMap<u32, Vec<SessionId>>,
+    /// The images' parents.
+    lineage: Lineage,
     /// The interval length in use (`--by interval`): the configured one, or a multiple of
     /// it when that would make too many intervals.
     interval_ns: u64,
@@ -347,7 +340,15 @@ pub struct Aggregator {
     job: Option<JobSetup>,
     /// The leak check's findings, for a recording made with it
     /// ([`Aggregator::set_leak_check`]).
-    leak_check: Option<Box<Findings>>,
+    leak_check: Option<Box<Findings<Inherited>>>,
+}
+
+/// A block a forked child inherited, as the leak check of the child found it lost: the
+/// image that allocated it and the block there.
+#[derive(Debug, Clone, Copy)]
+struct Inherited {
+    owner: SessionId,
+    block: Block,
 }
 
 /// What an aggregator over several recordings, or over an MPI job, is told about them
@@ -399,7 +400,7 @@ impl Aggregator {
             clock: Clock::new(clock),
             sessions: Sessions::default(),
             order: Vec::new(),
-            by_pid: FxHashMap::default(),
+            lineage: Lineage::default(),
             interval_ns: config.interval_ns.max(1),
             bases: Vec::new(),
             base_index: FxHashMap::default(),
@@ -508,9 +509,10 @@ impl Aggregator {
                 .enumerate()
                 .map(|(i, f)| ((f.session, f.stack), i))
                 .collect();
-            for (session, block, class) in self.checked_blocks() {
+            // An inherited block a child lost counts at the stack that allocated it.
+            for (_, owner, block, class) in self.checked_blocks() {
                 let lost = matches!(class, Some(LeakClass::Definite | LeakClass::Indirect));
-                if lost && let Some(&i) = index.get(&(session, block.stack)) {
+                if lost && let Some(&i) = index.get(&(owner, block.stack)) {
                     stacks[i].lost_objects += 1;
                     stacks[i].lost_bytes = stacks[i].lost_bytes.saturating_add(block.size);
                 }
@@ -588,14 +590,7 @@ impl Aggregator {
         if self.sessions.contains(id.0) {
             return;
         }
-        let parent = self.by_pid.get(&meta.ppid).and_then(|images| {
-            images
-                .iter()
-                .rev()
-                .take(MAX_PARENT_CANDIDATES)
-                .copied()
-                .find(|&s| self.session(s).meta.start_ticks <= meta.start_ticks)
-        });
+        self.lineage.add(id, meta.pid, meta.ppid, meta.start_ticks);
         let exe_name = meta.exe.rsplit('/').next().unwrap_or(&meta.exe).to_string();
         let main_name = self.intern(exe_name);
         let included = self.config.pid.is_none_or(|p| p == meta.pid)
@@ -616,13 +611,11 @@ impl Aggregator {
             let start = self.clock.ns(meta.start_ticks);
             self.t0_ns = self.t0_ns.min(start);
         }
-        self.by_pid.entry(meta.pid).or_default().push(id);
         self.sessions.insert(
             id.0,
             SessionState {
                 meta,
                 main_name,
-                parent,
                 exit: ExitStatus::Running,
                 lost: 0,
                 losses: Losses::default(),
@@ -924,27 +917,22 @@ impl Aggregator {
         }
     }
 
-    fn is_inherited(&self, session: SessionId, ptr: u64) -> bool {
-        let mut s = session;
-        let mut depth = 0;
-        while let Some(state) = self.sessions.get(s.0) {
-            depth += 1;
-            if depth > MAX_ANCESTORS {
-                return false;
-            }
-            let Some(parent) = state.parent else {
-                return false;
-            };
-            if self
-                .live
-                .get(&(parent, ptr))
-                .is_some_and(|b| b.ts <= state.meta.start_ticks)
-            {
-                return true;
-            }
-            s = parent;
+    /// Whether the block at `ptr` that `session` releases is one it inherited (the
+    /// release of an unknown block). With the leak check, the image's copy is then gone.
+    fn is_inherited(&mut self, session: SessionId, ptr: u64) -> bool {
+        let live = &self.live;
+        let inherited = self
+            .lineage
+            .inherited(
+                session,
+                |image| live.get(&(image, ptr)).map(|b| (b.ts, ())),
+                |_| false,
+            )
+            .is_some();
+        if inherited && let Some(f) = self.leak_check.as_deref_mut() {
+            f.released_inherited(session, ptr);
         }
-        false
+        inherited
     }
 
     fn note_improper(
@@ -970,16 +958,25 @@ impl Aggregator {
     }
 
     /// Each block still live in a process image the leak check at exit classified, with
-    /// its image and how the check classified it (`None`: reachable). Nothing without the
-    /// check.
-    fn checked_blocks(&self) -> impl Iterator<Item = (SessionId, &Block, Option<LeakClass>)> {
+    /// its image, the image that allocated it and how the check classified it (`None`:
+    /// reachable); then the inherited blocks such an image lost, allocated by an ancestor.
+    /// Nothing without the check.
+    fn checked_blocks(
+        &self,
+    ) -> impl Iterator<Item = (SessionId, SessionId, &Block, Option<LeakClass>)> {
         let findings = self.leak_check.as_deref();
-        self.live
+        let own = self
+            .live
             .iter()
             .filter_map(move |(&(session, ptr), block)| {
                 let f = findings.filter(|f| f.classified(session))?;
-                Some((session, block, f.class(session, ptr)))
-            })
+                Some((session, session, block, f.class(session, ptr)))
+            });
+        let inherited = findings
+            .into_iter()
+            .flat_map(|f| f.inherited_lost())
+            .map(|(session, i, class)| (session, i.owner, &i.block, Some(class)));
+        own.chain(inherited)
     }
 
     /// Releases a block (a `free`, or the release half of a `realloc`), charging it and
@@ -1090,9 +1087,25 @@ impl Aggregator {
         if matches!(e.kind, EventKind::Unreached { .. } | EventKind::LeakScan(_)) {
             if let Some(f) = self.leak_check.as_deref_mut() {
                 let live = &self.live;
-                f.take(e.session, &e.kind, |ptr| {
-                    live.contains_key(&(e.session, ptr))
-                });
+                let lineage = &self.lineage;
+                let found = |ptr| {
+                    holder(lineage, f, e.session, ptr, |image| {
+                        live.get(&(image, ptr)).map(|b| {
+                            (
+                                b.ts,
+                                Inherited {
+                                    owner: image,
+                                    block: *b,
+                                },
+                            )
+                        })
+                    })
+                };
+                let found: Holder<Inherited> = match &e.kind {
+                    EventKind::Unreached { ptr, .. } => found(*ptr),
+                    _ => Holder::None,
+                };
+                f.take(e.session, &e.kind, |_| found);
             }
             return;
         }
