@@ -119,7 +119,7 @@ pub struct BranchReport {
 }
 
 /// One allocation site.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct SiteReport {
     /// Its number in this report (1 first), for `--site`.
     pub index: usize,
@@ -430,10 +430,6 @@ pub fn report_without_stacks<R: Read + Seek>(rec: &MemoryRecording<R>) -> LeaksR
                 rank: rank_of(session.0),
                 session: session.0,
                 stack_id: stack_id.0,
-                inherited_from: None,
-                site: CodePlace::default(),
-                stack: Vec::new(),
-                site_frame: 0,
                 judgement: judgement.name(),
                 allocations: s.allocations,
                 frees: s.frees,
@@ -441,16 +437,7 @@ pub fn report_without_stacks<R: Read + Seek>(rec: &MemoryRecording<R>) -> LeaksR
                 leaked_bytes: s.live_bytes,
                 at_exit: findings.classified(session).then_some(s.at_exit),
                 outstanding: s.history.clone(),
-                range_end: None,
-                range_moves: 0,
-                traces: TraceCounts::default(),
-                tracing: None,
-                tracing_ms: 0.0,
-                paths: Vec::new(),
-                grammar: None,
-                cause_functions: Vec::new(),
-                cause_branches: Vec::new(),
-                cause_not_found: None,
+                ..SiteReport::default()
             };
             if let (Some(lc), Some(t)) = (&rec.leak_cause, traced.get(&(session.0, stack_id.0))) {
                 add_causes(&mut site, lc, t);
@@ -471,9 +458,6 @@ pub fn report_without_stacks<R: Read + Seek>(rec: &MemoryRecording<R>) -> LeaksR
                 session: owner.0,
                 pid: pid_of(owner.0),
             }),
-            site: CodePlace::default(),
-            stack: Vec::new(),
-            site_frame: 0,
             judgement: judge(&[blocks], 0).name(),
             allocations: 0,
             frees: 0,
@@ -482,16 +466,7 @@ pub fn report_without_stacks<R: Read + Seek>(rec: &MemoryRecording<R>) -> LeaksR
             at_exit: Some(*x),
             // Held from the child's start to its end.
             outstanding: vec![blocks; CHECKPOINTS],
-            range_end: None,
-            range_moves: 0,
-            traces: TraceCounts::default(),
-            tracing: None,
-            tracing_ms: 0.0,
-            paths: Vec::new(),
-            grammar: None,
-            cause_functions: Vec::new(),
-            cause_branches: Vec::new(),
-            cause_not_found: None,
+            ..SiteReport::default()
         }
     }));
     out.sort_by(|a, b| {
