@@ -399,11 +399,28 @@ fn two_recordings_of_a_plain_program_sum_exactly() {
     let pid = ra["process"]["pid"].as_u64().unwrap().to_string();
     let one = report(&[a.clone(), b.clone()], &["--pid", &pid]);
     assert_eq!(one["process"]["pid"], ra["process"]["pid"]);
-    // The same recording twice: every pid is in both, and --pid says which files.
+    // The same recording twice is refused, whatever else is asked.
     let o = run_tansa(&[
         "report",
         a.to_str().unwrap(),
         a.to_str().unwrap(),
+        "--pid",
+        &pid,
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains(&format!("{} is given twice", a.display())),
+        "{}",
+        stderr(&o)
+    );
+    // A pid in two different recordings (pids repeat across hosts and runs): --pid says
+    // which files hold it.
+    let copy = dir.path().join("copy.tansa");
+    std::fs::copy(&a, &copy).unwrap();
+    let o = run_tansa(&[
+        "report",
+        a.to_str().unwrap(),
+        copy.to_str().unwrap(),
         "--pid",
         &pid,
     ]);
