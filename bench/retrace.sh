@@ -91,6 +91,19 @@ done
 record paths1009 --region work --source ptrace --period 1009 --executions 3000 --ground-truth -- "$PATHS" 3010
 paths_row paths1009 "P=1009, 3000 executions"
 
+echo
+echo "== Sampler phase: cycle.c takes paths of 4/13/22/31 instructions in turn (70 = 10 x 7);"
+echo "   per path LCS ratio and the headline (weighted over the true paths), P = 7"
+CYCLE=$OUT/cycle
+cc -O1 -g -fno-inline -o "$CYCLE" crates/tansa-ptrace/tests/programs/cycle.c
+for phase in shuffled counted; do
+  record "cycle_$phase" --region rec --source ptrace --phase "$phase" --executions 1000 --ground-truth -- "$CYCLE" 2000
+  c=$(REPORT_TAG=counts report "cycle_$phase")
+  printf "%-30s %-58s weighted %s\n" "--phase $phase" \
+    "$(field "$c" '" ".join("%d:%.3f" % (p["instructions"], p["accuracy"]["lcs_ratio"]) for p in v["paths"])')" \
+    "$(field "$c" '"%.3f" % v["accuracy"]["weighted_lcs_ratio"]')"
+done
+
 [[ "${ONLY:-}" == accuracy ]] && exit 0
 
 echo

@@ -1,7 +1,7 @@
 //! Frames of an instruction-trace recording (`tansa retrace record`).
 //!
 //! ```text
-//! META INFO CODE EXECUTIONS* GROUND_TRUTH? SUMMARY END
+//! META INFO CODE (PHASES? EXECUTIONS)* GROUND_TRUTH? SUMMARY END
 //! ```
 //!
 //! Everything needed to rebuild and report without the binary is stored: the code of every
@@ -26,6 +26,12 @@ pub const EXECUTIONS: FrameType = FrameType(0x0302);
 pub const GROUND_TRUTH: FrameType = FrameType(0x0303);
 /// [`RetraceSummary`] (postcard).
 pub const SUMMARY: FrameType = FrameType(0x0304);
+/// [`PhaseChunk`] (postcard): where the `ptrace` sampler started sampling each execution,
+/// when it drew each execution's phase at random ([`PhaseRule::Shuffled`]). Written before
+/// the [`EXECUTIONS`] frame of the same executions, so a file cut short never holds
+/// executions without their phases. A recording without these frames was sampled with
+/// [`PhaseRule::Counted`] (a later addition: older readers ignore the frame).
+pub const PHASES: FrameType = FrameType(0x0305);
 
 /// An instruction address: `(module index, address in the module's file)`.
 pub type Addr = (u32, u64);
@@ -138,6 +144,46 @@ pub struct Execution {
     pub instructions: u64,
     /// The sampled instruction addresses, in time order.
     pub samples: Vec<Addr>,
+}
+
+/// How the `ptrace` sampler chooses which instructions of an execution it keeps: every
+/// `P`-th from the execution's *phase*.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PhaseRule {
+    /// The seed's: one count runs on across the executions, and instruction `n` of an
+    /// execution is kept when `(N + n) % P == 0`, `N` being the instructions of the
+    /// executions that ended before it. The phase follows from the counts; but when the
+    /// executions' lengths repeat with a cycle whose sum is a multiple of `P` (paths taken
+    /// in turn), every execution of a path is sampled at the same positions and the others
+    /// are never seen.
+    Counted,
+    /// Each execution's phase (the position of its first sample, `0..P`) is drawn at random,
+    /// without repeats within each run of `P` executions (a shuffle of `0..P`; uniform above
+    /// 65536), and recorded ([`PHASES`]). The mean period stays `P` and every partial is
+    /// still the seed's strided subsequence, but no cycle of the program can line up with
+    /// the sampler.
+    Shuffled,
+}
+
+impl PhaseRule {
+    /// The name used on the command line and in JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            PhaseRule::Counted => "counted",
+            PhaseRule::Shuffled => "shuffled",
+        }
+    }
+}
+
+/// The phases of consecutive executions ([`PhaseRule::Shuffled`]): for each, the position
+/// in it of its first sample if it is long enough to hold one (samples are at `phase`,
+/// `phase + P`, ...).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PhaseChunk {
+    /// Index of the first execution (0 is the first sampled execution).
+    pub first: u64,
+    /// The phases, one per execution, each below the period.
+    pub phases: Vec<u64>,
 }
 
 /// Consecutive executions.

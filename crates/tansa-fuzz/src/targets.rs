@@ -516,6 +516,7 @@ pub fn retrace(data: &[u8]) {
             info: &rec.info,
             code: &rec.code,
             executions: &rec.executions,
+            phases: rec.phases.as_deref(),
             ground_truth: rec.ground_truth.as_ref(),
             summary: rec.summary.as_ref(),
         },

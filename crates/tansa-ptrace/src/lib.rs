@@ -28,6 +28,7 @@ mod code;
 pub mod follow;
 pub mod leaks;
 mod maps;
+mod phase;
 pub mod procmap;
 mod record;
 mod region;

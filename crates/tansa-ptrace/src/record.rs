@@ -7,8 +7,10 @@
 //! is part of the execution.
 //!
 //! * **ptrace** single-steps every instruction of the region (and only the region: the
-//!   code between executions runs at full speed), counts instructions continuously across
-//!   executions and keeps every `P`-th — exactly the seed's sampling model.
+//!   code between executions runs at full speed) and keeps every `P`-th instruction of an
+//!   execution from its phase: drawn at random for each execution and recorded
+//!   ([`PhaseRule::Shuffled`], the default), or following a count that runs on across
+//!   executions ([`PhaseRule::Counted`], exactly the seed's sampling model).
 //! * **instructions** / **cpu-clock** open a perf event on the target that is enabled only
 //!   while the region runs (one per thread, enabled at the entry breakpoint, disabled at a
 //!   breakpoint on the return address), so its period also counts only region
@@ -20,7 +22,7 @@ use std::time::Instant;
 
 use tansa_format::meta::ExitStatus;
 use tansa_format::retrace::{
-    Addr, Execution, GroundTruth, RegionCode, RetraceInfo, RetraceSummary, Source,
+    Addr, Execution, GroundTruth, PhaseRule, RegionCode, RetraceInfo, RetraceSummary, Source,
 };
 use tansa_perf::{
     Event, EventAttr, EventKind, HardwareEvent, Record, Ring, SampleFormat, SoftwareEvent,
@@ -54,6 +56,9 @@ pub struct Options {
     /// Period: instructions (ptrace, instructions) or nanoseconds (cpu-clock); `None` for
     /// the source's [`default_period`].
     pub period: Option<u64>,
+    /// How the ptrace sampler picks each execution's phase (perf sources ignore it: their
+    /// count runs on across executions).
+    pub phase: PhaseRule,
     /// Executions to sample.
     pub executions: u64,
     /// Executions to let run before sampling.
@@ -87,6 +92,9 @@ pub struct Recorded {
     pub code: RegionCode,
     /// Samples per execution.
     pub executions: Vec<Execution>,
+    /// The phase of each execution when the ptrace sampler drew them
+    /// ([`PhaseRule::Shuffled`]; `None` otherwise).
+    pub phases: Option<Vec<u64>>,
     /// True traces, if asked for.
     pub ground_truth: Option<GroundTruth>,
     /// How it ended.
@@ -265,6 +273,7 @@ pub fn record(opts: &Options, progress: &mut dyn FnMut(u64, u64)) -> Result<Reco
             entry,
             source,
             period,
+            phase: opts.phase,
             warmup: opts.warmup,
             target: opts.executions,
             truth_target,
@@ -290,8 +299,14 @@ pub fn record(opts: &Options, progress: &mut dyn FnMut(u64, u64)) -> Result<Reco
         sampled_threads,
         warnings,
         norm,
+        phases,
         ..
     } = session;
+    let phases = (source == Source::Ptrace && opts.phase == PhaseRule::Shuffled).then(|| {
+        let mut drawn = phases.drawn;
+        drawn.truncate(executions.len());
+        drawn
+    });
     if executions.is_empty() {
         return Err(if entries == 0 {
             TraceError::RegionNeverRan {
@@ -340,6 +355,7 @@ pub fn record(opts: &Options, progress: &mut dyn FnMut(u64, u64)) -> Result<Reco
             seconds,
         },
         executions,
+        phases,
         ground_truth,
         threads: sampled_threads.len() as u64,
         warnings,

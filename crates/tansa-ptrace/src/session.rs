@@ -16,19 +16,22 @@
 //! thread that is not traced (none should be) would not be killed by a stray `int3`.
 //!
 //! Executions end in whichever order the threads finish them, and are numbered in that
-//! order. The `ptrace` sampler keeps instruction `n` of an execution when `(N + n) % P ==
-//! 0`, `N` being the instructions of the executions that ended before it, so the phase of
-//! every execution still follows from the counts (`tansa_retrace::align`): the sample
-//! positions are chosen when an execution ends, from its whole trace.
+//! order. The `ptrace` sampler keeps every `P`-th instruction of an execution from its
+//! phase (`crate::phase`): drawn at random and recorded (the default), or, the seed's
+//! rule, instruction `n` when `(N + n) % P == 0`, `N` being the instructions of the
+//! executions that ended before it. Either way the position of every sample is known
+//! (`tansa_retrace::align`): the sample positions are chosen when an execution ends, from
+//! its whole trace.
 
 use std::collections::{BTreeSet, HashMap};
 
 use tansa_format::meta::ExitStatus;
-use tansa_format::retrace::{Execution, Source};
+use tansa_format::retrace::{Execution, PhaseRule, Source};
 use tansa_perf::{RecordKind, Sample};
 use tansa_proc::os::SharedCpu;
 
 use crate::TraceError;
+use crate::phase::Phases;
 use crate::record::{Normalizer, PERF_FORMAT, PerfSampler, Truth, open_perf};
 use crate::tracee::{self, Event, Tracee};
 
@@ -82,6 +85,8 @@ pub(crate) struct Plan {
     pub(crate) entry: u64,
     pub(crate) source: Source,
     pub(crate) period: u64,
+    /// How the ptrace sampler picks each execution's phase.
+    pub(crate) phase: PhaseRule,
     /// Executions run unsampled first.
     pub(crate) warmup: u64,
     /// Executions to sample.
@@ -118,8 +123,8 @@ pub(crate) struct Session<'a> {
     pub(crate) sampled_threads: BTreeSet<i32>,
     /// What the user should know (executions that could not be sampled).
     pub(crate) warnings: Vec<String>,
-    /// Instructions of the sampled executions ended so far (ptrace).
-    global: u64,
+    /// The phases of the sampled executions (ptrace).
+    pub(crate) phases: Phases,
 }
 
 impl<'a> Session<'a> {
@@ -153,7 +158,7 @@ impl<'a> Session<'a> {
             stepped_truth: 0,
             sampled_threads: BTreeSet::new(),
             warnings: Vec::new(),
-            global: 0,
+            phases: Phases::new(plan.phase, plan.period, fastrand::Rng::new()),
         }
     }
 
@@ -393,14 +398,13 @@ impl<'a> Session<'a> {
             Phase::Stepping { trace, sampled, .. } => {
                 self.release_cpu(tid);
                 if sampled {
-                    let (global, period) = (self.global, self.period);
-                    let samples: Vec<u64> = trace
-                        .iter()
-                        .enumerate()
-                        .filter(|&(n, _)| (global + n as u64).is_multiple_of(period))
-                        .map(|(_, &rip)| rip)
+                    let length = trace.len() as u64;
+                    let phase = self.phases.next(length);
+                    let samples: Vec<u64> = self
+                        .phases
+                        .kept(phase, length)
+                        .filter_map(|n| trace.get(n as usize).copied())
                         .collect();
-                    self.global += trace.len() as u64;
                     self.samples += samples.len() as u64;
                     self.executions.push(Execution {
                         instructions: trace.len() as u64,

@@ -3,7 +3,7 @@
 
 mod common;
 
-use tansa_format::retrace::Source;
+use tansa_format::retrace::{PhaseRule, Source};
 use tansa_ptrace::{Options, SourceChoice, record};
 use tansa_retrace::recording::{code_addr, partials, program};
 use tansa_retrace::{MergeConfig, Scores, Variant, accuracy, rebuild};
@@ -14,6 +14,8 @@ fn options(exe: &std::path::Path, runs: &str) -> Options {
         region: "work".to_string(),
         source: SourceChoice::Exactly(Source::Ptrace),
         period: Some(7),
+        // The seed's sampling, which its merge assumes.
+        phase: PhaseRule::Counted,
         executions: 2000,
         warmup: 1,
         ground_truth: true,
@@ -78,6 +80,7 @@ fn quick(exe: &std::path::Path, runs: &str, source: SourceChoice, executions: u6
         executions,
         ground_truth: false,
         period: None,
+        phase: PhaseRule::Shuffled,
         ..options(exe, runs)
     }
 }

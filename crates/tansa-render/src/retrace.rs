@@ -6,7 +6,7 @@
 
 use std::io::{self, Write};
 
-use tansa_retrace::report::{Alignment, PathReport, Report, TraceEntry};
+use tansa_retrace::report::{AccuracyReport, Alignment, PathReport, Report, TraceEntry};
 
 use crate::header::Header;
 use crate::table::{Align, Table};
@@ -55,8 +55,18 @@ fn header(r: &Report, trace_runs: usize) -> Header {
     let mut h = Header::new(format!("region `{}` of {}", r.region, r.command.join(" ")));
     h.line(format!("source: {} ({})", r.source, r.source_note));
     h.line(format!(
-        "period: {} {}; {} executions, {} partial sequences ({} distinct), {} samples",
-        r.period, r.period_unit, r.executions, r.partials, r.distinct_partials, r.samples
+        "period: {} {}{}; {} executions, {} partial sequences ({} distinct), {} samples",
+        r.period,
+        r.period_unit,
+        if r.sampling_phase == "shuffled" {
+            ", each execution at a random phase"
+        } else {
+            ""
+        },
+        r.executions,
+        r.partials,
+        r.distinct_partials,
+        r.samples
     ));
     if r.alignment == Alignment::Counts {
         h.line(format!(
@@ -89,15 +99,11 @@ fn header(r: &Report, trace_runs: usize) -> Header {
         }
     }
     if let Some(a) = &r.accuracy {
+        h.line(accuracy_line(a));
         h.line(format!(
-            "accuracy against the ground truth: LCS ratio {:.4}, edit distance {:.4} \
-             ({} rebuilt vs {} true instructions; {} stepped execution(s), {} distinct path(s))",
-            a.lcs_ratio,
-            a.edit_distance,
-            a.rebuilt_length,
-            a.truth_length,
-            a.truth_executions,
-            a.distinct_paths
+            "  the first rebuilt path against the most frequent true path: LCS ratio \
+             {:.4}, edit distance {:.4} ({} rebuilt vs {} true instructions)",
+            a.lcs_ratio, a.edit_distance, a.rebuilt_length, a.truth_length,
         ));
     }
     h.line(format!(
@@ -108,6 +114,47 @@ fn header(r: &Report, trace_runs: usize) -> Header {
         h.line(format!("warning: {w}"));
     }
     h
+}
+
+/// The headline: every true path's accuracy weighted by its executions, and the worst.
+fn accuracy_line(a: &AccuracyReport) -> String {
+    let mut line = format!(
+        "accuracy against the ground truth: LCS ratio {:.4}, edit distance {:.4}, over the \
+         true paths weighted by their executions ({} stepped execution(s), {} distinct \
+         path(s){})",
+        a.weighted_lcs_ratio,
+        a.weighted_edit_distance,
+        a.truth_executions,
+        a.distinct_paths,
+        if a.weighted_share < 1.0 {
+            format!(
+                "; the {} most frequent, {:.1}% of the executions",
+                a.true_paths.len(),
+                a.weighted_share * 100.0
+            )
+        } else {
+            String::new()
+        }
+    );
+    let worst = a.worst_true_path.and_then(|i| a.true_paths.get(i));
+    if a.true_paths.len() > 1 && worst.is_some_and(|w| w.lcs_ratio >= 1.0) {
+        line.push_str("; every true path rebuilt exactly");
+    } else if a.true_paths.len() > 1
+        && let Some(w) = worst
+    {
+        line.push_str(&format!(
+            "; worst: LCS ratio {:.4} for the true path of {} instructions taken by {:.1}% of \
+             executions{}",
+            w.lcs_ratio,
+            w.length,
+            w.share * 100.0,
+            match w.rebuilt_path {
+                Some(k) => format!(" (path {} below)", k + 1),
+                None => " (no path of its length was rebuilt)".to_string(),
+            }
+        ));
+    }
+    line
 }
 
 fn path_line(k: usize, p: &PathReport) -> String {

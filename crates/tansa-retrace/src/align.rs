@@ -7,10 +7,12 @@
 //! `T / P` samples, a handful, and in a loop whose body is shorter than `P` the same few
 //! addresses recur in every iteration, so partials of distant phases look alike and the
 //! likelihood cannot tell which iteration a sample came from (see
-//! `docs/architecture/retrace.md`). The recorder, however, samples instruction `n` of the
-//! region when `(N + n) % P == 0`, `N` being the instructions of the earlier sampled
-//! executions, and stores each execution's length. The position of every sample is thus
-//! exact, and:
+//! `docs/architecture/retrace.md`). The recorder, however, stores each execution's length
+//! and samples every `P`-th instruction of it from its *phase*, which it either records
+//! (drawn at random: `PhaseRule::Shuffled`, the default) or derives from a count running
+//! on across executions (instruction `n` when `(N + n) % P == 0`, `N` being the
+//! instructions of the earlier sampled executions: the seed's `PhaseRule::Counted`). The
+//! position of every sample is thus exact, and:
 //!
 //! * executions are grouped into **paths**: first by length, then, within a length, by
 //!   agreement (two executions that put different instructions at one position took
@@ -42,15 +44,27 @@ pub struct Counted<'a> {
 
 /// The position in its execution of the first sample of each execution, if every
 /// execution's samples are exactly those an exact count with `period` implies (`None`
-/// otherwise: the phases are then unknown).
-pub fn sample_offsets(executions: &[Counted<'_>], period: u64) -> Option<Vec<u64>> {
+/// otherwise: the phases are then unknown). `phases` are the recorded phases of the
+/// executions (`PhaseRule::Shuffled`); without them the count runs on across executions.
+pub fn sample_offsets(
+    executions: &[Counted<'_>],
+    period: u64,
+    phases: Option<&[u64]>,
+) -> Option<Vec<u64>> {
     if period == 0 || executions.iter().all(|e| e.instructions == 0) {
+        return None;
+    }
+    if phases.is_some_and(|p| p.len() < executions.len()) {
         return None;
     }
     let mut global = 0u64;
     let mut offsets = Vec::with_capacity(executions.len());
-    for e in executions {
-        let first = (period - global % period) % period;
+    for (k, e) in executions.iter().enumerate() {
+        let first = match phases {
+            Some(p) if p[k] < period => p[k],
+            Some(_) => return None,
+            None => (period - global % period) % period,
+        };
         let expected = if first < e.instructions {
             (e.instructions - 1 - first) / period + 1
         } else {
@@ -116,15 +130,16 @@ const FILL_BUDGET: usize = 400_000;
 const MAX_CALL_DEPTH: usize = 64;
 
 /// Rebuilds the paths of `executions` by position, or `None` when the counts do not
-/// account for the samples (see [`sample_offsets`]). `entry` is the region's first
-/// instruction (position 0 of every path).
+/// account for the samples (see [`sample_offsets`], which also says what `phases` are).
+/// `entry` is the region's first instruction (position 0 of every path).
 pub fn align(
     program: &Program,
     executions: &[Counted<'_>],
     period: u64,
+    phases: Option<&[u64]>,
     entry: Option<CodeAddr>,
 ) -> Option<Aligned> {
-    let offsets = sample_offsets(executions, period)?;
+    let offsets = sample_offsets(executions, period, phases)?;
     let mut by_length: BTreeMap<u64, Vec<Cluster>> = BTreeMap::new();
     let mut unsampled: BTreeMap<u64, usize> = BTreeMap::new();
     for (e, &offset) in executions.iter().zip(&offsets) {
@@ -374,17 +389,46 @@ mod tests {
                 samples: &s[..3],
             },
         ];
-        assert_eq!(sample_offsets(&e, 4), Some(vec![0, 2, 0]));
+        assert_eq!(sample_offsets(&e, 4, None), Some(vec![0, 2, 0]));
         let wrong = [Counted {
             instructions: 10,
             samples: &s[..2],
         }];
-        assert_eq!(sample_offsets(&wrong, 4), None);
+        assert_eq!(sample_offsets(&wrong, 4, None), None);
         let unknown = [Counted {
             instructions: 0,
             samples: &s[..2],
         }];
-        assert_eq!(sample_offsets(&unknown, 4), None);
+        assert_eq!(sample_offsets(&unknown, 4, None), None);
+    }
+
+    /// Recorded phases replace the running count, and must account for the samples too.
+    #[test]
+    fn offsets_follow_recorded_phases() {
+        let s = [at(0); 3];
+        // T = 10, P = 4: phase 1 samples 1, 5, 9; phase 3 samples 3, 7; phase 2: 2, 6.
+        let e = [
+            Counted {
+                instructions: 10,
+                samples: &s[..3],
+            },
+            Counted {
+                instructions: 10,
+                samples: &s[..2],
+            },
+            Counted {
+                instructions: 10,
+                samples: &s[..2],
+            },
+        ];
+        assert_eq!(sample_offsets(&e, 4, Some(&[1, 3, 2])), Some(vec![1, 3, 2]));
+        // The running count would expect 3, 2, 3 samples.
+        assert_eq!(sample_offsets(&e, 4, None), None);
+        // Samples the phase does not account for, a phase not below the period, or
+        // phases missing: no positions.
+        assert_eq!(sample_offsets(&e, 4, Some(&[1, 0, 2])), None);
+        assert_eq!(sample_offsets(&e, 4, Some(&[1, 7, 2])), None);
+        assert_eq!(sample_offsets(&e, 4, Some(&[1, 3])), None);
     }
 
     /// `f`: 0: xor eax,eax ; 2: inc eax ; 4: cmp eax,3 ; 7: jne 2 ; 9: ret — a loop of
@@ -417,7 +461,7 @@ mod tests {
             instructions: 11,
             samples: &samples,
         }];
-        let a = align(&p, &e, 5, Some(at(0))).unwrap();
+        let a = align(&p, &e, 5, None, Some(at(0))).unwrap();
         assert_eq!(a.paths.len(), 1);
         let path = &a.paths[0];
         let got: Vec<CodeAddr> = path.entries.iter().map(|e| e.at).collect();
@@ -444,7 +488,7 @@ mod tests {
                 samples: &s0,
             },
         ];
-        let a = align(&p, &e, 11, Some(at(0))).unwrap();
+        let a = align(&p, &e, 11, None, Some(at(0))).unwrap();
         assert_eq!(a.paths.len(), 1);
         assert_eq!(a.paths[0].executions, 2);
         // P = 5 over executions of 10 (phases 0, 0) with a disagreement at position 5.
@@ -464,7 +508,7 @@ mod tests {
                 samples: &a_s,
             },
         ];
-        let a = align(&p, &e, 5, None).unwrap();
+        let a = align(&p, &e, 5, None, None).unwrap();
         let shares: Vec<usize> = a.paths.iter().map(|p| p.executions).collect();
         assert_eq!(shares, vec![2, 1]);
         let sampled = |p: &Path| -> Vec<CodeAddr> {
@@ -503,7 +547,7 @@ mod tests {
             instructions: 4,
             samples: &s,
         }];
-        let a = align(&p, &e, 4, Some(at(0x100))).unwrap();
+        let a = align(&p, &e, 4, None, Some(at(0x100))).unwrap();
         let got: Vec<CodeAddr> = a.paths[0].entries.iter().map(|e| e.at).collect();
         assert_eq!(got, truth);
         // A length no path has: nothing is invented.
@@ -511,7 +555,7 @@ mod tests {
             instructions: 5,
             samples: &s,
         }];
-        let a = align(&p, &e, 5, Some(at(0x100))).unwrap();
+        let a = align(&p, &e, 5, None, Some(at(0x100))).unwrap();
         assert_eq!(a.paths[0].entries.len(), 1);
         assert_eq!(a.paths[0].missing, 4);
     }

@@ -7,8 +7,8 @@ use std::io::Read;
 
 use tansa_format::meta::RecordingMeta;
 use tansa_format::retrace::{
-    self as frames, Addr, Execution, ExecutionChunk, GroundTruth, RegionCode, RetraceInfo,
-    RetraceSummary,
+    self as frames, Addr, Execution, ExecutionChunk, GroundTruth, PhaseChunk, RegionCode,
+    RetraceInfo, RetraceSummary,
 };
 use tansa_format::{FormatError, FrameType, Kind, Reader};
 
@@ -85,6 +85,9 @@ pub struct RetraceRecording {
     pub code: RegionCode,
     /// The sampled executions, in order.
     pub executions: Vec<Execution>,
+    /// The phase of each execution, when the ptrace sampler drew them at random
+    /// (`PhaseRule::Shuffled`); `None` when they follow from the counts (or are unknown).
+    pub phases: Option<Vec<u64>>,
     /// The true traces, if captured.
     pub ground_truth: Option<GroundTruth>,
     /// How the recording ended (absent if the file is cut short).
@@ -108,6 +111,7 @@ impl RetraceRecording {
         }
         let (mut meta, mut info, mut code) = (None, None, None);
         let mut executions = Vec::new();
+        let mut phases: Option<Vec<u64>> = None;
         let (mut ground_truth, mut summary) = (None, None);
         let mut damage: Option<String> = None;
         loop {
@@ -128,6 +132,10 @@ impl RetraceRecording {
                     frames::EXECUTIONS => {
                         let chunk: ExecutionChunk = frame.decode()?;
                         executions.extend(chunk.executions);
+                    }
+                    frames::PHASES => {
+                        let chunk: PhaseChunk = frame.decode()?;
+                        phases.get_or_insert_with(Vec::new).extend(chunk.phases);
                     }
                     frames::GROUND_TRUTH => ground_truth = Some(frame.decode()?),
                     frames::SUMMARY => summary = Some(frame.decode()?),
@@ -161,11 +169,24 @@ impl RetraceRecording {
         let (Some(info), Some(code)) = (info, code) else {
             return Err(RetraceRecordingError::NoRegion { damage });
         };
+        if let Some(p) = &phases
+            && p.len() < executions.len()
+        {
+            // Phases are written before their executions: fewer means a damaged file.
+            warnings.push(format!(
+                "{} of {} executions have no recorded phase; the report covers the first {}",
+                executions.len() - p.len(),
+                executions.len(),
+                p.len()
+            ));
+            executions.truncate(p.len());
+        }
         Ok(RetraceRecording {
             meta,
             info,
             code,
             executions,
+            phases,
             ground_truth,
             summary,
             warnings,

@@ -6,7 +6,9 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use serde::Serialize;
-use tansa_format::retrace::{Execution, GroundTruth, RegionCode, RetraceInfo, RetraceSummary};
+use tansa_format::retrace::{
+    Execution, GroundTruth, PhaseRule, RegionCode, RetraceInfo, RetraceSummary, Source,
+};
 
 use crate::accuracy::accuracy;
 use crate::align::{Counted, align};
@@ -119,10 +121,35 @@ pub struct PathAccuracy {
     pub truth_share: f64,
 }
 
+/// How well one true path was rebuilt.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TruePathAccuracy {
+    /// Single-stepped executions that took it.
+    pub executions: usize,
+    /// Their fraction of the single-stepped executions.
+    pub share: f64,
+    /// Its length in instructions (as stepped, before folding repeats).
+    pub length: usize,
+    /// Index into [`Report::paths`] of the rebuilt path it is compared with: of the paths
+    /// of its length, the closest (after a similarity merge, the one blended trace); null
+    /// when no path of its length was rebuilt (then `lcs_ratio` is 0 and `edit_distance`
+    /// 1).
+    pub rebuilt_path: Option<usize>,
+    /// As [`AccuracyReport::lcs_ratio`].
+    pub lcs_ratio: f64,
+    /// As [`AccuracyReport::edit_distance`].
+    pub edit_distance: f64,
+}
+
+/// Most distinct true paths compared one by one (most executions first); the weighted
+/// figures cover the executions of those.
+pub const MAX_TRUE_PATHS: usize = 256;
+
 /// Accuracy against the single-stepped ground truth.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AccuracyReport {
-    /// `LCS / max(len)` after folding repeats; 1 is a perfect rebuild.
+    /// `LCS / max(len)` after folding repeats, of the rebuilt trace ([`Report::trace`])
+    /// against the most frequent true path; 1 is a perfect rebuild.
     pub lcs_ratio: f64,
     /// `Levenshtein / max(len)` after folding repeats; 0 is a perfect rebuild.
     pub edit_distance: f64,
@@ -138,6 +165,19 @@ pub struct AccuracyReport {
     pub modal_support: usize,
     /// Whether the stepped executions are the sampled ones (ptrace) or further ones.
     pub same_executions: bool,
+    /// The LCS ratio of every true path against its rebuilt path, weighted by the
+    /// executions that took it: how well the rebuild describes what the executions did.
+    pub weighted_lcs_ratio: f64,
+    /// The edit distance, weighted as `weighted_lcs_ratio`.
+    pub weighted_edit_distance: f64,
+    /// Fraction of the stepped executions the weighted figures cover (1 unless there are
+    /// more than [`MAX_TRUE_PATHS`] distinct true paths).
+    pub weighted_share: f64,
+    /// The true paths compared, most executions first (then the shorter).
+    pub true_paths: Vec<TruePathAccuracy>,
+    /// Index into `true_paths` of the worst rebuilt one (lowest LCS ratio; between equal
+    /// ones, the one more executions took).
+    pub worst_true_path: Option<usize>,
 }
 
 /// The analysed recording.
@@ -157,6 +197,10 @@ pub struct Report {
     pub source_note: String,
     /// Sampling period.
     pub period: u64,
+    /// How the ptrace sampler chose each execution's phase: `shuffled` (drawn at random and
+    /// recorded) or `counted` (the seed's: a count running on across executions, as perf
+    /// sources also count).
+    pub sampling_phase: &'static str,
     /// `instructions` or `nanoseconds`.
     pub period_unit: &'static str,
     /// Executions sampled.
@@ -265,6 +309,8 @@ pub struct ReportInput<'a> {
     pub code: &'a RegionCode,
     /// `EXECUTIONS`, concatenated.
     pub executions: &'a [Execution],
+    /// `PHASES`, concatenated, if any (`PhaseRule::Shuffled`).
+    pub phases: Option<&'a [u64]>,
     /// `GROUND_TRUTH`, if any.
     pub ground_truth: Option<&'a GroundTruth>,
     /// `SUMMARY`, if the recording is complete.
@@ -341,12 +387,18 @@ pub fn build_report(
                 module: input.info.region_module,
                 addr: input.info.region_addr,
             };
-            align(&prog, &counted, input.info.period, Some(region))
+            align(
+                &prog,
+                &counted,
+                input.info.period,
+                input.phases,
+                Some(region),
+            )
         }
         Alignment::Merge => None,
     };
     let align_seconds = started.elapsed().as_secs_f64();
-    let (alignment, alignment_note, paths) = match aligned {
+    let (alignment, alignment_note, paths) = match &aligned {
         Some(a) => {
             let paths = a
                 .paths
@@ -409,6 +461,16 @@ pub fn build_report(
         Alignment::Merge => merge_seconds,
     };
     let trace = view.entries(&entries);
+    let rebuilt_paths: Vec<(Option<u64>, Vec<CodeAddr>)> = match (&aligned, &rebuilt) {
+        (Some(a), _) => a
+            .paths
+            .iter()
+            .map(|p| (Some(p.length), p.entries.iter().map(|e| e.at).collect()))
+            .collect(),
+        (None, Some(r)) => vec![(None, r.entries.iter().map(|e| e.at).collect())],
+        (None, None) => Vec::new(),
+    };
+    let weighted = weigh_true_paths(&truths, &rebuilt_paths);
     let accuracy = input.ground_truth.and_then(|gt| {
         let (modal, modal_support) = gt.modal()?;
         let truth: Vec<_> = modal.iter().copied().map(code_addr).collect();
@@ -423,6 +485,11 @@ pub fn build_report(
             distinct_paths: gt.traces.len(),
             modal_support,
             same_executions: gt.same_executions,
+            weighted_lcs_ratio: weighted.lcs_ratio,
+            weighted_edit_distance: weighted.edit_distance,
+            weighted_share: weighted.share,
+            worst_true_path: weighted.worst,
+            true_paths: weighted.paths,
         })
     });
     let steps: &[crate::merge::MergeStep] = rebuilt.as_ref().map_or(&[], |r| &r.merged.steps);
@@ -454,6 +521,10 @@ pub fn build_report(
         source: input.info.source.name(),
         source_note: input.info.source_note.clone(),
         period: input.info.period,
+        sampling_phase: match (input.info.source, input.phases) {
+            (Source::Ptrace, Some(_)) => PhaseRule::Shuffled.name(),
+            _ => PhaseRule::Counted.name(),
+        },
         period_unit: input.info.source.period_unit(),
         executions,
         recording_seconds: input.summary.map(|s| s.seconds),
@@ -485,6 +556,133 @@ pub fn build_report(
         accuracy,
         warnings,
     })
+}
+
+/// The accuracy of every true path, and their weighted mean.
+struct Weighted {
+    lcs_ratio: f64,
+    edit_distance: f64,
+    share: f64,
+    paths: Vec<TruePathAccuracy>,
+    worst: Option<usize>,
+}
+
+/// Compares each true path (`(trace, executions)`) with its rebuilt path among `rebuilt`
+/// (`(length, trace)`, length `None` after a similarity merge: then every true path is
+/// compared with it): of those of its length, the closest. The mean over the true paths,
+/// weighted by their executions, is the figure that does not hide a badly rebuilt path
+/// behind a well rebuilt frequent one.
+fn weigh_true_paths(
+    truths: &[(Vec<CodeAddr>, usize)],
+    rebuilt: &[(Option<u64>, Vec<CodeAddr>)],
+) -> Weighted {
+    let total: usize = truths.iter().map(|t| t.1).sum();
+    let mut order: Vec<usize> = (0..truths.len()).collect();
+    order.sort_by(|&a, &b| {
+        tansa_format::retrace::representative_order(
+            (truths[a].1, truths[a].0.len() as u64),
+            (truths[b].1, truths[b].0.len() as u64),
+        )
+        .then(a.cmp(&b))
+    });
+    let paths: Vec<TruePathAccuracy> = order
+        .iter()
+        .take(MAX_TRUE_PATHS)
+        .map(|&t| {
+            let (truth, n) = &truths[t];
+            let best = rebuilt
+                .iter()
+                .enumerate()
+                .filter(|(_, (len, _))| len.is_none_or(|l| l == truth.len() as u64))
+                .map(|(i, (_, got))| (i, accuracy(got, truth)))
+                .fold(
+                    None,
+                    |best: Option<(usize, crate::Accuracy)>, (i, a)| match best {
+                        Some((_, b)) if b.lcs_ratio >= a.lcs_ratio => best,
+                        _ => Some((i, a)),
+                    },
+                );
+            TruePathAccuracy {
+                executions: *n,
+                share: *n as f64 / total.max(1) as f64,
+                length: truth.len(),
+                rebuilt_path: best.map(|b| b.0),
+                lcs_ratio: best.map_or(0.0, |b| b.1.lcs_ratio),
+                edit_distance: best.map_or(1.0, |b| b.1.edit_distance),
+            }
+        })
+        .collect();
+    let covered: usize = paths.iter().map(|p| p.executions).sum();
+    let mean = |f: fn(&TruePathAccuracy) -> f64| {
+        paths
+            .iter()
+            .map(|p| f(p) * p.executions as f64)
+            .sum::<f64>()
+            / covered.max(1) as f64
+    };
+    let worst = paths
+        .iter()
+        .enumerate()
+        .min_by(|a, b| a.1.lcs_ratio.total_cmp(&b.1.lcs_ratio).then(a.0.cmp(&b.0)))
+        .map(|(i, _)| i);
+    Weighted {
+        lcs_ratio: mean(|p| p.lcs_ratio),
+        edit_distance: mean(|p| p.edit_distance),
+        share: covered as f64 / total.max(1) as f64,
+        worst,
+        paths,
+    }
+}
+
+#[cfg(test)]
+mod weighted_tests {
+    use super::*;
+
+    fn trace(addrs: &[u64]) -> Vec<CodeAddr> {
+        addrs
+            .iter()
+            .map(|&addr| CodeAddr { module: 0, addr })
+            .collect()
+    }
+
+    /// Four true paths of equal share; the shortest rebuilt exactly, the others with
+    /// holes: the weighted figure is their mean, the worst is named, and a true path
+    /// whose length no rebuilt path has counts as not rebuilt.
+    #[test]
+    fn every_true_path_counts_by_its_executions() {
+        let truths = vec![
+            (trace(&[1, 2, 3, 4]), 10),
+            (trace(&[1, 2, 5, 6, 7, 8, 3, 4]), 10),
+            (trace(&[1, 2, 9, 3, 4]), 20),
+            (trace(&[7, 7, 7]), 0),
+        ];
+        let rebuilt = vec![
+            (Some(4), trace(&[1, 2, 3, 4])),
+            // Half of path 2 rebuilt.
+            (Some(8), trace(&[1, 2, 5, 6])),
+        ];
+        let w = weigh_true_paths(&truths, &rebuilt);
+        let shares: Vec<_> = w.paths.iter().map(|p| (p.length, p.share)).collect();
+        assert_eq!(shares, [(5, 0.5), (4, 0.25), (8, 0.25), (3, 0.0)]);
+        let lcs: Vec<_> = w.paths.iter().map(|p| p.lcs_ratio).collect();
+        assert_eq!(lcs, [0.0, 1.0, 0.5, 0.0]);
+        assert_eq!(w.paths[0].rebuilt_path, None);
+        assert_eq!(w.paths[0].edit_distance, 1.0);
+        assert_eq!(w.paths[2].rebuilt_path, Some(1));
+        assert_eq!(w.lcs_ratio, 0.25 * 1.0 + 0.25 * 0.5);
+        // The worst: LCS 0, and of the two, the one most executions took.
+        assert_eq!(w.worst, Some(0));
+        assert_eq!(w.share, 1.0);
+        // A similarity merge's blend is compared with every true path.
+        let blend = vec![(None, trace(&[1, 2, 3, 4]))];
+        let w = weigh_true_paths(&truths[..3], &blend);
+        assert!(w.paths.iter().all(|p| p.rebuilt_path == Some(0)));
+        assert_eq!(w.paths[1].lcs_ratio, 1.0);
+        assert!(w.lcs_ratio < 1.0 && w.lcs_ratio > 0.5, "{}", w.lcs_ratio);
+        // No ground truth: nothing to weigh.
+        let w = weigh_true_paths(&[], &rebuilt);
+        assert_eq!((w.paths.len(), w.worst, w.lcs_ratio), (0, None, 0.0));
+    }
 }
 
 /// Turns rebuilt entries into report entries.

@@ -181,6 +181,7 @@ pub fn run(path: &Path, args: ReportOptions) -> anyhow::Result<ExitCode> {
             info: &l.info,
             code: &l.code,
             executions: &l.executions,
+            phases: l.phases.as_deref(),
             ground_truth: l.ground_truth.as_ref(),
             summary: l.summary.as_ref(),
         },

@@ -9,7 +9,7 @@ use anyhow::Context;
 use clap::ValueEnum;
 use tansa_format::meta::RecordingMeta;
 use tansa_format::output::{DEFAULT_MODE, Naming, OutputFile};
-use tansa_format::retrace::{self, ExecutionChunk, Source};
+use tansa_format::retrace::{self, ExecutionChunk, PhaseChunk, PhaseRule, Source};
 use tansa_format::{Kind, Writer};
 use tansa_ptrace::{Options, SourceChoice, record, stopped_by_recorder};
 
@@ -25,6 +25,18 @@ pub enum SourceArg {
     Instructions,
     /// Time-based samples (`cpu-clock`): an execution-time-weighted trace.
     CpuClock,
+}
+
+/// How the ptrace sampler picks where, in each execution, its every-P-th sampling starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PhaseArg {
+    /// At random for each execution (each run of P executions takes every phase once), and
+    /// recorded: no cycle of the program can line up with the period.
+    Shuffled,
+    /// The seed's fixed period: one count runs on across executions. Paths taken in turn
+    /// whose lengths add up to a multiple of P are then sampled at the same positions every
+    /// time, and the other positions never.
+    Counted,
 }
 
 /// Options of `tansa retrace record`.
@@ -48,6 +60,10 @@ pub struct Args {
     /// Which sampler to use.
     #[arg(long, value_enum, default_value_t = SourceArg::Auto)]
     source: SourceArg,
+    /// Where the ptrace sampler starts sampling each execution (perf sources count on
+    /// across executions whatever this says).
+    #[arg(long, value_enum, value_name = "RULE", default_value_t = PhaseArg::Shuffled)]
+    phase: PhaseArg,
     /// Executions of the region to sample; the target is stopped after that.
     #[arg(long, value_name = "N", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
     executions: u64,
@@ -113,6 +129,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         region: args.region.clone(),
         source,
         period,
+        phase: match args.phase {
+            PhaseArg::Shuffled => PhaseRule::Shuffled,
+            PhaseArg::Counted => PhaseRule::Counted,
+        },
         executions: args.executions,
         warmup: args.warmup,
         ground_truth: args.ground_truth,
@@ -164,6 +184,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 ("region".into(), args.region.clone()),
                 ("source".into(), rec.info.source.name().into()),
                 ("period".into(), rec.info.period.to_string()),
+                (
+                    "phase".into(),
+                    match rec.phases {
+                        Some(_) => PhaseRule::Shuffled.name(),
+                        None => PhaseRule::Counted.name(),
+                    }
+                    .into(),
+                ),
                 ("executions".into(), args.executions.to_string()),
                 ("warmup".into(), args.warmup.to_string()),
                 ("ground_truth".into(), args.ground_truth.to_string()),
@@ -173,6 +201,19 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     w.value(retrace::INFO, &rec.info)?;
     w.value(retrace::CODE, &rec.code)?;
     for (i, chunk) in rec.executions.chunks(4096).enumerate() {
+        if let Some(phases) = &rec.phases {
+            // Before the executions they place: a file cut short never holds executions
+            // without their phases.
+            let start = (i * 4096).min(phases.len());
+            let end = (start + chunk.len()).min(phases.len());
+            w.value(
+                retrace::PHASES,
+                &PhaseChunk {
+                    first: (i * 4096) as u64,
+                    phases: phases[start..end].to_vec(),
+                },
+            )?;
+        }
         w.value(
             retrace::EXECUTIONS,
             &ExecutionChunk {
