@@ -506,12 +506,63 @@ fn sparse_period_reports_each_path_with_its_share() {
 
 /// P = 1009, longer than every path: most executions hold no sample and the others one,
 /// yet with enough executions every path is rebuilt from positions and the control-flow
-/// graph.
+/// graph. With the seed's sampling (`--phase counted`, deterministic) and 750 executions
+/// of the two rarer paths, fewer than P, some positions are never sampled and come from
+/// the control-flow graph; by default (random phases) each path gets every phase once per
+/// P of its executions, so with 1250 each every position is sampled.
 #[test]
 fn period_longer_than_the_region_with_enough_executions() {
     let dir = tempfile::tempdir().unwrap();
     let exe = build_program(dir.path(), "paths");
-    let file = record_ptrace(dir.path(), &exe, 1009, 3000, "5000");
+    let file = dir.path().join("shuffled.tansa");
+    let o = tansa()
+        .args([
+            "retrace", "record", "--region", "work", "--source", "ptrace",
+        ])
+        .args([
+            "--period",
+            "1009",
+            "--executions",
+            "5000",
+            "--ground-truth",
+            "-o",
+        ])
+        .arg(&file)
+        .arg("--")
+        .arg(&exe)
+        .arg("6000")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let v = report_json(&file, &[]);
+    assert_eq!(v["sampling_phase"], "shuffled");
+    for p in v["paths"].as_array().unwrap() {
+        assert_eq!(p["observed"], p["instructions"], "{p}");
+        assert_eq!(p["accuracy"]["lcs_ratio"], 1.0, "{p}");
+    }
+    assert_eq!(v["accuracy"]["weighted_lcs_ratio"], 1.0);
+
+    let file = dir.path().join("counted.tansa");
+    let o = tansa()
+        .args([
+            "retrace", "record", "--region", "work", "--source", "ptrace",
+        ])
+        .args([
+            "--period",
+            "1009",
+            "--executions",
+            "3000",
+            "--phase",
+            "counted",
+        ])
+        .args(["--ground-truth", "-o"])
+        .arg(&file)
+        .arg("--")
+        .arg(&exe)
+        .arg("5000")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
     let v = report_json(&file, &[]);
     assert_eq!(v["alignment"], "counts", "{}", v["alignment_note"]);
     let paths = v["paths"].as_array().unwrap();

@@ -157,11 +157,13 @@ pub enum PhaseRule {
     /// in turn), every execution of a path is sampled at the same positions and the others
     /// are never seen.
     Counted,
-    /// Each execution's phase (the position of its first sample, `0..P`) is drawn at random,
-    /// without repeats within each run of `P` executions (a shuffle of `0..P`; uniform above
-    /// 65536), and recorded ([`PHASES`]). The mean period stays `P` and every partial is
-    /// still the seed's strided subsequence, but no cycle of the program can line up with
-    /// the sampler.
+    /// Each execution's phase (the position of its first sample, `0..P`) is chosen at
+    /// random and recorded ([`PHASES`]): the executions of one length (a path) take the
+    /// phases `b, b + a, b + 2a, ...` mod `P`, `a` the golden-ratio step coprime with `P` and
+    /// `b` random for each run of `P` of them, so each path gets every phase once per `P` of
+    /// its executions, evenly spread in between. The mean period stays `P` and every
+    /// partial is still the seed's strided subsequence, but no cycle of the program can
+    /// line up with the sampler.
     Shuffled,
 }
 

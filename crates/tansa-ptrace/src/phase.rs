@@ -1,11 +1,9 @@
 //! Which instructions of an execution the `ptrace` sampler keeps: every `P`-th, from the
 //! execution's phase, under the rule the user chose ([`PhaseRule`]).
 
-use tansa_format::retrace::PhaseRule;
+use std::collections::HashMap;
 
-/// Largest period for which phases are drawn as shuffles of `0..P` (a table of `P`
-/// entries); above it each phase is drawn uniformly.
-const MAX_SHUFFLED: u64 = 1 << 16;
+use tansa_format::retrace::PhaseRule;
 
 /// Chooses each execution's phase.
 pub(crate) struct Phases {
@@ -13,21 +11,46 @@ pub(crate) struct Phases {
     period: u64,
     /// Instructions of the executions that ended so far ([`PhaseRule::Counted`]).
     counted: u64,
-    /// The current shuffle of `0..P`, drawn from its end ([`PhaseRule::Shuffled`]).
-    deck: Vec<u64>,
+    /// The step between the phases of successive executions of one length: the integer
+    /// nearest `P / φ` (φ the golden ratio) that is coprime with `P`, so that `P`
+    /// successive steps visit every phase once and any run of them is spread evenly.
+    step: u64,
+    /// For each execution length (a path, as `tansa_retrace::align` groups them), the
+    /// random start of its current run of `P` phases and how many of them it has used
+    /// ([`PhaseRule::Shuffled`]).
+    runs: HashMap<u64, (u64, u64)>,
     rng: fastrand::Rng,
     /// The phase of every execution so far ([`PhaseRule::Shuffled`]).
     pub(crate) drawn: Vec<u64>,
 }
 
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+/// The step of [`Phases::step`].
+fn golden_step(p: u64) -> u64 {
+    let mut a = ((p as f64) * 0.618_033_988_749_895).round() as u64;
+    a = a.clamp(1, p.max(1));
+    while a < p && gcd(a, p) != 1 {
+        a += 1;
+    }
+    a % p.max(1)
+}
+
 impl Phases {
     /// Phases for `rule` at `period` (at least 1), random ones from `rng`.
     pub(crate) fn new(rule: PhaseRule, period: u64, rng: fastrand::Rng) -> Phases {
+        let period = period.max(1);
         Phases {
             rule,
-            period: period.max(1),
+            period,
             counted: 0,
-            deck: Vec::new(),
+            step: golden_step(period),
+            runs: HashMap::new(),
             rng,
             drawn: Vec::new(),
         }
@@ -35,6 +58,13 @@ impl Phases {
 
     /// The phase of the next execution, which ran `instructions` instructions: the
     /// position of its first sample if it has one (then `phase + P`, ...).
+    ///
+    /// [`PhaseRule::Shuffled`]: the executions of one length take the phases `b`, `b + a`,
+    /// `b + 2a`, ... (mod `P`), `a` the golden step and `b` drawn at random for each run of
+    /// `P` of them. Whatever other paths run between, a path therefore never sees a phase
+    /// twice in `P` of its executions, and fewer executions still spread over all phases
+    /// (no long stretch of positions left unsampled, which the control-flow graph could
+    /// not fill), which independent random phases would not give.
     pub(crate) fn next(&mut self, instructions: u64) -> u64 {
         let p = self.period;
         match self.rule {
@@ -44,15 +74,14 @@ impl Phases {
                 phase
             }
             PhaseRule::Shuffled => {
-                let phase = if p > MAX_SHUFFLED {
-                    self.rng.u64(0..p)
-                } else {
-                    if self.deck.is_empty() {
-                        self.deck = (0..p).collect();
-                        self.rng.shuffle(&mut self.deck);
-                    }
-                    self.deck.pop().unwrap_or(0)
-                };
+                let (start, used) = self.runs.entry(instructions).or_insert((0, p));
+                if *used >= p {
+                    *start = self.rng.u64(0..p);
+                    *used = 0;
+                }
+                let phase = ((u128::from(*start) + u128::from(*used) * u128::from(self.step))
+                    % u128::from(p)) as u64;
+                *used += 1;
                 self.drawn.push(phase);
                 phase
             }
@@ -81,22 +110,43 @@ mod tests {
         assert!(p.drawn.is_empty());
     }
 
-    /// Each run of `P` executions takes every phase once, whatever their lengths; the
-    /// phases are recorded.
+    /// Each run of `P` executions of one length takes every phase once, whatever runs
+    /// between them; the phases are recorded.
     #[test]
     fn shuffled_phases_cover_every_residue_in_each_run_of_p() {
         let mut p = Phases::new(PhaseRule::Shuffled, 7, fastrand::Rng::with_seed(42));
-        for _ in 0..5 {
-            let mut run: Vec<u64> = (0..7).map(|_| p.next(70)).collect();
-            run.sort_unstable();
-            assert_eq!(run, (0..7).collect::<Vec<_>>());
+        let lengths = [4, 13, 22, 31];
+        let mut by_length: HashMap<u64, Vec<u64>> = HashMap::new();
+        for k in 0..4 * 7 * 5 {
+            let n = lengths[k % 4];
+            let phase = p.next(n);
+            by_length.entry(n).or_default().push(phase);
         }
-        assert_eq!(p.drawn.len(), 35);
-        // Not one fixed order: the runs differ.
-        assert_ne!(p.drawn[..7], p.drawn[7..14]);
-        // Above the shuffle table's size, uniform phases below the period.
+        for (n, phases) in &by_length {
+            for run in phases.chunks(7) {
+                let mut run = run.to_vec();
+                run.sort_unstable();
+                assert_eq!(run, (0..7).collect::<Vec<_>>(), "length {n}");
+            }
+        }
+        // Not one fixed order: the runs start at random phases.
+        let starts: std::collections::BTreeSet<u64> = by_length
+            .values()
+            .flat_map(|p| p.iter().step_by(7))
+            .copied()
+            .collect();
+        assert!(starts.len() > 1, "{starts:?}");
+        assert_eq!(p.drawn.len(), 140);
+        // The step visits every phase; huge periods too.
+        assert_eq!(golden_step(7), 4);
+        assert_eq!(golden_step(1009), 624);
+        assert_eq!(golden_step(1), 0);
+        assert_eq!(golden_step(2), 1);
+        assert_eq!(gcd(golden_step(1 << 40), 1 << 40), 1);
         let mut big = Phases::new(PhaseRule::Shuffled, 1 << 40, fastrand::Rng::with_seed(3));
         assert!((0..100).all(|_| big.next(5) < 1 << 40));
         assert!(big.kept(u64::MAX - 1, 5).next().is_none());
+        let mut one = Phases::new(PhaseRule::Shuffled, 1, fastrand::Rng::with_seed(3));
+        assert!((0..5).all(|_| one.next(5) == 0));
     }
 }

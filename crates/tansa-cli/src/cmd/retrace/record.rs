@@ -30,8 +30,8 @@ pub enum SourceArg {
 /// How the ptrace sampler picks where, in each execution, its every-P-th sampling starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum PhaseArg {
-    /// At random for each execution (each run of P executions takes every phase once), and
-    /// recorded: no cycle of the program can line up with the period.
+    /// At random for each execution, and recorded (each path gets every phase once per P of
+    /// its executions): no cycle of the program can line up with the period.
     Shuffled,
     /// The seed's fixed period: one count runs on across executions. Paths taken in turn
     /// whose lengths add up to a multiple of P are then sampled at the same positions every
